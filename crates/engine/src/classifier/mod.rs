@@ -1,0 +1,1 @@
+//! The ipfw ruleset. (In progress.)

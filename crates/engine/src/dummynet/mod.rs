@@ -1,0 +1,1 @@
+//! Dummynet objects. (In progress.)

@@ -1,0 +1,85 @@
+//! What the caller tells the engine about a packet, and what the engine answers.
+
+use crate::flow::FlowKey;
+use crate::stats::DropReason;
+use crate::time::Nanos;
+
+/// Direction through the firewall, as ipfw's `in` / `out`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    In,
+    Out,
+}
+
+/// An interface interned by [`crate::Engine::iface`]; cheap to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IfaceId(pub u16);
+
+/// The facts the classifier and dummynet need about one packet. The caller
+/// parses headers (see [`crate::wire`]); the engine never touches payload bytes
+/// on the forwarding path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketInfo {
+    /// Bytes billed to links and queues (the IP packet, or the frame for layer 2).
+    pub len: u32,
+    pub key: FlowKey,
+    pub dir: Direction,
+    /// Receive interface (`recv`), if any.
+    pub recv_if: Option<IfaceId>,
+    /// Transmit interface (`xmit`), if known.
+    pub xmit_if: Option<IfaceId>,
+}
+
+/// Payload types the engine can carry. The engine only moves payloads around;
+/// the hook exists so AQMs can mark ECN on payloads that expose their bytes.
+pub trait Payload {
+    /// The packet bytes starting at the IP header, if the payload has them.
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+}
+
+impl Payload for () {}
+impl Payload for u32 {}
+impl Payload for u64 {}
+impl Payload for usize {}
+
+/// A dummynet object a packet was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    Pipe(u32),
+    Queue(u32),
+}
+
+/// The immediate outcome of [`crate::Engine::input`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<P> {
+    /// Leaves now, accepted by `rule` (65535 is the default rule).
+    Pass { payload: P, rule: u16 },
+    /// Dropped now.
+    Drop { payload: P, reason: DropReason, rule: Option<u16>, target: Option<Target> },
+    /// Held by dummynet; it comes back from [`crate::Engine::poll`].
+    Queued { rule: u16, target: Target },
+}
+
+/// A packet leaving the engine later, from [`crate::Engine::poll`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Output<P> {
+    pub payload: P,
+    pub info: PacketInfo,
+    /// When it happened: for a delivery, the departure time (never later than
+    /// the `now` passed to `poll`; earlier if `poll` was called late).
+    pub at: Nanos,
+    /// `None`: delivered. `Some`: dropped after having been queued.
+    pub drop: Option<DropReason>,
+    /// The rule that last decided its fate.
+    pub rule: Option<u16>,
+    /// The last pipe or queue it went through.
+    pub target: Option<Target>,
+}
+
+impl<P> Output<P> {
+    pub fn delivered(&self) -> bool {
+        self.drop.is_none()
+    }
+}

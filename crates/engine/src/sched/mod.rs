@@ -1,0 +1,78 @@
+//! Packet schedulers: the policy that picks which queue a link serves next.
+//!
+//! This is FreeBSD's `dn_alg` table in Rust. Packets always live in the
+//! engine's per-flow queues; a scheduler instance only keeps its own per-queue
+//! state (weights, virtual times, deficits) and, when asked, pops the head of
+//! the queue it chooses through [`QueueOps`]. Adding a scheduler is one file
+//! implementing [`SchedInstance`] plus one line in [`REGISTRY`].
+
+mod fifo;
+
+pub use fifo::Fifo;
+
+/// An engine-wide handle to a flow queue.
+pub type QueueId = u32;
+
+/// A scheduler-local handle, returned by [`SchedInstance::add_queue`].
+pub type Slot = u32;
+
+/// The scheduler's window on the queues it serves.
+pub trait QueueOps {
+    /// Length in bytes of the packet at the head of `q`.
+    fn head_len(&self, q: QueueId) -> Option<u32>;
+    /// Removes the head packet of `q` for transmission and returns its length.
+    /// Queue management may drop packets on the way (CoDel drops at dequeue),
+    /// so this returns `None` if `q` had nothing left to send.
+    fn pop(&mut self, q: QueueId) -> Option<u32>;
+}
+
+/// One scheduler instance (one per masked flow id of the scheduler's mask).
+pub trait SchedInstance: Send {
+    /// A queue of weight `weight` joins this instance (it is still empty).
+    fn add_queue(&mut self, q: QueueId, weight: u32) -> Slot;
+    /// The queue at `slot` leaves; it is empty when this is called.
+    fn remove_queue(&mut self, slot: Slot);
+    /// The flowset's weight changed.
+    fn set_weight(&mut self, slot: Slot, weight: u32);
+    /// A packet of `len` bytes was appended to the queue at `slot`;
+    /// `was_empty` tells whether the queue was empty before.
+    fn enqueue(&mut self, slot: Slot, len: u32, was_empty: bool);
+    /// Picks a queue and pops its head packet with `ops.pop`; returns the queue
+    /// served, or `None` if nothing is backlogged.
+    fn dequeue(&mut self, ops: &mut dyn QueueOps) -> Option<QueueId>;
+}
+
+/// Why a scheduler refused its parameters.
+pub type ParamError = String;
+
+/// A scheduler type, as registered.
+pub struct SchedType {
+    /// Name in `type NAME` (lower case).
+    pub name: &'static str,
+    /// Other accepted spellings.
+    pub aliases: &'static [&'static str],
+    /// Name shown by `sched show` (FreeBSD's upper-case form).
+    pub display: &'static str,
+    /// Parameter names it accepts after `type NAME`.
+    pub params: &'static [&'static str],
+    /// Validates parameters and builds an instance.
+    pub new_instance: fn(&[(String, u64)]) -> Result<Box<dyn SchedInstance>, ParamError>,
+}
+
+/// Every scheduler type, one line each.
+pub static REGISTRY: &[&SchedType] = &[&fifo::TYPE];
+
+/// The scheduler a new `sched N` or `pipe N` gets: WF2Q+ as in FreeBSD, once registered.
+pub const DEFAULT_TYPE: &str = "wf2q+";
+
+/// Looks a type up by name or alias, case-insensitively.
+pub fn lookup(name: &str) -> Option<&'static SchedType> {
+    REGISTRY.iter().copied().find(|t| {
+        t.name.eq_ignore_ascii_case(name) || t.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    })
+}
+
+/// All names and aliases, for error messages and suggestions.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().flat_map(|t| std::iter::once(t.name).chain(t.aliases.iter().copied())).collect()
+}

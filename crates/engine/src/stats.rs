@@ -1,0 +1,172 @@
+//! Counters, drop reasons, and the read-only snapshot `show` is printed from.
+
+use crate::config::{LinkConfig, QueueLimit, RuleSpec};
+use crate::flow::{FlowKey, FlowMask};
+use crate::rng::Probability;
+use crate::time::Nanos;
+
+/// Why a packet was dropped. Every drop has exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// A `deny` rule, or the default rule when it denies.
+    RuleDeny,
+    /// The queue was full (slots or bytes).
+    QueueFull,
+    /// `plr` random loss at enqueue.
+    Plr,
+    /// A profile sample above its `loss-level`.
+    ProfileLoss,
+    /// The rule named a pipe or queue that does not exist.
+    NoSuchTarget,
+    /// The queue's scheduler does not exist yet.
+    Unlinked,
+    /// The object holding it was deleted or flushed.
+    Deleted,
+    /// Dropped by an AQM (RED, CoDel, PIE...).
+    Aqm,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 8] = [
+        DropReason::RuleDeny,
+        DropReason::QueueFull,
+        DropReason::Plr,
+        DropReason::ProfileLoss,
+        DropReason::NoSuchTarget,
+        DropReason::Unlinked,
+        DropReason::Deleted,
+        DropReason::Aqm,
+    ];
+
+    /// Stable short name used in logs and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::RuleDeny => "rule-deny",
+            DropReason::QueueFull => "queue-full",
+            DropReason::Plr => "plr",
+            DropReason::ProfileLoss => "profile-loss",
+            DropReason::NoSuchTarget => "no-such-pipe",
+            DropReason::Unlinked => "unlinked-queue",
+            DropReason::Deleted => "deleted",
+            DropReason::Aqm => "aqm",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Engine-wide accounting: the conservation law is
+/// `arrived == delivered + dropped() + inside`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Totals {
+    pub arrived: u64,
+    pub delivered: u64,
+    pub drops: [u64; DropReason::ALL.len()],
+    /// Packets held in queues, on links or in delay lines right now.
+    pub inside: u64,
+}
+
+impl Totals {
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    pub fn drops_for(&self, r: DropReason) -> u64 {
+        self.drops[r.index()]
+    }
+
+    /// True when every packet that entered is accounted for exactly once.
+    pub fn conserved(&self) -> bool {
+        self.arrived == self.delivered + self.dropped() + self.inside
+    }
+}
+
+/// Counters of a queue or scheduler instance, as FreeBSD's `Tot_pkt/bytes Pkt/Byte Drp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowCounters {
+    /// Packets and bytes that arrived (including those later dropped).
+    pub tot_pkts: u64,
+    pub tot_bytes: u64,
+    /// Currently queued.
+    pub len_pkts: u32,
+    pub len_bytes: u64,
+    pub drops: u64,
+}
+
+/// Everything `show`, `pipe show`, `queue show` and `sched show` print.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    pub now: Nanos,
+    pub rules: Vec<RuleView>,
+    pub links: Vec<LinkView>,
+    pub scheds: Vec<SchedView>,
+    pub flowsets: Vec<FlowsetView>,
+    pub settings: crate::config::Settings,
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleView {
+    pub number: u16,
+    pub spec: RuleSpec,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Time of the last match, if any.
+    pub last_match: Option<Nanos>,
+    /// True for rule 65535.
+    pub is_default: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkView {
+    pub number: u32,
+    pub config: LinkConfig,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedView {
+    pub number: u32,
+    /// Display name (`FIFO`, `WF2Q+`).
+    pub kind: &'static str,
+    pub mask: FlowMask,
+    /// Type-specific parameters for display.
+    pub params: Vec<(String, u64)>,
+    pub instances: Vec<InstanceView>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceView {
+    /// Masked flow id of the instance (all zero without a mask).
+    pub id: FlowKey,
+    pub counters: FlowCounters,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowsetView {
+    pub number: u32,
+    /// The scheduler it feeds, and whether that scheduler exists.
+    pub sched: u32,
+    pub linked: bool,
+    pub weight: u32,
+    pub limit: QueueLimit,
+    pub plr: Probability,
+    pub mask: FlowMask,
+    pub buckets: u32,
+    /// AQM display (`droptail`).
+    pub aqm: String,
+    pub flows: Vec<FlowView>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowView {
+    pub id: FlowKey,
+    pub counters: FlowCounters,
+}

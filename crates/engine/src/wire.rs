@@ -1,0 +1,1 @@
+//! Header parsing: raw frames to [`crate::PacketInfo`] facts. (In progress.)
