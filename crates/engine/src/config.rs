@@ -56,6 +56,10 @@ pub enum Setting {
     /// `net.inet.ip.dummynet.expire` (default 1): reclaim idle dynamic queues
     /// and scheduler instances once a table outgrows its `buckets`.
     Expire(bool),
+    /// `net.inet.ip.dummynet.pipe_slot_limit` (default 100): largest `queue N` in slots.
+    PipeSlotLimit(u32),
+    /// `net.inet.ip.dummynet.pipe_byte_limit` (default 1 MiB): largest `queue NKbytes`.
+    PipeByteLimit(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,11 +67,19 @@ pub struct Settings {
     pub one_pass: bool,
     pub default_to_accept: bool,
     pub expire: bool,
+    pub pipe_slot_limit: u32,
+    pub pipe_byte_limit: u64,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { one_pass: true, default_to_accept: false, expire: true }
+        Settings {
+            one_pass: true,
+            default_to_accept: false,
+            expire: true,
+            pipe_slot_limit: MAX_QUEUE_SLOTS,
+            pipe_byte_limit: MAX_QUEUE_BYTES,
+        }
     }
 }
 
@@ -193,8 +205,8 @@ pub enum QueueLimit {
     Bytes(u64),
 }
 
-/// FreeBSD: 50 slots by default; at most 100 slots (sysctl
-/// `net.inet.ip.dummynet.pipe_slot_limit`) and 1 MB (`pipe_byte_limit`).
+/// FreeBSD: 50 slots by default; at most 100 slots and 1 MiB unless the
+/// `pipe_slot_limit` / `pipe_byte_limit` settings raise the bounds.
 pub const DEFAULT_QUEUE_SLOTS: u32 = 50;
 pub const MAX_QUEUE_SLOTS: u32 = 100;
 pub const MAX_QUEUE_BYTES: u64 = 1024 * 1024;
