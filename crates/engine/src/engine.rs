@@ -1,45 +1,499 @@
-//! The engine: ruleset + dummynet + event queue. (In progress: API first.)
+//! The engine: the ruleset in front of dummynet, the event queue behind it,
+//! and the accounting that follows every packet.
 
-use crate::config::{Command, Settings};
-use crate::packet::{IfaceId, Output, PacketInfo, Payload, Verdict};
-use crate::stats::{Snapshot, Totals};
-use crate::time::Nanos;
+use std::collections::VecDeque;
+
+use crate::classifier::{self, Decision, Interfaces, Ruleset};
+use crate::config::{
+    Action, Command, FlowsetConfig, LinkConfig, QueueLimit, RuleSpec, Setting, Settings, DEFAULT_RULE, DN_MAX_ID,
+    MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
+};
+use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
+use crate::rng::Rng;
+use crate::sched::{self, SchedType};
+use crate::stats::{DropReason, LinkView, RuleView, Snapshot, Totals};
+use crate::time::{Nanos, NS_PER_SEC};
 
 /// A configuration command the engine refused; nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
+fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+/// Largest bandwidth accepted: 10 Tbit/s (credit arithmetic has room for far more).
+pub const MAX_BW: u64 = 10_000_000_000_000;
+/// Largest delay accepted: one hour (FreeBSD stops at 10 s; a "link to the moon"
+/// or a deep-space hop needs more).
+pub const MAX_DELAY: Nanos = 3600 * NS_PER_SEC;
+
+/// ipfw + dummynet on a caller-driven clock. `P` is whatever the caller wants
+/// back with each packet (buffer, index, handle).
 pub struct Engine<P> {
-    _p: std::marker::PhantomData<P>,
+    rules: Ruleset,
+    ifaces: Interfaces,
+    dn: Dummynet<P>,
+    settings: Settings,
+    rng: Rng,
+    /// Arrival counter, for stable ordering inside dummynet.
+    seq: u64,
+    /// Packets that have left and wait for `poll`.
+    ready: VecDeque<Output<P>>,
+    totals: Totals,
+    /// The latest time the engine was driven to.
+    now: Nanos,
 }
 
 impl<P: Payload> Engine<P> {
-    pub fn new(_seed: u64) -> Self {
-        todo!()
+    /// An engine with FreeBSD's defaults: only the default rule (deny), no
+    /// pipes, `one_pass` on.
+    pub fn new(seed: u64) -> Self {
+        Self::with_settings(seed, Settings::default())
     }
-    pub fn with_settings(_seed: u64, _settings: Settings) -> Self {
-        todo!()
+
+    pub fn with_settings(seed: u64, settings: Settings) -> Self {
+        Engine {
+            rules: Ruleset::new(),
+            ifaces: Interfaces::default(),
+            dn: Dummynet::default(),
+            settings,
+            rng: Rng::new(seed),
+            seq: 0,
+            ready: VecDeque::new(),
+            totals: Totals::default(),
+            now: 0,
+        }
     }
-    pub fn iface(&mut self, _name: &str) -> IfaceId {
-        todo!()
+
+    pub fn settings(&self) -> Settings {
+        self.settings
     }
-    pub fn apply(&mut self, _now: Nanos, _cmd: Command) -> Result<(), ConfigError> {
-        todo!()
+
+    /// The id of interface `name`, for [`PacketInfo::recv_if`] / `xmit_if`.
+    pub fn iface(&mut self, name: &str) -> IfaceId {
+        let before = self.ifaces.len();
+        let id = self.ifaces.intern(name);
+        if self.ifaces.len() != before {
+            self.learn_new_ifaces(before);
+        }
+        id
     }
-    pub fn input(&mut self, _now: Nanos, _info: PacketInfo, _payload: P) -> Verdict<P> {
-        todo!()
+
+    pub fn iface_name(&self, id: IfaceId) -> Option<&str> {
+        self.ifaces.name(id)
     }
-    pub fn poll(&mut self, _now: Nanos) -> Option<Output<P>> {
-        todo!()
+
+    fn learn_new_ifaces(&mut self, from: usize) {
+        for i in from..self.ifaces.len() {
+            let id = IfaceId(i as u16);
+            let Some(name) = self.ifaces.name(id).map(str::to_string) else { continue };
+            for r in self.rules.rules_mut() {
+                r.body.learn_iface(id, &name);
+            }
+        }
     }
+
+    // ---------------------------------------------------------------- data path
+
+    /// A packet arrives at `now`. Timers due by `now` run first, so a caller
+    /// that polls late still sees departures in the right order.
+    pub fn input(&mut self, now: Nanos, info: PacketInfo, payload: P) -> Verdict<P> {
+        self.run_timers(now);
+        self.totals.arrived += 1;
+        let (decision, rule) = self.rules.classify(0, now, &info, self.settings.default_to_accept, &mut self.rng);
+        let target = match decision {
+            Decision::Allow => {
+                self.totals.delivered += 1;
+                return Verdict::Pass { payload, rule: rule.number };
+            }
+            Decision::Deny => {
+                self.totals.drops[DropReason::RuleDeny as usize] += 1;
+                return Verdict::Drop { payload, reason: DropReason::RuleDeny, rule: Some(rule.number), target: None };
+            }
+            Decision::Pipe(n) => Target::Pipe(n),
+            Decision::Queue(n) => Target::Queue(n),
+        };
+        self.seq += 1;
+        let held = Held { payload, info, seq: self.seq, rule, target, enq_time: now, out_time: now, lost: false };
+        match self.dn.enqueue(now, held, &mut self.rng) {
+            Ok(()) => {
+                self.totals.inside += 1;
+                self.process_exits();
+                Verdict::Queued { rule: rule.number, target }
+            }
+            Err(Rejected { held, reason }) => {
+                self.totals.drops[reason as usize] += 1;
+                Verdict::Drop { payload: held.payload, reason, rule: Some(rule.number), target: Some(target) }
+            }
+        }
+    }
+
+    /// The next packet whose time has come by `now`, delivered or dropped.
+    /// Call until it returns `None`.
+    pub fn poll(&mut self, now: Nanos) -> Option<Output<P>> {
+        self.now = self.now.max(now);
+        loop {
+            if let Some(out) = self.ready.pop_front() {
+                self.totals.inside -= 1;
+                match out.drop {
+                    None => self.totals.delivered += 1,
+                    Some(r) => self.totals.drops[r as usize] += 1,
+                }
+                return Some(out);
+            }
+            if !self.dn.run_timer(now, &mut self.rng) {
+                return None;
+            }
+            self.process_exits();
+        }
+    }
+
+    /// When [`Self::poll`] next has something to return, if ever.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        todo!()
+        match self.ready.front() {
+            Some(o) => Some(o.at),
+            None => self.dn.next_deadline(),
+        }
     }
-    pub fn snapshot(&self) -> Snapshot {
-        todo!()
+
+    fn run_timers(&mut self, now: Nanos) {
+        self.now = self.now.max(now);
+        while self.dn.run_timer(now, &mut self.rng) {
+            self.process_exits();
+        }
     }
+
+    /// Packets leaving dummynet: delivered, dropped, or (with `one_pass` 0)
+    /// sent back through the ruleset after the rule that queued them.
+    fn process_exits(&mut self) {
+        while !self.dn.exits.is_empty() {
+            let exits = std::mem::take(&mut self.dn.exits);
+            for Exit { mut held, at, drop } in exits {
+                if drop.is_some() || self.settings.one_pass {
+                    self.ready.push_back(output(held, at, drop));
+                    continue;
+                }
+                let start = self.rules.resume_after(held.rule);
+                let (decision, rule) =
+                    self.rules.classify(start, at, &held.info, self.settings.default_to_accept, &mut self.rng);
+                held.rule = rule;
+                let target = match decision {
+                    Decision::Allow => {
+                        self.ready.push_back(output(held, at, None));
+                        continue;
+                    }
+                    Decision::Deny => {
+                        self.ready.push_back(output(held, at, Some(DropReason::RuleDeny)));
+                        continue;
+                    }
+                    Decision::Pipe(n) => Target::Pipe(n),
+                    Decision::Queue(n) => Target::Queue(n),
+                };
+                held.target = target;
+                if let Err(Rejected { held, reason }) = self.dn.enqueue(at, held, &mut self.rng) {
+                    self.ready.push_back(output(held, at, Some(reason)));
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- accounting
+
     pub fn totals(&self) -> Totals {
-        todo!()
+        self.totals
     }
+
+    /// Counts the packets actually held in queues, links, delay lines and the
+    /// ready list: it must equal `totals().inside` (a check on the counters).
+    pub fn held_packets(&self) -> u64 {
+        self.dn.held() + self.ready.len() as u64
+    }
+
+    // ---------------------------------------------------------------- configuration
+
+    /// Applies one command at `now`. The command is validated in full first;
+    /// on error nothing changes. Packets already queued are kept across any
+    /// reconfiguration; only deleting their pipe or queue drops them
+    /// (reported by `poll` with [`DropReason::Deleted`]).
+    pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
+        self.run_timers(now);
+        match cmd {
+            Command::AddRule(spec) => self.add_rule(spec),
+            Command::DeleteRules(nums) => {
+                for &n in &nums {
+                    if n == DEFAULT_RULE {
+                        return err("rule 65535 is the default rule and cannot be deleted");
+                    }
+                    if !self.rules.contains(n) {
+                        return err(format!("rule {n} does not exist"));
+                    }
+                }
+                nums.iter().for_each(|&n| self.rules.delete(n));
+                Ok(())
+            }
+            Command::FlushRules => {
+                self.rules.flush();
+                Ok(())
+            }
+            Command::ZeroRules(nums) => {
+                if let Some(n) = nums.iter().find(|&&n| !self.rules.contains(n)) {
+                    return err(format!("rule {n} does not exist"));
+                }
+                if nums.is_empty() {
+                    self.rules.zero(None);
+                }
+                nums.iter().for_each(|&n| self.rules.zero(Some(n)));
+                Ok(())
+            }
+            Command::ConfigPipe(n, cfg) => {
+                check_number("pipe", n)?;
+                self.check_link(&cfg.link)?;
+                self.check_flowset(&cfg.flowset)?;
+                let (kind, params) = match self.dn.sched_kind(n) {
+                    Some(k) => (k, self.dn.sched_params(n).map(<[_]>::to_vec).unwrap_or_default()),
+                    None => (default_type(), Vec::new()),
+                };
+                let fifo = fifo_type();
+                let mask = cfg.flowset.mask;
+                self.reconfigure(now, |dn| {
+                    dn.set_link(n, cfg.link);
+                    dn.set_sched(n, kind, params, mask);
+                    dn.set_sched(n + DN_MAX_ID, fifo, Vec::new(), mask);
+                    dn.set_flowset(n + 2 * DN_MAX_ID, cfg.flowset, n + DN_MAX_ID);
+                });
+                Ok(())
+            }
+            Command::ConfigQueue(n, cfg) => {
+                check_number("queue", n)?;
+                let sched = cfg.sched.unwrap_or(1);
+                check_number("scheduler", sched)?;
+                self.check_flowset(&cfg.flowset)?;
+                self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
+                Ok(())
+            }
+            Command::ConfigSched(n, cfg) => {
+                check_number("scheduler", n)?;
+                let kind = match &cfg.kind {
+                    Some(name) => match sched::lookup(name) {
+                        Some(k) => k,
+                        None => {
+                            return err(format!(
+                                "unknown scheduler type `{name}`; available: {}",
+                                sched::names().join(", ")
+                            ))
+                        }
+                    },
+                    None => self.dn.sched_kind(n).unwrap_or_else(default_type),
+                };
+                if let Err(e) = (kind.new_instance)(&cfg.params) {
+                    return err(format!("sched {n} type {}: {e}", kind.name));
+                }
+                if let Some(link) = &cfg.link {
+                    self.check_link(link)?;
+                }
+                let link = cfg.link.clone().or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
+                self.reconfigure(now, |dn| {
+                    if let Some(link) = link {
+                        dn.set_link(n, link);
+                    }
+                    dn.set_sched(n, kind, cfg.params, cfg.mask);
+                });
+                Ok(())
+            }
+            Command::DeletePipes(nums) => {
+                if let Some(n) = nums.iter().find(|&&n| !self.dn.has_link(n)) {
+                    return err(format!("pipe {n} does not exist"));
+                }
+                self.reconfigure(now, |dn| {
+                    for &n in &nums {
+                        dn.delete_flowset(n + 2 * DN_MAX_ID);
+                        dn.delete_sched(n + DN_MAX_ID);
+                        dn.delete_sched(n);
+                        dn.delete_link(n);
+                    }
+                });
+                Ok(())
+            }
+            Command::DeleteQueues(nums) => {
+                if let Some(n) = nums.iter().find(|&&n| !self.dn.has_flowset(n) || n > MAX_NUMBER) {
+                    return err(format!("queue {n} does not exist"));
+                }
+                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_flowset(n)));
+                Ok(())
+            }
+            Command::DeleteScheds(nums) => {
+                if let Some(n) = nums.iter().find(|&&n| !self.dn.has_sched(n) || n > MAX_NUMBER) {
+                    return err(format!("scheduler {n} does not exist"));
+                }
+                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
+                Ok(())
+            }
+            Command::FlushDummynet => {
+                self.reconfigure(now, |dn| {
+                    dn.flowset_numbers().into_iter().for_each(|n| dn.delete_flowset(n));
+                    dn.sched_numbers().into_iter().for_each(|n| dn.delete_sched(n));
+                    dn.link_numbers().into_iter().for_each(|n| dn.delete_link(n));
+                });
+                Ok(())
+            }
+            Command::Set(s) => self.set(s),
+        }
+    }
+
+    fn set(&mut self, s: Setting) -> Result<(), ConfigError> {
+        match s {
+            Setting::OnePass(v) => self.settings.one_pass = v,
+            Setting::DefaultToAccept(v) => self.settings.default_to_accept = v,
+            Setting::Expire(v) => self.settings.expire = v,
+            Setting::PipeSlotLimit(0) => return err("pipe_slot_limit must be at least 1"),
+            Setting::PipeSlotLimit(v) => self.settings.pipe_slot_limit = v,
+            Setting::PipeByteLimit(0) => return err("pipe_byte_limit must be at least 1"),
+            Setting::PipeByteLimit(v) => self.settings.pipe_byte_limit = v,
+        }
+        Ok(())
+    }
+
+    /// Takes queued packets out, changes the objects, and puts the packets
+    /// back; those whose pipe or queue is gone leave as `Deleted` drops.
+    fn reconfigure(&mut self, now: Nanos, change: impl FnOnce(&mut Dummynet<P>)) {
+        let drained = self.dn.drain();
+        change(&mut self.dn);
+        for Rejected { held, reason } in self.dn.refill(now, drained, &mut self.rng) {
+            self.ready.push_back(output(held, now, Some(reason)));
+        }
+        self.process_exits();
+    }
+
+    fn add_rule(&mut self, spec: RuleSpec) -> Result<(), ConfigError> {
+        let number = match spec.number {
+            Some(0) => return err("rule number 0 is not allowed; rules are numbered 1..65534"),
+            Some(DEFAULT_RULE) => return err("rule 65535 is the default rule; use a number from 1 to 65534"),
+            Some(n) => n,
+            None => match self.rules.next_auto_number() {
+                Some(n) => n,
+                None => return err("no automatic rule number is left below 65535; give the rule a number"),
+            },
+        };
+        match spec.action {
+            Action::Pipe(n) => check_number("pipe", n)?,
+            Action::Queue(n) => check_number("queue", n)?,
+            Action::Skipto(t) if t <= number => {
+                return err(format!("skipto {t} must jump forward: use a number greater than the rule's own ({number})"))
+            }
+            _ => {}
+        }
+        let before = self.ifaces.len();
+        let body = classifier::compile(&spec.body, &mut self.ifaces);
+        let spec = RuleSpec { number: Some(number), ..spec };
+        self.rules.insert(number, spec, body);
+        if self.ifaces.len() != before {
+            self.learn_new_ifaces(before);
+        }
+        Ok(())
+    }
+
+    fn check_link(&self, l: &LinkConfig) -> Result<(), ConfigError> {
+        let bw = l.profile.as_ref().and_then(|p| p.bw).unwrap_or(l.bw);
+        if bw > MAX_BW {
+            return err(format!("bw {bw} bit/s is above the limit of {MAX_BW} bit/s (10 Tbit/s)"));
+        }
+        if l.delay > MAX_DELAY {
+            return err(format!("delay {} ms is above the limit of {} ms (one hour)", l.delay / 1_000_000, MAX_DELAY / 1_000_000));
+        }
+        if let Some(p) = &l.profile {
+            if p.samples.is_empty() {
+                return err(format!("profile `{}` has no samples", p.name));
+            }
+            if !(0.0..=1.0).contains(&p.loss_level) {
+                return err(format!("profile `{}`: loss-level must be within 0..1", p.name));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
+        if f.weight == 0 || f.weight > MAX_WEIGHT {
+            return err(format!("weight {} is out of range 1..{MAX_WEIGHT}", f.weight));
+        }
+        match f.limit {
+            QueueLimit::Slots(s) if s == 0 || s > self.settings.pipe_slot_limit => {
+                return err(format!(
+                    "queue {s} slots is out of range 1..{} (raise net.inet.ip.dummynet.pipe_slot_limit for more)",
+                    self.settings.pipe_slot_limit
+                ))
+            }
+            QueueLimit::Bytes(b) if b == 0 || b > self.settings.pipe_byte_limit => {
+                return err(format!(
+                    "queue {b} bytes is out of range 1..{} (raise net.inet.ip.dummynet.pipe_byte_limit for more)",
+                    self.settings.pipe_byte_limit
+                ))
+            }
+            _ => {}
+        }
+        if f.buckets == 0 || f.buckets > MAX_BUCKETS {
+            return err(format!("buckets {} is out of range 1..{MAX_BUCKETS}", f.buckets));
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// Everything `show` prints, at the engine's current state.
+    pub fn snapshot(&self) -> Snapshot {
+        let rules = self
+            .rules
+            .rules()
+            .iter()
+            .map(|r| RuleView {
+                number: r.number,
+                spec: r.spec.clone(),
+                packets: r.counters.packets,
+                bytes: r.counters.bytes,
+                last_match: r.counters.last_match,
+                is_default: r.number == DEFAULT_RULE,
+            })
+            .collect();
+        let mut links: Vec<LinkView> = self
+            .dn
+            .link_numbers()
+            .into_iter()
+            .filter_map(|n| self.dn.link_params(n).map(|c| LinkView { number: n, config: c.clone() }))
+            .collect();
+        links.sort_by_key(|l| l.number);
+        let mut scheds = self.dn.sched_numbers();
+        scheds.sort_unstable();
+        let mut flowsets = self.dn.flowset_numbers();
+        flowsets.sort_unstable();
+        Snapshot {
+            now: self.now,
+            rules,
+            links,
+            scheds: scheds.into_iter().filter_map(|n| self.dn.sched_view(n)).collect(),
+            flowsets: flowsets.into_iter().filter_map(|n| self.dn.flowset_view(n)).collect(),
+            settings: self.settings,
+            totals: self.totals,
+        }
+    }
+}
+
+fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
+    Output { payload: held.payload, info: held.info, at, drop, rule: Some(held.rule.number), target: Some(held.target) }
+}
+
+fn check_number(what: &str, n: u32) -> Result<(), ConfigError> {
+    if n == 0 || n > MAX_NUMBER {
+        return err(format!("{what} number {n} is out of range 1..{MAX_NUMBER}"));
+    }
+    Ok(())
+}
+
+fn default_type() -> &'static SchedType {
+    sched::lookup(sched::DEFAULT_TYPE).unwrap_or_else(fifo_type)
+}
+
+fn fifo_type() -> &'static SchedType {
+    &sched::fifo::TYPE
 }

@@ -1,1 +1,190 @@
-//! The ipfw ruleset. (In progress.)
+//! The ipfw ruleset: numbered rules, first match wins.
+//!
+//! Rules are kept sorted by number; rules sharing a number stay in insertion
+//! order, as in FreeBSD. The default rule 65535 is always last and cannot be
+//! removed; its action follows the `default_to_accept` setting.
+//!
+//! A rule body is compiled once, when the rule is added, into conditions that
+//! compare integers only: addresses become (network, mask) pairs, interface
+//! names become interned ids.
+
+mod cond;
+
+use crate::config::{Action, RuleSpec, DEFAULT_RULE};
+use crate::packet::PacketInfo;
+use crate::rng::{Probability, Rng};
+use crate::time::Nanos;
+
+pub(crate) use cond::{compile, Compiled, Interfaces};
+
+/// What the ruleset decided for a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    Allow,
+    Deny,
+    Pipe(u32),
+    Queue(u32),
+}
+
+/// The rule that decided, so a packet leaving dummynet can re-enter after it
+/// (`one_pass` = 0) even if rules were added or deleted meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RuleRef {
+    pub id: u32,
+    pub number: u16,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RuleCounters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub last_match: Option<Nanos>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Rule {
+    /// Unique for the engine's lifetime; never reused.
+    pub id: u32,
+    pub number: u16,
+    pub spec: RuleSpec,
+    pub body: Compiled,
+    pub counters: RuleCounters,
+}
+
+#[derive(Debug)]
+pub(crate) struct Ruleset {
+    /// Sorted by number; the last element is the default rule.
+    rules: Vec<Rule>,
+    next_id: u32,
+}
+
+/// FreeBSD's autoincrement step for rules added without a number.
+const AUTOINC_STEP: u32 = 100;
+
+impl Ruleset {
+    pub fn new() -> Self {
+        let default = Rule {
+            id: 0,
+            number: DEFAULT_RULE,
+            spec: RuleSpec { number: Some(DEFAULT_RULE), action: Action::Deny, prob: None, body: Vec::new() },
+            body: Compiled::default(),
+            counters: RuleCounters::default(),
+        };
+        Ruleset { rules: vec![default], next_id: 1 }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn rules_mut(&mut self) -> &mut [Rule] {
+        &mut self.rules
+    }
+
+    /// The number a rule added without one gets: 100 past the highest
+    /// non-default rule (FreeBSD's `autoinc_step`), or `None` if that would
+    /// reach the default rule.
+    pub fn next_auto_number(&self) -> Option<u16> {
+        let last = self.rules.iter().rev().find(|r| r.number != DEFAULT_RULE).map_or(0, |r| u32::from(r.number));
+        let n = last + AUTOINC_STEP;
+        (n < u32::from(DEFAULT_RULE)).then_some(n as u16)
+    }
+
+    /// Inserts after every rule with the same or a lower number.
+    pub fn insert(&mut self, number: u16, spec: RuleSpec, body: Compiled) {
+        let at = self.rules.partition_point(|r| r.number <= number && r.number != DEFAULT_RULE);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.rules.insert(at, Rule { id, number, spec, body, counters: RuleCounters::default() });
+    }
+
+    pub fn contains(&self, number: u16) -> bool {
+        self.rules.iter().any(|r| r.number == number)
+    }
+
+    pub fn delete(&mut self, number: u16) {
+        self.rules.retain(|r| r.number != number || number == DEFAULT_RULE);
+    }
+
+    pub fn flush(&mut self) {
+        self.rules.retain(|r| r.number == DEFAULT_RULE);
+    }
+
+    pub fn zero(&mut self, number: Option<u16>) {
+        for r in &mut self.rules {
+            if number.is_none_or(|n| n == r.number) {
+                r.counters = RuleCounters::default();
+            }
+        }
+    }
+
+    /// Index of the rule a packet leaving dummynet re-enters at: the one after
+    /// the rule that sent it, or, if that rule is gone, the first rule numbered
+    /// above it.
+    pub fn resume_after(&self, from: RuleRef) -> usize {
+        let first = self.rules.partition_point(|r| r.number < from.number);
+        self.rules[first..]
+            .iter()
+            .take_while(|r| r.number == from.number)
+            .position(|r| r.id == from.id)
+            .map_or_else(|| self.rules.partition_point(|r| r.number <= from.number), |p| first + p + 1)
+            .min(self.rules.len() - 1)
+    }
+
+    /// Walks the rules from index `start`. Always ends at a rule: the default
+    /// rule matches everything.
+    #[inline]
+    pub fn classify(
+        &mut self,
+        start: usize,
+        now: Nanos,
+        pkt: &PacketInfo,
+        default_to_accept: bool,
+        rng: &mut Rng,
+    ) -> (Decision, RuleRef) {
+        let mut i = start;
+        while let Some(rule) = self.rules.get_mut(i) {
+            if !rule.body.matches(pkt) || !chance(rule.spec.prob, rng) {
+                i += 1;
+                continue;
+            }
+            rule.counters.packets += 1;
+            rule.counters.bytes += u64::from(pkt.len);
+            rule.counters.last_match = Some(now);
+            let at = RuleRef { id: rule.id, number: rule.number };
+            let decision = match rule.spec.action {
+                _ if rule.number == DEFAULT_RULE => {
+                    if default_to_accept {
+                        Decision::Allow
+                    } else {
+                        Decision::Deny
+                    }
+                }
+                Action::Allow => Decision::Allow,
+                Action::Deny => Decision::Deny,
+                Action::Pipe(n) => Decision::Pipe(n),
+                Action::Queue(n) => Decision::Queue(n),
+                Action::Count => {
+                    i += 1;
+                    continue;
+                }
+                Action::Skipto(n) => {
+                    // Targets are checked to lie above the rule when it is added,
+                    // so this always moves forward.
+                    i = self.rules.partition_point(|r| r.number < n).max(i + 1);
+                    continue;
+                }
+            };
+            return (decision, at);
+        }
+        // Unreachable while the default rule exists; deny is the safe answer.
+        let last = self.rules.len().saturating_sub(1);
+        let r = &self.rules[last];
+        (Decision::Deny, RuleRef { id: r.id, number: r.number })
+    }
+}
+
+#[inline]
+fn chance(prob: Option<Probability>, rng: &mut Rng) -> bool {
+    prob.is_none_or(|p| rng.chance(p))
+}

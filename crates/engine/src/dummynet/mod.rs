@@ -1,1 +1,792 @@
-//! Dummynet objects. (In progress.)
+//! Dummynet: flowsets, per-flow queues, scheduler instances, links and delay
+//! lines, with FreeBSD's object model.
+//!
+//! - A *link* N carries `bw`, `delay`, `burst` and a profile.
+//! - A *scheduler* N (type and mask) drives link N. Its mask splits traffic
+//!   into *instances*; each instance has its own policy state, its own copy
+//!   of the link (credit, delay line) and its own counters.
+//! - A *flowset* (`queue N`, or the implicit queue of `pipe N`) feeds one
+//!   scheduler. Its mask splits traffic into per-flow *queues*, which hold
+//!   the packets and enforce the size limit.
+//!
+//! A packet's path: flowset → queue (limit, plr, AQM) → scheduler instance
+//! policy → link (serialization) → delay line → out.
+
+pub(crate) mod link;
+pub mod profile;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rustc_hash::FxHashMap;
+
+use crate::aqm::{self, AqmState, AqmVerdict, QueueState};
+use crate::classifier::RuleRef;
+use crate::config::{FlowsetConfig, LinkConfig, QueueLimit, DN_MAX_ID};
+use crate::flow::{FlowKey, FlowMask};
+use crate::packet::{PacketInfo, Target};
+use crate::rng::Rng;
+use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use crate::stats::{DropReason, FlowCounters};
+use crate::time::Nanos;
+
+use link::{LinkParams, LinkState};
+
+/// A packet inside dummynet, with what is needed to account for it and to
+/// send it on when it leaves.
+#[derive(Debug)]
+pub(crate) struct Held<P> {
+    pub payload: P,
+    pub info: PacketInfo,
+    /// Global arrival order; keeps re-queueing after a reconfiguration stable.
+    pub seq: u64,
+    pub rule: RuleRef,
+    pub target: Target,
+    /// When it entered its current queue (for AQM sojourn times).
+    pub enq_time: Nanos,
+    /// When it leaves the delay line.
+    pub out_time: Nanos,
+    /// A profile sample above `loss-level` condemned it; dropped on exit.
+    pub lost: bool,
+}
+
+/// A packet leaving dummynet: delivered at `at`, or dropped there.
+#[derive(Debug)]
+pub(crate) struct Exit<P> {
+    pub held: Held<P>,
+    pub at: Nanos,
+    pub drop: Option<DropReason>,
+}
+
+// ------------------------------------------------------------ storage
+
+/// A vector of optional slots with a free list: stable indices, O(1) reuse.
+#[derive(Debug)]
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, t: T) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.items[i as usize] = Some(t);
+            i
+        } else {
+            self.items.push(Some(t));
+            (self.items.len() - 1) as u32
+        }
+    }
+
+    fn remove(&mut self, i: u32) -> Option<T> {
+        let t = self.items.get_mut(i as usize)?.take();
+        if t.is_some() {
+            self.free.push(i);
+        }
+        t
+    }
+
+    #[inline]
+    fn get(&self, i: u32) -> Option<&T> {
+        self.items.get(i as usize).and_then(Option::as_ref)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.items.get_mut(i as usize).and_then(Option::as_mut)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.items.iter().enumerate().filter_map(|(i, t)| t.as_ref().map(|t| (i as u32, t)))
+    }
+}
+
+type InstId = u32;
+
+/// One per-flow queue of a flowset.
+#[derive(Debug)]
+struct FlowQueue<P> {
+    pkts: VecDeque<Held<P>>,
+    bytes: u64,
+    flowset: u32,
+    inst: InstId,
+    slot: Slot,
+    id: FlowKey,
+    /// Arrivals and drops (lengths are `pkts`/`bytes`).
+    tot_pkts: u64,
+    tot_bytes: u64,
+    drops: u64,
+    aqm: Option<Box<dyn AqmState>>,
+}
+
+/// A scheduler instance with its own link.
+struct Instance<P> {
+    sched: u32,
+    id: FlowKey,
+    policy: Box<dyn SchedInstance>,
+    /// Queues attached to this instance.
+    queues: Vec<QueueId>,
+    /// Packets waiting in those queues.
+    backlog: u32,
+    link: LinkState,
+    link_timer: Option<Nanos>,
+    dline: VecDeque<Held<P>>,
+    dline_timer: Option<Nanos>,
+    counters: FlowCounters,
+    /// Its scheduler was deleted or re-masked: it only drains its delay line.
+    retired: bool,
+}
+
+struct Sched {
+    kind: &'static SchedType,
+    params: Vec<(String, u64)>,
+    mask: FlowMask,
+    link: LinkParams,
+    instances: FxHashMap<FlowKey, InstId>,
+}
+
+struct Flowset {
+    cfg: FlowsetConfig,
+    sched: u32,
+    queues: FxHashMap<(InstId, FlowKey), QueueId>,
+    /// Unmasked flowset on an unmasked scheduler: its single queue, if made.
+    solo: Option<QueueId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum TimerKind {
+    Link,
+    DelayLine,
+}
+
+/// Heap entry: (time, insertion order, instance, kind). The insertion order
+/// makes ties deterministic; stale entries are skipped on pop.
+type Timer = Reverse<(Nanos, u64, InstId, TimerKind)>;
+
+// ------------------------------------------------------------ dummynet
+
+pub(crate) struct Dummynet<P> {
+    links: FxHashMap<u32, LinkConfig>,
+    scheds: FxHashMap<u32, Sched>,
+    flowsets: FxHashMap<u32, Flowset>,
+    queues: Slab<FlowQueue<P>>,
+    instances: Slab<Instance<P>>,
+    timers: BinaryHeap<Timer>,
+    timer_seq: u64,
+    /// Packets that left (or were dropped inside) and await the engine.
+    pub exits: Vec<Exit<P>>,
+}
+
+/// Why a packet could not be queued.
+pub(crate) struct Rejected<P> {
+    pub held: Held<P>,
+    pub reason: DropReason,
+}
+
+impl<P> Default for Dummynet<P> {
+    fn default() -> Self {
+        Dummynet {
+            links: FxHashMap::default(),
+            scheds: FxHashMap::default(),
+            flowsets: FxHashMap::default(),
+            queues: Slab::default(),
+            instances: Slab::default(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            exits: Vec::new(),
+        }
+    }
+}
+
+/// The flowset a rule target names: `pipe N` uses the pipe's implicit queue.
+#[inline]
+pub(crate) fn flowset_of(t: Target) -> u32 {
+    match t {
+        Target::Pipe(n) => n + 2 * DN_MAX_ID,
+        Target::Queue(n) => n,
+    }
+}
+
+impl<P> Dummynet<P> {
+    // -------------------------------------------------------- data path
+
+    /// Queues a packet for `held.target`, or says why not.
+    pub fn enqueue(&mut self, now: Nanos, mut held: Held<P>, rng: &mut Rng) -> Result<(), Rejected<P>> {
+        let fs_nr = flowset_of(held.target);
+        let Some(fs) = self.flowsets.get(&fs_nr) else {
+            return Err(Rejected { held, reason: DropReason::NoSuchTarget });
+        };
+        if !self.scheds.contains_key(&fs.sched) {
+            return Err(Rejected { held, reason: DropReason::Unlinked });
+        }
+        let (inst, q) = self.queue_for(fs_nr, &held.info.key);
+        let (plr, limit) = match self.flowsets.get(&fs_nr) {
+            Some(fs) => (fs.cfg.plr, fs.cfg.limit),
+            None => return Err(Rejected { held, reason: DropReason::NoSuchTarget }),
+        };
+        let len = held.info.len;
+        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst)) else {
+            return Err(Rejected { held, reason: DropReason::NoSuchTarget });
+        };
+        queue.tot_pkts += 1;
+        queue.tot_bytes += u64::from(len);
+        instance.counters.tot_pkts += 1;
+        instance.counters.tot_bytes += u64::from(len);
+
+        // FreeBSD's order in dn_enqueue: random loss, then AQM, then the limit.
+        let mut reason = None;
+        if rng.chance(plr) {
+            reason = Some(DropReason::Plr);
+        } else if let Some(a) = queue.aqm.as_mut() {
+            let state = QueueState { len_pkts: queue.pkts.len() as u32, len_bytes: queue.bytes };
+            match a.on_enqueue(now, state, len, rng) {
+                AqmVerdict::Accept | AqmVerdict::Mark => {}
+                AqmVerdict::Drop => reason = Some(DropReason::Aqm),
+            }
+        }
+        if reason.is_none() {
+            let full = match limit {
+                // FreeBSD compares the bytes already queued, so one packet may
+                // overshoot a byte limit; kept for identical drop counts.
+                QueueLimit::Bytes(b) => queue.bytes > b,
+                QueueLimit::Slots(s) => queue.pkts.len() as u64 >= u64::from(s),
+            };
+            if full {
+                reason = Some(DropReason::QueueFull);
+            }
+        }
+        if let Some(reason) = reason {
+            queue.drops += 1;
+            instance.counters.drops += 1;
+            return Err(Rejected { held, reason });
+        }
+        held.enq_time = now;
+        self.push(q, inst, held);
+        self.kick(now, inst, rng);
+        Ok(())
+    }
+
+    /// Appends to a queue and tells its scheduler.
+    #[inline]
+    fn push(&mut self, q: QueueId, inst: InstId, held: Held<P>) {
+        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst)) else {
+            return;
+        };
+        let len = held.info.len;
+        let was_empty = queue.pkts.is_empty();
+        queue.bytes += u64::from(len);
+        queue.pkts.push_back(held);
+        instance.backlog += 1;
+        instance.policy.enqueue(queue.slot, len, was_empty);
+    }
+
+    /// Starts an idle link, granting its burst allowance, and serves it.
+    #[inline]
+    fn kick(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
+        let Some(instance) = self.instances.get_mut(inst) else { return };
+        if instance.link.active {
+            return;
+        }
+        let Some(sched) = self.scheds.get(&instance.sched) else { return };
+        instance.link.wake(now, &sched.link);
+        self.serve(now, inst, rng);
+    }
+
+    /// FreeBSD's `serve_sched`: while the link has credit, dequeue and put on
+    /// the wire; the packet that overdraws the credit finishes when the credit
+    /// is back to zero, and the link sleeps until then.
+    fn serve(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
+        let Some(instance) = self.instances.get_mut(inst) else { return };
+        let params = match self.scheds.get(&instance.sched) {
+            Some(s) => s.link.clone(),
+            // Retired instance: its queues are gone, nothing to serve.
+            None => LinkParams::default(),
+        };
+        instance.link.active = false;
+        instance.link_timer = None;
+        instance.link.refill(now, &params);
+        let dline_was_idle = instance.dline.is_empty();
+        let mut ops = Ops { queues: &mut self.queues, popped: None, now, rng, aqm_drops: Vec::new() };
+        let mut last: Option<usize> = None;
+        while instance.link.credit >= 0 {
+            if instance.policy.dequeue(&mut ops).is_none() {
+                break;
+            }
+            let Some(mut held) = ops.popped.take() else { break };
+            instance.backlog = instance.backlog.saturating_sub(1);
+            let mut extra = 0;
+            if let Some(pf) = &params.profile {
+                let (e, lost) = profile::draw(pf, ops.rng);
+                extra = e;
+                held.lost = lost;
+            }
+            instance.link.credit -= params.cost(held.info.len, extra);
+            held.out_time = now + params.delay;
+            instance.dline.push_back(held);
+            last = Some(instance.dline.len() - 1);
+        }
+        for d in ops.aqm_drops.drain(..) {
+            instance.backlog = instance.backlog.saturating_sub(1);
+            instance.counters.drops += 1;
+            self.exits.push(Exit { held: d, at: now, drop: Some(DropReason::Aqm) });
+        }
+        if instance.link.credit >= 0 {
+            instance.link.idle_time = now;
+        } else {
+            let t = instance.link.time_to_zero(&params);
+            if let Some(h) = last.and_then(|i| instance.dline.get_mut(i)) {
+                h.out_time += t;
+            }
+            instance.link.active = true;
+            let at = now.saturating_add(t);
+            instance.link_timer = Some(at);
+            self.timer_seq += 1;
+            self.timers.push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+        }
+        if dline_was_idle {
+            self.release(now, inst);
+        }
+    }
+
+    /// Moves due packets off the delay line and arms its timer for the next.
+    fn release(&mut self, now: Nanos, inst: InstId) {
+        let Some(instance) = self.instances.get_mut(inst) else { return };
+        instance.dline_timer = None;
+        while let Some(h) = instance.dline.front() {
+            if h.out_time > now {
+                let at = h.out_time;
+                instance.dline_timer = Some(at);
+                self.timer_seq += 1;
+                self.timers.push(Reverse((at, self.timer_seq, inst, TimerKind::DelayLine)));
+                break;
+            }
+            let Some(h) = instance.dline.pop_front() else { break };
+            let (at, drop) = (h.out_time, h.lost.then_some(DropReason::ProfileLoss));
+            if drop.is_some() {
+                instance.counters.drops += 1;
+            }
+            self.exits.push(Exit { held: h, at, drop });
+        }
+        self.reap(inst);
+    }
+
+    /// Frees a retired instance once it holds nothing.
+    fn reap(&mut self, inst: InstId) {
+        let done = self.instances.get(inst).is_some_and(|i| {
+            i.retired && i.dline.is_empty() && i.backlog == 0 && !i.link.active && i.queues.is_empty()
+        });
+        if done {
+            self.instances.remove(inst);
+        }
+    }
+
+    /// The earliest pending timer.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.timers.peek().map(|Reverse((t, ..))| *t)
+    }
+
+    /// Runs the earliest timer if it is due at or before `now`. Returns false
+    /// when nothing is due. Exits land in `self.exits`.
+    pub fn run_timer(&mut self, now: Nanos, rng: &mut Rng) -> bool {
+        let Some(&Reverse((at, _, inst, kind))) = self.timers.peek() else { return false };
+        if at > now {
+            return false;
+        }
+        self.timers.pop();
+        let Some(i) = self.instances.get(inst) else { return true };
+        match kind {
+            TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, rng),
+            TimerKind::DelayLine if i.dline_timer == Some(at) => self.release(at, inst),
+            _ => {} // superseded
+        }
+        true
+    }
+
+    /// The instance and queue for a key in flowset `fs_nr` (which exists and
+    /// is linked), created on first use.
+    fn queue_for(&mut self, fs_nr: u32, key: &FlowKey) -> (InstId, QueueId) {
+        let Some(fs) = self.flowsets.get_mut(&fs_nr) else { return (u32::MAX, u32::MAX) };
+        if let Some(q) = fs.solo {
+            if let Some(queue) = self.queues.get(q) {
+                return (queue.inst, q);
+            }
+        }
+        let Some(sched) = self.scheds.get_mut(&fs.sched) else { return (u32::MAX, u32::MAX) };
+        let sid = sched.mask.apply(key);
+        let inst = match sched.instances.get(&sid) {
+            Some(&i) => i,
+            None => {
+                let i = self.instances.insert(Instance {
+                    sched: fs.sched,
+                    id: sid,
+                    policy: new_policy(sched.kind, &sched.params),
+                    queues: Vec::new(),
+                    backlog: 0,
+                    link: LinkState::default(),
+                    link_timer: None,
+                    dline: VecDeque::new(),
+                    dline_timer: None,
+                    counters: FlowCounters::default(),
+                    retired: false,
+                });
+                sched.instances.insert(sid, i);
+                i
+            }
+        };
+        let qid = fs.cfg.mask.apply(key);
+        if let Some(&q) = fs.queues.get(&(inst, qid)) {
+            return (inst, q);
+        }
+        let q = self.queues.insert(FlowQueue {
+            pkts: VecDeque::new(),
+            bytes: 0,
+            flowset: fs_nr,
+            inst,
+            slot: 0,
+            id: qid,
+            tot_pkts: 0,
+            tot_bytes: 0,
+            drops: 0,
+            aqm: aqm::new_state(&fs.cfg.aqm),
+        });
+        if let Some(instance) = self.instances.get_mut(inst) {
+            let slot = instance.policy.add_queue(q, fs.cfg.weight);
+            instance.queues.push(q);
+            if let Some(queue) = self.queues.get_mut(q) {
+                queue.slot = slot;
+            }
+        }
+        fs.queues.insert((inst, qid), q);
+        if fs.cfg.mask.is_empty() && sched.mask.is_empty() {
+            fs.solo = Some(q);
+        }
+        (inst, q)
+    }
+
+    /// Packets held anywhere inside (queues, links, delay lines, exits).
+    pub fn held(&self) -> u64 {
+        let queued: u64 = self.queues.iter().map(|(_, q)| q.pkts.len() as u64).sum();
+        let lines: u64 = self.instances.iter().map(|(_, i)| i.dline.len() as u64).sum();
+        queued + lines + self.exits.len() as u64
+    }
+}
+
+fn new_policy(kind: &SchedType, params: &[(String, u64)]) -> Box<dyn SchedInstance> {
+    // Parameters were validated when the scheduler was configured; FIFO is
+    // the fallback that cannot fail.
+    (kind.new_instance)(params).unwrap_or_else(|_| Box::new(sched::Fifo::default()))
+}
+
+/// The scheduler's window on the queues: pops run the queue's AQM.
+struct Ops<'a, P> {
+    queues: &'a mut Slab<FlowQueue<P>>,
+    popped: Option<Held<P>>,
+    now: Nanos,
+    rng: &'a mut Rng,
+    aqm_drops: Vec<Held<P>>,
+}
+
+impl<P> QueueOps for Ops<'_, P> {
+    #[inline]
+    fn head_len(&self, q: QueueId) -> Option<u32> {
+        self.queues.get(q).and_then(|q| q.pkts.front()).map(|h| h.info.len)
+    }
+
+    #[inline]
+    fn pop(&mut self, q: QueueId) -> Option<u32> {
+        let queue = self.queues.get_mut(q)?;
+        while let Some(h) = queue.pkts.pop_front() {
+            let state = QueueState { len_pkts: queue.pkts.len() as u32 + 1, len_bytes: queue.bytes };
+            queue.bytes -= u64::from(h.info.len);
+            let verdict = match queue.aqm.as_mut() {
+                Some(a) => a.on_dequeue(self.now, h.enq_time, state, self.rng),
+                None => AqmVerdict::Accept,
+            };
+            if verdict == AqmVerdict::Drop {
+                queue.drops += 1;
+                self.aqm_drops.push(h);
+                continue;
+            }
+            let len = h.info.len;
+            self.popped = Some(h);
+            return Some(len);
+        }
+        None
+    }
+}
+
+// ------------------------------------------------------------ configuration
+
+impl<P> Dummynet<P> {
+    pub fn has_link(&self, n: u32) -> bool {
+        self.links.contains_key(&n)
+    }
+
+    pub fn has_sched(&self, n: u32) -> bool {
+        self.scheds.contains_key(&n)
+    }
+
+    pub fn has_flowset(&self, n: u32) -> bool {
+        self.flowsets.contains_key(&n)
+    }
+
+    pub fn sched_kind(&self, n: u32) -> Option<&'static SchedType> {
+        self.scheds.get(&n).map(|s| s.kind)
+    }
+
+    pub fn sched_params(&self, n: u32) -> Option<&[(String, u64)]> {
+        self.scheds.get(&n).map(|s| s.params.as_slice())
+    }
+
+    /// Takes every queued packet out (in arrival order) and resets every
+    /// scheduler policy, so the configuration can change underneath. Links,
+    /// delay lines and counters stay. Follow with [`Self::refill`].
+    pub fn drain(&mut self) -> Vec<Held<P>> {
+        let mut out = Vec::new();
+        for item in self.queues.items.iter_mut().flatten() {
+            out.extend(item.pkts.drain(..));
+            item.bytes = 0;
+        }
+        for inst in self.instances.items.iter_mut().flatten() {
+            inst.backlog = 0;
+        }
+        out.sort_by_key(|h| h.seq);
+        out
+    }
+
+    /// Sets link `n` and every scheduler driving it.
+    pub fn set_link(&mut self, n: u32, cfg: LinkConfig) {
+        let params = LinkParams::from_config(&cfg);
+        for s in [n, n + DN_MAX_ID] {
+            if let Some(sched) = self.scheds.get_mut(&s) {
+                sched.link = params.clone();
+            }
+        }
+        self.links.insert(n, cfg);
+    }
+
+    /// Creates or changes scheduler `n` (its link must exist or be created by
+    /// the caller first). A changed mask retires the old instances.
+    pub fn set_sched(&mut self, n: u32, kind: &'static SchedType, params: Vec<(String, u64)>, mask: FlowMask) {
+        let link = self.links.get(&(n % DN_MAX_ID)).map(LinkParams::from_config).unwrap_or_default();
+        match self.scheds.get_mut(&n) {
+            Some(s) => {
+                let remask = s.mask != mask;
+                s.kind = kind;
+                s.params = params;
+                s.mask = mask;
+                s.link = link;
+                if remask {
+                    self.retire_instances(n);
+                }
+            }
+            None => {
+                self.scheds.insert(n, Sched { kind, params, mask, link, instances: FxHashMap::default() });
+            }
+        }
+    }
+
+    /// Creates or changes flowset `n`. A changed mask or scheduler drops its
+    /// (empty, drained) queues so they are rebuilt under the new rules.
+    pub fn set_flowset(&mut self, n: u32, cfg: FlowsetConfig, sched: u32) {
+        match self.flowsets.get_mut(&n) {
+            Some(fs) => {
+                let rekey = fs.cfg.mask != cfg.mask || fs.sched != sched;
+                let aqm_changed = fs.cfg.aqm != cfg.aqm;
+                fs.cfg = cfg;
+                fs.sched = sched;
+                if rekey {
+                    self.remove_queues_of(n);
+                } else if aqm_changed {
+                    let fresh = self.flowsets.get(&n).map(|f| f.cfg.aqm.clone()).unwrap_or_default();
+                    for item in self.queues.items.iter_mut().flatten().filter(|q| q.flowset == n) {
+                        item.aqm = aqm::new_state(&fresh);
+                    }
+                }
+            }
+            None => {
+                self.flowsets.insert(n, Flowset { cfg, sched, queues: FxHashMap::default(), solo: None });
+            }
+        }
+    }
+
+    pub fn delete_flowset(&mut self, n: u32) {
+        self.remove_queues_of(n);
+        self.flowsets.remove(&n);
+    }
+
+    pub fn delete_sched(&mut self, n: u32) {
+        self.retire_instances(n);
+        self.scheds.remove(&n);
+    }
+
+    pub fn delete_link(&mut self, n: u32) {
+        self.links.remove(&n);
+    }
+
+    pub fn link_numbers(&self) -> Vec<u32> {
+        self.links.keys().copied().collect()
+    }
+
+    pub fn sched_numbers(&self) -> Vec<u32> {
+        self.scheds.keys().copied().collect()
+    }
+
+    pub fn flowset_numbers(&self) -> Vec<u32> {
+        self.flowsets.keys().copied().collect()
+    }
+
+    fn remove_queues_of(&mut self, fs_nr: u32) {
+        let Some(fs) = self.flowsets.get_mut(&fs_nr) else { return };
+        fs.solo = None;
+        let qs: Vec<QueueId> = fs.queues.drain().map(|(_, q)| q).collect();
+        for q in qs {
+            self.remove_queue(q);
+        }
+    }
+
+    fn remove_queue(&mut self, q: QueueId) {
+        if let Some(queue) = self.queues.remove(q) {
+            if let Some(inst) = self.instances.get_mut(queue.inst) {
+                inst.queues.retain(|&x| x != q);
+            }
+            let inst = queue.inst;
+            self.reap(inst);
+        }
+    }
+
+    /// Detaches scheduler `n`'s instances: their queues go, and they live on
+    /// only to finish their delay lines.
+    fn retire_instances(&mut self, n: u32) {
+        let Some(sched) = self.scheds.get_mut(&n) else { return };
+        let ids: Vec<InstId> = sched.instances.drain().map(|(_, i)| i).collect();
+        let mut doomed = Vec::new();
+        for &i in &ids {
+            if let Some(inst) = self.instances.get_mut(i) {
+                inst.retired = true;
+                doomed.extend(inst.queues.iter().copied());
+            }
+        }
+        for fs in self.flowsets.values_mut() {
+            fs.queues.retain(|_, q| !doomed.contains(q));
+            if fs.solo.is_some_and(|q| doomed.contains(&q)) {
+                fs.solo = None;
+            }
+        }
+        for q in doomed {
+            self.remove_queue(q);
+        }
+        for i in ids {
+            self.reap(i);
+        }
+    }
+
+    /// After a configuration change: gives every live instance a fresh policy
+    /// with its queues re-added at their flowsets' current weights, then puts
+    /// the drained packets back, in arrival order, without re-applying limits,
+    /// `plr` or AQM (they were accepted once). Packets whose target is gone
+    /// come back as `Rejected`.
+    pub fn refill(&mut self, now: Nanos, drained: Vec<Held<P>>, rng: &mut Rng) -> Vec<Rejected<P>> {
+        let live: Vec<InstId> = self.instances.iter().filter(|(_, i)| !i.retired).map(|(id, _)| id).collect();
+        for id in live {
+            let Some(inst) = self.instances.get_mut(id) else { continue };
+            let Some(sched) = self.scheds.get(&inst.sched) else { continue };
+            inst.policy = new_policy(sched.kind, &sched.params);
+            for &q in &inst.queues {
+                if let Some(queue) = self.queues.get_mut(q) {
+                    let weight = self.flowsets.get(&queue.flowset).map_or(1, |f| f.cfg.weight);
+                    queue.slot = inst.policy.add_queue(q, weight);
+                }
+            }
+        }
+        let mut rejected = Vec::new();
+        let mut touched = Vec::new();
+        for held in drained {
+            let fs_nr = flowset_of(held.target);
+            let linked = self.flowsets.get(&fs_nr).map(|f| self.scheds.contains_key(&f.sched));
+            match linked {
+                None => rejected.push(Rejected { held, reason: DropReason::Deleted }),
+                Some(false) => rejected.push(Rejected { held, reason: DropReason::Deleted }),
+                Some(true) => {
+                    let (inst, q) = self.queue_for(fs_nr, &held.info.key);
+                    self.push(q, inst, held);
+                    touched.push(inst);
+                }
+            }
+        }
+        touched.dedup();
+        for inst in touched {
+            self.kick(now, inst, rng);
+        }
+        rejected
+    }
+
+    // -------------------------------------------------------- views
+
+    pub fn link_params(&self, n: u32) -> Option<&LinkConfig> {
+        self.links.get(&n)
+    }
+
+    pub fn sched_view(&self, n: u32) -> Option<crate::stats::SchedView> {
+        let s = self.scheds.get(&n)?;
+        let mut instances: Vec<crate::stats::InstanceView> = s
+            .instances
+            .values()
+            .filter_map(|&i| self.instances.get(i))
+            .map(|i| {
+                let len_pkts = i.backlog;
+                let len_bytes: u64 = i.queues.iter().filter_map(|&q| self.queues.get(q)).map(|q| q.bytes).sum();
+                crate::stats::InstanceView {
+                    id: i.id,
+                    counters: FlowCounters { len_pkts, len_bytes, ..i.counters },
+                }
+            })
+            .collect();
+        instances.sort_by_key(|v| v.id);
+        Some(crate::stats::SchedView {
+            number: n,
+            kind: s.kind.display,
+            mask: s.mask,
+            params: s.params.clone(),
+            instances,
+        })
+    }
+
+    pub fn flowset_view(&self, n: u32) -> Option<crate::stats::FlowsetView> {
+        let fs = self.flowsets.get(&n)?;
+        let mut flows: Vec<crate::stats::FlowView> = fs
+            .queues
+            .values()
+            .filter_map(|&q| self.queues.get(q))
+            .map(|q| crate::stats::FlowView {
+                id: q.id,
+                counters: FlowCounters {
+                    tot_pkts: q.tot_pkts,
+                    tot_bytes: q.tot_bytes,
+                    len_pkts: q.pkts.len() as u32,
+                    len_bytes: q.bytes,
+                    drops: q.drops,
+                },
+            })
+            .collect();
+        flows.sort_by_key(|f| f.id);
+        Some(crate::stats::FlowsetView {
+            number: n,
+            sched: fs.sched,
+            linked: self.scheds.contains_key(&fs.sched),
+            weight: fs.cfg.weight,
+            limit: fs.cfg.limit,
+            plr: fs.cfg.plr,
+            mask: fs.cfg.mask,
+            buckets: fs.cfg.buckets,
+            aqm: aqm::display(&fs.cfg.aqm),
+            flows,
+        })
+    }
+}
