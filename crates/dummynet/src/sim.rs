@@ -1,0 +1,573 @@
+//! `dummynet sim`: replay captures through the engine on virtual time.
+//!
+//! The clock is the captures' own: time zero is the earliest packet's
+//! timestamp, each packet enters at its capture time, and the engine is
+//! driven exactly to every deadline in between, so departures are exact to
+//! the nanosecond and a run is a pure function of (config, captures, seed).
+//!
+//! Outputs:
+//! - OUT.pcap: every delivered frame, in departure order, stamped with its
+//!   absolute departure time (capture epoch + virtual time), same link type.
+//! - EVENTS.jsonl: one line per arrival, departure and drop. `t_ns` is
+//!   virtual time, nanoseconds since the first packet; `id` numbers packets
+//!   in arrival order from 0.
+//!
+//! Frames that are not IP (ARP, LLDP...) never enter the engine: a firewall
+//! at the IP layer does not see them, so they leave as they arrived. Frames
+//! that claim to be IP but cannot be parsed are dropped as "malformed", as
+//! ipfw drops packets whose headers it cannot pull up.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use dummynet_engine::wire::{self, LinkType, WireError};
+use dummynet_engine::{
+    Command, Direction, DropReason, Engine, Nanos, PacketInfo, Payload, Snapshot, Target, Verdict,
+};
+use serde::Serialize;
+
+use crate::capture::{self, Capture};
+
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// ipfw / dnctl commands, one per line, applied at time 0.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// A pcap or pcapng capture to replay, entering on IFACE (default sim0)
+    /// in direction in (default) or out. Repeat to merge several captures by
+    /// timestamp.
+    #[arg(long = "pcap", value_name = "IN.pcap[@IFACE[:in|:out]]", required = true, value_parser = PcapSpec::parse)]
+    pub pcaps: Vec<PcapSpec>,
+    /// Write delivered packets here (pcap, nanosecond timestamps).
+    #[arg(long, value_name = "OUT.pcap")]
+    pub out: Option<PathBuf>,
+    /// Write one JSON line per arrival, departure and drop here.
+    #[arg(long, value_name = "EVENTS.jsonl")]
+    pub log: Option<PathBuf>,
+    /// Seed of the engine's random numbers (plr, prob, profiles).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Where a capture enters the firewall.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PcapSpec {
+    pub path: PathBuf,
+    pub iface: String,
+    pub dir: Direction,
+}
+
+impl PcapSpec {
+    /// `PATH[@IFACE[:in|:out]]`. The last `@` splits, so a path may contain `@`
+    /// as long as an interface follows it.
+    pub fn parse(s: &str) -> Result<PcapSpec, String> {
+        let (path, at) = match s.rsplit_once('@') {
+            Some((p, a)) => (p, Some(a)),
+            None => (s, None),
+        };
+        if path.is_empty() {
+            return Err(format!(
+                "`{s}`: no file name (expected PATH[@IFACE[:in|:out]])"
+            ));
+        }
+        let (iface, dir) = match at {
+            None => ("sim0", Direction::In),
+            Some(a) => match a.rsplit_once(':') {
+                None => (a, Direction::In),
+                Some((i, "in")) => (i, Direction::In),
+                Some((i, "out")) => (i, Direction::Out),
+                Some((_, d)) => {
+                    return Err(format!("`{s}`: direction must be `in` or `out`, not `{d}`"))
+                }
+            },
+        };
+        if iface.is_empty()
+            || !iface
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            return Err(format!(
+                "`{s}`: interface name `{iface}` must be letters, digits, `.`, `_` or `-` (expected PATH[@IFACE[:in|:out]])"
+            ));
+        }
+        Ok(PcapSpec {
+            path: PathBuf::from(path),
+            iface: iface.to_string(),
+            dir,
+        })
+    }
+}
+
+pub fn run(args: SimArgs) -> ExitCode {
+    match run_files(&args) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("dummynet sim: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_files(args: &SimArgs) -> Result<String, String> {
+    let config = load_config(&args.config)?;
+    let mut inputs = Vec::with_capacity(args.pcaps.len());
+    for spec in &args.pcaps {
+        let capture = capture::read_file(&spec.path)?;
+        inputs.push(Input {
+            capture,
+            iface: spec.iface.clone(),
+            dir: spec.dir,
+        });
+    }
+    let first = inputs.first().map(|i| i.capture.linktype);
+    if let Some((spec, input)) = args
+        .pcaps
+        .iter()
+        .zip(&inputs)
+        .find(|(_, i)| Some(i.capture.linktype) != first)
+    {
+        return Err(format!(
+            "{} has link type {} but {} has link type {}: OUT keeps one link type, so merge captures of one kind",
+            spec.path.display(),
+            input.capture.linktype,
+            args.pcaps[0].path.display(),
+            inputs[0].capture.linktype
+        ));
+    }
+    let mut out = args.out.as_deref().map(create).transpose()?;
+    let mut log = args.log.as_deref().map(create).transpose()?;
+    let summary = simulate(
+        &config,
+        inputs,
+        args.seed,
+        out.as_mut().map(|w| w as &mut dyn Write),
+        log.as_mut().map(|w| w as &mut dyn Write),
+    )
+    .map_err(|e| e.to_string())?;
+    for (w, path) in [(out, &args.out), (log, &args.log)] {
+        if let (Some(mut w), Some(path)) = (w, path) {
+            w.flush()
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+    }
+    Ok(summary.report())
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, String> {
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+}
+
+/// The configuration's commands, or an error naming the file and line.
+pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    crate::lang::commands(&text, path.parent()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// One capture and where it enters.
+pub struct Input {
+    pub capture: Capture,
+    pub iface: String,
+    pub dir: Direction,
+}
+
+/// What the engine carries: the frame itself, so an AQM can mark ECN in it
+/// and OUT.pcap gets the bytes as they left.
+struct Packet {
+    id: u64,
+    frame: Vec<u8>,
+    ip_offset: usize,
+}
+
+impl Payload for Packet {
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.frame.get_mut(self.ip_offset..)
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+enum Event<'a> {
+    Arrival {
+        t_ns: Nanos,
+        id: u64,
+        len: u32,
+        iface: &'a str,
+        dir: &'static str,
+    },
+    Departure {
+        t_ns: Nanos,
+        id: u64,
+        rule: Option<u16>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pipe: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<&'a str>,
+    },
+    Drop {
+        t_ns: Nanos,
+        id: u64,
+        reason: &'a str,
+        rule: Option<u16>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pipe: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<&'a str>,
+    },
+}
+
+fn split_target(t: Option<Target>) -> (Option<u32>, Option<u32>) {
+    match t {
+        Some(Target::Pipe(n)) => (Some(n), None),
+        Some(Target::Queue(n)) => (None, Some(n)),
+        None => (None, None),
+    }
+}
+
+fn dir_str(d: Direction) -> &'static str {
+    match d {
+        Direction::In => "in",
+        Direction::Out => "out",
+    }
+}
+
+/// Reason name for frames that never reached the engine.
+pub const MALFORMED: &str = "malformed";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Capture time of virtual time zero, ns since the epoch.
+    pub epoch: Nanos,
+    pub arrived: u64,
+    /// Delivered by the engine, plus passed-through non-IP frames.
+    pub delivered: u64,
+    pub not_ip: u64,
+    /// Count per reason, in [`DropReason::ALL`] order then `malformed`; zeros omitted.
+    pub drops: Vec<(&'static str, u64)>,
+    pub inside: u64,
+    /// Over packets the engine delivered: (min, max, sum, count) of departure − arrival.
+    pub delay: Option<(Nanos, Nanos, u128, u64)>,
+    pub snapshot: Snapshot,
+}
+
+impl Summary {
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().map(|(_, n)| n).sum()
+    }
+
+    pub fn report(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "packets in:    {}", self.arrived);
+        let _ = writeln!(
+            s,
+            "delivered:     {} ({} not IP, passed through)",
+            self.delivered, self.not_ip
+        );
+        let _ = writeln!(s, "dropped:       {}", self.dropped());
+        for (reason, n) in &self.drops {
+            let _ = writeln!(s, "  {:<12} {n}", format!("{reason}:"));
+        }
+        let _ = writeln!(s, "still inside:  {}", self.inside);
+        match self.delay {
+            Some((min, max, sum, count)) => {
+                let mean = u64::try_from(sum / u128::from(count.max(1))).unwrap_or(u64::MAX);
+                let _ = writeln!(
+                    s,
+                    "delay (ms):    mean {}  min {}  max {}",
+                    ms(mean),
+                    ms(min),
+                    ms(max)
+                );
+            }
+            None => {
+                let _ = writeln!(s, "delay (ms):    no packet delivered through the engine");
+            }
+        }
+        let _ = writeln!(s, "time zero:     capture time {} s", secs(self.epoch));
+        s.push('\n');
+        s.push_str(&crate::lang::final_state(&self.snapshot));
+        s
+    }
+}
+
+/// Exact decimal milliseconds, so reports compare byte for byte.
+fn ms(ns: Nanos) -> String {
+    format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)
+}
+
+fn secs(ns: Nanos) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// Runs the captures through an engine configured by `config`.
+pub fn simulate<'w>(
+    config: &[(usize, Command)],
+    inputs: Vec<Input>,
+    seed: u64,
+    out: Option<&'w mut dyn Write>,
+    log: Option<&'w mut dyn Write>,
+) -> Result<Summary, String> {
+    let mut engine: Engine<Packet> = Engine::new(seed);
+    for (line, cmd) in config {
+        engine
+            .apply(0, cmd.clone())
+            .map_err(|e| format!("line {line}: {e}"))?;
+    }
+    let linktype = inputs.first().map_or(1, |i| i.capture.linktype);
+    let out = out.map(|w| capture::Writer::new(w, linktype)).transpose()?;
+    let ports: Vec<Port> = inputs
+        .iter()
+        .map(|i| Port {
+            link: i.capture.link,
+            iface: engine.iface(&i.iface),
+            name: i.iface.clone(),
+            dir: i.dir,
+        })
+        .collect();
+
+    // Stable: equal timestamps keep input order, then file order.
+    let mut frames: Vec<(usize, capture::Frame)> = Vec::new();
+    for (k, input) in inputs.into_iter().enumerate() {
+        frames.extend(input.capture.frames.into_iter().map(|f| (k, f)));
+    }
+    frames.sort_by_key(|(_, f)| f.ts);
+    let epoch = frames.first().map_or(0, |(_, f)| f.ts);
+
+    let mut sim = Sim {
+        engine,
+        epoch,
+        arrivals: Vec::with_capacity(frames.len()),
+        out,
+        log,
+        now: 0,
+        delivered: 0,
+        not_ip: 0,
+        malformed: 0,
+        delay: None,
+    };
+    for (k, frame) in frames {
+        sim.arrive(&ports[k], frame)?;
+    }
+    sim.drain(Nanos::MAX)?;
+    Ok(sim.finish())
+}
+
+struct Port {
+    link: LinkType,
+    iface: dummynet_engine::IfaceId,
+    name: String,
+    dir: Direction,
+}
+
+struct Sim<'w> {
+    engine: Engine<Packet>,
+    epoch: Nanos,
+    /// Arrival time and wire length of each packet, by id.
+    arrivals: Vec<(Nanos, u32)>,
+    out: Option<capture::Writer<&'w mut dyn Write>>,
+    log: Option<&'w mut dyn Write>,
+    /// The latest time handed to the engine; it never goes back.
+    now: Nanos,
+    delivered: u64,
+    not_ip: u64,
+    malformed: u64,
+    delay: Option<(Nanos, Nanos, u128, u64)>,
+}
+
+impl Sim<'_> {
+    fn arrive(&mut self, port: &Port, frame: capture::Frame) -> Result<(), String> {
+        let t = frame.ts - self.epoch;
+        self.drain(t)?;
+        self.now = self.now.max(t);
+        let id = self.arrivals.len() as u64;
+        self.arrivals.push((t, frame.orig_len));
+        let parsed = wire::parse(port.link, &frame.data);
+        let len = match &parsed {
+            Ok(p) => p.len,
+            Err(_) => u32::try_from(frame.data.len()).unwrap_or(u32::MAX),
+        };
+        self.log(&Event::Arrival {
+            t_ns: t,
+            id,
+            len,
+            iface: &port.name,
+            dir: dir_str(port.dir),
+        })?;
+        let p = match parsed {
+            Ok(p) => p,
+            Err(WireError::NotIp { ethertype }) => {
+                self.not_ip += 1;
+                let note = format!("not IP (ethertype {ethertype:#06x}): passed through");
+                return self.deliver(t, id, &frame.data, None, None, Some(&note));
+            }
+            Err(e) => {
+                self.malformed += 1;
+                let note = e.to_string();
+                return self.log(&Event::Drop {
+                    t_ns: t,
+                    id,
+                    reason: MALFORMED,
+                    rule: None,
+                    pipe: None,
+                    queue: None,
+                    note: Some(&note),
+                });
+            }
+        };
+        let (recv_if, xmit_if) = match port.dir {
+            Direction::In => (Some(port.iface), None),
+            Direction::Out => (None, Some(port.iface)),
+        };
+        let info = PacketInfo {
+            len: p.len,
+            key: p.key,
+            dir: port.dir,
+            recv_if,
+            xmit_if,
+        };
+        let packet = Packet {
+            id,
+            frame: frame.data,
+            ip_offset: p.ip_offset,
+        };
+        match self.engine.input(t, info, packet) {
+            Verdict::Pass { payload, rule } => {
+                self.deliver(t, id, &payload.frame, Some(rule), None, None)
+            }
+            Verdict::Drop {
+                payload,
+                reason,
+                rule,
+                target,
+            } => self.dropped(t, payload.id, reason, rule, target),
+            Verdict::Queued { .. } => Ok(()),
+        }
+    }
+
+    /// Runs the engine through every deadline up to `until`, in time order.
+    fn drain(&mut self, until: Nanos) -> Result<(), String> {
+        while let Some(d) = self.engine.next_deadline() {
+            if d > until {
+                break;
+            }
+            let now = d.max(self.now);
+            self.now = now;
+            let mut progressed = false;
+            while let Some(o) = self.engine.poll(now) {
+                progressed = true;
+                match o.drop {
+                    None => {
+                        self.deliver(o.at, o.payload.id, &o.payload.frame, o.rule, o.target, None)?
+                    }
+                    Some(reason) => self.dropped(o.at, o.payload.id, reason, o.rule, o.target)?,
+                }
+            }
+            // A deadline that poll leaves in place would spin forever.
+            if !progressed && self.engine.next_deadline().is_some_and(|n| n <= now) {
+                return Err(format!(
+                    "engine stalled at t={now} ns: a deadline is due but poll returns nothing"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(
+        &mut self,
+        at: Nanos,
+        id: u64,
+        frame: &[u8],
+        rule: Option<u16>,
+        target: Option<Target>,
+        note: Option<&str>,
+    ) -> Result<(), String> {
+        self.delivered += 1;
+        let (arrived, orig_len) = self.arrivals.get(id as usize).copied().unwrap_or((at, 0));
+        if note.is_none() {
+            let d = at.saturating_sub(arrived);
+            self.delay = Some(match self.delay {
+                None => (d, d, u128::from(d), 1),
+                Some((lo, hi, sum, n)) => (lo.min(d), hi.max(d), sum + u128::from(d), n + 1),
+            });
+        }
+        if let Some(out) = &mut self.out {
+            let ts = self
+                .epoch
+                .checked_add(at)
+                .ok_or("departure time overflows the pcap clock")?;
+            out.write(ts, orig_len, frame)
+                .map_err(|e| format!("writing OUT: {e}"))?;
+        }
+        let (pipe, queue) = split_target(target);
+        self.log(&Event::Departure {
+            t_ns: at,
+            id,
+            rule,
+            pipe,
+            queue,
+            note,
+        })
+    }
+
+    fn dropped(
+        &mut self,
+        at: Nanos,
+        id: u64,
+        reason: DropReason,
+        rule: Option<u16>,
+        target: Option<Target>,
+    ) -> Result<(), String> {
+        let (pipe, queue) = split_target(target);
+        self.log(&Event::Drop {
+            t_ns: at,
+            id,
+            reason: reason.as_str(),
+            rule,
+            pipe,
+            queue,
+            note: None,
+        })
+    }
+
+    fn log(&mut self, e: &Event) -> Result<(), String> {
+        if let Some(w) = &mut self.log {
+            serde_json::to_writer(&mut *w, e)
+                .map_err(|e| e.to_string())
+                .and_then(|()| w.write_all(b"\n").map_err(|e| e.to_string()))
+                .map_err(|e| format!("writing the log: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Summary {
+        let totals = self.engine.totals();
+        let drops: Vec<(&'static str, u64)> = DropReason::ALL
+            .iter()
+            .map(|r| (r.as_str(), totals.drops_for(*r)))
+            .chain([(MALFORMED, self.malformed)])
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        Summary {
+            epoch: self.epoch,
+            arrived: self.arrivals.len() as u64,
+            delivered: self.delivered,
+            not_ip: self.not_ip,
+            drops,
+            inside: totals.inside,
+            delay: self.delay,
+            snapshot: self.engine.snapshot(),
+        }
+    }
+}
