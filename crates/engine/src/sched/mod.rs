@@ -7,6 +7,7 @@
 //! implementing [`SchedInstance`] plus one line in [`REGISTRY`].
 
 mod fifo;
+mod wf2q;
 
 pub use fifo::Fifo;
 
@@ -60,7 +61,7 @@ pub struct SchedType {
 }
 
 /// Every scheduler type, one line each.
-pub static REGISTRY: &[&SchedType] = &[&fifo::TYPE];
+pub static REGISTRY: &[&SchedType] = &[&fifo::TYPE, &wf2q::TYPE];
 
 /// The scheduler a new `sched N` or `pipe N` gets: WF2Q+ as in FreeBSD, once registered.
 pub const DEFAULT_TYPE: &str = "wf2q+";
