@@ -29,8 +29,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Replay captures through an ipfw/dummynet configuration on virtual time.
+    ///
+    /// Time zero is the earliest packet's capture timestamp, and each packet
+    /// enters at its own. OUT.pcap gets every delivered frame in departure
+    /// order, stamped with its absolute departure time; the log's `t_ns` are
+    /// nanoseconds since time zero and its `id`s number packets in arrival
+    /// order. Frames that are not IP pass through untouched; IP frames that
+    /// cannot be parsed are dropped as "malformed". The same inputs and seed
+    /// always give the same bytes.
     Sim(sim::SimArgs),
     /// Write synthetic constant-rate traffic to a pcap file.
+    ///
+    /// Deterministic: the same arguments always write the same bytes.
     Gen(gen::GenArgs),
     /// Measure the engine's packet rate on synthetic traffic.
     Bench(bench::BenchArgs),

@@ -1,0 +1,630 @@
+//! `dummynet sim` and `dummynet gen` end to end, through the built binary.
+
+use std::borrow::Cow;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::{DataLink, TsResolution};
+use serde_json::Value;
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("sim-tests")
+        .join(name);
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn dummynet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dummynet"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "dummynet failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The error message of a run that must fail.
+fn fails(out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "expected failure, got: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn gen(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let p = dir.join(name);
+    let mut a = vec!["gen", "--out", p.to_str().unwrap()];
+    a.extend_from_slice(args);
+    ok(dummynet(&a));
+    p
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    fs::write(&p, text).unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// (link type, [(timestamp ns, frame)]) of a pcap file.
+fn read_pcap(p: &Path) -> (u32, Vec<(u64, Vec<u8>)>) {
+    let mut r = PcapReader::new(fs::File::open(p).unwrap()).unwrap();
+    assert_eq!(r.header().ts_resolution, TsResolution::NanoSecond);
+    let mut v = Vec::new();
+    while let Some(pkt) = r.next_packet() {
+        let pkt = pkt.unwrap();
+        v.push((pkt.timestamp.as_nanos() as u64, pkt.data.into_owned()));
+    }
+    (u32::from(r.header().datalink), v)
+}
+
+fn read_log(p: &Path) -> Vec<Value> {
+    fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn events<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    log.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// Runs sim with OUT and LOG in `dir`; returns (stdout, out path, log path).
+fn sim(dir: &Path, config: &Path, pcaps: &[&str], extra: &[&str]) -> (String, PathBuf, PathBuf) {
+    let (out, log) = (dir.join("out.pcap"), dir.join("events.jsonl"));
+    let mut a = vec![
+        "sim",
+        "--config",
+        s(config),
+        "--out",
+        s(&out),
+        "--log",
+        s(&log),
+    ];
+    for p in pcaps {
+        a.extend(["--pcap", p]);
+    }
+    a.extend_from_slice(extra);
+    (ok(dummynet(&a)), out, log)
+}
+
+const PIPE_10M_10MS: &str =
+    "pipe 1 config bw 10Mbit/s delay 10ms queue 50\nadd 100 pipe 1 ip from any to any in\n";
+
+#[test]
+fn departures_are_exact_to_the_nanosecond() {
+    let d = scratch("exact");
+    let conf = write(&d, "c.conf", PIPE_10M_10MS);
+    // Line rate: each 1500-byte packet arrives as the previous one finishes.
+    let paced = gen(
+        &d,
+        "paced.pcap",
+        &["--packets", "20", "--rate", "10Mbit/s", "--start", "1000"],
+    );
+    let (stdout, out, log) = sim(&d, &conf, &[s(&paced)], &[]);
+    let (linktype, frames) = read_pcap(&out);
+    assert_eq!(linktype, 1);
+    let want: Vec<u64> = (0..20)
+        .map(|i| 1000 * S + i * 1_200_000 + 1_200_000 + 10 * MS)
+        .collect();
+    assert_eq!(frames.iter().map(|f| f.0).collect::<Vec<_>>(), want);
+    let log = read_log(&log);
+    for (i, e) in events(&log, "departure").iter().enumerate() {
+        assert_eq!(e["id"], i as u64);
+        assert_eq!(e["t_ns"], i as u64 * 1_200_000 + 11_200_000);
+        assert_eq!(
+            (e["rule"].as_u64(), e["pipe"].as_u64()),
+            (Some(100), Some(1))
+        );
+    }
+    assert!(
+        stdout.contains("delay (ms):    mean 11.200000  min 11.200000  max 11.200000"),
+        "{stdout}"
+    );
+
+    // A burst at 100 Mbit/s queues: packet i leaves after i+1 serialisations.
+    let burst = gen(
+        &d,
+        "burst.pcap",
+        &["--packets", "10", "--rate", "100Mbit/s"],
+    );
+    let (_, out, _) = sim(&d, &conf, &[s(&burst)], &[]);
+    let got: Vec<u64> = read_pcap(&out).1.iter().map(|f| f.0).collect();
+    let want: Vec<u64> = (0..10).map(|i| (i + 1) * 1_200_000 + 10 * MS).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn every_packet_is_accounted_for() {
+    let d = scratch("conservation");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config bw 1Mbit/s delay 5ms queue 5\nadd 100 pipe 1 ip from any to any in\n",
+    );
+    let pcap = gen(
+        &d,
+        "in.pcap",
+        &[
+            "--packets",
+            "200",
+            "--rate",
+            "5Mbit/s",
+            "--size",
+            "500",
+            "--flows",
+            "3",
+        ],
+    );
+    let (stdout, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
+    let log = read_log(&log);
+    let (arr, dep, drop) = (
+        events(&log, "arrival"),
+        events(&log, "departure"),
+        events(&log, "drop"),
+    );
+    assert_eq!(arr.len(), 200);
+    assert_eq!(arr.len(), dep.len() + drop.len());
+    assert!(
+        !drop.is_empty()
+            && drop
+                .iter()
+                .all(|e| e["reason"] == "queue-full" && e["pipe"] == 1)
+    );
+    // Each id arrives once and leaves once, after it arrived.
+    let mut seen = [0u8; 200];
+    for e in dep.iter().chain(&drop) {
+        seen[e["id"].as_u64().unwrap() as usize] += 1;
+        assert!(e["t_ns"].as_u64() >= arr[e["id"].as_u64().unwrap() as usize]["t_ns"].as_u64());
+    }
+    assert!(seen.iter().all(|n| *n == 1));
+    assert_eq!(read_pcap(&out).1.len(), dep.len());
+    assert!(
+        stdout.contains(&format!("delivered:     {}", dep.len())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("  queue-full:  {}", drop.len())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("still inside:  0"), "{stdout}");
+}
+
+#[test]
+fn reruns_are_byte_identical() {
+    let d = scratch("rerun");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config bw 2Mbit/s delay 3ms queue 8\nadd 100 pipe 1 ip from any to any in\n",
+    );
+    let pcap = gen(
+        &d,
+        "in.pcap",
+        &[
+            "--packets",
+            "300",
+            "--rate",
+            "3Mbit/s",
+            "--size",
+            "300",
+            "--flows",
+            "5",
+        ],
+    );
+    let run = |tag: &str| {
+        let (out, log) = (
+            d.join(format!("out{tag}.pcap")),
+            d.join(format!("log{tag}.jsonl")),
+        );
+        let stdout = ok(dummynet(&[
+            "sim",
+            "--config",
+            s(&conf),
+            "--pcap",
+            s(&pcap),
+            "--out",
+            s(&out),
+            "--log",
+            s(&log),
+            "--seed",
+            "42",
+        ]));
+        (stdout, fs::read(out).unwrap(), fs::read(log).unwrap())
+    };
+    let (a, b) = (run("a"), run("b"));
+    assert!(!a.1.is_empty() && !a.2.is_empty());
+    assert!(a == b, "two runs with the same seed differ");
+}
+
+#[test]
+fn pcapng_input_microsecond_timestamps() {
+    let d = scratch("pcapng");
+    let conf = write(&d, "c.conf", PIPE_10M_10MS);
+    let pcap = gen(&d, "in.pcap", &["--packets", "5", "--start", "7"]);
+    // The same packets as pcapng with the default (microsecond) resolution.
+    let ng = d.join("in.pcapng");
+    let mut w = PcapNgWriter::new(fs::File::create(&ng).unwrap()).unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock {
+        linktype: DataLink::ETHERNET,
+        snaplen: 0,
+        options: vec![],
+    })
+    .unwrap();
+    let frames = read_pcap(&pcap).1;
+    for (ts, data) in &frames {
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            // pcap-file writes this raw count; in microseconds here.
+            timestamp: Duration::from_nanos(ts / 1000),
+            original_len: data.len() as u32,
+            data: Cow::Borrowed(data),
+            options: vec![],
+        })
+        .unwrap();
+    }
+    drop(w);
+    let (_, out, _) = sim(&d, &conf, &[s(&ng)], &[]);
+    let (linktype, got) = read_pcap(&out);
+    assert_eq!(linktype, 1);
+    let want: Vec<u64> = (0..5).map(|i| 7 * S + i * 1_200_000 + 11_200_000).collect();
+    assert_eq!(got.iter().map(|f| f.0).collect::<Vec<_>>(), want);
+    assert_eq!(got[0].1, frames[0].1);
+
+    // Nanosecond resolution through if_tsresol = 9.
+    let ng9 = d.join("in9.pcapng");
+    let mut w = PcapNgWriter::new(fs::File::create(&ng9).unwrap()).unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock {
+        linktype: DataLink::ETHERNET,
+        snaplen: 0,
+        options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+    })
+    .unwrap();
+    for (ts, data) in &frames {
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_nanos(*ts + 3),
+            original_len: data.len() as u32,
+            data: Cow::Borrowed(data),
+            options: vec![],
+        })
+        .unwrap();
+    }
+    drop(w);
+    let (_, out, _) = sim(&d, &conf, &[s(&ng9)], &[]);
+    assert_eq!(read_pcap(&out).1[0].0, 7 * S + 3 + 11_200_000);
+}
+
+#[test]
+fn ipv6_and_raw_ip_inputs() {
+    let d = scratch("ipv6");
+    let conf = write(&d, "c.conf", PIPE_10M_10MS);
+    for (name, args, linktype) in [
+        ("eth6.pcap", &["--ipv6"][..], 1),
+        ("raw6.pcap", &["--ipv6", "--raw"][..], 101),
+        ("raw4.pcap", &["--raw", "--proto", "tcp"][..], 101),
+    ] {
+        let mut a = vec!["--packets", "3"];
+        a.extend_from_slice(args);
+        let pcap = gen(&d, name, &a);
+        let (_, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
+        let (lt, got) = read_pcap(&out);
+        assert_eq!(lt, linktype, "{name}");
+        // 1500 IP bytes billed whatever the link: exactly 1.2 ms each.
+        assert_eq!(
+            got.iter().map(|f| f.0).collect::<Vec<_>>(),
+            [11_200_000, 12_400_000, 13_600_000],
+            "{name}"
+        );
+        assert!(events(&read_log(&log), "arrival")
+            .iter()
+            .all(|e| e["len"] == 1500));
+    }
+}
+
+#[test]
+fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
+    let d = scratch("two-inputs");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config bw 10Mbit/s delay 10ms\npipe 2 config bw 10Mbit/s delay 50ms\n\
+         add 100 pipe 1 ip from any to any in\nadd 200 pipe 2 ip from any to any out\n",
+    );
+    let a = gen(&d, "a.pcap", &["--packets", "3", "--rate", "1Mbit/s"]);
+    // Starts 1 ms later, so arrivals interleave: a0 b0 a1 b1...
+    let b = gen(
+        &d,
+        "b.pcap",
+        &[
+            "--packets",
+            "3",
+            "--rate",
+            "1Mbit/s",
+            "--start",
+            "1ms",
+            "--src",
+            "10.9.0.0/24",
+        ],
+    );
+    let spec_b = format!("{}@eth1:out", s(&b));
+    let (_, out, log) = sim(&d, &conf, &[s(&a), &spec_b], &[]);
+    let log = read_log(&log);
+    let arr = events(&log, "arrival");
+    let order: Vec<(&str, &str, u64)> = arr
+        .iter()
+        .map(|e| {
+            (
+                e["iface"].as_str().unwrap(),
+                e["dir"].as_str().unwrap(),
+                e["t_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("sim0", "in", 0),
+            ("eth1", "out", MS),
+            ("sim0", "in", 12 * MS),
+            ("eth1", "out", 13 * MS),
+            ("sim0", "in", 24 * MS),
+            ("eth1", "out", 25 * MS)
+        ]
+    );
+    for e in events(&log, "departure") {
+        let id = e["id"].as_u64().unwrap();
+        let (pipe, delay) = if id % 2 == 0 {
+            (1, 10 * MS)
+        } else {
+            (2, 50 * MS)
+        };
+        assert_eq!(e["pipe"], pipe);
+        assert_eq!(
+            e["t_ns"].as_u64().unwrap(),
+            arr[id as usize]["t_ns"].as_u64().unwrap() + 1_200_000 + delay
+        );
+    }
+    assert_eq!(read_pcap(&out).1.len(), 6);
+    // Equal timestamps keep input order.
+    let c = gen(
+        &d,
+        "c.pcap",
+        &[
+            "--packets",
+            "3",
+            "--rate",
+            "1Mbit/s",
+            "--src",
+            "10.9.0.0/24",
+        ],
+    );
+    let spec_c = format!("{}@eth1:out", s(&c));
+    let (_, _, log) = sim(&d, &conf, &[&spec_c, s(&a)], &[]);
+    let ifaces: Vec<_> = events(&read_log(&log), "arrival")
+        .iter()
+        .map(|e| e["iface"].clone())
+        .collect();
+    assert_eq!(ifaces, ["eth1", "sim0", "eth1", "sim0", "eth1", "sim0"]);
+}
+
+/// A pcap of the given frames, one millisecond apart.
+fn raw_pcap(dir: &Path, name: &str, linktype: DataLink, frames: &[Vec<u8>]) -> PathBuf {
+    let p = dir.join(name);
+    let header = PcapHeader {
+        datalink: linktype,
+        ts_resolution: TsResolution::NanoSecond,
+        ..Default::default()
+    };
+    let mut w = PcapWriter::with_header(fs::File::create(&p).unwrap(), header).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(&PcapPacket::new(
+            Duration::from_millis(i as u64),
+            f.len() as u32,
+            f,
+        ))
+        .unwrap();
+    }
+    p
+}
+
+#[test]
+fn non_ip_passes_through_and_malformed_is_dropped() {
+    let d = scratch("non-ip");
+    let conf = write(&d, "c.conf", PIPE_10M_10MS);
+    let ip = read_pcap(&gen(&d, "one.pcap", &["--packets", "1"]))
+        .1
+        .remove(0)
+        .1;
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[
+        0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+    ]);
+    let truncated = ip[..30].to_vec();
+    let pcap = raw_pcap(
+        &d,
+        "mixed.pcap",
+        DataLink::ETHERNET,
+        &[arp.clone(), ip, truncated],
+    );
+    let (stdout, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
+    let log = read_log(&log);
+    let dep = events(&log, "departure");
+    assert_eq!(dep[0]["id"], 0);
+    assert_eq!(dep[0]["t_ns"], 0);
+    assert!(dep[0]["rule"].is_null());
+    assert!(dep[0]["note"].as_str().unwrap().contains("0x0806"));
+    let drop = events(&log, "drop");
+    assert_eq!(
+        (drop.len(), &drop[0]["id"], &drop[0]["reason"]),
+        (1, &Value::from(2), &Value::from("malformed"))
+    );
+    assert!(drop[0]["note"].as_str().unwrap().contains("truncated"));
+    let frames = read_pcap(&out).1;
+    assert_eq!(frames[0], (0, arp));
+    assert_eq!(frames.len(), 2);
+    assert!(stdout.contains("malformed:"), "{stdout}");
+}
+
+#[test]
+fn bad_inputs_fail_with_clear_messages() {
+    let d = scratch("errors");
+    let conf = write(&d, "c.conf", PIPE_10M_10MS);
+    let pcap = gen(&d, "in.pcap", &["--packets", "2"]);
+    let run = |conf: &Path, pcap: &str| dummynet(&["sim", "--config", s(conf), "--pcap", pcap]);
+
+    let e = fails(run(&conf, s(&d.join("missing.pcap"))));
+    assert!(
+        e.contains("missing.pcap") && e.contains("cannot read"),
+        "{e}"
+    );
+
+    let garbage = write(&d, "garbage.pcap", "this is not a capture");
+    let e = fails(run(&conf, s(&garbage)));
+    assert!(
+        e.contains("garbage.pcap") && e.contains("not a pcap"),
+        "{e}"
+    );
+
+    let mut cut = fs::read(&pcap).unwrap();
+    cut.truncate(cut.len() - 100);
+    let cut_path = d.join("cut.pcap");
+    fs::write(&cut_path, cut).unwrap();
+    let e = fails(run(&conf, s(&cut_path)));
+    assert!(
+        e.contains("cut.pcap") && e.contains("packet 2") && e.contains("truncated"),
+        "{e}"
+    );
+
+    let bad_conf = write(
+        &d,
+        "bad.conf",
+        "pipe 1 config bw 10Mbit/s\nadd 100 pipe 1 ip frm any to any\n",
+    );
+    let e = fails(run(&bad_conf, s(&pcap)));
+    assert!(e.contains("bad.conf") && e.contains('2'), "{e}");
+
+    let e = fails(run(&d.join("nope.conf"), s(&pcap)));
+    assert!(e.contains("nope.conf"), "{e}");
+
+    let e = fails(run(&conf, &format!("{}@eth0:sideways", s(&pcap))));
+    assert!(
+        e.contains("sideways") && e.contains("in") && e.contains("out"),
+        "{e}"
+    );
+    let e = fails(run(&conf, &format!("{}@", s(&pcap))));
+    assert!(e.contains("interface"), "{e}");
+
+    let raw = gen(&d, "raw.pcap", &["--packets", "2", "--raw"]);
+    let e = fails(dummynet(&[
+        "sim",
+        "--config",
+        s(&conf),
+        "--pcap",
+        s(&pcap),
+        "--pcap",
+        s(&raw),
+    ]));
+    assert!(e.contains("link type"), "{e}");
+
+    let sll = raw_pcap(&d, "sll.pcap", DataLink::LINUX_SLL, &[vec![0; 40]]);
+    let e = fails(run(&conf, s(&sll)));
+    assert!(e.contains("link type 113"), "{e}");
+
+    let e = fails(dummynet(&[
+        "gen",
+        "--out",
+        s(&d.join("x.pcap")),
+        "--size",
+        "10",
+    ]));
+    assert!(e.contains("--size"), "{e}");
+    let e = fails(dummynet(&[
+        "gen",
+        "--out",
+        s(&d.join("x.pcap")),
+        "--rate",
+        "fast",
+    ]));
+    assert!(e.contains("fast"), "{e}");
+}
+
+#[test]
+fn gen_is_deterministic() {
+    let d = scratch("gen");
+    let a = gen(
+        &d,
+        "a.pcap",
+        &["--packets", "50", "--flows", "4", "--proto", "tcp"],
+    );
+    let b = gen(
+        &d,
+        "b.pcap",
+        &["--packets", "50", "--flows", "4", "--proto", "tcp"],
+    );
+    assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap());
+}
+
+#[test]
+fn shipped_demo_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let d = scratch("demo");
+    let conf = root.join("examples/demo.conf");
+    let pcap = root.join("examples/demo.pcap");
+    let (stdout, _, log) = sim(&d, &conf, &[s(&pcap)], &[]);
+    let log = read_log(&log);
+    assert_eq!(
+        events(&log, "arrival").len(),
+        events(&log, "departure").len() + events(&log, "drop").len()
+    );
+    assert!(stdout.contains("still inside:  0"), "{stdout}");
+    // The shipped capture is what examples/README.md says regenerates it.
+    let regen = d.join("demo.pcap");
+    let args: Vec<String> = fs::read_to_string(root.join("examples/README.md"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("dummynet gen ").map(str::to_string))
+        .expect("examples/README.md shows the gen command")
+        .split_whitespace()
+        .map(|w| {
+            if w == "examples/demo.pcap" {
+                s(&regen).to_string()
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    let mut a = vec!["gen"];
+    a.extend(args.iter().map(String::as_str));
+    ok(dummynet(&a));
+    assert_eq!(fs::read(regen).unwrap(), fs::read(pcap).unwrap());
+}
