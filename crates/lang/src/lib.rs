@@ -1,1 +1,131 @@
-pub fn placeholder() {}
+//! # dummynet-lang
+//!
+//! The ipfw(8) / dnctl(8) command language of FreeBSD, for dummynet on Linux:
+//! a parser from command lines to the engine's typed [`Command`]s, and the
+//! `show` formatters that print an engine [`Snapshot`](dummynet_engine::Snapshot) the way FreeBSD does.
+//!
+//! ```text
+//! "ipfw pipe 1 config bw 10Mbit/s delay 10ms"  --parse_command-->  Statement::Apply(Command::ConfigPipe(..))
+//! Snapshot                                     --format_pipes--->  "00001:  10.000 Mbit/s   10 ms burst 0\n..."
+//! ```
+//!
+//! What it does:
+//! - FreeBSD syntax for rules (`add`, `delete`, `flush`, `zero`, `show`,
+//!   `list`), for `pipe`, `queue` and `sched` objects, and for the sysctls the
+//!   engine mirrors; units as FreeBSD reads them (`queue 200kb` is 204800 bytes).
+//! - Errors that quote the offending token, show its column with a caret,
+//!   and suggest the keyword that was probably meant.
+//! - A canonical text for every rule: printing a parsed rule and parsing it
+//!   again gives the same rule.
+//!
+//! What it does not: it never touches the engine, so it checks syntax and
+//! units but not references or limits that depend on state (a queue size
+//! above `pipe_slot_limit`, a rule sending to a pipe that does not exist);
+//! [`dummynet_engine::Engine::apply`] checks those. FreeBSD features the engine
+//! lacks (RED, CoDel, `keep-state`, NAT...) are recognised and refused with an
+//! error saying so, rather than misread as typos.
+
+#![forbid(unsafe_code)]
+
+use std::path::Path;
+
+use dummynet_engine::Command;
+
+mod command;
+mod dnparse;
+mod error;
+mod lexer;
+mod names;
+mod rule;
+mod show;
+mod units;
+
+pub use error::{ErrorKind, FileError, ParseError};
+pub use rule::format_rule_body;
+pub use show::{format_pipes, format_queues, format_rules, format_scheds};
+
+use command::Mode;
+use dnparse::Context;
+
+/// Command-line flags, given before the command (`ipfw -fq flush`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags {
+    /// `-f`: do not ask for confirmation (`flush`).
+    pub force: bool,
+    /// `-q`: quiet; also implies `-f`, as in FreeBSD.
+    pub quiet: bool,
+    /// `-t`: show the last match time of each rule.
+    pub timestamps: bool,
+}
+
+/// What a line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// A configuration change for the engine.
+    Apply(Command),
+    /// Print something from a [`Snapshot`](dummynet_engine::Snapshot).
+    Show(ShowRequest),
+    /// Accepted and deliberately ignored, with the reason
+    /// (`kldload ipfw dummynet`: everything is built in).
+    Nop(&'static str),
+}
+
+/// What to print, and for which numbers (empty: all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShowRequest {
+    /// `show` (with counters) or `list` (without).
+    Rules { numbers: Vec<u16>, counters: bool },
+    Pipes(Vec<u32>),
+    Queues(Vec<u32>),
+    Scheds(Vec<u32>),
+}
+
+/// A parsed command line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub flags: Flags,
+    pub statement: Statement,
+}
+
+/// Parses one command line, as typed at a shell or pasted from an article:
+/// an optional `ipfw`/`dnctl` (or a path to either), an optional `# ` or
+/// `$ ` prompt, flags, the command, and an optional trailing `# comment`.
+/// A blank line or a bare comment is [`Statement::Nop`].
+///
+/// A `profile FILE` is read relative to the current directory.
+pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
+    let parsed = command::parse_line(line, Mode::Line, Context::default())?;
+    Ok(parsed.unwrap_or(Parsed { flags: Flags::default(), statement: Statement::Nop("empty line") }))
+}
+
+/// Parses a command given as argv words (after the program name), as a shell
+/// passes `ipfw pipe 1 config bw 1Mbit/s`. Error positions refer to the
+/// words joined by single spaces, which is also the line the error shows.
+pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
+    let line = args.join(" ");
+    match command::parse_line(&line, Mode::Argv, Context::default())? {
+        Some(p) => Ok(p),
+        None => Err(ParseError::new(
+            ErrorKind::Syntax,
+            "expected a command (add, delete, flush, show, pipe, queue, sched, ...), found nothing",
+            &line,
+            0,
+            0,
+        )),
+    }
+}
+
+/// Parses a commands file: one command per line, blank lines and `#`
+/// comments ignored (a line starting with `#` is a comment even if a command
+/// follows, so commenting a command out works). Returns each command with its
+/// 1-based line number; stops at the first error. Profiles are read relative
+/// to `base_dir` (usually the file's directory), else the current directory.
+pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Parsed)>, FileError> {
+    let ctx = Context { base_dir };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let parsed = command::parse_line(line, Mode::File, ctx).map_err(|error| FileError { line: i + 1, error })?;
+        out.extend(parsed.map(|p| (i + 1, p)));
+    }
+    Ok(out)
+}

@@ -1,0 +1,188 @@
+//! One command line: program word, flags, and the command itself.
+//!
+//! Lines are often pasted from articles and shell sessions, so a leading
+//! `ipfw`/`dnctl` (or a path to either), `sudo`, a shell prompt and a trailing
+//! `# comment` are all taken off before parsing.
+
+use dummynet_engine::config::{Command, Setting, DEFAULT_RULE};
+
+use crate::dnparse::{self, Context, Object};
+use crate::error::{suggest, ErrorKind, ParseError};
+use crate::lexer::Cursor;
+use crate::rule;
+use crate::units::{number_in, NumberError};
+use crate::{Flags, Parsed, ShowRequest, Statement};
+
+/// Where a line comes from, which decides what is stripped before parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One line typed or pasted: `# ` and `$ ` prompts and `#` comments go.
+    Line,
+    /// A line of a commands file: a leading `#` is a comment (so a commented
+    /// out command stays off), `$ ` prompts and trailing comments go.
+    File,
+    /// Words from a shell's argv, already split: nothing is stripped.
+    Argv,
+}
+
+const COMMANDS: &[&str] =
+    &["add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv", "kldload"];
+
+/// ipfw commands this build does not implement.
+const UNSUPPORTED_COMMANDS: &[&str] = &[
+    "set", "table", "tables", "nat", "enable", "disable", "resetlog", "nat64lsn", "nat64stl", "nat64clat", "nptv6",
+    "internal", "iflist", "talist", "lookup",
+];
+
+const SETTINGS: &[&str] = &[
+    "net.inet.ip.fw.one_pass",
+    "net.inet.ip.fw.default_to_accept",
+    "net.inet.ip.dummynet.expire",
+    "net.inet.ip.dummynet.pipe_slot_limit",
+    "net.inet.ip.dummynet.pipe_byte_limit",
+];
+
+/// Parses one line; `Ok(None)` if it holds no command (blank or a comment).
+pub(crate) fn parse_line(line: &str, mode: Mode, ctx: Context<'_>) -> Result<Option<Parsed>, ParseError> {
+    let (start, end) = command_span(line, mode);
+    let mut cur = Cursor::new(line, start, end);
+    if cur.at_end() {
+        return Ok(None);
+    }
+    cur.eat("sudo");
+    if cur.peek_word().is_some_and(is_program) {
+        cur.bump();
+    }
+    let flags = parse_flags(&mut cur)?;
+    let statement = parse_statement(&mut cur, ctx)?;
+    Ok(Some(Parsed { flags, statement }))
+}
+
+/// The byte range of `line` that holds the command.
+fn command_span(line: &str, mode: Mode) -> (usize, usize) {
+    let skip_blanks = |from: usize| from + (line[from..].len() - line[from..].trim_start().len());
+    let mut start = skip_blanks(0);
+    if mode == Mode::Argv {
+        return (start, line.len());
+    }
+    let rest = &line[start..];
+    let prompt = |p: char| rest.starts_with(p) && rest[1..].starts_with(char::is_whitespace);
+    if prompt('$') || (mode == Mode::Line && prompt('#')) {
+        start = skip_blanks(start + 1);
+    }
+    let end = line[start..].find('#').map_or(line.len(), |i| start + i);
+    (start, end)
+}
+
+fn is_program(w: &str) -> bool {
+    ["ipfw", "dnctl"].iter().any(|p| w.eq_ignore_ascii_case(p)) || w.ends_with("/ipfw") || w.ends_with("/dnctl")
+}
+
+/// `-f`, `-q`, `-t`, alone or combined (`-fq`).
+fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
+    let mut flags = Flags::default();
+    while let Some(t) = cur.peek().filter(|t| t.text.len() > 1 && t.text.starts_with('-')) {
+        for (i, c) in t.text.char_indices().skip(1) {
+            match c {
+                'f' => flags.force = true,
+                'q' => flags.quiet = true,
+                't' => flags.timestamps = true,
+                _ => {
+                    let flag: String = c.to_string();
+                    return Err(cur.error_in(t, i, ErrorKind::Syntax, format!("unknown flag `-{flag}` (known: -f, -q, -t)")));
+                }
+            }
+        }
+        cur.bump();
+    }
+    Ok(flags)
+}
+
+fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, ParseError> {
+    let Some(t) = cur.peek() else {
+        return Err(cur.expected("a command (add, delete, flush, show, pipe, queue, sched, ...)", COMMANDS));
+    };
+    let kw = t.text.to_ascii_lowercase();
+    if UNSUPPORTED_COMMANDS.contains(&kw.as_str()) {
+        return Err(cur.error_at(t, ErrorKind::Unavailable, format!("`{}` is not supported by this build", t.text)));
+    }
+    if !COMMANDS.contains(&kw.as_str()) {
+        return Err(cur.expected("a command (add, delete, flush, zero, show, list, pipe, queue, sched)", COMMANDS));
+    }
+    cur.bump();
+    let statement = match kw.as_str() {
+        "add" => Statement::Apply(Command::AddRule(rule::parse_add(cur)?)),
+        "delete" => {
+            let numbers = rule_numbers(cur, false)?;
+            if numbers.is_empty() {
+                return Err(cur.expected("the numbers of the rules to delete", &[]));
+            }
+            Statement::Apply(Command::DeleteRules(numbers))
+        }
+        "flush" => Statement::Apply(Command::FlushRules),
+        "zero" => Statement::Apply(Command::ZeroRules(rule_numbers(cur, true)?)),
+        "show" | "list" => Statement::Show(ShowRequest::Rules { numbers: rule_numbers(cur, true)?, counters: kw == "show" }),
+        "pipe" => return dnparse::parse(cur, Object::Pipe, ctx),
+        "queue" => return dnparse::parse(cur, Object::Queue, ctx),
+        "sched" => return dnparse::parse(cur, Object::Sched, ctx),
+        "sysctl" | "kenv" => Statement::Apply(Command::Set(parse_setting(cur)?)),
+        _ => {
+            // `kldload ipfw dummynet`: both are always here.
+            while cur.bump().is_some() {}
+            Statement::Nop("kldload: ipfw and dummynet are built in")
+        }
+    };
+    cur.finish(&format!("`{kw}`"))?;
+    Ok(statement)
+}
+
+/// Rule numbers up to the end of the line. The default rule may be shown and
+/// zeroed but not deleted.
+fn rule_numbers(cur: &mut Cursor<'_>, allow_default: bool) -> Result<Vec<u16>, ParseError> {
+    let mut numbers = Vec::new();
+    while let Some(t) = cur.peek() {
+        if !allow_default && t.text.parse::<u64>() == Ok(u64::from(DEFAULT_RULE)) {
+            return Err(cur.error_at(t, ErrorKind::Range, "rule 65535 is the default rule and cannot be deleted"));
+        }
+        numbers.push(cur.number("rule number", 1, u64::from(DEFAULT_RULE))? as u16);
+    }
+    Ok(numbers)
+}
+
+/// `NAME=VALUE` for the FreeBSD sysctls the engine mirrors.
+fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
+    let t = cur.word("NAME=VALUE, e.g. net.inet.ip.fw.one_pass=0")?;
+    let Some((name, value)) = t.text.split_once('=') else {
+        return Err(cur.error_at(t, ErrorKind::Syntax, format!("expected NAME=VALUE, found `{}`", t.text)));
+    };
+    let value_error = |m: String| cur.error_in(t, name.len() + 1, ErrorKind::Range, m);
+    let flag = || match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(value_error(format!("{name} takes 0 or 1, found `{value}`"))),
+    };
+    let int = |hi: u64| {
+        number_in(value, name, 1, hi).map_err(|e| match e {
+            NumberError::NotANumber(m) | NumberError::OutOfRange(m) => value_error(m),
+        })
+    };
+    Ok(match name {
+        "net.inet.ip.fw.one_pass" => Setting::OnePass(flag()?),
+        "net.inet.ip.fw.default_to_accept" => Setting::DefaultToAccept(flag()?),
+        "net.inet.ip.dummynet.expire" => Setting::Expire(flag()?),
+        "net.inet.ip.dummynet.pipe_slot_limit" => Setting::PipeSlotLimit(int(u64::from(u32::MAX))? as u32),
+        "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
+        _ => {
+            let aqm = ["codel", "fqcodel", "pie", "fqpie", "red"]
+                .iter()
+                .any(|a| name.starts_with(&format!("net.inet.ip.dummynet.{a}.")));
+            let (kind, message) = if aqm {
+                (ErrorKind::Unavailable, format!("`{name}` configures an AQM that is not available in this build"))
+            } else {
+                (ErrorKind::Syntax, format!("unknown setting `{name}` (known: {})", SETTINGS.join(", ")))
+            };
+            let e = cur.error_in(t, 0, kind, message);
+            return Err(ParseError { len: name.len(), ..e }.with_suggestion(suggest(name, SETTINGS)));
+        }
+    })
+}

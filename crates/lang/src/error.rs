@@ -1,0 +1,142 @@
+//! Errors that point at the offending token.
+//!
+//! An ipfw command is usually typed once and fixed by eye, so an error says
+//! what was expected, quotes what was found, and draws a caret under it, the
+//! way a compiler would. A close misspelling of a keyword gets a suggestion.
+
+use std::fmt;
+
+/// What kind of mistake a [`ParseError`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The words do not follow the grammar (unknown keyword, missing value).
+    Syntax,
+    /// A well-formed value outside its allowed range.
+    Range,
+    /// A FreeBSD feature this build does not implement: an AQM, a scheduler
+    /// type, a rule option or action.
+    Unavailable,
+    /// A file named by the command (a delay profile) could not be read or parsed.
+    File,
+}
+
+/// A command that could not be parsed, with the position of the culprit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub kind: ErrorKind,
+    /// The complete sentence, e.g. "expected `to`, found `in`".
+    pub message: String,
+    /// Byte offset of the culprit in `source` (its end when `found` is `None`).
+    pub offset: usize,
+    /// Byte length of the culprit (0 at end of line).
+    pub len: usize,
+    /// 1-based column, counted in characters.
+    pub column: usize,
+    /// The nearest valid keyword, when one is close to what was typed.
+    pub suggestion: Option<&'static str>,
+    /// The command line the offsets refer to.
+    pub source: String,
+}
+
+impl ParseError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, source: &str, offset: usize, len: usize) -> Self {
+        let offset = offset.min(source.len());
+        let len = len.min(source.len() - offset);
+        let column = source.get(..offset).map_or(offset, |s| s.chars().count()) + 1;
+        ParseError { kind, message: message.into(), offset, len, column, suggestion: None, source: source.to_string() }
+    }
+
+    pub(crate) fn with_suggestion(mut self, s: Option<&'static str>) -> Self {
+        self.suggestion = s;
+        self
+    }
+
+    /// The offending text, or `None` when the line ended too early.
+    pub fn found(&self) -> Option<&str> {
+        self.source.get(self.offset..self.offset + self.len).filter(|s| !s.is_empty())
+    }
+
+    /// The source line with a caret line under the culprit, each indented by
+    /// four spaces. Tabs are kept in the caret line so it stays aligned.
+    pub fn snippet(&self) -> String {
+        let line: String = self.source.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }).collect();
+        let before = self.source.get(..self.offset).unwrap_or_default();
+        let pad: String = before.chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+        let width = self.source.get(self.offset..self.offset + self.len).map_or(1, |s| s.chars().count().max(1));
+        format!("    {line}\n    {pad}{}", "^".repeat(width))
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (column {})", self.message, self.column)?;
+        if let Some(s) = &self.suggestion {
+            write!(f, "; did you mean `{s}`?")?;
+        }
+        write!(f, "\n{}", self.snippet())
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// An error in a commands file: the 1-based line and what went wrong there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {error}")]
+pub struct FileError {
+    pub line: usize,
+    pub error: ParseError,
+}
+
+/// The candidate closest to `word` by edit distance, if it is close enough to
+/// be a plausible typo. Transpositions count once (`form` is one step from
+/// `from`), and the tolerance grows with the word so short words do not
+/// attract unrelated suggestions.
+pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
+    let word = word.to_ascii_lowercase();
+    if word.is_empty() || word.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let tolerance = match word.chars().count() {
+        0..=2 => 0,
+        3..=4 => 1,
+        5..=8 => 2,
+        _ => 3,
+    };
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(&word, c), *c))
+        .filter(|&(d, c)| d <= tolerance && d < c.len())
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caret_sits_under_the_token() {
+        let src = "ipfw add 100 pipe 1 form any to any";
+        let e = ParseError::new(ErrorKind::Syntax, "expected `from`", src, 20, 4).with_suggestion(Some("from"));
+        assert_eq!(e.column, 21);
+        assert_eq!(e.found(), Some("form"));
+        let shown = e.to_string();
+        assert!(shown.contains("did you mean `from`?"), "{shown}");
+        assert!(shown.ends_with("\n    ipfw add 100 pipe 1 form any to any\n                        ^^^^"), "{shown}");
+    }
+
+    #[test]
+    fn end_of_line_caret_follows_the_text() {
+        let e = ParseError::new(ErrorKind::Syntax, "expected a bandwidth", "pipe 1 config bw", 16, 0);
+        assert_eq!(e.found(), None);
+        assert!(e.snippet().ends_with("                    ^"));
+    }
+
+    #[test]
+    fn suggestions_are_close_or_absent() {
+        assert_eq!(suggest("form", &["from", "to", "in"]), Some("from"));
+        assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
+        assert_eq!(suggest("xyzzy", &["delay", "bw"]), None);
+        assert_eq!(suggest("100", &["10"]), None);
+    }
+}

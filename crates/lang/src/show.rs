@@ -1,0 +1,245 @@
+//! `show`, `pipe show`, `queue show` and `sched show`, in FreeBSD's layout.
+//!
+//! Column widths and field order follow FreeBSD's sbin/ipfw (`show_static_rule`,
+//! `list_pipes`, `list_flow`), because people compare this output with a
+//! FreeBSD box by eye and feed it to scripts written for one.
+
+use std::fmt::Write as _;
+
+use dummynet_engine::config::{LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER};
+use dummynet_engine::flow::{FlowKey, FlowMask};
+use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Snapshot};
+use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
+
+use crate::names::flow_proto_name;
+use crate::rule::format_rule_body;
+
+/// `ipfw show` (`counters`) or `ipfw list`, optionally with `-t` timestamps.
+/// Counters are right-aligned to the widest value among the listed rules.
+pub fn format_rules(s: &Snapshot, numbers: &[u16], counters: bool, timestamps: bool) -> String {
+    let rules: Vec<_> = s.rules.iter().filter(|r| numbers.is_empty() || numbers.contains(&r.number)).collect();
+    let width = |f: &dyn Fn(&&dummynet_engine::stats::RuleView) -> u64| {
+        rules.iter().map(|r| f(r).to_string().len()).max().unwrap_or(1)
+    };
+    let (pw, bw) = (width(&|r| r.packets), width(&|r| r.bytes));
+    let stamps: Vec<String> = rules.iter().map(|r| r.last_match.map(format_time).unwrap_or_default()).collect();
+    let tw = stamps.iter().map(String::len).max().unwrap_or(0);
+    let mut out = String::new();
+    for (r, stamp) in rules.iter().zip(&stamps) {
+        let _ = write!(out, "{:05}", r.number);
+        if counters {
+            let _ = write!(out, " {:>pw$} {:>bw$}", r.packets, r.bytes);
+        }
+        if timestamps && tw > 0 {
+            let _ = write!(out, " {stamp:>tw$}");
+        }
+        let body = if r.is_default { default_rule_body(&s.settings).to_string() } else { format_rule_body(&r.spec) };
+        let _ = writeln!(out, " {body}");
+    }
+    out
+}
+
+fn default_rule_body(settings: &Settings) -> &'static str {
+    if settings.default_to_accept {
+        "allow ip from any to any"
+    } else {
+        "deny ip from any to any"
+    }
+}
+
+/// The time of a rule's last match, in seconds on the engine's clock (which
+/// is not wall time, so FreeBSD's `ctime` form would be a lie).
+fn format_time(ns: u64) -> String {
+    format!("{}.{:06}", ns / NS_PER_SEC, ns % NS_PER_SEC / 1_000)
+}
+
+/// `pipe show`: for each pipe, its link, its implicit queue (N + 131072) and
+/// its FIFO scheduler (N + 65536) with the scheduler's instances.
+pub fn format_pipes(s: &Snapshot, numbers: &[u32]) -> String {
+    let mut out = String::new();
+    for link in sorted(&s.links, |l| l.number).filter(|l| l.number <= MAX_NUMBER && wanted(numbers, l.number)) {
+        out.push_str(&link_line(link));
+        if let Some(fs) = s.flowsets.iter().find(|f| f.number == link.number + 2 * DN_MAX_ID) {
+            out.push_str(&flowset_lines(fs));
+        }
+        if let Some(sc) = s.scheds.iter().find(|x| x.number == link.number + DN_MAX_ID) {
+            out.push_str(&sched_lines(sc, s));
+        }
+    }
+    out
+}
+
+/// `queue show`: user queues (1..65535) and their flows.
+pub fn format_queues(s: &Snapshot, numbers: &[u32]) -> String {
+    let mut out = String::new();
+    for fs in sorted(&s.flowsets, |f| f.number).filter(|f| f.number <= MAX_NUMBER && wanted(numbers, f.number)) {
+        out.push_str(&flowset_lines(fs));
+        out.push_str(&flow_table(fs.flows.iter().map(|f| (&f.id, &f.counters))));
+    }
+    out
+}
+
+/// `sched show`: user schedulers (1..65535), each after the link it drives.
+pub fn format_scheds(s: &Snapshot, numbers: &[u32]) -> String {
+    let mut out = String::new();
+    for sc in sorted(&s.scheds, |x| x.number).filter(|x| x.number <= MAX_NUMBER && wanted(numbers, x.number)) {
+        if let Some(link) = s.links.iter().find(|l| l.number == sc.number) {
+            out.push_str(&link_line(link));
+        }
+        out.push_str(&sched_lines(sc, s));
+    }
+    out
+}
+
+fn sorted<T>(items: &[T], key: impl Fn(&T) -> u32) -> impl Iterator<Item = &T> {
+    let mut v: Vec<&T> = items.iter().collect();
+    v.sort_by_key(|x| key(x));
+    v.into_iter()
+}
+
+fn wanted(numbers: &[u32], n: u32) -> bool {
+    numbers.is_empty() || numbers.contains(&n)
+}
+
+/// `00001:  50.000 Mbit/s   10 ms burst 0`
+fn link_line(link: &LinkView) -> String {
+    let LinkConfig { bw, delay, burst, profile } = &link.config;
+    let mut line = format!("{:05}: {} {} ms burst {burst}", link.number, format_bw(*bw), format_delay(*delay));
+    if let Some(p) = profile {
+        let _ = write!(line, " profile: name \"{}\" loss {:.6} samples {}", p.name, p.loss_level, p.samples.len());
+    }
+    line.push('\n');
+    line
+}
+
+fn format_bw(bw: u64) -> String {
+    let b = bw as f64;
+    match bw {
+        0 => "unlimited".to_string(),
+        1_000_000_000.. => format!("{:7.3} Gbit/s", b / 1e9),
+        1_000_000.. => format!("{:7.3} Mbit/s", b / 1e6),
+        1_000.. => format!("{:7.3} Kbit/s", b / 1e3),
+        _ => format!("{bw:7} bit/s"),
+    }
+}
+
+/// Whole milliseconds as FreeBSD prints them (`{:4}`); sub-millisecond
+/// delays, which FreeBSD's tick cannot express, with three decimals.
+fn format_delay(ns: u64) -> String {
+    if ns.is_multiple_of(NS_PER_MS) {
+        format!("{:4}", ns / NS_PER_MS)
+    } else {
+        format!("{:4}", format!("{:.3}", ns as f64 / NS_PER_MS as f64))
+    }
+}
+
+/// The flowset line and, if masked, its mask line.
+fn flowset_lines(fs: &FlowsetView) -> String {
+    let qsize = match fs.limit {
+        QueueLimit::Slots(n) => format!("{n:3} sl."),
+        QueueLimit::Bytes(b) if b >= 8192 => format!("{} KB", b / 1024),
+        QueueLimit::Bytes(b) => format!("{b} B"),
+    };
+    // FreeBSD prints plr glued to the size (`50 sl.plr 0.1`); a space reads better.
+    let plr = if fs.plr.is_zero() { String::new() } else { format!(" plr {:.6}", fs.plr.as_f64()) };
+    let buckets = if fs.mask.is_empty() { 1 } else { fs.buckets };
+    // A pipe's implicit queue has no weight of its own; FreeBSD prints 0.
+    let weight = if fs.number > 2 * DN_MAX_ID { 0 } else { fs.weight };
+    let mut out = format!(
+        "q{:05} {qsize}{plr} {} flows ({buckets} buckets) sched {} weight {weight} lmax 0 pri 0 {}\n",
+        fs.number,
+        fs.flows.len(),
+        fs.sched,
+        fs.aqm
+    );
+    out.push_str(&mask_lines(&fs.mask));
+    out
+}
+
+/// The scheduler line, its parameters and mask, and its instances.
+fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
+    let masked = !sc.mask.is_empty();
+    // A pipe's scheduler shares the pipe's hash size; others use the default.
+    let buckets = match s.flowsets.iter().find(|f| f.number == sc.number + DN_MAX_ID) {
+        _ if !masked => 0,
+        Some(fs) if sc.number > DN_MAX_ID => fs.buckets,
+        _ => DEFAULT_BUCKETS,
+    };
+    let mut out = format!(
+        " sched {} type {} flags 0x{:x} {buckets} buckets {} active\n",
+        sc.number,
+        sc.kind,
+        u8::from(masked),
+        sc.instances.len()
+    );
+    if !sc.params.is_empty() {
+        let params: Vec<String> = sc.params.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "   {}", params.join(" "));
+    }
+    out.push_str(&mask_lines(&sc.mask));
+    out.push_str(&flow_table(sc.instances.iter().map(|i| (&i.id, &i.counters))));
+    out
+}
+
+/// FreeBSD's `print_mask`: the IPv4 form, and the IPv6 form when the mask has
+/// IPv6 bits (both for `mask all`, which covers both families).
+fn mask_lines(m: &FlowMask) -> String {
+    if m.is_empty() {
+        return String::new();
+    }
+    let has_v6 = m.src_ip6 != 0 || m.dst_ip6 != 0 || m.flow_id != 0;
+    let mut out = String::new();
+    if !has_v6 || m.src_ip != 0 || m.dst_ip != 0 {
+        let _ = writeln!(
+            out,
+            "    mask:  0x{:02x} 0x{:08x}/0x{:04x} -> 0x{:08x}/0x{:04x}",
+            m.proto, m.src_ip, m.src_port, m.dst_ip, m.dst_port
+        );
+    }
+    if has_v6 {
+        let _ = writeln!(
+            out,
+            "        mask: proto: 0x{:02x}, flow_id: 0x{:08x},  {}/0x{:04x} -> {}/0x{:04x}",
+            m.proto,
+            m.flow_id,
+            std::net::Ipv6Addr::from(m.src_ip6),
+            m.src_port,
+            std::net::Ipv6Addr::from(m.dst_ip6),
+            m.dst_port
+        );
+    }
+    out
+}
+
+const HEADER_V4: &str = "BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp";
+const HEADER_V6: &str = "BKT ___Prot___ _flow-id_ ______________Source IPv6/port_______________ \
+                         _______________Dest. IPv6/port_______________ Tot_pkt/bytes Pkt/Byte Drp";
+
+/// FreeBSD's `list_flow` rows, with a header before the first row and again
+/// whenever the address family changes.
+fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -> String {
+    let mut out = String::new();
+    let mut family = None;
+    for (i, (k, c)) in rows.enumerate() {
+        if family != Some(k.v6) {
+            out.push_str(if k.v6 { HEADER_V6 } else { HEADER_V4 });
+            out.push('\n');
+            family = Some(k.v6);
+        }
+        let counters =
+            format!("{:4} {:8} {:2} {:4} {:3}", c.tot_pkts, c.tot_bytes, c.len_pkts, c.len_bytes, c.drops);
+        let (src, dst) = (k.src_ip().to_string(), k.dst_ip().to_string());
+        let _ = if k.v6 {
+            let proto = flow_proto_name(k.proto).map_or_else(|| format!("{:9}", k.proto), |n| format!("{n:>9}"));
+            writeln!(
+                out,
+                "{i:3} {proto} {:7}  {src:>39}/{:<5}  {dst:>39}/{:<5} {counters}",
+                k.flow_label, k.sport, k.dport
+            )
+        } else {
+            let proto = flow_proto_name(k.proto).map_or_else(|| format!("{:4}", k.proto), |n| format!("{n:<4}"));
+            writeln!(out, "{i:3} {proto} {src:>15}/{:<5} {dst:>15}/{:<5} {counters}", k.sport, k.dport)
+        };
+    }
+    out
+}

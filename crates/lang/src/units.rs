@@ -1,0 +1,349 @@
+//! Numbers with units: bandwidths, delays, sizes, probabilities, masks.
+//!
+//! Values are computed in exact decimal arithmetic, so `1.5Mbit/s` is
+//! 1 500 000 bit/s and `0.1ms` is 100 000 ns, with no float rounding. Each
+//! function returns a message (not a [`crate::ParseError`]) so the caller can
+//! point it at the token.
+
+use std::net::Ipv6Addr;
+
+use dummynet_engine::config::QueueLimit;
+use dummynet_engine::rng::Probability;
+use dummynet_engine::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+
+/// A non-negative decimal `digits / 10^scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decimal {
+    digits: u128,
+    scale: u32,
+}
+
+impl Decimal {
+    /// `value * factor`, rounded to the nearest integer (halves up).
+    fn times(self, factor: u128) -> Option<u128> {
+        let num = self.digits.checked_mul(factor)?;
+        let den = 10u128.checked_pow(self.scale)?;
+        Some(num.checked_add(den / 2)? / den)
+    }
+
+    fn as_f64(self) -> f64 {
+        self.digits as f64 / 10f64.powi(self.scale as i32)
+    }
+}
+
+/// Splits `12.5Mbit/s` into the number and the rest (`Mbit/s`).
+fn split_number(s: &str) -> Result<(Decimal, &str), String> {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, rest) = s.split_at(end);
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') {
+        return Err(format!("`{s}` does not start with a number"));
+    }
+    // 30 digits keep `digits * factor` (factor <= 10^9) inside u128.
+    if int.len() + frac.len() > 30 {
+        return Err(format!("`{num}` has too many digits"));
+    }
+    let digits = format!("{int}{frac}").parse::<u128>().unwrap_or(0);
+    Ok((Decimal { digits, scale: frac.len() as u32 }, rest))
+}
+
+/// An unsigned integer, decimal or `0x` hex.
+pub(crate) fn integer(s: &str) -> Option<u128> {
+    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        return u128::from_str_radix(hex, 16).ok().filter(|_| !hex.starts_with('+'));
+    }
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A decimal integer in `lo..=hi`, with an error naming the range.
+pub(crate) fn number_in(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, NumberError> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(NumberError::NotANumber(format!("expected a {what} ({lo}..{hi}), found `{s}`")));
+    }
+    match s.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(NumberError::OutOfRange(format!("{what} must be in {lo}..{hi}, found `{s}`"))),
+    }
+}
+
+/// Why [`number_in`] failed: the two map to different error kinds.
+#[derive(Debug)]
+pub(crate) enum NumberError {
+    NotANumber(String),
+    OutOfRange(String),
+}
+
+/// Largest accepted bandwidth: well above any real link, far below overflow.
+const MAX_BW: u128 = 10_000_000_000_000;
+
+/// FreeBSD's `bw`: a number, an optional k/M/G multiplier (powers of 1000), and
+/// a unit. Bits unless the unit says bytes: `byte(s)` in any case, or a
+/// capital `B` on its own (`KB/s`, `MBps`), as FreeBSD reads `B` not followed
+/// by `it`. A bare number is bit/s and 0 means unlimited.
+pub(crate) fn bandwidth(s: &str) -> Result<u64, String> {
+    let (value, rest) = split_number(s).map_err(|_| bw_help(s))?;
+    let (mult, unit) = match rest.chars().next() {
+        Some('k' | 'K') => (1_000, &rest[1..]),
+        Some('m' | 'M') => (1_000_000, &rest[1..]),
+        Some('g' | 'G') => (1_000_000_000, &rest[1..]),
+        _ => (1, rest),
+    };
+    let unit = unit.strip_suffix("/s").or_else(|| unit.strip_suffix("ps")).unwrap_or(unit);
+    let per_unit = match unit {
+        "" | "b" => 1,
+        "B" => 8,
+        u if u.eq_ignore_ascii_case("bit") || u.eq_ignore_ascii_case("bits") => 1,
+        u if u.eq_ignore_ascii_case("byte") || u.eq_ignore_ascii_case("bytes") => 8,
+        _ => return Err(bw_help(s)),
+    };
+    match value.times(mult * per_unit) {
+        Some(bw) if bw <= MAX_BW => Ok(bw as u64),
+        _ => Err(format!("bandwidth `{s}` is too large (at most 10 Tbit/s)")),
+    }
+}
+
+fn bw_help(s: &str) -> String {
+    format!(
+        "expected a bandwidth such as 10Mbit/s, 300Kbit/s, 2KByte/s or 1.5Gbit/s \
+         (bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s, KByte/s, MByte/s, GByte/s), found `{s}`"
+    )
+}
+
+/// FreeBSD's `delay`: a bare number is milliseconds; `ms`, `us`, `ns` and `s`
+/// suffixes and decimals are accepted here as well. Returns nanoseconds.
+pub(crate) fn delay(s: &str) -> Result<Nanos, String> {
+    let help = || format!("expected a delay such as 10, 10ms, 250us or 1.5s (a bare number is ms), found `{s}`");
+    let (value, unit) = split_number(s).map_err(|_| help())?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "ms" | "msec" => NS_PER_MS,
+        "us" | "µs" | "usec" => NS_PER_US,
+        "ns" | "nsec" => 1,
+        "s" | "sec" => NS_PER_SEC,
+        _ => return Err(help()),
+    };
+    value
+        .times(u128::from(scale))
+        .and_then(|ns| u64::try_from(ns).ok())
+        .ok_or_else(|| format!("delay `{s}` is too large"))
+}
+
+/// A size in bytes with an optional K/M/G multiplier (powers of 1024) and an
+/// optional `B`/`byte(s)` unit: `burst 64KB`, `burst 1M`, `burst 1500`.
+pub(crate) fn bytes(s: &str) -> Result<u64, String> {
+    let help = || format!("expected a size in bytes such as 1500, 64KB or 2MBytes, found `{s}`");
+    let (value, rest) = split_number(s).map_err(|_| help())?;
+    let (mult, unit) = binary_multiplier(rest);
+    if !is_byte_unit(unit) {
+        return Err(help());
+    }
+    value
+        .times(mult)
+        .and_then(|b| u64::try_from(b).ok())
+        .ok_or_else(|| format!("size `{s}` is too large"))
+}
+
+/// FreeBSD's `queue`: a bare number is a length in packets (slots); with a
+/// K suffix or a byte unit it is a length in bytes, K being 1024
+/// (`queue 200kb` is 204800 bytes, as in FreeBSD).
+pub(crate) fn queue_limit(s: &str) -> Result<QueueLimit, String> {
+    let help = || format!("expected a queue size: slots (50) or bytes (200kb, 1000KBytes, 9000B), found `{s}`");
+    let (value, rest) = split_number(s).map_err(|_| help())?;
+    let limit = if rest.is_empty() {
+        if value.scale > 0 && value.digits % 10u128.pow(value.scale) != 0 {
+            return Err(format!("a queue length in slots must be a whole number, found `{s}`"));
+        }
+        let slots = value.times(1).and_then(|n| u32::try_from(n).ok());
+        QueueLimit::Slots(slots.ok_or_else(|| format!("queue length `{s}` is too large"))?)
+    } else {
+        let (mult, unit) = binary_multiplier(rest);
+        // `k` alone means kilobytes: FreeBSD never reads a suffixed size as slots.
+        if !is_byte_unit(unit) {
+            return Err(help());
+        }
+        let b = value.times(mult).and_then(|b| u64::try_from(b).ok());
+        QueueLimit::Bytes(b.ok_or_else(|| format!("queue size `{s}` is too large"))?)
+    };
+    match limit {
+        QueueLimit::Slots(0) | QueueLimit::Bytes(0) => Err(format!("a queue must hold something, found `{s}`")),
+        l => Ok(l),
+    }
+}
+
+fn binary_multiplier(rest: &str) -> (u128, &str) {
+    match rest.chars().next() {
+        Some('k' | 'K') => (1 << 10, &rest[1..]),
+        Some('m' | 'M') => (1 << 20, &rest[1..]),
+        Some('g' | 'G') => (1 << 30, &rest[1..]),
+        _ => (1, rest),
+    }
+}
+
+fn is_byte_unit(u: &str) -> bool {
+    ["", "b", "byte", "bytes"].iter().any(|x| u.eq_ignore_ascii_case(x))
+}
+
+/// A probability in `[0, 1]` (`prob`, `plr`).
+pub(crate) fn probability(s: &str) -> Result<Probability, String> {
+    let help = || format!("expected a probability between 0 and 1 such as 0.05, found `{s}`");
+    let (value, rest) = split_number(s).map_err(|_| help())?;
+    if !rest.is_empty() {
+        return Err(help());
+    }
+    Probability::new(value.as_f64()).ok_or_else(|| format!("a probability must be between 0 and 1, found `{s}`"))
+}
+
+/// A probability written so that it parses back to the same value: FreeBSD's
+/// six decimals when they suffice, more digits otherwise.
+pub(crate) fn format_probability(p: Probability) -> String {
+    (6..=12)
+        .map(|prec| format!("{:.*}", prec, p.as_f64()))
+        .find(|s| probability(s).ok() == Some(p))
+        .unwrap_or_else(|| format!("{}", p.as_f64()))
+}
+
+/// An IPv4 mask for `mask src-ip M`: hex or decimal (`0x000000ff`), dotted
+/// (`255.255.255.0`), or a prefix length (`/24`).
+pub(crate) fn ipv4_mask(s: &str) -> Result<u32, String> {
+    if let Some(len) = s.strip_prefix('/') {
+        return match len.parse::<u32>() {
+            Ok(n @ 0..=32) => Ok(u32::MAX.checked_shl(32 - n).unwrap_or(0)),
+            _ => Err(format!("an IPv4 prefix length must be in 0..32, found `{s}`")),
+        };
+    }
+    if let Ok(a) = s.parse::<std::net::Ipv4Addr>() {
+        return Ok(u32::from(a));
+    }
+    match integer(s) {
+        Some(m) => u32::try_from(m).map_err(|_| format!("an IPv4 mask must fit in 32 bits, found `{s}`")),
+        None => Err(format!("expected an IPv4 mask such as 0xffffff00, 255.255.255.0 or /24, found `{s}`")),
+    }
+}
+
+/// An IPv6 mask for `mask src-ip6 M`: a prefix length (`/64` or `64`, as
+/// FreeBSD reads a bare number here) or an address-style mask (`ffff:ffff::`).
+pub(crate) fn ipv6_mask(s: &str) -> Result<u128, String> {
+    let len = s.strip_prefix('/').unwrap_or(s);
+    if !len.is_empty() && len.bytes().all(|b| b.is_ascii_digit()) {
+        return match len.parse::<u32>() {
+            Ok(n @ 0..=128) => Ok(u128::MAX.checked_shl(128 - n).unwrap_or(0)),
+            _ => Err(format!("an IPv6 prefix length must be in 0..128, found `{s}`")),
+        };
+    }
+    s.parse::<Ipv6Addr>()
+        .map(u128::from)
+        .map_err(|_| format!("expected an IPv6 mask such as /64 or ffff:ffff:ffff:ffff::, found `{s}`"))
+}
+
+/// An integer mask of `bits` bits, hex or decimal (`mask dst-port 0xffff`).
+pub(crate) fn field_mask(s: &str, bits: u32) -> Result<u128, String> {
+    let max = (1u128 << bits) - 1;
+    match integer(s) {
+        Some(m) if m <= max => Ok(m),
+        Some(_) => Err(format!("this mask has {bits} bits (at most {max:#x}), found `{s}`")),
+        None => Err(format!("expected a mask such as {max:#x}, found `{s}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_units() {
+        let cases = [
+            ("10MBit/s", 10_000_000),
+            ("1mbits/s", 1_000_000),
+            ("300Kbit/s", 300_000),
+            ("100Gbit/s", 100_000_000_000),
+            ("2KByte/s", 16_000),
+            ("0", 0),
+            ("1.5Mbit/s", 1_500_000),
+            ("640Kbit/s", 640_000),
+            ("12345", 12_345),
+            ("1MB/s", 8_000_000),
+            ("1Mb/s", 1_000_000),
+            ("10Mbps", 10_000_000),
+            ("10MBps", 80_000_000),
+            ("3mbytes/s", 24_000_000),
+            ("1GByte/s", 8_000_000_000),
+            ("50Mbit", 50_000_000),
+            ("1bit/s", 1),
+            ("8Byte/s", 64),
+        ];
+        for (s, bw) in cases {
+            assert_eq!(bandwidth(s), Ok(bw), "{s}");
+        }
+        for bad in ["fast", "10Tbit/s", "1.2.3", "10 Mbit/s", "Mbit/s", "10Mbit/h", "99999999999999Gbit/s"] {
+            assert!(bandwidth(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn delays() {
+        assert_eq!(delay("10ms"), Ok(10 * NS_PER_MS));
+        assert_eq!(delay("10"), Ok(10 * NS_PER_MS));
+        assert_eq!(delay("250us"), Ok(250 * NS_PER_US));
+        assert_eq!(delay("1.5s"), Ok(1_500 * NS_PER_MS));
+        assert_eq!(delay("0.1ms"), Ok(100 * NS_PER_US));
+        assert_eq!(delay("0"), Ok(0));
+        assert_eq!(delay("2.5"), Ok(2_500 * NS_PER_US));
+        assert!(delay("10 ms").is_err());
+        assert!(delay("10h").is_err());
+        assert!(delay("99999999999999s").is_err());
+    }
+
+    #[test]
+    fn queue_sizes() {
+        assert_eq!(queue_limit("200kb"), Ok(QueueLimit::Bytes(204_800)));
+        assert_eq!(queue_limit("1000kb"), Ok(QueueLimit::Bytes(1_024_000)));
+        assert_eq!(queue_limit("1000KBytes"), Ok(QueueLimit::Bytes(1_024_000)));
+        assert_eq!(queue_limit("9000B"), Ok(QueueLimit::Bytes(9_000)));
+        assert_eq!(queue_limit("9000bytes"), Ok(QueueLimit::Bytes(9_000)));
+        assert_eq!(queue_limit("64K"), Ok(QueueLimit::Bytes(65_536)));
+        assert_eq!(queue_limit("20"), Ok(QueueLimit::Slots(20)));
+        assert!(queue_limit("0").is_err());
+        assert!(queue_limit("2.5").is_err());
+        assert!(queue_limit("20 slots").is_err());
+        assert!(queue_limit("20x").is_err());
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(bytes("1500"), Ok(1500));
+        assert_eq!(bytes("64KB"), Ok(65_536));
+        assert_eq!(bytes("2MBytes"), Ok(2 << 20));
+        assert_eq!(bytes("1G"), Ok(1 << 30));
+        assert!(bytes("1Mbit").is_err());
+    }
+
+    #[test]
+    fn probabilities_round_trip() {
+        for s in ["0", "1", "0.5", "0.05", "0.123456", "0.1234567891", "0.000001"] {
+            let p = probability(s).unwrap();
+            assert_eq!(probability(&format_probability(p)), Ok(p), "{s}");
+        }
+        assert_eq!(format_probability(probability("0.5").unwrap()), "0.500000");
+        assert!(probability("1.5").is_err());
+        assert!(probability("-0.1").is_err());
+        assert!(probability("5%").is_err());
+    }
+
+    #[test]
+    fn masks() {
+        assert_eq!(ipv4_mask("0x000000ff"), Ok(0xff));
+        assert_eq!(ipv4_mask("255.255.255.0"), Ok(0xffff_ff00));
+        assert_eq!(ipv4_mask("/24"), Ok(0xffff_ff00));
+        assert_eq!(ipv4_mask("/0"), Ok(0));
+        assert_eq!(ipv4_mask("4294967295"), Ok(u32::MAX));
+        assert!(ipv4_mask("0x1ffffffff").is_err());
+        assert_eq!(ipv6_mask("/64"), Ok(u128::MAX << 64));
+        assert_eq!(ipv6_mask("128"), Ok(u128::MAX));
+        assert_eq!(ipv6_mask("ffff::"), Ok(0xffff << 112));
+        assert!(ipv6_mask("/129").is_err());
+        assert_eq!(field_mask("0xffff", 16), Ok(0xffff));
+        assert!(field_mask("0x10000", 16).is_err());
+    }
+}
