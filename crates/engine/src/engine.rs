@@ -43,6 +43,8 @@ pub struct Engine<P> {
     /// Packets that have left and wait for `poll`.
     ready: VecDeque<Output<P>>,
     totals: Totals,
+    /// Reused buffer for packets leaving dummynet (no allocation per packet).
+    spare_exits: Vec<Exit<P>>,
     /// The latest time the engine was driven to.
     now: Nanos,
 }
@@ -64,6 +66,7 @@ impl<P: Payload> Engine<P> {
             seq: 0,
             ready: VecDeque::new(),
             totals: Totals::default(),
+            spare_exits: Vec::new(),
             now: 0,
         }
     }
@@ -170,8 +173,9 @@ impl<P: Payload> Engine<P> {
     /// sent back through the ruleset after the rule that queued them.
     fn process_exits(&mut self) {
         while !self.dn.exits.is_empty() {
-            let exits = std::mem::take(&mut self.dn.exits);
-            for Exit { mut held, at, drop } in exits {
+            let mut exits = std::mem::take(&mut self.spare_exits);
+            std::mem::swap(&mut exits, &mut self.dn.exits);
+            for Exit { mut held, at, drop } in exits.drain(..) {
                 if drop.is_some() || self.settings.one_pass {
                     self.ready.push_back(output(held, at, drop));
                     continue;
@@ -197,6 +201,7 @@ impl<P: Payload> Engine<P> {
                     self.ready.push_back(output(held, at, Some(reason)));
                 }
             }
+            self.spare_exits = exits;
         }
     }
 

@@ -217,18 +217,22 @@ impl<P> Dummynet<P> {
     // -------------------------------------------------------- data path
 
     /// Queues a packet for `held.target`, or says why not.
+    #[inline]
     pub fn enqueue(&mut self, now: Nanos, mut held: Held<P>, rng: &mut Rng) -> Result<(), Rejected<P>> {
         let fs_nr = flowset_of(held.target);
         let Some(fs) = self.flowsets.get(&fs_nr) else {
             return Err(Rejected { held, reason: DropReason::NoSuchTarget });
         };
-        if !self.scheds.contains_key(&fs.sched) {
-            return Err(Rejected { held, reason: DropReason::Unlinked });
-        }
-        let (inst, q) = self.queue_for(fs_nr, &held.info.key);
-        let (plr, limit) = match self.flowsets.get(&fs_nr) {
-            Some(fs) => (fs.cfg.plr, fs.cfg.limit),
-            None => return Err(Rejected { held, reason: DropReason::NoSuchTarget }),
+        let (plr, limit) = (fs.cfg.plr, fs.cfg.limit);
+        // Fast path: an unmasked flowset on an unmasked scheduler has one queue.
+        let (inst, q) = match fs.solo.and_then(|q| self.queues.get(q).map(|queue| (queue.inst, q))) {
+            Some(found) => found,
+            None => {
+                if !self.scheds.contains_key(&fs.sched) {
+                    return Err(Rejected { held, reason: DropReason::Unlinked });
+                }
+                self.queue_for(fs_nr, &held.info.key)
+            }
         };
         let len = held.info.len;
         let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst)) else {
@@ -241,7 +245,7 @@ impl<P> Dummynet<P> {
 
         // FreeBSD's order in dn_enqueue: random loss, then AQM, then the limit.
         let mut reason = None;
-        if rng.chance(plr) {
+        if !plr.is_zero() && rng.chance(plr) {
             reason = Some(DropReason::Plr);
         } else if let Some(a) = queue.aqm.as_mut() {
             let state = QueueState { len_pkts: queue.pkts.len() as u32, len_bytes: queue.bytes };
@@ -302,15 +306,13 @@ impl<P> Dummynet<P> {
     /// the wire; the packet that overdraws the credit finishes when the credit
     /// is back to zero, and the link sleeps until then.
     fn serve(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
+        static UNLIMITED: LinkParams = LinkParams { bw: 0, delay: 0, burst: 0, profile: None };
         let Some(instance) = self.instances.get_mut(inst) else { return };
-        let params = match self.scheds.get(&instance.sched) {
-            Some(s) => s.link.clone(),
-            // Retired instance: its queues are gone, nothing to serve.
-            None => LinkParams::default(),
-        };
+        // A retired instance has no scheduler and no queues: nothing to serve.
+        let params = self.scheds.get(&instance.sched).map_or(&UNLIMITED, |s| &s.link);
         instance.link.active = false;
         instance.link_timer = None;
-        instance.link.refill(now, &params);
+        instance.link.refill(now, params);
         let dline_was_idle = instance.dline.is_empty();
         let mut ops = Ops { queues: &mut self.queues, popped: None, now, rng, aqm_drops: Vec::new() };
         let mut last: Option<usize> = None;
@@ -339,7 +341,7 @@ impl<P> Dummynet<P> {
         if instance.link.credit >= 0 {
             instance.link.idle_time = now;
         } else {
-            let t = instance.link.time_to_zero(&params);
+            let t = instance.link.time_to_zero(params);
             if let Some(h) = last.and_then(|i| instance.dline.get_mut(i)) {
                 h.out_time += t;
             }
