@@ -25,13 +25,28 @@ pub(crate) enum Mode {
     Argv,
 }
 
-const COMMANDS: &[&str] =
-    &["add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv", "kldload"];
+const COMMANDS: &[&str] = &[
+    "add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv",
+    "kldload",
+];
 
 /// ipfw commands this build does not implement.
 const UNSUPPORTED_COMMANDS: &[&str] = &[
-    "set", "table", "tables", "nat", "enable", "disable", "resetlog", "nat64lsn", "nat64stl", "nat64clat", "nptv6",
-    "internal", "iflist", "talist", "lookup",
+    "set",
+    "table",
+    "tables",
+    "nat",
+    "enable",
+    "disable",
+    "resetlog",
+    "nat64lsn",
+    "nat64stl",
+    "nat64clat",
+    "nptv6",
+    "internal",
+    "iflist",
+    "talist",
+    "lookup",
 ];
 
 const SETTINGS: &[&str] = &[
@@ -43,7 +58,11 @@ const SETTINGS: &[&str] = &[
 ];
 
 /// Parses one line; `Ok(None)` if it holds no command (blank or a comment).
-pub(crate) fn parse_line(line: &str, mode: Mode, ctx: Context<'_>) -> Result<Option<Parsed>, ParseError> {
+pub(crate) fn parse_line(
+    line: &str,
+    mode: Mode,
+    ctx: Context<'_>,
+) -> Result<Option<Parsed>, ParseError> {
     let (start, end) = command_span(line, mode);
     let mut cur = Cursor::new(line, start, end);
     if cur.at_end() {
@@ -75,13 +94,18 @@ fn command_span(line: &str, mode: Mode) -> (usize, usize) {
 }
 
 fn is_program(w: &str) -> bool {
-    ["ipfw", "dnctl"].iter().any(|p| w.eq_ignore_ascii_case(p)) || w.ends_with("/ipfw") || w.ends_with("/dnctl")
+    ["ipfw", "dnctl"].iter().any(|p| w.eq_ignore_ascii_case(p))
+        || w.ends_with("/ipfw")
+        || w.ends_with("/dnctl")
 }
 
 /// `-f`, `-q`, `-t`, alone or combined (`-fq`).
 fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
     let mut flags = Flags::default();
-    while let Some(t) = cur.peek().filter(|t| t.text.len() > 1 && t.text.starts_with('-')) {
+    while let Some(t) = cur
+        .peek()
+        .filter(|t| t.text.len() > 1 && t.text.starts_with('-'))
+    {
         for (i, c) in t.text.char_indices().skip(1) {
             match c {
                 'f' => flags.force = true,
@@ -89,7 +113,12 @@ fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
                 't' => flags.timestamps = true,
                 _ => {
                     let flag: String = c.to_string();
-                    return Err(cur.error_in(t, i, ErrorKind::Syntax, format!("unknown flag `-{flag}` (known: -f, -q, -t)")));
+                    return Err(cur.error_in(
+                        t,
+                        i,
+                        ErrorKind::Syntax,
+                        format!("unknown flag `-{flag}` (known: -f, -q, -t)"),
+                    ));
                 }
             }
         }
@@ -100,14 +129,24 @@ fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
 
 fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, ParseError> {
     let Some(t) = cur.peek() else {
-        return Err(cur.expected("a command (add, delete, flush, show, pipe, queue, sched, ...)", COMMANDS));
+        return Err(cur.expected(
+            "a command (add, delete, flush, show, pipe, queue, sched, ...)",
+            COMMANDS,
+        ));
     };
     let kw = t.text.to_ascii_lowercase();
     if UNSUPPORTED_COMMANDS.contains(&kw.as_str()) {
-        return Err(cur.error_at(t, ErrorKind::Unavailable, format!("`{}` is not supported by this build", t.text)));
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Unavailable,
+            format!("`{}` is not supported by this build", t.text),
+        ));
     }
     if !COMMANDS.contains(&kw.as_str()) {
-        return Err(cur.expected("a command (add, delete, flush, zero, show, list, pipe, queue, sched)", COMMANDS));
+        return Err(cur.expected(
+            "a command (add, delete, flush, zero, show, list, pipe, queue, sched)",
+            COMMANDS,
+        ));
     }
     cur.bump();
     let statement = match kw.as_str() {
@@ -121,7 +160,10 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
         }
         "flush" => Statement::Apply(Command::FlushRules),
         "zero" => Statement::Apply(Command::ZeroRules(rule_numbers(cur, true)?)),
-        "show" | "list" => Statement::Show(ShowRequest::Rules { numbers: rule_numbers(cur, true)?, counters: kw == "show" }),
+        "show" | "list" => Statement::Show(ShowRequest::Rules {
+            numbers: rule_numbers(cur, true)?,
+            counters: kw == "show",
+        }),
         "pipe" => return dnparse::parse(cur, Object::Pipe, ctx),
         "queue" => return dnparse::parse(cur, Object::Queue, ctx),
         "sched" => return dnparse::parse(cur, Object::Sched, ctx),
@@ -142,7 +184,11 @@ fn rule_numbers(cur: &mut Cursor<'_>, allow_default: bool) -> Result<Vec<u16>, P
     let mut numbers = Vec::new();
     while let Some(t) = cur.peek() {
         if !allow_default && t.text.parse::<u64>() == Ok(u64::from(DEFAULT_RULE)) {
-            return Err(cur.error_at(t, ErrorKind::Range, "rule 65535 is the default rule and cannot be deleted"));
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Range,
+                "rule 65535 is the default rule and cannot be deleted",
+            ));
         }
         numbers.push(cur.number("rule number", 1, u64::from(DEFAULT_RULE))? as u16);
     }
@@ -153,7 +199,11 @@ fn rule_numbers(cur: &mut Cursor<'_>, allow_default: bool) -> Result<Vec<u16>, P
 fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
     let t = cur.word("NAME=VALUE, e.g. net.inet.ip.fw.one_pass=0")?;
     let Some((name, value)) = t.text.split_once('=') else {
-        return Err(cur.error_at(t, ErrorKind::Syntax, format!("expected NAME=VALUE, found `{}`", t.text)));
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            format!("expected NAME=VALUE, found `{}`", t.text),
+        ));
     };
     let value_error = |m: String| cur.error_in(t, name.len() + 1, ErrorKind::Range, m);
     let flag = || match value {
@@ -170,19 +220,31 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
         "net.inet.ip.fw.one_pass" => Setting::OnePass(flag()?),
         "net.inet.ip.fw.default_to_accept" => Setting::DefaultToAccept(flag()?),
         "net.inet.ip.dummynet.expire" => Setting::Expire(flag()?),
-        "net.inet.ip.dummynet.pipe_slot_limit" => Setting::PipeSlotLimit(int(u64::from(u32::MAX))? as u32),
+        "net.inet.ip.dummynet.pipe_slot_limit" => {
+            Setting::PipeSlotLimit(int(u64::from(u32::MAX))? as u32)
+        }
         "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
         _ => {
             let aqm = ["codel", "fqcodel", "pie", "fqpie", "red"]
                 .iter()
                 .any(|a| name.starts_with(&format!("net.inet.ip.dummynet.{a}.")));
             let (kind, message) = if aqm {
-                (ErrorKind::Unavailable, format!("`{name}` configures an AQM that is not available in this build"))
+                (
+                    ErrorKind::Unavailable,
+                    format!("`{name}` configures an AQM that is not available in this build"),
+                )
             } else {
-                (ErrorKind::Syntax, format!("unknown setting `{name}` (known: {})", SETTINGS.join(", ")))
+                (
+                    ErrorKind::Syntax,
+                    format!("unknown setting `{name}` (known: {})", SETTINGS.join(", ")),
+                )
             };
             let e = cur.error_in(t, 0, kind, message);
-            return Err(ParseError { len: name.len(), ..e }.with_suggestion(suggest(name, SETTINGS)));
+            return Err(ParseError {
+                len: name.len(),
+                ..e
+            }
+            .with_suggestion(suggest(name, SETTINGS)));
         }
     })
 }

@@ -7,15 +7,17 @@
 use std::path::{Path, PathBuf};
 
 use dummynet_engine::config::{
-    AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig, MAX_BUCKETS,
-    MAX_NUMBER, MAX_WEIGHT,
+    AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig,
+    MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
 };
 use dummynet_engine::flow::FlowMask;
 use dummynet_engine::sched::{self, SchedType};
 
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
-use crate::units::{bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit};
+use crate::units::{
+    bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit,
+};
 use crate::{ShowRequest, Statement};
 
 /// Where files named by a command (delay profiles) are looked up.
@@ -50,27 +52,73 @@ impl Object {
 }
 
 const LINK_OPTIONS: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
-const FLOWSET_OPTIONS: &[&str] = &["queue", "plr", "mask", "buckets", "noerror", "droptail", "weight"];
-const PIPE_OPTIONS: &[&str] =
-    &["bw", "bandwidth", "delay", "burst", "profile", "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight"];
-const QUEUE_OPTIONS: &[&str] = &["pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail"];
-const SCHED_OPTIONS: &[&str] = &["type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "pipe"];
-const MASK_FIELDS: &[&str] =
-    &["all", "dst-ip", "src-ip", "dst-ip6", "src-ip6", "dst-port", "src-port", "proto", "flow-id"];
+const FLOWSET_OPTIONS: &[&str] = &[
+    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight",
+];
+const PIPE_OPTIONS: &[&str] = &[
+    "bw",
+    "bandwidth",
+    "delay",
+    "burst",
+    "profile",
+    "queue",
+    "plr",
+    "mask",
+    "buckets",
+    "noerror",
+    "droptail",
+    "weight",
+];
+const QUEUE_OPTIONS: &[&str] = &[
+    "pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail",
+];
+const SCHED_OPTIONS: &[&str] = &[
+    "type",
+    "mask",
+    "bw",
+    "bandwidth",
+    "delay",
+    "burst",
+    "profile",
+    "pipe",
+];
+const MASK_FIELDS: &[&str] = &[
+    "all", "dst-ip", "src-ip", "dst-ip6", "src-ip6", "dst-port", "src-port", "proto", "flow-id",
+];
 
 /// FreeBSD's AQMs, none of which this build has yet.
 const AQMS: &[&str] = &["red", "gred", "codel", "pie"];
 /// FreeBSD's scheduler types, for telling "not built" from "misspelt".
-const FREEBSD_SCHEDULERS: &[&str] = &["fifo", "wf2q+", "wf2q", "rr", "drr", "qfq", "prio", "fq_codel", "fq_pie"];
+const FREEBSD_SCHEDULERS: &[&str] = &[
+    "fifo", "wf2q+", "wf2q", "rr", "drr", "qfq", "prio", "fq_codel", "fq_pie",
+];
 /// FreeBSD options this build does not implement.
 const UNSUPPORTED: &[&str] = &["lmax", "maxlen", "pri", "priority", "link"];
 
 /// Parses what follows `pipe`, `queue` or `sched`.
-pub(crate) fn parse(cur: &mut Cursor<'_>, obj: Object, ctx: Context<'_>) -> Result<Statement, ParseError> {
+pub(crate) fn parse(
+    cur: &mut Cursor<'_>,
+    obj: Object,
+    ctx: Context<'_>,
+) -> Result<Statement, ParseError> {
     let what = obj.name();
-    let number = if cur.peek_is_number() { Some(object_number(cur, obj)?) } else { None };
-    let verbs: &[&str] =
-        if number.is_some() { &["config", "delete", "show", "list"] } else { &["flush", "delete", "show", "list"] };
+    let number = if cur.peek_is_number() {
+        Some(object_number(cur, obj)?)
+    } else {
+        None
+    };
+    let verbs: &[&str] = if number.is_some() {
+        &["config", "delete", "show", "list"]
+    } else {
+        &["flush", "delete", "show", "list"]
+    };
+    if let (None, Some(t)) = (number, cur.peek().filter(|t| t.is("config"))) {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            format!("`{what} config` needs a number: `{what} N config ...`"),
+        ));
+    }
     let Some(verb) = cur.peek().filter(|t| verbs.iter().any(|v| t.is(v))) else {
         let expected = match number {
             Some(n) => format!("`config`, `delete` or `show` after `{what} {n}`"),
@@ -114,7 +162,11 @@ fn object_number(cur: &mut Cursor<'_>, obj: Object) -> Result<u32, ParseError> {
 }
 
 /// `pipe 1 delete`, `pipe delete 1 2 3`, `pipe 1 show 2`: the numbers given.
-fn numbers_after(cur: &mut Cursor<'_>, obj: Object, first: Option<u32>) -> Result<Vec<u32>, ParseError> {
+fn numbers_after(
+    cur: &mut Cursor<'_>,
+    obj: Object,
+    first: Option<u32>,
+) -> Result<Vec<u32>, ParseError> {
     let mut numbers: Vec<u32> = first.into_iter().collect();
     while !cur.at_end() {
         numbers.push(object_number(cur, obj)?);
@@ -122,12 +174,19 @@ fn numbers_after(cur: &mut Cursor<'_>, obj: Object, first: Option<u32>) -> Resul
     Ok(numbers)
 }
 
-fn parse_config(cur: &mut Cursor<'_>, obj: Object, n: u32, ctx: Context<'_>) -> Result<Command, ParseError> {
+fn parse_config(
+    cur: &mut Cursor<'_>,
+    obj: Object,
+    n: u32,
+    ctx: Context<'_>,
+) -> Result<Command, ParseError> {
     match obj {
         Object::Pipe => {
             let mut cfg = PipeConfig::default();
             while let Some(t) = cur.peek() {
-                if !(link_option(cur, &mut cfg.link, ctx)? || flowset_option(cur, &mut cfg.flowset)?) {
+                if !(link_option(cur, &mut cfg.link, ctx)?
+                    || flowset_option(cur, &mut cfg.flowset)?)
+                {
                     return Err(unknown_option(cur, t, obj, None));
                 }
             }
@@ -149,7 +208,11 @@ fn parse_config(cur: &mut Cursor<'_>, obj: Object, n: u32, ctx: Context<'_>) -> 
     }
 }
 
-fn parse_sched_config(cur: &mut Cursor<'_>, n: u32, ctx: Context<'_>) -> Result<SchedConfig, ParseError> {
+fn parse_sched_config(
+    cur: &mut Cursor<'_>,
+    n: u32,
+    ctx: Context<'_>,
+) -> Result<SchedConfig, ParseError> {
     let mut cfg = SchedConfig::default();
     let mut link: Option<LinkConfig> = None;
     let mut ty: Option<&'static SchedType> = None;
@@ -191,7 +254,10 @@ fn parse_sched_config(cur: &mut Cursor<'_>, n: u32, ctx: Context<'_>) -> Result<
 
 fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {
     let available = sched::names();
-    let t = cur.word(&format!("a scheduler type ({}) after `type`", available.join(", ")))?;
+    let t = cur.word(&format!(
+        "a scheduler type ({}) after `type`",
+        available.join(", ")
+    ))?;
     if let Some(ty) = sched::lookup(t.text) {
         return Ok(ty);
     }
@@ -206,12 +272,22 @@ fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {
             ),
         ));
     }
-    Err(cur.expected_at(t, &format!("a scheduler type ({})", available.join(", ")), &available))
+    Err(cur.expected_at(
+        t,
+        &format!("a scheduler type ({})", available.join(", ")),
+        &available,
+    ))
 }
 
 /// Applies a link option if one is next; false if the next word is not one.
-fn link_option(cur: &mut Cursor<'_>, link: &mut LinkConfig, ctx: Context<'_>) -> Result<bool, ParseError> {
-    let Some(t) = cur.peek() else { return Ok(false) };
+fn link_option(
+    cur: &mut Cursor<'_>,
+    link: &mut LinkConfig,
+    ctx: Context<'_>,
+) -> Result<bool, ParseError> {
+    let Some(t) = cur.peek() else {
+        return Ok(false);
+    };
     let kw = t.text.to_ascii_lowercase();
     if !LINK_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
@@ -231,14 +307,23 @@ fn link_option(cur: &mut Cursor<'_>, link: &mut LinkConfig, ctx: Context<'_>) ->
 
 /// Applies a queue option if one is next; false if the next word is not one.
 fn flowset_option(cur: &mut Cursor<'_>, fs: &mut FlowsetConfig) -> Result<bool, ParseError> {
-    let Some(t) = cur.peek() else { return Ok(false) };
+    let Some(t) = cur.peek() else {
+        return Ok(false);
+    };
     let kw = t.text.to_ascii_lowercase();
     if !FLOWSET_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
     }
     cur.bump();
     match kw.as_str() {
-        "queue" => fs.limit = value(cur, &kw, "a queue size: slots (50) or bytes (200kb)", queue_limit)?,
+        "queue" => {
+            fs.limit = value(
+                cur,
+                &kw,
+                "a queue size: slots (50) or bytes (200kb)",
+                queue_limit,
+            )?
+        }
         "plr" => fs.plr = value(cur, &kw, "a loss probability such as 0.01", probability)?,
         "mask" => fs.mask = parse_mask(cur)?,
         "buckets" => fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32,
@@ -258,7 +343,11 @@ fn value<T>(
 ) -> Result<T, ParseError> {
     let t = cur.word(&format!("{what} after `{kw}`"))?;
     parse(t.text).map_err(|m| {
-        let kind = if m.starts_with("expected") { ErrorKind::Syntax } else { ErrorKind::Range };
+        let kind = if m.starts_with("expected") {
+            ErrorKind::Syntax
+        } else {
+            ErrorKind::Range
+        };
         cur.error_at(t, kind, m)
     })
 }
@@ -295,7 +384,10 @@ fn parse_mask(cur: &mut Cursor<'_>) -> Result<FlowMask, ParseError> {
         }
     }
     if fields == 0 {
-        return Err(cur.expected(&format!("a mask field ({})", MASK_FIELDS.join(", ")), MASK_FIELDS));
+        return Err(cur.expected(
+            &format!("a mask field ({})", MASK_FIELDS.join(", ")),
+            MASK_FIELDS,
+        ));
     }
     Ok(mask)
 }
@@ -303,25 +395,41 @@ fn parse_mask(cur: &mut Cursor<'_>) -> Result<FlowMask, ParseError> {
 /// The error for a word no option of `obj` accepts: "not available" for
 /// FreeBSD features this build lacks, a pointer to the right object for an
 /// option given to the wrong one, else "expected" with a suggestion.
-fn unknown_option(cur: &Cursor<'_>, t: Token<'_>, obj: Object, ty: Option<&SchedType>) -> ParseError {
+fn unknown_option(
+    cur: &Cursor<'_>,
+    t: Token<'_>,
+    obj: Object,
+    ty: Option<&SchedType>,
+) -> ParseError {
     let kw = t.text.to_ascii_lowercase();
     let what = obj.name();
     if AQMS.contains(&kw.as_str()) {
         return cur.error_at(
             t,
             ErrorKind::Unavailable,
-            format!("AQM `{}` is not available in this build (queues use droptail)", t.text),
+            format!(
+                "AQM `{}` is not available in this build (queues use droptail)",
+                t.text
+            ),
         );
     }
     if FREEBSD_SCHEDULERS.contains(&kw.as_str()) && sched::lookup(&kw).is_none() {
         return cur.error_at(
             t,
             ErrorKind::Unavailable,
-            format!("scheduler `{}` is not available in this build (available: {})", t.text, sched::names().join(", ")),
+            format!(
+                "scheduler `{}` is not available in this build (available: {})",
+                t.text,
+                sched::names().join(", ")
+            ),
         );
     }
     if UNSUPPORTED.contains(&kw.as_str()) {
-        return cur.error_at(t, ErrorKind::Unavailable, format!("`{}` is not supported by this build", t.text));
+        return cur.error_at(
+            t,
+            ErrorKind::Unavailable,
+            format!("`{}` is not supported by this build", t.text),
+        );
     }
     let elsewhere = match obj {
         Object::Pipe if kw == "type" => Some("a scheduler option: use `sched N config type NAME`"),
@@ -340,7 +448,11 @@ fn unknown_option(cur: &Cursor<'_>, t: Token<'_>, obj: Object, ty: Option<&Sched
     let expected = match ty {
         Some(ty) if !ty.params.is_empty() => {
             candidates.extend(ty.params.iter().copied());
-            format!("a {what} option or a `{}` parameter ({})", ty.name, ty.params.join(", "))
+            format!(
+                "a {what} option or a `{}` parameter ({})",
+                ty.name,
+                ty.params.join(", ")
+            )
         }
         Some(ty) => format!("a {what} option (`{}` takes no parameters)", ty.name),
         None => format!("a {what} option"),
@@ -354,9 +466,20 @@ fn read_profile(cur: &Cursor<'_>, t: Token<'_>, ctx: Context<'_>) -> Result<Prof
         Some(base) if path.is_relative() => base.join(path),
         _ => path.to_path_buf(),
     };
-    let text = std::fs::read_to_string(&full)
-        .map_err(|e| cur.error_at(t, ErrorKind::File, format!("cannot read profile `{}`: {e}", full.display())))?;
-    profile::parse(&text).map_err(|e| cur.error_at(t, ErrorKind::File, format!("profile `{}`: {e}", full.display())))
+    let text = std::fs::read_to_string(&full).map_err(|e| {
+        cur.error_at(
+            t,
+            ErrorKind::File,
+            format!("cannot read profile `{}`: {e}", full.display()),
+        )
+    })?;
+    profile::parse(&text).map_err(|e| {
+        cur.error_at(
+            t,
+            ErrorKind::File,
+            format!("profile `{}`: {e}", full.display()),
+        )
+    })
 }
 
 // TEMPORARY SHIM — delete once `dummynet_engine::dummynet::profile::parse`

@@ -39,11 +39,25 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, source: &str, offset: usize, len: usize) -> Self {
+    pub(crate) fn new(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: &str,
+        offset: usize,
+        len: usize,
+    ) -> Self {
         let offset = offset.min(source.len());
         let len = len.min(source.len() - offset);
         let column = source.get(..offset).map_or(offset, |s| s.chars().count()) + 1;
-        ParseError { kind, message: message.into(), offset, len, column, suggestion: None, source: source.to_string() }
+        ParseError {
+            kind,
+            message: message.into(),
+            offset,
+            len,
+            column,
+            suggestion: None,
+            source: source.to_string(),
+        }
     }
 
     pub(crate) fn with_suggestion(mut self, s: Option<&'static str>) -> Self {
@@ -53,16 +67,28 @@ impl ParseError {
 
     /// The offending text, or `None` when the line ended too early.
     pub fn found(&self) -> Option<&str> {
-        self.source.get(self.offset..self.offset + self.len).filter(|s| !s.is_empty())
+        self.source
+            .get(self.offset..self.offset + self.len)
+            .filter(|s| !s.is_empty())
     }
 
     /// The source line with a caret line under the culprit, each indented by
     /// four spaces. Tabs are kept in the caret line so it stays aligned.
     pub fn snippet(&self) -> String {
-        let line: String = self.source.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }).collect();
+        let line: String = self
+            .source
+            .chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+            .collect();
         let before = self.source.get(..self.offset).unwrap_or_default();
-        let pad: String = before.chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-        let width = self.source.get(self.offset..self.offset + self.len).map_or(1, |s| s.chars().count().max(1));
+        let pad: String = before
+            .chars()
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let width = self
+            .source
+            .get(self.offset..self.offset + self.len)
+            .map_or(1, |s| s.chars().count().max(1));
         format!("    {line}\n    {pad}{}", "^".repeat(width))
     }
 }
@@ -105,7 +131,7 @@ pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'stati
     candidates
         .iter()
         .map(|c| (strsim::damerau_levenshtein(&word, c), *c))
-        .filter(|&(d, c)| d <= tolerance && d < c.len())
+        .filter(|&(d, c)| d > 0 && d <= tolerance && d < c.len())
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
 }
@@ -117,17 +143,29 @@ mod tests {
     #[test]
     fn caret_sits_under_the_token() {
         let src = "ipfw add 100 pipe 1 form any to any";
-        let e = ParseError::new(ErrorKind::Syntax, "expected `from`", src, 20, 4).with_suggestion(Some("from"));
+        let e = ParseError::new(ErrorKind::Syntax, "expected `from`", src, 20, 4)
+            .with_suggestion(Some("from"));
         assert_eq!(e.column, 21);
         assert_eq!(e.found(), Some("form"));
         let shown = e.to_string();
         assert!(shown.contains("did you mean `from`?"), "{shown}");
-        assert!(shown.ends_with("\n    ipfw add 100 pipe 1 form any to any\n                        ^^^^"), "{shown}");
+        assert!(
+            shown.ends_with(
+                "\n    ipfw add 100 pipe 1 form any to any\n                        ^^^^"
+            ),
+            "{shown}"
+        );
     }
 
     #[test]
     fn end_of_line_caret_follows_the_text() {
-        let e = ParseError::new(ErrorKind::Syntax, "expected a bandwidth", "pipe 1 config bw", 16, 0);
+        let e = ParseError::new(
+            ErrorKind::Syntax,
+            "expected a bandwidth",
+            "pipe 1 config bw",
+            16,
+            0,
+        );
         assert_eq!(e.found(), None);
         assert!(e.snippet().ends_with("                    ^"));
     }

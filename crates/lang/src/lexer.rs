@@ -49,17 +49,29 @@ pub(crate) fn tokenize(src: &str, start: usize, end: usize) -> Vec<Token<'_>> {
         };
         if c.is_whitespace() || punct.is_some() {
             if let Some(ws) = word_start.take() {
-                toks.push(Token { kind: Tok::Word, text: &region[ws..i], start: start + ws });
+                toks.push(Token {
+                    kind: Tok::Word,
+                    text: &region[ws..i],
+                    start: start + ws,
+                });
             }
             if let Some(kind) = punct {
-                toks.push(Token { kind, text: &region[i..i + 1], start: start + i });
+                toks.push(Token {
+                    kind,
+                    text: &region[i..i + 1],
+                    start: start + i,
+                });
             }
         } else if word_start.is_none() {
             word_start = Some(i);
         }
     }
     if let Some(ws) = word_start {
-        toks.push(Token { kind: Tok::Word, text: &region[ws..], start: start + ws });
+        toks.push(Token {
+            kind: Tok::Word,
+            text: &region[ws..],
+            start: start + ws,
+        });
     }
     toks
 }
@@ -77,7 +89,12 @@ impl<'a> Cursor<'a> {
     pub fn new(src: &'a str, start: usize, end: usize) -> Self {
         let toks = tokenize(src, start, end);
         let end = toks.last().map_or(start, Token::end);
-        Cursor { src, toks, pos: 0, end }
+        Cursor {
+            src,
+            toks,
+            pos: 0,
+            end,
+        }
     }
 
     pub fn peek(&self) -> Option<Token<'a>> {
@@ -145,29 +162,51 @@ impl<'a> Cursor<'a> {
     pub fn expected(&self, what: &str, candidates: &[&'static str]) -> ParseError {
         match self.peek() {
             Some(t) => self.expected_at(t, what, candidates),
-            None => ParseError::new(ErrorKind::Syntax, format!("expected {what}, found end of line"), self.src, self.end, 0),
+            None => ParseError::new(
+                ErrorKind::Syntax,
+                format!("expected {what}, found end of line"),
+                self.src,
+                self.end,
+                0,
+            ),
         }
     }
 
     /// [`Cursor::expected`] about a token already consumed.
     pub fn expected_at(&self, t: Token<'_>, what: &str, candidates: &[&'static str]) -> ParseError {
-        self.error_at(t, ErrorKind::Syntax, format!("expected {what}, found `{}`", t.text))
-            .with_suggestion(suggest(t.text, candidates))
+        self.error_at(
+            t,
+            ErrorKind::Syntax,
+            format!("expected {what}, found `{}`", t.text),
+        )
+        .with_suggestion(suggest(t.text, candidates))
     }
 
-    pub fn error_at(&self, t: Token<'_>, kind: ErrorKind, message: impl Into<String>) -> ParseError {
+    pub fn error_at(
+        &self,
+        t: Token<'_>,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> ParseError {
         ParseError::new(kind, message, self.src, t.start, t.text.len())
     }
 
     /// An error about part of a token, e.g. the value in `NAME=VALUE`.
-    pub fn error_in(&self, t: Token<'_>, from: usize, kind: ErrorKind, message: impl Into<String>) -> ParseError {
+    pub fn error_in(
+        &self,
+        t: Token<'_>,
+        from: usize,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> ParseError {
         let from = from.min(t.text.len());
         ParseError::new(kind, message, self.src, t.start + from, t.text.len() - from)
     }
 
     /// True if the next token is a word of digits only.
     pub fn peek_is_number(&self) -> bool {
-        self.peek_word().is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))
+        self.peek_word()
+            .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))
     }
 
     /// The next word as a decimal integer in `lo..=hi`; `what` names it
@@ -184,7 +223,11 @@ impl<'a> Cursor<'a> {
     pub fn finish(&self, after: &str) -> Result<(), ParseError> {
         match self.peek() {
             None => Ok(()),
-            Some(t) => Err(self.error_at(t, ErrorKind::Syntax, format!("unexpected `{}` after {after}", t.text))),
+            Some(t) => Err(self.error_at(
+                t,
+                ErrorKind::Syntax,
+                format!("unexpected `{}` after {after}", t.text),
+            )),
         }
     }
 }
@@ -199,7 +242,10 @@ mod tests {
 
     #[test]
     fn braces_and_commas_split_off() {
-        assert_eq!(texts("from {a,b} to c, d"), ["from", "{", "a", ",", "b", "}", "to", "c", ",", "d"]);
+        assert_eq!(
+            texts("from {a,b} to c, d"),
+            ["from", "{", "a", ",", "b", "}", "to", "c", ",", "d"]
+        );
         assert_eq!(texts("  bw   10Mbit/s\t"), ["bw", "10Mbit/s"]);
         assert_eq!(texts(""), Vec::<&str>::new());
     }

@@ -74,7 +74,10 @@ pub enum Statement {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShowRequest {
     /// `show` (with counters) or `list` (without).
-    Rules { numbers: Vec<u16>, counters: bool },
+    Rules {
+        numbers: Vec<u16>,
+        counters: bool,
+    },
     Pipes(Vec<u32>),
     Queues(Vec<u32>),
     Scheds(Vec<u32>),
@@ -95,7 +98,10 @@ pub struct Parsed {
 /// A `profile FILE` is read relative to the current directory.
 pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
     let parsed = command::parse_line(line, Mode::Line, Context::default())?;
-    Ok(parsed.unwrap_or(Parsed { flags: Flags::default(), statement: Statement::Nop("empty line") }))
+    Ok(parsed.unwrap_or(Parsed {
+        flags: Flags::default(),
+        statement: Statement::Nop("empty line"),
+    }))
 }
 
 /// Parses a command given as argv words (after the program name), as a shell
@@ -124,7 +130,8 @@ pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Par
     let ctx = Context { base_dir };
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let parsed = command::parse_line(line, Mode::File, ctx).map_err(|error| FileError { line: i + 1, error })?;
+        let parsed = command::parse_line(line, Mode::File, ctx)
+            .map_err(|error| FileError { line: i + 1, error })?;
         out.extend(parsed.map(|p| (i + 1, p)));
     }
     Ok(out)

@@ -54,12 +54,17 @@ pub(crate) fn proto_word(s: &str) -> Option<ProtoWord> {
 
 /// The words a rule accepts as a protocol, for suggestions.
 pub(crate) fn proto_words() -> impl Iterator<Item = &'static str> {
-    ["ip", "all", "any", "ip4", "ipv4", "ip6", "ipv6"].into_iter().chain(PROTOCOLS.iter().map(|(n, _)| *n))
+    ["ip", "all", "any", "ip4", "ipv4", "ip6", "ipv6"]
+        .into_iter()
+        .chain(PROTOCOLS.iter().map(|(n, _)| *n))
 }
 
 /// How a rule prints protocol `n`: a name that reads back as `n`, else the number.
 pub(crate) fn rule_proto_name(n: u8) -> String {
-    PROTOCOLS.iter().find(|(_, p)| *p == n).map_or_else(|| n.to_string(), |(name, _)| (*name).to_string())
+    PROTOCOLS
+        .iter()
+        .find(|(_, p)| *p == n)
+        .map_or_else(|| n.to_string(), |(name, _)| (*name).to_string())
 }
 
 /// How `pipe show` names the protocol of a flow, as FreeBSD's
@@ -68,7 +73,10 @@ pub(crate) fn flow_proto_name(n: u8) -> Option<&'static str> {
     match n {
         0 => Some("ip"),
         41 => Some("ipv6"),
-        _ => PROTOCOLS.iter().find(|(_, p)| *p == n).map(|(name, _)| *name),
+        _ => PROTOCOLS
+            .iter()
+            .find(|(_, p)| *p == n)
+            .map(|(name, _)| *name),
     }
 }
 
@@ -106,7 +114,10 @@ const SERVICES: &[(&str, u16)] = &[
 ];
 
 pub(crate) fn service_port(s: &str) -> Option<u16> {
-    SERVICES.iter().find(|(name, _)| name.eq_ignore_ascii_case(s)).map(|(_, p)| *p)
+    SERVICES
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(s))
+        .map(|(_, p)| *p)
 }
 
 #[cfg(test)]
@@ -116,7 +127,11 @@ mod tests {
     #[test]
     fn printed_names_read_back() {
         for n in 0..=255u8 {
-            assert_eq!(proto_word(&rule_proto_name(n)), Some(ProtoWord::Number(n)), "{n}");
+            assert_eq!(
+                proto_word(&rule_proto_name(n)),
+                Some(ProtoWord::Number(n)),
+                "{n}"
+            );
         }
     }
 

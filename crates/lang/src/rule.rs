@@ -20,35 +20,127 @@ use crate::lexer::{Cursor, Tok};
 use crate::names::{proto_word, proto_words, rule_proto_name, service_port, ProtoWord};
 use crate::units::{format_probability, probability};
 
-const ACTIONS: &[&str] = &["allow", "accept", "pass", "permit", "deny", "drop", "pipe", "queue", "skipto", "count"];
+const ACTIONS: &[&str] = &[
+    "allow", "accept", "pass", "permit", "deny", "drop", "pipe", "queue", "skipto", "count",
+];
 
 /// FreeBSD actions this build does not implement.
 const UNSUPPORTED_ACTIONS: &[&str] = &[
-    "reject", "unreach", "unreach6", "reset", "reset6", "fwd", "forward", "divert", "tee", "nat", "nat64lsn",
-    "nat64stl", "nat64clat", "nptv6", "netgraph", "ngtee", "setfib", "setdscp", "call", "return", "check-state",
-    "abort", "abort6", "tcp-setmss", "eaction", "altq", "tag", "untag",
+    "reject",
+    "unreach",
+    "unreach6",
+    "reset",
+    "reset6",
+    "fwd",
+    "forward",
+    "divert",
+    "tee",
+    "nat",
+    "nat64lsn",
+    "nat64stl",
+    "nat64clat",
+    "nptv6",
+    "netgraph",
+    "ngtee",
+    "setfib",
+    "setdscp",
+    "call",
+    "return",
+    "check-state",
+    "abort",
+    "abort6",
+    "tcp-setmss",
+    "eaction",
+    "altq",
+    "tag",
+    "untag",
 ];
 
 const OPTIONS: &[&str] = &[
-    "in", "out", "via", "recv", "xmit", "proto", "src-ip", "dst-ip", "src-ip6", "dst-ip6", "src-port", "dst-port",
-    "ipversion", "not",
+    "in",
+    "out",
+    "via",
+    "recv",
+    "xmit",
+    "proto",
+    "src-ip",
+    "dst-ip",
+    "src-ip6",
+    "dst-ip6",
+    "src-port",
+    "dst-port",
+    "ipversion",
+    "not",
 ];
 
 /// FreeBSD rule options this build does not implement.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "log", "logamount", "keep-state", "record-state", "limit", "set-limit", "setup", "established", "frag",
-    "tcpflags", "tcpoptions", "tcpseq", "tcpack", "tcpwin", "tcpdatalen", "tcpmss", "icmptypes", "icmp6types",
-    "ipoptions", "iplen", "ipttl", "iptos", "ipid", "ipprecedence", "mac", "mac-type", "layer2", "uid", "gid",
-    "jail", "tagged", "fib", "dscp", "antispoof", "verrevpath", "versrcreach", "diverted", "diverted-loopback",
-    "diverted-output", "bridged", "lookup", "flow", "flow-id", "ext6hdr", "sockarg", "defer-action",
-    "defer-immediate-action", "src-mac", "dst-mac", "me", "me6", "table",
+    "log",
+    "logamount",
+    "keep-state",
+    "record-state",
+    "limit",
+    "set-limit",
+    "setup",
+    "established",
+    "frag",
+    "tcpflags",
+    "tcpoptions",
+    "tcpseq",
+    "tcpack",
+    "tcpwin",
+    "tcpdatalen",
+    "tcpmss",
+    "icmptypes",
+    "icmp6types",
+    "ipoptions",
+    "iplen",
+    "ipttl",
+    "iptos",
+    "ipid",
+    "ipprecedence",
+    "mac",
+    "mac-type",
+    "layer2",
+    "uid",
+    "gid",
+    "jail",
+    "tagged",
+    "fib",
+    "dscp",
+    "antispoof",
+    "verrevpath",
+    "versrcreach",
+    "diverted",
+    "diverted-loopback",
+    "diverted-output",
+    "bridged",
+    "lookup",
+    "flow",
+    "flow-id",
+    "ext6hdr",
+    "sockarg",
+    "defer-action",
+    "defer-immediate-action",
+    "src-mac",
+    "dst-mac",
+    "me",
+    "me6",
+    "table",
 ];
 
 /// Parses what follows `add`.
 pub(crate) fn parse_add(cur: &mut Cursor<'_>) -> Result<RuleSpec, ParseError> {
-    let number = if cur.peek_is_number() { Some(rule_number_to_add(cur)?) } else { None };
+    let number = if cur.peek_is_number() {
+        Some(rule_number_to_add(cur)?)
+    } else {
+        None
+    };
     if cur.peek_is("set") {
-        return Err(unavailable(cur, "rule sets (`set N`) are not supported by this build"));
+        return Err(unavailable(
+            cur,
+            "rule sets (`set N`) are not supported by this build",
+        ));
     }
     // FreeBSD writes `prob` before the action; accept it after as well.
     let mut prob = parse_prob(cur)?;
@@ -57,11 +149,19 @@ pub(crate) fn parse_add(cur: &mut Cursor<'_>) -> Result<RuleSpec, ParseError> {
         prob = parse_prob(cur)?;
     }
     let body = parse_body(cur)?;
-    Ok(RuleSpec { number, action, prob, body })
+    Ok(RuleSpec {
+        number,
+        action,
+        prob,
+        body,
+    })
 }
 
 fn rule_number_to_add(cur: &mut Cursor<'_>) -> Result<u16, ParseError> {
-    if let Some(t) = cur.peek().filter(|t| t.text.parse::<u64>() == Ok(u64::from(DEFAULT_RULE))) {
+    if let Some(t) = cur
+        .peek()
+        .filter(|t| t.text.parse::<u64>() == Ok(u64::from(DEFAULT_RULE)))
+    {
         return Err(cur.error_at(
             t,
             ErrorKind::Range,
@@ -72,21 +172,32 @@ fn rule_number_to_add(cur: &mut Cursor<'_>) -> Result<u16, ParseError> {
     Ok(cur.number("rule number", 1, u64::from(DEFAULT_RULE) - 1)? as u16)
 }
 
-fn parse_prob(cur: &mut Cursor<'_>) -> Result<Option<dummynet_engine::rng::Probability>, ParseError> {
+fn parse_prob(
+    cur: &mut Cursor<'_>,
+) -> Result<Option<dummynet_engine::rng::Probability>, ParseError> {
     if !cur.eat("prob") {
         return Ok(None);
     }
     let t = cur.word("a match probability after `prob`")?;
-    probability(t.text).map(Some).map_err(|m| cur.error_at(t, ErrorKind::Range, m))
+    probability(t.text)
+        .map(Some)
+        .map_err(|m| cur.error_at(t, ErrorKind::Range, m))
 }
 
 fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, ParseError> {
     let Some(t) = cur.peek().filter(|t| t.kind == Tok::Word) else {
-        return Err(cur.expected("an action (allow, deny, pipe N, queue N, skipto N, count)", ACTIONS));
+        return Err(cur.expected(
+            "an action (allow, deny, pipe N, queue N, skipto N, count)",
+            ACTIONS,
+        ));
     };
     let kw = t.text.to_ascii_lowercase();
     if UNSUPPORTED_ACTIONS.contains(&kw.as_str()) {
-        return Err(cur.error_at(t, ErrorKind::Unavailable, format!("action `{}` is not supported by this build", t.text)));
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Unavailable,
+            format!("action `{}` is not supported by this build", t.text),
+        ));
     }
     let action = match kw.as_str() {
         "allow" | "accept" | "pass" | "permit" => Action::Allow,
@@ -95,7 +206,11 @@ fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, Par
         "pipe" | "queue" | "skipto" => {
             cur.bump();
             let target = cur.peek();
-            let what = if kw == "skipto" { "rule number" } else { kw.as_str() };
+            let what = if kw == "skipto" {
+                "rule number"
+            } else {
+                kw.as_str()
+            };
             let n = cur.number(&format!("{what} after `{kw}`"), 1, u64::from(MAX_NUMBER))?;
             return match (kw.as_str(), target, number) {
                 ("pipe", ..) => Ok(Action::Pipe(n as u32)),
@@ -109,7 +224,12 @@ fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, Par
                 _ => Ok(Action::Skipto(n as u16)),
             };
         }
-        _ => return Err(cur.expected("an action (allow, deny, pipe N, queue N, skipto N, count)", ACTIONS)),
+        _ => {
+            return Err(cur.expected(
+                "an action (allow, deny, pipe N, queue N, skipto N, count)",
+                ACTIONS,
+            ))
+        }
     };
     cur.bump();
     Ok(action)
@@ -148,7 +268,10 @@ fn parse_body(cur: &mut Cursor<'_>) -> Result<Vec<Cond>, ParseError> {
     let mut body = Vec::new();
     let mut stage = Stage::Start;
     if cur.peek().is_some_and(|t| t.kind == Tok::LBrace) {
-        return Err(unavailable(cur, "protocol lists `{ tcp or udp }` are not supported; write one rule per protocol"));
+        return Err(unavailable(
+            cur,
+            "protocol lists `{ tcp or udp }` are not supported; write one rule per protocol",
+        ));
     }
     if let Some(p) = cur.peek_word().and_then(proto_word) {
         cur.bump();
@@ -196,7 +319,10 @@ fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseEr
     }
     // Ports follow the address directly; a `not` belongs to them only if a
     // port comes next, otherwise it negates the first option.
-    let port_at = |n: usize| cur.peek_nth(n).is_some_and(|t| t.kind == Tok::Word && looks_like_port(t.text));
+    let port_at = |n: usize| {
+        cur.peek_nth(n)
+            .is_some_and(|t| t.kind == Tok::Word && looks_like_port(t.text))
+    };
     let negate_ports = cur.peek_is("not") && port_at(1);
     if negate_ports || port_at(0) {
         if negate_ports {
@@ -207,13 +333,17 @@ fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseEr
             Side::Src => CondKind::SrcPort(ports),
             Side::Dst => CondKind::DstPort(ports),
         };
-        conds.push(Cond { negate: negate_ports, kind });
+        conds.push(Cond {
+            negate: negate_ports,
+            kind,
+        });
     }
     Ok(conds)
 }
 
 fn looks_like_port(w: &str) -> bool {
-    w.starts_with(|c: char| c.is_ascii_digit()) || w.split('-').next().and_then(service_port).is_some()
+    w.starts_with(|c: char| c.is_ascii_digit())
+        || w.split('-').next().and_then(service_port).is_some()
 }
 
 /// `a`, `a,b,c` or `{ a, b or c }`.
@@ -250,7 +380,10 @@ fn parse_addr(cur: &mut Cursor<'_>) -> Result<AddrMatch, ParseError> {
         return Err(cur.error_at(
             t,
             ErrorKind::Unavailable,
-            format!("`{}` is not supported by this build; write the addresses", t.text),
+            format!(
+                "`{}` is not supported by this build; write the addresses",
+                t.text
+            ),
         ));
     }
     let m = addr_match(t.text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?;
@@ -267,7 +400,9 @@ fn addr_match(s: &str) -> Result<AddrMatch, String> {
             .parse::<u8>()
             .ok()
             .filter(|&p| p <= max)
-            .ok_or_else(|| format!("a prefix length for {addr} must be in 0..{max}, found `{len}`"))?;
+            .ok_or_else(|| {
+                format!("a prefix length for {addr} must be in 0..{max}, found `{len}`")
+            })?;
         (addr, prefix)
     } else if let Ok(addr) = s.parse::<IpAddr>() {
         (addr, if addr.is_ipv4() { 32 } else { 128 })
@@ -276,13 +411,19 @@ fn addr_match(s: &str) -> Result<AddrMatch, String> {
         let addr: Ipv4Addr = a.parse().map_err(|_| bad())?;
         let mask = u32::from(mask.parse::<Ipv4Addr>().map_err(|_| bad())?);
         if mask.leading_ones() + mask.trailing_zeros() != 32 {
-            return Err(format!("mask `{}` is not contiguous; only prefix masks are supported", Ipv4Addr::from(mask)));
+            return Err(format!(
+                "mask `{}` is not contiguous; only prefix masks are supported",
+                Ipv4Addr::from(mask)
+            ));
         }
         (IpAddr::V4(addr), mask.leading_ones() as u8)
     } else {
         return Err(bad());
     };
-    Ok(AddrMatch { addr: network(addr, prefix), prefix })
+    Ok(AddrMatch {
+        addr: network(addr, prefix),
+        prefix,
+    })
 }
 
 fn network(addr: IpAddr, prefix: u8) -> IpAddr {
@@ -313,8 +454,14 @@ fn parse_ports(cur: &mut Cursor<'_>) -> Result<Vec<PortRange>, ParseError> {
 fn port_range(s: &str) -> Result<PortRange, String> {
     let port = |p: &str| {
         service_port(p)
-            .or_else(|| p.parse::<u16>().ok().filter(|_| p.bytes().all(|b| b.is_ascii_digit())))
-            .ok_or_else(|| format!("expected a port (0..65535) or a service name such as http, found `{p}`"))
+            .or_else(|| {
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|_| p.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .ok_or_else(|| {
+                format!("expected a port (0..65535) or a service name such as http, found `{p}`")
+            })
     };
     if let Some(p) = service_port(s) {
         return Ok(PortRange { lo: p, hi: p });
@@ -350,13 +497,20 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
         return Err(cur.expected("a rule option after `not`", OPTIONS));
     };
     if t.kind == Tok::LBrace {
-        return Err(unavailable(cur, "option blocks `{ ... or ... }` are not supported by this build"));
+        return Err(unavailable(
+            cur,
+            "option blocks `{ ... or ... }` are not supported by this build",
+        ));
     }
     let kw = t.text.to_ascii_lowercase();
     let kind = match kw.as_str() {
         "in" | "out" => {
             cur.bump();
-            CondKind::Dir(if kw == "in" { Direction::In } else { Direction::Out })
+            CondKind::Dir(if kw == "in" {
+                Direction::In
+            } else {
+                Direction::Out
+            })
         }
         "via" | "recv" | "xmit" => {
             cur.bump();
@@ -375,7 +529,11 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
                 return Err(cur.expected_at(p, "a protocol name or number (0..255)", &cands));
             };
             if negate && word == ProtoWord::Any {
-                return Err(cur.error_at(p, ErrorKind::Syntax, format!("`not proto {}` matches no packet", p.text)));
+                return Err(cur.error_at(
+                    p,
+                    ErrorKind::Syntax,
+                    format!("`not proto {}` matches no packet", p.text),
+                ));
             }
             return Ok(proto_cond(word, negate));
         }
@@ -403,17 +561,37 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
             match v.text {
                 "4" => CondKind::IpVersion(4),
                 "6" => CondKind::IpVersion(6),
-                _ => return Err(cur.error_at(v, ErrorKind::Range, format!("ipversion must be 4 or 6, found `{}`", v.text))),
+                _ => {
+                    return Err(cur.error_at(
+                        v,
+                        ErrorKind::Range,
+                        format!("ipversion must be 4 or 6, found `{}`", v.text),
+                    ))
+                }
             }
         }
         "from" | "to" if stage == Stage::Options => {
-            return Err(cur.error_at(t, ErrorKind::Syntax, "`from ... to ...` must come before the rule options"));
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "`from ... to ...` must come before the rule options",
+            ));
         }
         "to" => {
-            return Err(cur.error_at(t, ErrorKind::Syntax, "`to` needs a source first: write `from any to ...`"));
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "`to` needs a source first: write `from any to ...`",
+            ));
         }
-        _ if UNSUPPORTED_OPTIONS.contains(&kw.as_str()) || UNSUPPORTED_ACTIONS.contains(&kw.as_str()) => {
-            return Err(cur.error_at(t, ErrorKind::Unavailable, format!("rule option `{}` is not supported by this build", t.text)));
+        _ if UNSUPPORTED_OPTIONS.contains(&kw.as_str())
+            || UNSUPPORTED_ACTIONS.contains(&kw.as_str()) =>
+        {
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Unavailable,
+                format!("rule option `{}` is not supported by this build", t.text),
+            ));
         }
         _ if negate => return Err(cur.expected("a rule option after `not`", OPTIONS)),
         _ => return Err(cur.expected(stage.expected(), &stage.candidates())),
@@ -422,7 +600,9 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
 }
 
 fn parse_iface(cur: &mut Cursor<'_>, kw: &str) -> Result<IfaceSpec, ParseError> {
-    let t = cur.word(&format!("an interface name, pattern (`em*`) or `any` after `{kw}`"))?;
+    let t = cur.word(&format!(
+        "an interface name, pattern (`em*`) or `any` after `{kw}`"
+    ))?;
     if t.text.eq_ignore_ascii_case("any") {
         return Ok(IfaceSpec::Any);
     }
@@ -463,8 +643,12 @@ fn layout(body: &[Cond]) -> Layout {
         proto: body.iter().position(|c| {
             !c.negate && matches!(c.kind, CondKind::Proto(_) | CondKind::IpVersion(4 | 6))
         }),
-        src: body.iter().position(|c| matches!(c.kind, CondKind::SrcAddr(_))),
-        dst: body.iter().position(|c| matches!(c.kind, CondKind::DstAddr(_))),
+        src: body
+            .iter()
+            .position(|c| matches!(c.kind, CondKind::SrcAddr(_))),
+        dst: body
+            .iter()
+            .position(|c| matches!(c.kind, CondKind::DstAddr(_))),
     }
 }
 
@@ -473,7 +657,11 @@ fn canonical(body: Vec<Cond>) -> Vec<Cond> {
     let l = layout(&body);
     let lead = [l.proto, l.src, l.dst];
     let mut slots: Vec<Option<Cond>> = body.into_iter().map(Some).collect();
-    let mut out: Vec<Cond> = lead.iter().flatten().filter_map(|&i| slots.get_mut(i).and_then(Option::take)).collect();
+    let mut out: Vec<Cond> = lead
+        .iter()
+        .flatten()
+        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+        .collect();
     out.extend(slots.into_iter().flatten());
     out
 }
@@ -495,12 +683,20 @@ pub fn format_rule_body(spec: &RuleSpec) -> String {
         _ => "ip".to_string(),
     };
     let endpoint = |i: Option<usize>| match i.map(|i| &body[i]) {
-        Some(Cond { negate, kind: CondKind::SrcAddr(a) | CondKind::DstAddr(a) }) => {
+        Some(Cond {
+            negate,
+            kind: CondKind::SrcAddr(a) | CondKind::DstAddr(a),
+        }) => {
             format!("{}{}", if *negate { "not " } else { "" }, format_addrs(a))
         }
         _ => "any".to_string(),
     };
-    let _ = write!(out, " {proto} from {} to {}", endpoint(l.src), endpoint(l.dst));
+    let _ = write!(
+        out,
+        " {proto} from {} to {}",
+        endpoint(l.src),
+        endpoint(l.dst)
+    );
     for (i, c) in body.iter().enumerate() {
         if [l.proto, l.src, l.dst].contains(&Some(i)) {
             continue;
@@ -530,8 +726,16 @@ fn format_option(k: &CondKind) -> String {
     match k {
         CondKind::Proto(n) => format!("proto {}", rule_proto_name(*n)),
         CondKind::IpVersion(v) => format!("ipversion {v}"),
-        CondKind::SrcAddr(a) => format!("src-ip{} {}", if v6_only(a) { "6" } else { "" }, format_addrs(a)),
-        CondKind::DstAddr(a) => format!("dst-ip{} {}", if v6_only(a) { "6" } else { "" }, format_addrs(a)),
+        CondKind::SrcAddr(a) => format!(
+            "src-ip{} {}",
+            if v6_only(a) { "6" } else { "" },
+            format_addrs(a)
+        ),
+        CondKind::DstAddr(a) => format!(
+            "dst-ip{} {}",
+            if v6_only(a) { "6" } else { "" },
+            format_addrs(a)
+        ),
         CondKind::SrcPort(p) => format!("src-port {}", format_ports(p)),
         CondKind::DstPort(p) => format!("dst-port {}", format_ports(p)),
         CondKind::Dir(Direction::In) => "in".into(),
@@ -555,7 +759,13 @@ fn format_addrs(a: &[AddrMatch]) -> String {
 }
 
 fn format_ports(p: &[PortRange]) -> String {
-    let one = |r: &PortRange| if r.lo == r.hi { r.lo.to_string() } else { format!("{}-{}", r.lo, r.hi) };
+    let one = |r: &PortRange| {
+        if r.lo == r.hi {
+            r.lo.to_string()
+        } else {
+            format!("{}-{}", r.lo, r.hi)
+        }
+    };
     p.iter().map(one).collect::<Vec<_>>().join(",")
 }
 

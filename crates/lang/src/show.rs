@@ -6,7 +6,9 @@
 
 use std::fmt::Write as _;
 
-use dummynet_engine::config::{LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER};
+use dummynet_engine::config::{
+    LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
+};
 use dummynet_engine::flow::{FlowKey, FlowMask};
 use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Snapshot};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
@@ -17,12 +19,23 @@ use crate::rule::format_rule_body;
 /// `ipfw show` (`counters`) or `ipfw list`, optionally with `-t` timestamps.
 /// Counters are right-aligned to the widest value among the listed rules.
 pub fn format_rules(s: &Snapshot, numbers: &[u16], counters: bool, timestamps: bool) -> String {
-    let rules: Vec<_> = s.rules.iter().filter(|r| numbers.is_empty() || numbers.contains(&r.number)).collect();
+    let rules: Vec<_> = s
+        .rules
+        .iter()
+        .filter(|r| numbers.is_empty() || numbers.contains(&r.number))
+        .collect();
     let width = |f: &dyn Fn(&&dummynet_engine::stats::RuleView) -> u64| {
-        rules.iter().map(|r| f(r).to_string().len()).max().unwrap_or(1)
+        rules
+            .iter()
+            .map(|r| f(r).to_string().len())
+            .max()
+            .unwrap_or(1)
     };
     let (pw, bw) = (width(&|r| r.packets), width(&|r| r.bytes));
-    let stamps: Vec<String> = rules.iter().map(|r| r.last_match.map(format_time).unwrap_or_default()).collect();
+    let stamps: Vec<String> = rules
+        .iter()
+        .map(|r| r.last_match.map(format_time).unwrap_or_default())
+        .collect();
     let tw = stamps.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
     for (r, stamp) in rules.iter().zip(&stamps) {
@@ -33,7 +46,11 @@ pub fn format_rules(s: &Snapshot, numbers: &[u16], counters: bool, timestamps: b
         if timestamps && tw > 0 {
             let _ = write!(out, " {stamp:>tw$}");
         }
-        let body = if r.is_default { default_rule_body(&s.settings).to_string() } else { format_rule_body(&r.spec) };
+        let body = if r.is_default {
+            default_rule_body(&s.settings).to_string()
+        } else {
+            format_rule_body(&r.spec)
+        };
         let _ = writeln!(out, " {body}");
     }
     out
@@ -57,12 +74,22 @@ fn format_time(ns: u64) -> String {
 /// its FIFO scheduler (N + 65536) with the scheduler's instances.
 pub fn format_pipes(s: &Snapshot, numbers: &[u32]) -> String {
     let mut out = String::new();
-    for link in sorted(&s.links, |l| l.number).filter(|l| l.number <= MAX_NUMBER && wanted(numbers, l.number)) {
+    for link in sorted(&s.links, |l| l.number)
+        .filter(|l| l.number <= MAX_NUMBER && wanted(numbers, l.number))
+    {
         out.push_str(&link_line(link));
-        if let Some(fs) = s.flowsets.iter().find(|f| f.number == link.number + 2 * DN_MAX_ID) {
+        if let Some(fs) = s
+            .flowsets
+            .iter()
+            .find(|f| f.number == link.number + 2 * DN_MAX_ID)
+        {
             out.push_str(&flowset_lines(fs));
         }
-        if let Some(sc) = s.scheds.iter().find(|x| x.number == link.number + DN_MAX_ID) {
+        if let Some(sc) = s
+            .scheds
+            .iter()
+            .find(|x| x.number == link.number + DN_MAX_ID)
+        {
             out.push_str(&sched_lines(sc, s));
         }
     }
@@ -72,7 +99,9 @@ pub fn format_pipes(s: &Snapshot, numbers: &[u32]) -> String {
 /// `queue show`: user queues (1..65535) and their flows.
 pub fn format_queues(s: &Snapshot, numbers: &[u32]) -> String {
     let mut out = String::new();
-    for fs in sorted(&s.flowsets, |f| f.number).filter(|f| f.number <= MAX_NUMBER && wanted(numbers, f.number)) {
+    for fs in sorted(&s.flowsets, |f| f.number)
+        .filter(|f| f.number <= MAX_NUMBER && wanted(numbers, f.number))
+    {
         out.push_str(&flowset_lines(fs));
         out.push_str(&flow_table(fs.flows.iter().map(|f| (&f.id, &f.counters))));
     }
@@ -82,7 +111,9 @@ pub fn format_queues(s: &Snapshot, numbers: &[u32]) -> String {
 /// `sched show`: user schedulers (1..65535), each after the link it drives.
 pub fn format_scheds(s: &Snapshot, numbers: &[u32]) -> String {
     let mut out = String::new();
-    for sc in sorted(&s.scheds, |x| x.number).filter(|x| x.number <= MAX_NUMBER && wanted(numbers, x.number)) {
+    for sc in sorted(&s.scheds, |x| x.number)
+        .filter(|x| x.number <= MAX_NUMBER && wanted(numbers, x.number))
+    {
         if let Some(link) = s.links.iter().find(|l| l.number == sc.number) {
             out.push_str(&link_line(link));
         }
@@ -103,10 +134,26 @@ fn wanted(numbers: &[u32], n: u32) -> bool {
 
 /// `00001:  50.000 Mbit/s   10 ms burst 0`
 fn link_line(link: &LinkView) -> String {
-    let LinkConfig { bw, delay, burst, profile } = &link.config;
-    let mut line = format!("{:05}: {} {} ms burst {burst}", link.number, format_bw(*bw), format_delay(*delay));
+    let LinkConfig {
+        bw,
+        delay,
+        burst,
+        profile,
+    } = &link.config;
+    let mut line = format!(
+        "{:05}: {} {} ms burst {burst}",
+        link.number,
+        format_bw(*bw),
+        format_delay(*delay)
+    );
     if let Some(p) = profile {
-        let _ = write!(line, " profile: name \"{}\" loss {:.6} samples {}", p.name, p.loss_level, p.samples.len());
+        let _ = write!(
+            line,
+            " profile: name \"{}\" loss {:.6} samples {}",
+            p.name,
+            p.loss_level,
+            p.samples.len()
+        );
     }
     line.push('\n');
     line
@@ -141,10 +188,18 @@ fn flowset_lines(fs: &FlowsetView) -> String {
         QueueLimit::Bytes(b) => format!("{b} B"),
     };
     // FreeBSD prints plr glued to the size (`50 sl.plr 0.1`); a space reads better.
-    let plr = if fs.plr.is_zero() { String::new() } else { format!(" plr {:.6}", fs.plr.as_f64()) };
+    let plr = if fs.plr.is_zero() {
+        String::new()
+    } else {
+        format!(" plr {:.6}", fs.plr.as_f64())
+    };
     let buckets = if fs.mask.is_empty() { 1 } else { fs.buckets };
     // A pipe's implicit queue has no weight of its own; FreeBSD prints 0.
-    let weight = if fs.number > 2 * DN_MAX_ID { 0 } else { fs.weight };
+    let weight = if fs.number > 2 * DN_MAX_ID {
+        0
+    } else {
+        fs.weight
+    };
     let mut out = format!(
         "q{:05} {qsize}{plr} {} flows ({buckets} buckets) sched {} weight {weight} lmax 0 pri 0 {}\n",
         fs.number,
@@ -160,7 +215,11 @@ fn flowset_lines(fs: &FlowsetView) -> String {
 fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
     let masked = !sc.mask.is_empty();
     // A pipe's scheduler shares the pipe's hash size; others use the default.
-    let buckets = match s.flowsets.iter().find(|f| f.number == sc.number + DN_MAX_ID) {
+    let buckets = match s
+        .flowsets
+        .iter()
+        .find(|f| f.number == sc.number + DN_MAX_ID)
+    {
         _ if !masked => 0,
         Some(fs) if sc.number > DN_MAX_ID => fs.buckets,
         _ => DEFAULT_BUCKETS,
@@ -177,7 +236,9 @@ fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
         let _ = writeln!(out, "   {}", params.join(" "));
     }
     out.push_str(&mask_lines(&sc.mask));
-    out.push_str(&flow_table(sc.instances.iter().map(|i| (&i.id, &i.counters))));
+    out.push_str(&flow_table(
+        sc.instances.iter().map(|i| (&i.id, &i.counters)),
+    ));
     out
 }
 
@@ -211,7 +272,8 @@ fn mask_lines(m: &FlowMask) -> String {
     out
 }
 
-const HEADER_V4: &str = "BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp";
+const HEADER_V4: &str =
+    "BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp";
 const HEADER_V6: &str = "BKT ___Prot___ _flow-id_ ______________Source IPv6/port_______________ \
                          _______________Dest. IPv6/port_______________ Tot_pkt/bytes Pkt/Byte Drp";
 
@@ -226,19 +288,27 @@ fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -
             out.push('\n');
             family = Some(k.v6);
         }
-        let counters =
-            format!("{:4} {:8} {:2} {:4} {:3}", c.tot_pkts, c.tot_bytes, c.len_pkts, c.len_bytes, c.drops);
+        let counters = format!(
+            "{:4} {:8} {:2} {:4} {:3}",
+            c.tot_pkts, c.tot_bytes, c.len_pkts, c.len_bytes, c.drops
+        );
         let (src, dst) = (k.src_ip().to_string(), k.dst_ip().to_string());
         let _ = if k.v6 {
-            let proto = flow_proto_name(k.proto).map_or_else(|| format!("{:9}", k.proto), |n| format!("{n:>9}"));
+            let proto = flow_proto_name(k.proto)
+                .map_or_else(|| format!("{:9}", k.proto), |n| format!("{n:>9}"));
             writeln!(
                 out,
                 "{i:3} {proto} {:7}  {src:>39}/{:<5}  {dst:>39}/{:<5} {counters}",
                 k.flow_label, k.sport, k.dport
             )
         } else {
-            let proto = flow_proto_name(k.proto).map_or_else(|| format!("{:4}", k.proto), |n| format!("{n:<4}"));
-            writeln!(out, "{i:3} {proto} {src:>15}/{:<5} {dst:>15}/{:<5} {counters}", k.sport, k.dport)
+            let proto = flow_proto_name(k.proto)
+                .map_or_else(|| format!("{:4}", k.proto), |n| format!("{n:<4}"));
+            writeln!(
+                out,
+                "{i:3} {proto} {src:>15}/{:<5} {dst:>15}/{:<5} {counters}",
+                k.sport, k.dport
+            )
         };
     }
     out

@@ -33,7 +33,9 @@ impl Decimal {
 
 /// Splits `12.5Mbit/s` into the number and the rest (`Mbit/s`).
 fn split_number(s: &str) -> Result<(Decimal, &str), String> {
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, rest) = s.split_at(end);
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     if int.is_empty() && frac.is_empty() || frac.contains('.') {
@@ -44,13 +46,21 @@ fn split_number(s: &str) -> Result<(Decimal, &str), String> {
         return Err(format!("`{num}` has too many digits"));
     }
     let digits = format!("{int}{frac}").parse::<u128>().unwrap_or(0);
-    Ok((Decimal { digits, scale: frac.len() as u32 }, rest))
+    Ok((
+        Decimal {
+            digits,
+            scale: frac.len() as u32,
+        },
+        rest,
+    ))
 }
 
 /// An unsigned integer, decimal or `0x` hex.
 pub(crate) fn integer(s: &str) -> Option<u128> {
     if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        return u128::from_str_radix(hex, 16).ok().filter(|_| !hex.starts_with('+'));
+        return u128::from_str_radix(hex, 16)
+            .ok()
+            .filter(|_| !hex.starts_with('+'));
     }
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -61,11 +71,15 @@ pub(crate) fn integer(s: &str) -> Option<u128> {
 /// A decimal integer in `lo..=hi`, with an error naming the range.
 pub(crate) fn number_in(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, NumberError> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(NumberError::NotANumber(format!("expected a {what} ({lo}..{hi}), found `{s}`")));
+        return Err(NumberError::NotANumber(format!(
+            "expected a {what} ({lo}..{hi}), found `{s}`"
+        )));
     }
     match s.parse::<u64>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(NumberError::OutOfRange(format!("{what} must be in {lo}..{hi}, found `{s}`"))),
+        _ => Err(NumberError::OutOfRange(format!(
+            "{what} must be in {lo}..{hi}, found `{s}`"
+        ))),
     }
 }
 
@@ -91,7 +105,10 @@ pub(crate) fn bandwidth(s: &str) -> Result<u64, String> {
         Some('g' | 'G') => (1_000_000_000, &rest[1..]),
         _ => (1, rest),
     };
-    let unit = unit.strip_suffix("/s").or_else(|| unit.strip_suffix("ps")).unwrap_or(unit);
+    let unit = unit
+        .strip_suffix("/s")
+        .or_else(|| unit.strip_suffix("ps"))
+        .unwrap_or(unit);
     let per_unit = match unit {
         "" | "b" => 1,
         "B" => 8,
@@ -115,7 +132,11 @@ fn bw_help(s: &str) -> String {
 /// FreeBSD's `delay`: a bare number is milliseconds; `ms`, `us`, `ns` and `s`
 /// suffixes and decimals are accepted here as well. Returns nanoseconds.
 pub(crate) fn delay(s: &str) -> Result<Nanos, String> {
-    let help = || format!("expected a delay such as 10, 10ms, 250us or 1.5s (a bare number is ms), found `{s}`");
+    let help = || {
+        format!(
+            "expected a delay such as 10, 10ms, 250us or 1.5s (a bare number is ms), found `{s}`"
+        )
+    };
     let (value, unit) = split_number(s).map_err(|_| help())?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "ms" | "msec" => NS_PER_MS,
@@ -149,11 +170,17 @@ pub(crate) fn bytes(s: &str) -> Result<u64, String> {
 /// K suffix or a byte unit it is a length in bytes, K being 1024
 /// (`queue 200kb` is 204800 bytes, as in FreeBSD).
 pub(crate) fn queue_limit(s: &str) -> Result<QueueLimit, String> {
-    let help = || format!("expected a queue size: slots (50) or bytes (200kb, 1000KBytes, 9000B), found `{s}`");
+    let help = || {
+        format!(
+            "expected a queue size: slots (50) or bytes (200kb, 1000KBytes, 9000B), found `{s}`"
+        )
+    };
     let (value, rest) = split_number(s).map_err(|_| help())?;
     let limit = if rest.is_empty() {
         if value.scale > 0 && value.digits % 10u128.pow(value.scale) != 0 {
-            return Err(format!("a queue length in slots must be a whole number, found `{s}`"));
+            return Err(format!(
+                "a queue length in slots must be a whole number, found `{s}`"
+            ));
         }
         let slots = value.times(1).and_then(|n| u32::try_from(n).ok());
         QueueLimit::Slots(slots.ok_or_else(|| format!("queue length `{s}` is too large"))?)
@@ -167,7 +194,9 @@ pub(crate) fn queue_limit(s: &str) -> Result<QueueLimit, String> {
         QueueLimit::Bytes(b.ok_or_else(|| format!("queue size `{s}` is too large"))?)
     };
     match limit {
-        QueueLimit::Slots(0) | QueueLimit::Bytes(0) => Err(format!("a queue must hold something, found `{s}`")),
+        QueueLimit::Slots(0) | QueueLimit::Bytes(0) => {
+            Err(format!("a queue must hold something, found `{s}`"))
+        }
         l => Ok(l),
     }
 }
@@ -182,7 +211,9 @@ fn binary_multiplier(rest: &str) -> (u128, &str) {
 }
 
 fn is_byte_unit(u: &str) -> bool {
-    ["", "b", "byte", "bytes"].iter().any(|x| u.eq_ignore_ascii_case(x))
+    ["", "b", "byte", "bytes"]
+        .iter()
+        .any(|x| u.eq_ignore_ascii_case(x))
 }
 
 /// A probability in `[0, 1]` (`prob`, `plr`).
@@ -192,7 +223,8 @@ pub(crate) fn probability(s: &str) -> Result<Probability, String> {
     if !rest.is_empty() {
         return Err(help());
     }
-    Probability::new(value.as_f64()).ok_or_else(|| format!("a probability must be between 0 and 1, found `{s}`"))
+    Probability::new(value.as_f64())
+        .ok_or_else(|| format!("a probability must be between 0 and 1, found `{s}`"))
 }
 
 /// A probability written so that it parses back to the same value: FreeBSD's
@@ -210,15 +242,21 @@ pub(crate) fn ipv4_mask(s: &str) -> Result<u32, String> {
     if let Some(len) = s.strip_prefix('/') {
         return match len.parse::<u32>() {
             Ok(n @ 0..=32) => Ok(u32::MAX.checked_shl(32 - n).unwrap_or(0)),
-            _ => Err(format!("an IPv4 prefix length must be in 0..32, found `{s}`")),
+            _ => Err(format!(
+                "an IPv4 prefix length must be in 0..32, found `{s}`"
+            )),
         };
     }
     if let Ok(a) = s.parse::<std::net::Ipv4Addr>() {
         return Ok(u32::from(a));
     }
     match integer(s) {
-        Some(m) => u32::try_from(m).map_err(|_| format!("an IPv4 mask must fit in 32 bits, found `{s}`")),
-        None => Err(format!("expected an IPv4 mask such as 0xffffff00, 255.255.255.0 or /24, found `{s}`")),
+        Some(m) => {
+            u32::try_from(m).map_err(|_| format!("an IPv4 mask must fit in 32 bits, found `{s}`"))
+        }
+        None => Err(format!(
+            "expected an IPv4 mask such as 0xffffff00, 255.255.255.0 or /24, found `{s}`"
+        )),
     }
 }
 
@@ -229,12 +267,14 @@ pub(crate) fn ipv6_mask(s: &str) -> Result<u128, String> {
     if !len.is_empty() && len.bytes().all(|b| b.is_ascii_digit()) {
         return match len.parse::<u32>() {
             Ok(n @ 0..=128) => Ok(u128::MAX.checked_shl(128 - n).unwrap_or(0)),
-            _ => Err(format!("an IPv6 prefix length must be in 0..128, found `{s}`")),
+            _ => Err(format!(
+                "an IPv6 prefix length must be in 0..128, found `{s}`"
+            )),
         };
     }
-    s.parse::<Ipv6Addr>()
-        .map(u128::from)
-        .map_err(|_| format!("expected an IPv6 mask such as /64 or ffff:ffff:ffff:ffff::, found `{s}`"))
+    s.parse::<Ipv6Addr>().map(u128::from).map_err(|_| {
+        format!("expected an IPv6 mask such as /64 or ffff:ffff:ffff:ffff::, found `{s}`")
+    })
 }
 
 /// An integer mask of `bits` bits, hex or decimal (`mask dst-port 0xffff`).
@@ -242,7 +282,9 @@ pub(crate) fn field_mask(s: &str, bits: u32) -> Result<u128, String> {
     let max = (1u128 << bits) - 1;
     match integer(s) {
         Some(m) if m <= max => Ok(m),
-        Some(_) => Err(format!("this mask has {bits} bits (at most {max:#x}), found `{s}`")),
+        Some(_) => Err(format!(
+            "this mask has {bits} bits (at most {max:#x}), found `{s}`"
+        )),
         None => Err(format!("expected a mask such as {max:#x}, found `{s}`")),
     }
 }
@@ -276,7 +318,15 @@ mod tests {
         for (s, bw) in cases {
             assert_eq!(bandwidth(s), Ok(bw), "{s}");
         }
-        for bad in ["fast", "10Tbit/s", "1.2.3", "10 Mbit/s", "Mbit/s", "10Mbit/h", "99999999999999Gbit/s"] {
+        for bad in [
+            "fast",
+            "10Tbit/s",
+            "1.2.3",
+            "10 Mbit/s",
+            "Mbit/s",
+            "10Mbit/h",
+            "99999999999999Gbit/s",
+        ] {
             assert!(bandwidth(bad).is_err(), "{bad}");
         }
     }
@@ -321,7 +371,15 @@ mod tests {
 
     #[test]
     fn probabilities_round_trip() {
-        for s in ["0", "1", "0.5", "0.05", "0.123456", "0.1234567891", "0.000001"] {
+        for s in [
+            "0",
+            "1",
+            "0.5",
+            "0.05",
+            "0.123456",
+            "0.1234567891",
+            "0.000001",
+        ] {
             let p = probability(s).unwrap();
             assert_eq!(probability(&format_probability(p)), Ok(p), "{s}");
         }
