@@ -93,6 +93,12 @@ impl Harness {
         self.check();
     }
 
+    /// Runs every deadline up to `t` and collects what is due at `t` itself.
+    pub fn advance(&mut self, t: Nanos) {
+        self.run_until(t);
+        self.collect(t);
+    }
+
     pub fn finish(&mut self) {
         self.run_until(Nanos::MAX);
         assert_eq!(self.e.next_deadline(), None);
