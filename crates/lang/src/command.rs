@@ -16,7 +16,8 @@ use crate::{Flags, Parsed, ShowRequest, Statement};
 /// Where a line comes from, which decides what is stripped before parsing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// One line typed or pasted: `# ` and `$ ` prompts and `#` comments go.
+    /// One line typed or pasted: `$ ` prompts, `# ` prompts before a command,
+    /// and `#` comments go.
     Line,
     /// A line of a commands file: a leading `#` is a comment (so a commented
     /// out command stays off), `$ ` prompts and trailing comments go.
@@ -86,11 +87,26 @@ fn command_span(line: &str, mode: Mode) -> (usize, usize) {
     }
     let rest = &line[start..];
     let prompt = |p: char| rest.starts_with(p) && rest[1..].starts_with(char::is_whitespace);
-    if prompt('$') || (mode == Mode::Line && prompt('#')) {
+    if prompt('$') {
         start = skip_blanks(start + 1);
+    } else if mode == Mode::Line && prompt('#') {
+        // A root prompt as pasted from an article (`# ipfw pipe 1 show`), as
+        // long as a command follows; otherwise the line is a comment.
+        let after = skip_blanks(start + 1);
+        let first = line[after..].split_whitespace().next().unwrap_or_default();
+        if !starts_command(first) {
+            return (line.len(), line.len());
+        }
+        start = after;
     }
     let end = line[start..].find('#').map_or(line.len(), |i| start + i);
     (start, end)
+}
+
+fn starts_command(w: &str) -> bool {
+    is_program(w)
+        || w.eq_ignore_ascii_case("sudo")
+        || COMMANDS.iter().any(|c| w.eq_ignore_ascii_case(c))
 }
 
 fn is_program(w: &str) -> bool {

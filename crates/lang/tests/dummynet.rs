@@ -1,0 +1,522 @@
+//! `pipe`, `queue`, `sched`, settings and the command-line frame around them.
+
+use dummynet_engine::config::{
+    AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
+    SchedConfig, Setting,
+};
+use dummynet_engine::flow::FlowMask;
+use dummynet_engine::rng::Probability;
+use dummynet_engine::sched;
+use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use dummynet_lang::{parse_args, parse_command, ErrorKind, Flags, ShowRequest, Statement};
+
+fn apply(line: &str) -> Command {
+    match parse_command(line).map(|p| p.statement) {
+        Ok(Statement::Apply(c)) => c,
+        Ok(other) => panic!("{line}: {other:?}"),
+        Err(e) => panic!("{line}:\n{e}"),
+    }
+}
+
+fn pipe(line: &str) -> PipeConfig {
+    match apply(line) {
+        Command::ConfigPipe(_, cfg) => cfg,
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn link(line: &str) -> LinkConfig {
+    pipe(line).link
+}
+
+fn queue(line: &str) -> QueueConfig {
+    match apply(line) {
+        Command::ConfigQueue(_, cfg) => cfg,
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn sched_cfg(line: &str) -> SchedConfig {
+    match apply(line) {
+        Command::ConfigSched(_, cfg) => cfg,
+        other => panic!("{line}: {other:?}"),
+    }
+}
+
+fn err(line: &str) -> dummynet_lang::ParseError {
+    parse_command(line).expect_err(line)
+}
+
+#[test]
+fn bandwidth_units() {
+    let cases = [
+        ("10MBit/s", 10_000_000),
+        ("1mbits/s", 1_000_000),
+        ("300Kbit/s", 300_000),
+        ("100Gbit/s", 100_000_000_000),
+        ("2KByte/s", 16_000),
+        ("1.5Mbit/s", 1_500_000),
+        ("0", 0),
+        ("64000", 64_000),
+    ];
+    for (bw, bits) in cases {
+        assert_eq!(link(&format!("pipe 1 config bw {bw}")).bw, bits, "{bw}");
+        assert_eq!(
+            link(&format!("pipe 1 config bandwidth {bw}")).bw,
+            bits,
+            "{bw}"
+        );
+    }
+    let e = err("pipe 1 config bw 10Mbitz/s");
+    assert_eq!((e.found(), e.column), (Some("10Mbitz/s"), 18));
+}
+
+#[test]
+fn delays() {
+    for (d, ns) in [
+        ("10ms", 10 * NS_PER_MS),
+        ("250us", 250 * NS_PER_US),
+        ("1.5s", 3 * NS_PER_SEC / 2),
+        ("10", 10 * NS_PER_MS),
+    ] {
+        assert_eq!(link(&format!("pipe 1 config delay {d}")).delay, ns, "{d}");
+    }
+    assert_eq!(err("pipe 1 config delay 10h").found(), Some("10h"));
+}
+
+#[test]
+fn queue_and_burst_sizes() {
+    assert_eq!(
+        pipe("pipe 1 config queue 200kb").flowset.limit,
+        QueueLimit::Bytes(204_800)
+    );
+    assert_eq!(
+        pipe("pipe 1 config queue 1000kb").flowset.limit,
+        QueueLimit::Bytes(1_024_000)
+    );
+    assert_eq!(
+        pipe("pipe 1 config queue 1000KBytes").flowset.limit,
+        QueueLimit::Bytes(1_024_000)
+    );
+    assert_eq!(
+        pipe("pipe 1 config queue 1500B").flowset.limit,
+        QueueLimit::Bytes(1500)
+    );
+    assert_eq!(
+        pipe("pipe 1 config queue 20").flowset.limit,
+        QueueLimit::Slots(20)
+    );
+    assert_eq!(link("pipe 1 config burst 64KBytes").burst, 65_536);
+    assert_eq!(link("pipe 1 config burst 1500").burst, 1500);
+    assert_eq!(link("pipe 1 config burst 2M").burst, 2 << 20);
+    // Limits that depend on settings are the engine's to check, not ours.
+    assert_eq!(
+        pipe("pipe 1 config queue 5000").flowset.limit,
+        QueueLimit::Slots(5000)
+    );
+}
+
+#[test]
+fn flowset_options() {
+    let fs = pipe("pipe 1 config plr 0.01 buckets 256 weight 10 noerror droptail").flowset;
+    assert_eq!(
+        fs,
+        FlowsetConfig {
+            plr: Probability::new(0.01).unwrap(),
+            buckets: 256,
+            weight: 10,
+            noerror: true,
+            aqm: AqmConfig::DropTail,
+            ..FlowsetConfig::default()
+        }
+    );
+    assert_eq!(err("pipe 1 config plr 1.1").kind, ErrorKind::Range);
+    assert_eq!(err("pipe 1 config buckets 0").kind, ErrorKind::Range);
+    assert_eq!(err("pipe 1 config buckets 65537").kind, ErrorKind::Range);
+    assert_eq!(err("pipe 1 config weight 0").kind, ErrorKind::Range);
+    assert!(err("pipe 1 config weight 101").message.contains("1..100"));
+}
+
+#[test]
+fn masks() {
+    let mask = |spec: &str| pipe(&format!("pipe 1 config mask {spec}")).flowset.mask;
+    assert_eq!(
+        mask("dst-ip 0x000000ff"),
+        FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(
+        mask("src-ip 255.255.255.0"),
+        FlowMask {
+            src_ip: 0xffff_ff00,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(
+        mask("src-ip /16"),
+        FlowMask {
+            src_ip: 0xffff_0000,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(
+        mask("dst-ip6 /64"),
+        FlowMask {
+            dst_ip6: u128::MAX << 64,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(
+        mask("src-ipv6 ffff:ffff::"),
+        FlowMask {
+            src_ip6: 0xffff_ffff << 96,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(
+        mask("src-port 0xffff dst-port 65535 proto 0xff flow-id 0xfffff"),
+        FlowMask {
+            src_port: 0xffff,
+            dst_port: 0xffff,
+            proto: 0xff,
+            flow_id: 0xfffff,
+            ..FlowMask::default()
+        }
+    );
+    assert_eq!(mask("all"), FlowMask::ALL);
+    // A mask ends at the first word that is not a field.
+    let p = pipe("pipe 1 config mask dst-ip 0xff bw 1Mbit/s");
+    assert_eq!((p.flowset.mask.dst_ip, p.link.bw), (0xff, 1_000_000));
+    assert!(err("pipe 1 config mask proto 0x100")
+        .message
+        .contains("8 bits"));
+    assert!(err("pipe 1 config mask flow-id 0x100000")
+        .message
+        .contains("20 bits"));
+    let e = err("pipe 1 config mask bw 1");
+    assert_eq!(e.found(), Some("bw"));
+}
+
+#[test]
+fn queues() {
+    assert_eq!(queue("queue 5 config pipe 2").sched, Some(2));
+    assert_eq!(queue("queue 5 config sched 3").sched, Some(3));
+    assert_eq!(queue("queue 5 config weight 50").sched, None);
+    let q =
+        queue("queue 5 config sched 1 weight 69 mask all queue 100 plr 0.5 buckets 128 noerror");
+    assert_eq!(q.flowset.weight, 69);
+    assert_eq!(q.flowset.mask, FlowMask::ALL);
+    assert_eq!(q.flowset.limit, QueueLimit::Slots(100));
+    assert_eq!(q.flowset.buckets, 128);
+    assert!(q.flowset.noerror);
+    let e = err("queue 5 config sched 1 delay 10ms");
+    assert_eq!(e.found(), Some("delay"));
+    assert!(e.message.contains("link option"), "{e}");
+}
+
+#[test]
+fn schedulers() {
+    let s = sched_cfg("sched 2 config type fifo");
+    assert_eq!(
+        s,
+        SchedConfig {
+            kind: Some("fifo".into()),
+            ..SchedConfig::default()
+        }
+    );
+    assert_eq!(
+        sched_cfg("sched 2 config type FIFO").kind.as_deref(),
+        Some("fifo")
+    );
+    assert_eq!(sched_cfg("sched 2 config pipe 2").kind, None);
+    let s = sched_cfg("sched 2 config mask dst-ip 0xff bw 1Mbit/s delay 5");
+    assert_eq!(s.mask.dst_ip, 0xff);
+    assert_eq!(
+        s.link,
+        Some(LinkConfig {
+            bw: 1_000_000,
+            delay: 5 * NS_PER_MS,
+            ..LinkConfig::default()
+        })
+    );
+    // `bw 0` still names the link: it resets it to unlimited.
+    assert_eq!(
+        sched_cfg("sched 2 config bw 0").link,
+        Some(LinkConfig::default())
+    );
+
+    let e = err("sched 1 config pipe 2");
+    assert_eq!(e.found(), Some("2"));
+    assert!(
+        e.message.contains("scheduler 1 always drives link 1"),
+        "{e}"
+    );
+
+    // Type parameters are checked against the type's own list.
+    let fifo = sched::lookup("fifo").unwrap();
+    assert!(fifo.params.is_empty());
+    let e = err("sched 1 config type fifo quantum 1514");
+    assert_eq!(e.found(), Some("quantum"));
+    assert!(e.message.contains("takes no parameters"), "{e}");
+    for ty in sched::REGISTRY {
+        for param in ty.params {
+            let s = sched_cfg(&format!("sched 1 config type {} {param} 42", ty.name));
+            assert_eq!(s.params, vec![((*param).to_string(), 42)]);
+        }
+    }
+
+    let e = err("sched 1 config type fq_codel");
+    assert_eq!(
+        (e.kind, e.found()),
+        (ErrorKind::Unavailable, Some("fq_codel"))
+    );
+    assert!(e.message.contains("not available in this build"), "{e}");
+    for name in sched::names() {
+        assert!(e.message.contains(name), "{e}");
+    }
+    for ty in ["qfq", "rr", "prio", "fq_pie"] {
+        if sched::lookup(ty).is_none() {
+            assert_eq!(
+                err(&format!("sched 1 config type {ty}")).kind,
+                ErrorKind::Unavailable,
+                "{ty}"
+            );
+        }
+    }
+    let e = err("sched 1 config type fifoo");
+    assert_eq!((e.kind, e.suggestion), (ErrorKind::Syntax, Some("fifo")));
+}
+
+#[test]
+fn unavailable_aqms() {
+    for (line, word) in [
+        ("pipe 1 config red 0.002/30/80/0.1", "red"),
+        ("pipe 1 config gred 0.002/30/80/0.1", "gred"),
+        ("queue 1 config pipe 1 codel target 7 ecn", "codel"),
+        ("queue 1 config pie", "pie"),
+        ("sched 1 config codel", "codel"),
+    ] {
+        let e = err(line);
+        assert_eq!(
+            (e.kind, e.found()),
+            (ErrorKind::Unavailable, Some(word)),
+            "{line}"
+        );
+        assert!(e.message.contains("not available in this build"), "{e}");
+    }
+}
+
+#[test]
+fn object_verbs() {
+    let show = |l: &str| parse_command(l).unwrap().statement;
+    assert_eq!(
+        show("pipe show"),
+        Statement::Show(ShowRequest::Pipes(vec![]))
+    );
+    assert_eq!(
+        show("pipe list"),
+        Statement::Show(ShowRequest::Pipes(vec![]))
+    );
+    assert_eq!(
+        show("pipe 3 show"),
+        Statement::Show(ShowRequest::Pipes(vec![3]))
+    );
+    assert_eq!(
+        show("pipe show 3 4"),
+        Statement::Show(ShowRequest::Pipes(vec![3, 4]))
+    );
+    assert_eq!(
+        show("queue show"),
+        Statement::Show(ShowRequest::Queues(vec![]))
+    );
+    assert_eq!(
+        show("sched 2 show"),
+        Statement::Show(ShowRequest::Scheds(vec![2]))
+    );
+    assert_eq!(apply("pipe 1 delete"), Command::DeletePipes(vec![1]));
+    assert_eq!(apply("pipe delete 1 2"), Command::DeletePipes(vec![1, 2]));
+    assert_eq!(apply("queue 7 delete"), Command::DeleteQueues(vec![7]));
+    assert_eq!(apply("sched delete 7"), Command::DeleteScheds(vec![7]));
+    for flush in ["pipe flush", "queue flush", "sched flush"] {
+        assert_eq!(apply(flush), Command::FlushDummynet);
+    }
+    assert_eq!(
+        apply("pipe 1 config"),
+        Command::ConfigPipe(1, PipeConfig::default())
+    );
+    assert!(err("pipe delete").message.contains("numbers to delete"));
+    assert!(err("pipe config bw 1").message.contains("`pipe N config"));
+    assert!(err("pipe 0 config").message.contains("1..65535"));
+    assert!(err("pipe 65536 config").message.contains("1..65535"));
+    assert_eq!(err("pipe flush 1").found(), Some("1"));
+}
+
+#[test]
+fn rule_commands() {
+    assert_eq!(
+        apply("delete 100 200"),
+        Command::DeleteRules(vec![100, 200])
+    );
+    assert_eq!(apply("flush"), Command::FlushRules);
+    assert_eq!(apply("zero"), Command::ZeroRules(vec![]));
+    assert_eq!(
+        apply("zero 100 65535"),
+        Command::ZeroRules(vec![100, 65535])
+    );
+    assert_eq!(
+        parse_command("list 100").unwrap().statement,
+        Statement::Show(ShowRequest::Rules {
+            numbers: vec![100],
+            counters: false
+        })
+    );
+    assert_eq!(err("delete").found(), None);
+    assert_eq!(err("delete 65535").kind, ErrorKind::Range);
+    assert_eq!(err("flush now").found(), Some("now"));
+    assert_eq!(err("nat 1 config if em0").kind, ErrorKind::Unavailable);
+}
+
+#[test]
+fn settings() {
+    let cases = [
+        ("sysctl net.inet.ip.fw.one_pass=0", Setting::OnePass(false)),
+        (
+            "sysctl net.inet.ip.fw.default_to_accept=1",
+            Setting::DefaultToAccept(true),
+        ),
+        (
+            "kenv net.inet.ip.fw.default_to_accept=1",
+            Setting::DefaultToAccept(true),
+        ),
+        (
+            "sysctl net.inet.ip.dummynet.expire=0",
+            Setting::Expire(false),
+        ),
+        (
+            "sysctl net.inet.ip.dummynet.pipe_slot_limit=1000",
+            Setting::PipeSlotLimit(1000),
+        ),
+        (
+            "sysctl net.inet.ip.dummynet.pipe_byte_limit=10485760",
+            Setting::PipeByteLimit(10_485_760),
+        ),
+    ];
+    for (line, s) in cases {
+        assert_eq!(apply(line), Command::Set(s), "{line}");
+    }
+    let e = err("sysctl net.inet.ip.fw.one_pass=2");
+    assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("2")));
+    let e = err("sysctl net.inet.ip.fw.onepass=1");
+    assert_eq!(e.found(), Some("net.inet.ip.fw.onepass"));
+    assert_eq!(e.suggestion, Some("net.inet.ip.fw.one_pass"));
+    assert_eq!(
+        err("sysctl net.inet.ip.fw.one_pass").kind,
+        ErrorKind::Syntax
+    );
+    assert_eq!(
+        err("sysctl net.inet.ip.dummynet.fqcodel.quantum=1514").kind,
+        ErrorKind::Unavailable
+    );
+}
+
+#[test]
+fn program_words_prompts_and_flags() {
+    let flush = Statement::Apply(Command::FlushRules);
+    for line in [
+        "flush",
+        "ipfw flush",
+        "dnctl flush",
+        "/sbin/ipfw flush",
+        "ipfw/ipfw flush",
+        "/usr/src/sbin/ipfw/ipfw flush",
+        "  # ipfw flush",
+        "$ ipfw flush",
+        "sudo ipfw flush",
+        "ipfw flush # clear everything",
+        "IPFW FLUSH",
+    ] {
+        assert_eq!(parse_command(line).unwrap().statement, flush, "{line}");
+    }
+    let flags = |l: &str| parse_command(l).unwrap().flags;
+    assert_eq!(
+        flags("ipfw -q flush"),
+        Flags {
+            quiet: true,
+            ..Flags::default()
+        }
+    );
+    assert_eq!(
+        flags("ipfw -f flush"),
+        Flags {
+            force: true,
+            ..Flags::default()
+        }
+    );
+    assert_eq!(
+        flags("ipfw -fq flush"),
+        Flags {
+            force: true,
+            quiet: true,
+            timestamps: false
+        }
+    );
+    assert_eq!(
+        flags("ipfw -t -q show"),
+        Flags {
+            quiet: true,
+            timestamps: true,
+            force: false
+        }
+    );
+    let e = err("ipfw -qx flush");
+    assert_eq!((e.column, e.found()), (8, Some("x")));
+    assert_eq!(
+        parse_command("").unwrap().statement,
+        Statement::Nop("empty line")
+    );
+    assert_eq!(
+        parse_command("   # just a comment").unwrap().statement,
+        Statement::Nop("empty line")
+    );
+}
+
+#[test]
+fn argv_form() {
+    let args: Vec<String> = ["pipe", "1", "config", "bw", "1Mbit/s", "delay", "5ms"]
+        .map(String::from)
+        .to_vec();
+    let p = parse_args(&args).unwrap();
+    assert_eq!(
+        p.statement,
+        Statement::Apply(Command::ConfigPipe(
+            1,
+            PipeConfig {
+                link: LinkConfig {
+                    bw: 1_000_000,
+                    delay: 5 * NS_PER_MS,
+                    ..LinkConfig::default()
+                },
+                ..PipeConfig::default()
+            }
+        ))
+    );
+    let args: Vec<String> = [
+        "-q", "add", "100", "allow", "ip", "from", "{", "1.2.3.4", "or", "5.6.7.8", "}", "to",
+        "any",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert!(parse_args(&args).unwrap().flags.quiet);
+    let e = parse_args(&[
+        "pipe".into(),
+        "1".into(),
+        "config".into(),
+        "bw".into(),
+        "fast".into(),
+    ])
+    .unwrap_err();
+    assert_eq!((e.source.as_str(), e.column), ("pipe 1 config bw fast", 18));
+    assert!(parse_args(&[]).is_err());
+}
