@@ -10,6 +10,7 @@ use dummynet_engine::config::{
     AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig,
     MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
 };
+use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
 use dummynet_engine::sched::{self, SchedType};
 
@@ -480,14 +481,4 @@ fn read_profile(cur: &Cursor<'_>, t: Token<'_>, ctx: Context<'_>) -> Result<Prof
             format!("profile `{}`: {e}", full.display()),
         )
     })
-}
-
-// TEMPORARY SHIM — delete once `dummynet_engine::dummynet::profile::parse`
-// lands (it is being written alongside this crate), and import that instead.
-mod profile {
-    use dummynet_engine::config::Profile;
-
-    pub fn parse(_text: &str) -> Result<Profile, String> {
-        Err("delay profiles are not supported by this build yet".to_string())
-    }
 }

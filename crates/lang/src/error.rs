@@ -116,7 +116,8 @@ pub struct FileError {
 /// The candidate closest to `word` by edit distance, if it is close enough to
 /// be a plausible typo. Transpositions count once (`form` is one step from
 /// `from`), and the tolerance grows with the word so short words do not
-/// attract unrelated suggestions.
+/// attract unrelated suggestions; a very short word only completes a
+/// keyword it starts (`ad` for `add`).
 pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
     let word = word.to_ascii_lowercase();
     if word.is_empty() || word.starts_with(|c: char| c.is_ascii_digit()) {
@@ -128,10 +129,13 @@ pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'stati
         5..=8 => 2,
         _ => 3,
     };
+    let plausible = |d: usize, c: &str| {
+        d > 0 && d < c.len() && (d <= tolerance || (d == 1 && c.starts_with(word.as_str())))
+    };
     candidates
         .iter()
         .map(|c| (strsim::damerau_levenshtein(&word, c), *c))
-        .filter(|&(d, c)| d > 0 && d <= tolerance && d < c.len())
+        .filter(|&(d, c)| plausible(d, c))
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
 }
