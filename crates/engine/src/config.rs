@@ -119,7 +119,10 @@ pub struct Cond {
 
 impl Cond {
     pub fn new(kind: CondKind) -> Self {
-        Cond { negate: false, kind }
+        Cond {
+            negate: false,
+            kind,
+        }
     }
     pub fn not(kind: CondKind) -> Self {
         Cond { negate: true, kind }

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use crate::classifier::{self, Decision, Interfaces, Ruleset};
 use crate::config::{
-    Action, Command, FlowsetConfig, LinkConfig, QueueLimit, RuleSpec, Setting, Settings, DEFAULT_RULE, DN_MAX_ID,
-    MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
+    Action, Command, FlowsetConfig, LinkConfig, QueueLimit, RuleSpec, Setting, Settings,
+    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
@@ -92,7 +92,9 @@ impl<P: Payload> Engine<P> {
     fn learn_new_ifaces(&mut self, from: usize) {
         for i in from..self.ifaces.len() {
             let id = IfaceId(i as u16);
-            let Some(name) = self.ifaces.name(id).map(str::to_string) else { continue };
+            let Some(name) = self.ifaces.name(id).map(str::to_string) else {
+                continue;
+            };
             for r in self.rules.rules_mut() {
                 r.body.learn_iface(id, &name);
             }
@@ -106,30 +108,61 @@ impl<P: Payload> Engine<P> {
     pub fn input(&mut self, now: Nanos, info: PacketInfo, payload: P) -> Verdict<P> {
         self.run_timers(now);
         self.totals.arrived += 1;
-        let (decision, rule) = self.rules.classify(0, now, &info, self.settings.default_to_accept, &mut self.rng);
+        let (decision, rule) = self.rules.classify(
+            0,
+            now,
+            &info,
+            self.settings.default_to_accept,
+            &mut self.rng,
+        );
         let target = match decision {
             Decision::Allow => {
                 self.totals.delivered += 1;
-                return Verdict::Pass { payload, rule: rule.number };
+                return Verdict::Pass {
+                    payload,
+                    rule: rule.number,
+                };
             }
             Decision::Deny => {
                 self.totals.drops[DropReason::RuleDeny as usize] += 1;
-                return Verdict::Drop { payload, reason: DropReason::RuleDeny, rule: Some(rule.number), target: None };
+                return Verdict::Drop {
+                    payload,
+                    reason: DropReason::RuleDeny,
+                    rule: Some(rule.number),
+                    target: None,
+                };
             }
             Decision::Pipe(n) => Target::Pipe(n),
             Decision::Queue(n) => Target::Queue(n),
         };
         self.seq += 1;
-        let held = Held { payload, info, seq: self.seq, rule, target, enq_time: now, out_time: now, lost: false };
+        let held = Held {
+            payload,
+            info,
+            seq: self.seq,
+            rule,
+            target,
+            enq_time: now,
+            out_time: now,
+            lost: false,
+        };
         match self.dn.enqueue(now, held, &mut self.rng) {
             Ok(()) => {
                 self.totals.inside += 1;
                 self.process_exits();
-                Verdict::Queued { rule: rule.number, target }
+                Verdict::Queued {
+                    rule: rule.number,
+                    target,
+                }
             }
             Err(Rejected { held, reason }) => {
                 self.totals.drops[reason as usize] += 1;
-                Verdict::Drop { payload: held.payload, reason, rule: Some(rule.number), target: Some(target) }
+                Verdict::Drop {
+                    payload: held.payload,
+                    reason,
+                    rule: Some(rule.number),
+                    target: Some(target),
+                }
             }
         }
     }
@@ -181,8 +214,13 @@ impl<P: Payload> Engine<P> {
                     continue;
                 }
                 let start = self.rules.resume_after(held.rule);
-                let (decision, rule) =
-                    self.rules.classify(start, at, &held.info, self.settings.default_to_accept, &mut self.rng);
+                let (decision, rule) = self.rules.classify(
+                    start,
+                    at,
+                    &held.info,
+                    self.settings.default_to_accept,
+                    &mut self.rng,
+                );
                 held.rule = rule;
                 let target = match decision {
                     Decision::Allow => {
@@ -190,7 +228,8 @@ impl<P: Payload> Engine<P> {
                         continue;
                     }
                     Decision::Deny => {
-                        self.ready.push_back(output(held, at, Some(DropReason::RuleDeny)));
+                        self.ready
+                            .push_back(output(held, at, Some(DropReason::RuleDeny)));
                         continue;
                     }
                     Decision::Pipe(n) => Target::Pipe(n),
@@ -258,7 +297,13 @@ impl<P: Payload> Engine<P> {
                 self.check_link(&cfg.link)?;
                 self.check_flowset(&cfg.flowset)?;
                 let (kind, params) = match self.dn.sched_kind(n) {
-                    Some(k) => (k, self.dn.sched_params(n).map(<[_]>::to_vec).unwrap_or_default()),
+                    Some(k) => (
+                        k,
+                        self.dn
+                            .sched_params(n)
+                            .map(<[_]>::to_vec)
+                            .unwrap_or_default(),
+                    ),
                     None => (default_type(), Vec::new()),
                 };
                 let fifo = fifo_type();
@@ -299,7 +344,10 @@ impl<P: Payload> Engine<P> {
                 if let Some(link) = &cfg.link {
                     self.check_link(link)?;
                 }
-                let link = cfg.link.clone().or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
+                let link = cfg
+                    .link
+                    .clone()
+                    .or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
                 self.reconfigure(now, |dn| {
                     if let Some(link) = link {
                         dn.set_link(n, link);
@@ -323,14 +371,20 @@ impl<P: Payload> Engine<P> {
                 Ok(())
             }
             Command::DeleteQueues(nums) => {
-                if let Some(n) = nums.iter().find(|&&n| !self.dn.has_flowset(n) || n > MAX_NUMBER) {
+                if let Some(n) = nums
+                    .iter()
+                    .find(|&&n| !self.dn.has_flowset(n) || n > MAX_NUMBER)
+                {
                     return err(format!("queue {n} does not exist"));
                 }
                 self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_flowset(n)));
                 Ok(())
             }
             Command::DeleteScheds(nums) => {
-                if let Some(n) = nums.iter().find(|&&n| !self.dn.has_sched(n) || n > MAX_NUMBER) {
+                if let Some(n) = nums
+                    .iter()
+                    .find(|&&n| !self.dn.has_sched(n) || n > MAX_NUMBER)
+                {
                     return err(format!("scheduler {n} does not exist"));
                 }
                 self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
@@ -338,9 +392,15 @@ impl<P: Payload> Engine<P> {
             }
             Command::FlushDummynet => {
                 self.reconfigure(now, |dn| {
-                    dn.flowset_numbers().into_iter().for_each(|n| dn.delete_flowset(n));
-                    dn.sched_numbers().into_iter().for_each(|n| dn.delete_sched(n));
-                    dn.link_numbers().into_iter().for_each(|n| dn.delete_link(n));
+                    dn.flowset_numbers()
+                        .into_iter()
+                        .for_each(|n| dn.delete_flowset(n));
+                    dn.sched_numbers()
+                        .into_iter()
+                        .for_each(|n| dn.delete_sched(n));
+                    dn.link_numbers()
+                        .into_iter()
+                        .for_each(|n| dn.delete_link(n));
                 });
                 Ok(())
             }
@@ -375,24 +435,33 @@ impl<P: Payload> Engine<P> {
     fn add_rule(&mut self, spec: RuleSpec) -> Result<(), ConfigError> {
         let number = match spec.number {
             Some(0) => return err("rule number 0 is not allowed; rules are numbered 1..65534"),
-            Some(DEFAULT_RULE) => return err("rule 65535 is the default rule; use a number from 1 to 65534"),
+            Some(DEFAULT_RULE) => {
+                return err("rule 65535 is the default rule; use a number from 1 to 65534")
+            }
             Some(n) => n,
             None => match self.rules.next_auto_number() {
                 Some(n) => n,
-                None => return err("no automatic rule number is left below 65535; give the rule a number"),
+                None => {
+                    return err(
+                        "no automatic rule number is left below 65535; give the rule a number",
+                    )
+                }
             },
         };
         match spec.action {
             Action::Pipe(n) => check_number("pipe", n)?,
             Action::Queue(n) => check_number("queue", n)?,
-            Action::Skipto(t) if t <= number => {
-                return err(format!("skipto {t} must jump forward: use a number greater than the rule's own ({number})"))
-            }
+            Action::Skipto(t) if t <= number => return err(format!(
+                "skipto {t} must jump forward: use a number greater than the rule's own ({number})"
+            )),
             _ => {}
         }
         let before = self.ifaces.len();
         let body = classifier::compile(&spec.body, &mut self.ifaces);
-        let spec = RuleSpec { number: Some(number), ..spec };
+        let spec = RuleSpec {
+            number: Some(number),
+            ..spec
+        };
         self.rules.insert(number, spec, body);
         if self.ifaces.len() != before {
             self.learn_new_ifaces(before);
@@ -403,17 +472,26 @@ impl<P: Payload> Engine<P> {
     fn check_link(&self, l: &LinkConfig) -> Result<(), ConfigError> {
         let bw = l.profile.as_ref().and_then(|p| p.bw).unwrap_or(l.bw);
         if bw > MAX_BW {
-            return err(format!("bw {bw} bit/s is above the limit of {MAX_BW} bit/s (10 Tbit/s)"));
+            return err(format!(
+                "bw {bw} bit/s is above the limit of {MAX_BW} bit/s (10 Tbit/s)"
+            ));
         }
         if l.delay > MAX_DELAY {
-            return err(format!("delay {} ms is above the limit of {} ms (one hour)", l.delay / 1_000_000, MAX_DELAY / 1_000_000));
+            return err(format!(
+                "delay {} ms is above the limit of {} ms (one hour)",
+                l.delay / 1_000_000,
+                MAX_DELAY / 1_000_000
+            ));
         }
         if let Some(p) = &l.profile {
             if p.samples.is_empty() {
                 return err(format!("profile `{}` has no samples", p.name));
             }
             if !(0.0..=1.0).contains(&p.loss_level) {
-                return err(format!("profile `{}`: loss-level must be within 0..1", p.name));
+                return err(format!(
+                    "profile `{}`: loss-level must be within 0..1",
+                    p.name
+                ));
             }
         }
         Ok(())
@@ -421,7 +499,10 @@ impl<P: Payload> Engine<P> {
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
         if f.weight == 0 || f.weight > MAX_WEIGHT {
-            return err(format!("weight {} is out of range 1..{MAX_WEIGHT}", f.weight));
+            return err(format!(
+                "weight {} is out of range 1..{MAX_WEIGHT}",
+                f.weight
+            ));
         }
         match f.limit {
             QueueLimit::Slots(s) if s == 0 || s > self.settings.pipe_slot_limit => {
@@ -439,7 +520,10 @@ impl<P: Payload> Engine<P> {
             _ => {}
         }
         if f.buckets == 0 || f.buckets > MAX_BUCKETS {
-            return err(format!("buckets {} is out of range 1..{MAX_BUCKETS}", f.buckets));
+            return err(format!(
+                "buckets {} is out of range 1..{MAX_BUCKETS}",
+                f.buckets
+            ));
         }
         Ok(())
     }
@@ -465,7 +549,12 @@ impl<P: Payload> Engine<P> {
             .dn
             .link_numbers()
             .into_iter()
-            .filter_map(|n| self.dn.link_params(n).map(|c| LinkView { number: n, config: c.clone() }))
+            .filter_map(|n| {
+                self.dn.link_params(n).map(|c| LinkView {
+                    number: n,
+                    config: c.clone(),
+                })
+            })
             .collect();
         links.sort_by_key(|l| l.number);
         let mut scheds = self.dn.sched_numbers();
@@ -476,8 +565,14 @@ impl<P: Payload> Engine<P> {
             now: self.now,
             rules,
             links,
-            scheds: scheds.into_iter().filter_map(|n| self.dn.sched_view(n)).collect(),
-            flowsets: flowsets.into_iter().filter_map(|n| self.dn.flowset_view(n)).collect(),
+            scheds: scheds
+                .into_iter()
+                .filter_map(|n| self.dn.sched_view(n))
+                .collect(),
+            flowsets: flowsets
+                .into_iter()
+                .filter_map(|n| self.dn.flowset_view(n))
+                .collect(),
             settings: self.settings,
             totals: self.totals,
         }
@@ -485,7 +580,14 @@ impl<P: Payload> Engine<P> {
 }
 
 fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
-    Output { payload: held.payload, info: held.info, at, drop, rule: Some(held.rule.number), target: Some(held.target) }
+    Output {
+        payload: held.payload,
+        info: held.info,
+        at,
+        drop,
+        rule: Some(held.rule.number),
+        target: Some(held.target),
+    }
 }
 
 fn check_number(what: &str, n: u32) -> Result<(), ConfigError> {

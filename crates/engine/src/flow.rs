@@ -142,7 +142,10 @@ mod tests {
 
     #[test]
     fn dst_host_mask_separates_hosts_only() {
-        let m = FlowMask { dst_ip: 0xff, ..FlowMask::default() };
+        let m = FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        };
         let a = FlowKey::v4([1, 1, 1, 1].into(), [10, 1, 2, 7].into(), proto::TCP, 1, 2);
         let b = FlowKey::v4([2, 2, 2, 2].into(), [10, 9, 9, 7].into(), proto::UDP, 3, 4);
         let c = FlowKey::v4([1, 1, 1, 1].into(), [10, 1, 2, 8].into(), proto::TCP, 1, 2);
@@ -161,12 +164,30 @@ mod tests {
 
     #[test]
     fn v6_uses_v6_masks() {
-        let m = FlowMask { dst_ip: u32::MAX, ..FlowMask::default() };
-        let a = FlowKey::v6("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap(), proto::UDP, 1, 2);
-        let b = FlowKey::v6("2001:db8::1".parse().unwrap(), "2001:db8::3".parse().unwrap(), proto::UDP, 1, 2);
+        let m = FlowMask {
+            dst_ip: u32::MAX,
+            ..FlowMask::default()
+        };
+        let a = FlowKey::v6(
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+            proto::UDP,
+            1,
+            2,
+        );
+        let b = FlowKey::v6(
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::3".parse().unwrap(),
+            proto::UDP,
+            1,
+            2,
+        );
         // An IPv4 dst mask does not look at IPv6 addresses.
         assert_eq!(m.apply(&a), m.apply(&b));
-        let m6 = FlowMask { dst_ip6: u128::MAX, ..FlowMask::default() };
+        let m6 = FlowMask {
+            dst_ip6: u128::MAX,
+            ..FlowMask::default()
+        };
         assert_ne!(m6.apply(&a), m6.apply(&b));
     }
 }

@@ -57,7 +57,12 @@ pub enum Verdict<P> {
     /// Leaves now, accepted by `rule` (65535 is the default rule).
     Pass { payload: P, rule: u16 },
     /// Dropped now.
-    Drop { payload: P, reason: DropReason, rule: Option<u16>, target: Option<Target> },
+    Drop {
+        payload: P,
+        reason: DropReason,
+        rule: Option<u16>,
+        target: Option<Target>,
+    },
     /// Held by dummynet; it comes back from [`crate::Engine::poll`].
     Queued { rule: u16, target: Target },
 }

@@ -70,7 +70,9 @@ impl Probability {
         }
         // 2^32 * p, rounded; capped below ONE_RAW so only p == 1 is certain.
         let t = (p * 4_294_967_296.0).round();
-        Some(Probability((t as u64).min(u64::from(Self::ONE_RAW - 1)) as u32))
+        Some(Probability(
+            (t as u64).min(u64::from(Self::ONE_RAW - 1)) as u32
+        ))
     }
 
     pub fn as_f64(self) -> f64 {

@@ -347,7 +347,7 @@ mod tests {
         p.extend_from_slice(&[0x30, 0x39, 0x13, 0x89]); // 12345 -> 5001
         p.extend_from_slice(&(8 + payload as u16).to_be_bytes());
         p.extend_from_slice(&[0, 0]);
-        p.extend(std::iter::repeat(0xab).take(payload));
+        p.extend(std::iter::repeat_n(0xab, payload));
         p
     }
 

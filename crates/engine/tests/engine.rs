@@ -40,7 +40,9 @@ fn fractional_bit_times_carry_without_drift() {
     let mut h = Harness::new(1);
     h.apply(pipe(1, 3_000_000, 0));
     all_to_pipe(&mut h, 1);
-    let ids: Vec<u64> = (0..3).map(|_| h.send(0, udp([1; 4], [2; 4], 1, 2, 1))).collect();
+    let ids: Vec<u64> = (0..3)
+        .map(|_| h.send(0, udp([1; 4], [2; 4], 1, 2, 1)))
+        .collect();
     h.finish();
     assert_eq!(h.departure(ids[0]), 2667);
     assert_eq!(h.departure(ids[1]), 5334);
@@ -66,11 +68,17 @@ fn burst_lets_an_idle_link_send_at_line_speed() {
     let mut h = Harness::new(1);
     // 1 Mbit/s with a 3000-byte burst: after a long idle time the first 3000
     // bytes leave at once; the third packet overdraws and takes its 12 ms.
-    let link = LinkConfig { bw: 1_000_000, burst: 3000, ..Default::default() };
+    let link = LinkConfig {
+        bw: 1_000_000,
+        burst: 3000,
+        ..Default::default()
+    };
     h.apply(pipe_cfg(1, link, FlowsetConfig::default()));
     all_to_pipe(&mut h, 1);
     let t = 10 * SEC;
-    let ids: Vec<u64> = (0..4).map(|_| h.send(t, udp([1; 4], [2; 4], 1, 2, 1500))).collect();
+    let ids: Vec<u64> = (0..4)
+        .map(|_| h.send(t, udp([1; 4], [2; 4], 1, 2, 1500)))
+        .collect();
     h.finish();
     assert_eq!(h.departure(ids[0]), t);
     assert_eq!(h.departure(ids[1]), t);
@@ -81,8 +89,18 @@ fn burst_lets_an_idle_link_send_at_line_speed() {
 #[test]
 fn queue_overflow_counts_exactly() {
     let mut h = Harness::new(1);
-    let fs = FlowsetConfig { limit: QueueLimit::Slots(5), ..Default::default() };
-    h.apply(pipe_cfg(1, LinkConfig { bw: 1_000_000, ..Default::default() }, fs));
+    let fs = FlowsetConfig {
+        limit: QueueLimit::Slots(5),
+        ..Default::default()
+    };
+    h.apply(pipe_cfg(
+        1,
+        LinkConfig {
+            bw: 1_000_000,
+            ..Default::default()
+        },
+        fs,
+    ));
     all_to_pipe(&mut h, 1);
     for _ in 0..20 {
         h.send(0, udp([1; 4], [2; 4], 1, 2, 1000));
@@ -92,7 +110,11 @@ fn queue_overflow_counts_exactly() {
     assert_eq!(h.delivered(), 6);
     assert_eq!(h.dropped(DropReason::QueueFull), 14);
     let snap = h.e.snapshot();
-    let fs = snap.flowsets.iter().find(|f| f.number == 1 + 2 * DN_MAX_ID).unwrap();
+    let fs = snap
+        .flowsets
+        .iter()
+        .find(|f| f.number == 1 + 2 * DN_MAX_ID)
+        .unwrap();
     assert_eq!(fs.flows[0].counters.drops, 14);
     assert_eq!(fs.flows[0].counters.tot_pkts, 20);
 }
@@ -102,8 +124,18 @@ fn byte_limited_queue_follows_freebsd() {
     // FreeBSD drops when the bytes already queued exceed the limit, so the
     // queue can overshoot by one packet.
     let mut h = Harness::new(1);
-    let fs = FlowsetConfig { limit: QueueLimit::Bytes(2500), ..Default::default() };
-    h.apply(pipe_cfg(1, LinkConfig { bw: 1_000_000, ..Default::default() }, fs));
+    let fs = FlowsetConfig {
+        limit: QueueLimit::Bytes(2500),
+        ..Default::default()
+    };
+    h.apply(pipe_cfg(
+        1,
+        LinkConfig {
+            bw: 1_000_000,
+            ..Default::default()
+        },
+        fs,
+    ));
     all_to_pipe(&mut h, 1);
     for _ in 0..10 {
         h.send(0, udp([1; 4], [2; 4], 1, 2, 1000));
@@ -118,7 +150,10 @@ fn byte_limited_queue_follows_freebsd() {
 fn plr_is_within_statistical_bounds_and_reproducible() {
     let run = |seed| {
         let mut h = Harness::new(seed);
-        let fs = FlowsetConfig { plr: Probability::new(0.1).unwrap(), ..Default::default() };
+        let fs = FlowsetConfig {
+            plr: Probability::new(0.1).unwrap(),
+            ..Default::default()
+        };
         h.apply(pipe_cfg(1, LinkConfig::default(), fs));
         all_to_pipe(&mut h, 1);
         for i in 0..10_000u64 {
@@ -140,14 +175,30 @@ fn masked_pipe_gives_each_host_its_own_link() {
     let mut h = Harness::new(1);
     let fs = FlowsetConfig {
         limit: QueueLimit::Slots(20),
-        mask: FlowMask { dst_ip: 0xff, ..FlowMask::default() },
+        mask: FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        },
         ..Default::default()
     };
-    h.apply(pipe_cfg(4, LinkConfig { bw: 300_000, ..Default::default() }, fs));
+    h.apply(pipe_cfg(
+        4,
+        LinkConfig {
+            bw: 300_000,
+            ..Default::default()
+        },
+        fs,
+    ));
     h.apply(rule(
         100,
         Action::Pipe(4),
-        vec![Cond::new(CondKind::SrcAddr(vec![AddrMatch { addr: "10.1.2.0".parse().unwrap(), prefix: 24 }])), Cond::new(CondKind::Dir(Direction::In))],
+        vec![
+            Cond::new(CondKind::SrcAddr(vec![AddrMatch {
+                addr: "10.1.2.0".parse().unwrap(),
+                prefix: 24,
+            }])),
+            Cond::new(CondKind::Dir(Direction::In)),
+        ],
     ));
     h.apply(rule(200, Action::Allow, vec![]));
     let mut first = Vec::new();
@@ -165,7 +216,11 @@ fn masked_pipe_gives_each_host_its_own_link() {
     }
     assert_eq!(h.departure(other), 0);
     let snap = h.e.snapshot();
-    let fifo = snap.scheds.iter().find(|s| s.number == 4 + DN_MAX_ID).unwrap();
+    let fifo = snap
+        .scheds
+        .iter()
+        .find(|s| s.number == 4 + DN_MAX_ID)
+        .unwrap();
     assert_eq!(fifo.instances.len(), 3);
     let mut hosts: Vec<u128> = fifo.instances.iter().map(|i| i.id.dst).collect();
     hosts.sort();
@@ -177,8 +232,18 @@ fn masked_pipe_gives_each_host_its_own_link() {
 fn queue_mask_makes_per_flow_queues_on_one_link() {
     let mut h = Harness::new(1);
     h.apply(pipe(1, 1_000_000, 0));
-    let fs = FlowsetConfig { mask: FlowMask::ALL, limit: QueueLimit::Slots(2), ..Default::default() };
-    h.apply(Command::ConfigQueue(10, QueueConfig { sched: Some(1), flowset: fs }));
+    let fs = FlowsetConfig {
+        mask: FlowMask::ALL,
+        limit: QueueLimit::Slots(2),
+        ..Default::default()
+    };
+    h.apply(Command::ConfigQueue(
+        10,
+        QueueConfig {
+            sched: Some(1),
+            flowset: fs,
+        },
+    ));
     h.apply(rule(100, Action::Queue(10), vec![]));
     for port in 0..4u16 {
         for _ in 0..4 {
@@ -209,7 +274,10 @@ fn one_pass_on_accepts_after_the_pipe() {
     h.apply(rule(200, Action::Deny, vec![]));
     let id = h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
     h.finish();
-    assert_eq!(h.fates[id as usize], Some(Fate::Delivered { at: MS, rule: 100 }));
+    assert_eq!(
+        h.fates[id as usize],
+        Some(Fate::Delivered { at: MS, rule: 100 })
+    );
 }
 
 #[test]
@@ -220,14 +288,34 @@ fn one_pass_off_reenters_after_the_rule() {
     h.apply(pipe(2, 0, 2 * MS));
     all_to_pipe(&mut h, 1);
     // Cascade: after pipe 1 the packet meets rule 150 (pipe 2), then 200.
-    h.apply(rule(150, Action::Pipe(2), vec![Cond::new(CondKind::Proto(proto::UDP))]));
-    h.apply(rule(200, Action::Deny, vec![Cond::new(CondKind::Proto(proto::TCP))]));
+    h.apply(rule(
+        150,
+        Action::Pipe(2),
+        vec![Cond::new(CondKind::Proto(proto::UDP))],
+    ));
+    h.apply(rule(
+        200,
+        Action::Deny,
+        vec![Cond::new(CondKind::Proto(proto::TCP))],
+    ));
     h.apply(rule(300, Action::Allow, vec![]));
     let u = h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
     let t = h.send(0, with_proto(udp([1; 4], [2; 4], 1, 2, 100), proto::TCP));
     h.finish();
-    assert_eq!(h.fates[u as usize], Some(Fate::Delivered { at: 3 * MS, rule: 300 }));
-    assert_eq!(h.fates[t as usize], Some(Fate::Dropped { at: MS, reason: DropReason::RuleDeny }));
+    assert_eq!(
+        h.fates[u as usize],
+        Some(Fate::Delivered {
+            at: 3 * MS,
+            rule: 300
+        })
+    );
+    assert_eq!(
+        h.fates[t as usize],
+        Some(Fate::Dropped {
+            at: MS,
+            reason: DropReason::RuleDeny
+        })
+    );
     let snap = h.e.snapshot();
     let r150 = snap.rules.iter().find(|r| r.number == 150).unwrap();
     assert_eq!(r150.packets, 1);
@@ -237,18 +325,48 @@ fn one_pass_off_reenters_after_the_rule() {
 fn skipto_count_and_first_match() {
     let mut h = Harness::new(1);
     h.apply(rule(50, Action::Count, vec![]));
-    h.apply(rule(100, Action::Skipto(300), vec![Cond::new(CondKind::Proto(proto::UDP))]));
+    h.apply(rule(
+        100,
+        Action::Skipto(300),
+        vec![Cond::new(CondKind::Proto(proto::UDP))],
+    ));
     h.apply(rule(200, Action::Deny, vec![]));
     h.apply(rule(300, Action::Allow, vec![]));
     let u = h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
     let t = h.send(0, with_proto(udp([1; 4], [2; 4], 1, 2, 100), proto::TCP));
     h.finish();
-    assert_eq!(h.fates[u as usize], Some(Fate::Delivered { at: 0, rule: 300 }));
-    assert_eq!(h.fates[t as usize], Some(Fate::Dropped { at: 0, reason: DropReason::RuleDeny }));
+    assert_eq!(
+        h.fates[u as usize],
+        Some(Fate::Delivered { at: 0, rule: 300 })
+    );
+    assert_eq!(
+        h.fates[t as usize],
+        Some(Fate::Dropped {
+            at: 0,
+            reason: DropReason::RuleDeny
+        })
+    );
     let snap = h.e.snapshot();
-    let count: Vec<(u16, u64, u64)> = snap.rules.iter().map(|r| (r.number, r.packets, r.bytes)).collect();
-    assert_eq!(count, vec![(50, 2, 200), (100, 1, 100), (200, 1, 100), (300, 1, 100), (65535, 0, 0)]);
-    assert!(h.e.apply(0, rule(400, Action::Skipto(400), vec![])).is_err(), "skipto must jump forward");
+    let count: Vec<(u16, u64, u64)> = snap
+        .rules
+        .iter()
+        .map(|r| (r.number, r.packets, r.bytes))
+        .collect();
+    assert_eq!(
+        count,
+        vec![
+            (50, 2, 200),
+            (100, 1, 100),
+            (200, 1, 100),
+            (300, 1, 100),
+            (65535, 0, 0)
+        ]
+    );
+    assert!(
+        h.e.apply(0, rule(400, Action::Skipto(400), vec![]))
+            .is_err(),
+        "skipto must jump forward"
+    );
 }
 
 #[test]
@@ -258,23 +376,50 @@ fn default_rule_both_ways() {
     h.apply(Command::Set(Setting::DefaultToAccept(true)));
     let b = h.send(1, udp([1; 4], [2; 4], 1, 2, 100));
     h.finish();
-    assert_eq!(h.fates[a as usize], Some(Fate::Dropped { at: 0, reason: DropReason::RuleDeny }));
-    assert_eq!(h.fates[b as usize], Some(Fate::Delivered { at: 1, rule: 65535 }));
+    assert_eq!(
+        h.fates[a as usize],
+        Some(Fate::Dropped {
+            at: 0,
+            reason: DropReason::RuleDeny
+        })
+    );
+    assert_eq!(
+        h.fates[b as usize],
+        Some(Fate::Delivered { at: 1, rule: 65535 })
+    );
     assert!(h.e.apply(0, Command::DeleteRules(vec![65535])).is_err());
 }
 
 #[test]
 fn rules_without_numbers_and_with_shared_numbers() {
     let mut h = Harness::new(1);
-    let add = |n: Option<u16>, a: Action| Command::AddRule(RuleSpec { number: n, action: a, prob: None, body: vec![] });
+    let add = |n: Option<u16>, a: Action| {
+        Command::AddRule(RuleSpec {
+            number: n,
+            action: a,
+            prob: None,
+            body: vec![],
+        })
+    };
     h.apply(add(None, Action::Count));
     h.apply(add(Some(1000), Action::Count));
     h.apply(add(None, Action::Count));
     h.apply(add(Some(1000), Action::Allow));
-    let nums: Vec<(u16, Action)> = h.e.snapshot().rules.iter().map(|r| (r.number, r.spec.action)).collect();
+    let nums: Vec<(u16, Action)> =
+        h.e.snapshot()
+            .rules
+            .iter()
+            .map(|r| (r.number, r.spec.action))
+            .collect();
     assert_eq!(
         nums,
-        vec![(100, Action::Count), (1000, Action::Count), (1000, Action::Allow), (1100, Action::Count), (65535, Action::Deny)]
+        vec![
+            (100, Action::Count),
+            (1000, Action::Count),
+            (1000, Action::Allow),
+            (1100, Action::Count),
+            (65535, Action::Deny)
+        ]
     );
     h.apply(Command::DeleteRules(vec![1000]));
     assert_eq!(h.e.snapshot().rules.len(), 3);
@@ -302,18 +447,49 @@ fn prob_rule_matches_a_fraction() {
 #[test]
 fn missing_pipe_and_unlinked_queue_drop_with_reasons() {
     let mut h = Harness::new(1);
-    h.apply(rule(100, Action::Pipe(9), vec![Cond::new(CondKind::Proto(proto::UDP))]));
+    h.apply(rule(
+        100,
+        Action::Pipe(9),
+        vec![Cond::new(CondKind::Proto(proto::UDP))],
+    ));
     h.apply(rule(200, Action::Queue(5), vec![]));
-    h.apply(Command::ConfigQueue(5, QueueConfig { sched: Some(7), flowset: FlowsetConfig::default() }));
+    h.apply(Command::ConfigQueue(
+        5,
+        QueueConfig {
+            sched: Some(7),
+            flowset: FlowsetConfig::default(),
+        },
+    ));
     let a = h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
     let b = h.send(0, with_proto(udp([1; 4], [2; 4], 1, 2, 100), proto::TCP));
-    assert_eq!(h.fates[a as usize], Some(Fate::Dropped { at: 0, reason: DropReason::NoSuchTarget }));
-    assert_eq!(h.fates[b as usize], Some(Fate::Dropped { at: 0, reason: DropReason::Unlinked }));
+    assert_eq!(
+        h.fates[a as usize],
+        Some(Fate::Dropped {
+            at: 0,
+            reason: DropReason::NoSuchTarget
+        })
+    );
+    assert_eq!(
+        h.fates[b as usize],
+        Some(Fate::Dropped {
+            at: 0,
+            reason: DropReason::Unlinked
+        })
+    );
     // The scheduler appears: the queue links up.
-    h.apply(Command::ConfigSched(7, SchedConfig { kind: Some("fifo".into()), ..Default::default() }));
+    h.apply(Command::ConfigSched(
+        7,
+        SchedConfig {
+            kind: Some("fifo".into()),
+            ..Default::default()
+        },
+    ));
     let c = h.send(1, with_proto(udp([1; 4], [2; 4], 1, 2, 100), proto::TCP));
     h.finish();
-    assert_eq!(h.fates[c as usize], Some(Fate::Delivered { at: 1, rule: 200 }));
+    assert_eq!(
+        h.fates[c as usize],
+        Some(Fate::Delivered { at: 1, rule: 200 })
+    );
 }
 
 #[test]
@@ -327,15 +503,43 @@ fn reconfiguring_a_busy_pipe_keeps_its_packets() {
     let queued_before = h.e.totals().inside;
     assert!(queued_before > 30);
     // Faster link, longer delay, bigger queue, then a scheduler type change.
-    let fs = FlowsetConfig { limit: QueueLimit::Slots(100), ..Default::default() };
-    h.apply_at(25 * MS, pipe_cfg(1, LinkConfig { bw: 10_000_000, delay: 20 * MS, ..Default::default() }, fs));
-    h.apply_at(30 * MS, Command::ConfigSched(1, SchedConfig { kind: Some("fifo".into()), ..Default::default() }));
+    let fs = FlowsetConfig {
+        limit: QueueLimit::Slots(100),
+        ..Default::default()
+    };
+    h.apply_at(
+        25 * MS,
+        pipe_cfg(
+            1,
+            LinkConfig {
+                bw: 10_000_000,
+                delay: 20 * MS,
+                ..Default::default()
+            },
+            fs,
+        ),
+    );
+    h.apply_at(
+        30 * MS,
+        Command::ConfigSched(
+            1,
+            SchedConfig {
+                kind: Some("fifo".into()),
+                ..Default::default()
+            },
+        ),
+    );
     h.finish();
     let t = h.e.totals();
     assert_eq!(t.dropped(), 0, "no queued packet is lost");
     assert_eq!(h.delivered(), 40);
     // FIFO order is kept across the reconfiguration.
-    let order: Vec<u64> = h.outputs.iter().filter(|o| o.drop.is_none()).map(|o| o.payload).collect();
+    let order: Vec<u64> = h
+        .outputs
+        .iter()
+        .filter(|o| o.drop.is_none())
+        .map(|o| o.payload)
+        .collect();
     let mut sorted = order.clone();
     sorted.sort();
     assert_eq!(order, sorted);
@@ -365,10 +569,37 @@ fn rejected_commands_change_nothing() {
     let bad = [
         Command::ConfigPipe(0, PipeConfig::default()),
         Command::ConfigPipe(70000, PipeConfig::default()),
-        pipe_cfg(1, LinkConfig::default(), FlowsetConfig { weight: 0, ..Default::default() }),
-        pipe_cfg(1, LinkConfig::default(), FlowsetConfig { limit: QueueLimit::Slots(101), ..Default::default() }),
-        pipe_cfg(1, LinkConfig { delay: 7200 * SEC, ..Default::default() }, FlowsetConfig::default()),
-        Command::ConfigSched(1, SchedConfig { kind: Some("nope".into()), ..Default::default() }),
+        pipe_cfg(
+            1,
+            LinkConfig::default(),
+            FlowsetConfig {
+                weight: 0,
+                ..Default::default()
+            },
+        ),
+        pipe_cfg(
+            1,
+            LinkConfig::default(),
+            FlowsetConfig {
+                limit: QueueLimit::Slots(101),
+                ..Default::default()
+            },
+        ),
+        pipe_cfg(
+            1,
+            LinkConfig {
+                delay: 7200 * SEC,
+                ..Default::default()
+            },
+            FlowsetConfig::default(),
+        ),
+        Command::ConfigSched(
+            1,
+            SchedConfig {
+                kind: Some("nope".into()),
+                ..Default::default()
+            },
+        ),
         Command::DeleteQueues(vec![3]),
         Command::ZeroRules(vec![42]),
         rule(65535, Action::Allow, vec![]),
@@ -379,14 +610,29 @@ fn rejected_commands_change_nothing() {
     }
     // Raising the slot limit makes the big queue acceptable.
     h.apply(Command::Set(Setting::PipeSlotLimit(1000)));
-    h.apply(pipe_cfg(1, LinkConfig::default(), FlowsetConfig { limit: QueueLimit::Slots(1000), ..Default::default() }));
+    h.apply(pipe_cfg(
+        1,
+        LinkConfig::default(),
+        FlowsetConfig {
+            limit: QueueLimit::Slots(1000),
+            ..Default::default()
+        },
+    ));
 }
 
 #[test]
 fn interfaces_and_directions_in_rules() {
     let mut h = Harness::new(1);
-    h.apply(rule(100, Action::Deny, vec![Cond::new(CondKind::Recv(IfaceSpec::Name("eth1".into())))]));
-    h.apply(rule(200, Action::Allow, vec![Cond::new(CondKind::Dir(Direction::In))]));
+    h.apply(rule(
+        100,
+        Action::Deny,
+        vec![Cond::new(CondKind::Recv(IfaceSpec::Name("eth1".into())))],
+    ));
+    h.apply(rule(
+        200,
+        Action::Allow,
+        vec![Cond::new(CondKind::Dir(Direction::In))],
+    ));
     let eth1 = h.e.iface("eth1");
     let eth0 = h.e.iface("eth0");
     let mut p = udp([1; 4], [2; 4], 1, 2, 100);
@@ -398,7 +644,10 @@ fn interfaces_and_directions_in_rules() {
     let c = h.send(0, p);
     h.finish();
     assert!(matches!(h.fates[a as usize], Some(Fate::Dropped { .. })));
-    assert!(matches!(h.fates[b as usize], Some(Fate::Delivered { rule: 200, .. })));
+    assert!(matches!(
+        h.fates[b as usize],
+        Some(Fate::Delivered { rule: 200, .. })
+    ));
     assert!(matches!(h.fates[c as usize], Some(Fate::Dropped { .. })));
 }
 
@@ -408,5 +657,11 @@ fn verdict_names_the_target() {
     h.apply(pipe(3, 0, MS));
     h.apply(rule(100, Action::Pipe(3), vec![]));
     let v = h.e.input(0, udp([1; 4], [2; 4], 1, 2, 100), 0);
-    assert_eq!(v, dummynet_engine::Verdict::Queued { rule: 100, target: Target::Pipe(3) });
+    assert_eq!(
+        v,
+        dummynet_engine::Verdict::Queued {
+            rule: 100,
+            target: Target::Pipe(3)
+        }
+    );
 }

@@ -20,13 +20,27 @@ fn mask() -> impl Strategy<Value = FlowMask> {
     prop_oneof![
         Just(FlowMask::default()),
         Just(FlowMask::ALL),
-        Just(FlowMask { dst_ip: 0xff, ..FlowMask::default() }),
-        Just(FlowMask { src_port: 0xffff, ..FlowMask::default() }),
+        Just(FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        }),
+        Just(FlowMask {
+            src_port: 0xffff,
+            ..FlowMask::default()
+        }),
     ]
 }
 
 fn flowset() -> impl Strategy<Value = FlowsetConfig> {
-    (1u32..=100, prop_oneof![(1u32..=100).prop_map(QueueLimit::Slots), (1u64..=100_000).prop_map(QueueLimit::Bytes)], 0.0f64..0.3, mask())
+    (
+        1u32..=100,
+        prop_oneof![
+            (1u32..=100).prop_map(QueueLimit::Slots),
+            (1u64..=100_000).prop_map(QueueLimit::Bytes)
+        ],
+        0.0f64..0.3,
+        mask(),
+    )
         .prop_map(|(weight, limit, plr, mask)| FlowsetConfig {
             weight,
             limit,
@@ -37,31 +51,70 @@ fn flowset() -> impl Strategy<Value = FlowsetConfig> {
 }
 
 fn link() -> impl Strategy<Value = LinkConfig> {
-    (prop_oneof![Just(0u64), 1_000u64..=10_000_000_000], 0u64..=50_000_000, 0u64..=20_000).prop_map(|(bw, delay, burst)| {
-        LinkConfig { bw, delay, burst, profile: None }
-    })
+    (
+        prop_oneof![Just(0u64), 1_000u64..=10_000_000_000],
+        0u64..=50_000_000,
+        0u64..=20_000,
+    )
+        .prop_map(|(bw, delay, burst)| LinkConfig {
+            bw,
+            delay,
+            burst,
+            profile: None,
+        })
 }
 
 fn command() -> impl Strategy<Value = Command> {
     let n = 1u32..=4;
     prop_oneof![
-        (n.clone(), link(), flowset()).prop_map(|(n, link, flowset)| Command::ConfigPipe(n, PipeConfig { link, flowset })),
-        (n.clone(), n.clone(), flowset())
-            .prop_map(|(q, s, flowset)| Command::ConfigQueue(q, QueueConfig { sched: Some(s), flowset })),
-        (n.clone(), prop_oneof![Just("fifo"), Just("wf2q+")], mask(), proptest::option::of(link())).prop_map(
-            |(s, kind, mask, link)| Command::ConfigSched(s, SchedConfig { kind: Some(kind.into()), mask, link, params: vec![] })
-        ),
-        (1u16..=5, prop_oneof![
-            n.clone().prop_map(Action::Pipe),
-            n.clone().prop_map(Action::Queue),
-            Just(Action::Allow),
-            Just(Action::Deny),
-            Just(Action::Count),
-            (1u16..=6).prop_map(|x| Action::Skipto(x * 100)),
-        ], any::<bool>())
+        (n.clone(), link(), flowset())
+            .prop_map(|(n, link, flowset)| Command::ConfigPipe(n, PipeConfig { link, flowset })),
+        (n.clone(), n.clone(), flowset()).prop_map(|(q, s, flowset)| Command::ConfigQueue(
+            q,
+            QueueConfig {
+                sched: Some(s),
+                flowset
+            }
+        )),
+        (
+            n.clone(),
+            prop_oneof![Just("fifo"), Just("wf2q+")],
+            mask(),
+            proptest::option::of(link())
+        )
+            .prop_map(|(s, kind, mask, link)| Command::ConfigSched(
+                s,
+                SchedConfig {
+                    kind: Some(kind.into()),
+                    mask,
+                    link,
+                    params: vec![]
+                }
+            )),
+        (
+            1u16..=5,
+            prop_oneof![
+                n.clone().prop_map(Action::Pipe),
+                n.clone().prop_map(Action::Queue),
+                Just(Action::Allow),
+                Just(Action::Deny),
+                Just(Action::Count),
+                (1u16..=6).prop_map(|x| Action::Skipto(x * 100)),
+            ],
+            any::<bool>()
+        )
             .prop_map(|(num, action, udp_only)| {
-                let body = if udp_only { vec![Cond::new(CondKind::Proto(17))] } else { vec![] };
-                Command::AddRule(RuleSpec { number: Some(num * 100), action, prob: None, body })
+                let body = if udp_only {
+                    vec![Cond::new(CondKind::Proto(17))]
+                } else {
+                    vec![]
+                };
+                Command::AddRule(RuleSpec {
+                    number: Some(num * 100),
+                    action,
+                    prob: None,
+                    body,
+                })
             }),
         (1u16..=5).prop_map(|n| Command::DeleteRules(vec![n * 100])),
         n.clone().prop_map(|n| Command::DeletePipes(vec![n])),
@@ -74,7 +127,15 @@ fn command() -> impl Strategy<Value = Command> {
 }
 
 fn packet() -> impl Strategy<Value = PacketInfo> {
-    (any::<u8>(), any::<u8>(), prop_oneof![Just(6u8), Just(17), Just(1), any::<u8>()], any::<u16>(), 20u32..=9000, any::<bool>(), any::<bool>())
+    (
+        any::<u8>(),
+        any::<u8>(),
+        prop_oneof![Just(6u8), Just(17), Just(1), any::<u8>()],
+        any::<u16>(),
+        20u32..=9000,
+        any::<bool>(),
+        any::<bool>(),
+    )
         .prop_map(|(s, d, proto, port, len, v6, out)| PacketInfo {
             len,
             key: FlowKey {
@@ -129,7 +190,10 @@ fn run(seed: u64, steps: &[Step]) -> Vec<Option<Fate>> {
     }
     h.finish();
     h.check();
-    assert!(h.fates.iter().all(Option::is_some), "a packet never came out");
+    assert!(
+        h.fates.iter().all(Option::is_some),
+        "a packet never came out"
+    );
     h.fates
 }
 

@@ -8,7 +8,10 @@ use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::{Command, Direction, DropReason, FlowMask, Nanos, PacketInfo, Target};
 
-const CLIENT_NET: AddrMatch = AddrMatch { addr: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, 0)), prefix: 24 };
+const CLIENT_NET: AddrMatch = AddrMatch {
+    addr: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, 0)),
+    prefix: 24,
+};
 
 fn out_from_client(proto_cond: Option<u8>) -> Vec<Cond> {
     let mut body = Vec::new();
@@ -36,14 +39,42 @@ fn fifo_router(h: &mut Harness) {
 /// Seed 004's WF2Q+ setup: queues weighted 69/30/1 with `mask all`.
 fn wf2q_router(h: &mut Harness) {
     h.apply(pipe(1, 10_000_000, 10 * MS));
-    h.apply(Command::ConfigSched(1, SchedConfig { kind: Some("wf2q+".into()), ..Default::default() }));
+    h.apply(Command::ConfigSched(
+        1,
+        SchedConfig {
+            kind: Some("wf2q+".into()),
+            ..Default::default()
+        },
+    ));
     for (q, w) in [(100, 69), (200, 30), (300, 1)] {
-        let fs = FlowsetConfig { weight: w, mask: FlowMask::ALL, ..Default::default() };
-        h.apply(Command::ConfigQueue(q, QueueConfig { sched: Some(1), flowset: fs }));
+        let fs = FlowsetConfig {
+            weight: w,
+            mask: FlowMask::ALL,
+            ..Default::default()
+        };
+        h.apply(Command::ConfigQueue(
+            q,
+            QueueConfig {
+                sched: Some(1),
+                flowset: fs,
+            },
+        ));
     }
-    h.apply(rule(1000, Action::Queue(100), out_from_client(Some(proto::TCP))));
-    h.apply(rule(1001, Action::Queue(200), out_from_client(Some(proto::UDP))));
-    h.apply(rule(1002, Action::Queue(300), out_from_client(Some(proto::ICMP))));
+    h.apply(rule(
+        1000,
+        Action::Queue(100),
+        out_from_client(Some(proto::TCP)),
+    ));
+    h.apply(rule(
+        1001,
+        Action::Queue(200),
+        out_from_client(Some(proto::UDP)),
+    ));
+    h.apply(rule(
+        1002,
+        Action::Queue(300),
+        out_from_client(Some(proto::ICMP)),
+    ));
 }
 
 /// A 1000 Mbit/s-style UDP flood (here 20 Mbit/s, twice the link, enough to
@@ -75,8 +106,15 @@ fn seed004_fifo_loses_pings_under_a_udp_flood() {
     let mut h = Harness::new(4);
     fifo_router(&mut h);
     let (pings, _, _) = load(&mut h, false);
-    let lost = pings.iter().filter(|&&id| !matches!(h.fates[id as usize], Some(Fate::Delivered { .. }))).count();
-    assert!(lost > pings.len() / 10, "FIFO lost only {lost} of {} pings", pings.len());
+    let lost = pings
+        .iter()
+        .filter(|&&id| !matches!(h.fates[id as usize], Some(Fate::Delivered { .. })))
+        .count();
+    assert!(
+        lost > pings.len() / 10,
+        "FIFO lost only {lost} of {} pings",
+        pings.len()
+    );
     // The ones that get through wait behind a full 50-slot queue: ~60 ms + 10 ms.
     let rtts: Vec<Nanos> = pings
         .iter()
@@ -85,7 +123,10 @@ fn seed004_fifo_loses_pings_under_a_udp_flood() {
             _ => None,
         })
         .collect();
-    assert!(rtts.iter().all(|&d| d > 50 * MS), "queueing delay expected: {rtts:?}");
+    assert!(
+        rtts.iter().all(|&d| d > 50 * MS),
+        "queueing delay expected: {rtts:?}"
+    );
 }
 
 #[test]
@@ -114,10 +155,17 @@ fn seed004_wf2q_protects_pings_and_shares_70_30() {
     let (tcp, udp) = (bytes_after(&tcps) as f64, bytes_after(&udps) as f64);
     let tcp_share = tcp / (tcp + udp);
     // Weights 69 and 30 (ICMP's 1 is nearly idle): 69/99 = 0.697.
-    assert!((tcp_share - 69.0 / 99.0).abs() < 0.005, "tcp share {tcp_share}");
+    assert!(
+        (tcp_share - 69.0 / 99.0).abs() < 0.005,
+        "tcp share {tcp_share}"
+    );
     // The link is fully used: 9 s at 10 Mbit/s.
     let total_bits = (tcp + udp) * 8.0;
-    assert!((total_bits / 9.0 - 10e6).abs() / 10e6 < 0.01, "link rate {}", total_bits / 9.0);
+    assert!(
+        (total_bits / 9.0 - 10e6).abs() / 10e6 < 0.01,
+        "link rate {}",
+        total_bits / 9.0
+    );
 }
 
 #[test]
@@ -127,7 +175,10 @@ fn wf2q_three_saturated_classes_share_69_30_1() {
     let mut ids = [Vec::new(), Vec::new(), Vec::new()];
     let mut t = 0;
     while t < 5 * SEC {
-        for (i, p) in [proto::TCP, proto::UDP, proto::ICMP].into_iter().enumerate() {
+        for (i, p) in [proto::TCP, proto::UDP, proto::ICMP]
+            .into_iter()
+            .enumerate()
+        {
             ids[i].push(h.send(t, client(p, 1, 1000)));
         }
         t += 400 * US; // each class alone offers 20 Mbit/s
@@ -140,15 +191,28 @@ fn wf2q_three_saturated_classes_share_69_30_1() {
     let total: usize = served.iter().sum();
     for (i, w) in [69.0, 30.0, 1.0].into_iter().enumerate() {
         let share = served[i] as f64 / total as f64;
-        assert!((share - w / 100.0).abs() < 0.003, "class {i}: share {share} for weight {w}: {served:?}");
+        assert!(
+            (share - w / 100.0).abs() < 0.003,
+            "class {i}: share {share} for weight {w}: {served:?}"
+        );
     }
 }
 
 #[test]
 fn profile_extra_delay_occupies_the_link() {
     let mut h = Harness::new(1);
-    let profile = Profile { name: "flat".into(), bw: None, loss_level: 1.0, samples: vec![2 * MS; 100] };
-    let link = LinkConfig { bw: 1_000_000, delay: 5 * MS, profile: Some(profile), ..Default::default() };
+    let profile = Profile {
+        name: "flat".into(),
+        bw: None,
+        loss_level: 1.0,
+        samples: vec![2 * MS; 100],
+    };
+    let link = LinkConfig {
+        bw: 1_000_000,
+        delay: 5 * MS,
+        profile: Some(profile),
+        ..Default::default()
+    };
     h.apply(pipe_cfg(1, link, FlowsetConfig::default()));
     h.apply(rule(100, Action::Pipe(1), vec![]));
     let a = h.send(0, udp([1; 4], [2; 4], 1, 2, 125)); // 1 ms on the wire
@@ -162,8 +226,17 @@ fn profile_extra_delay_occupies_the_link() {
 #[test]
 fn profile_bw_overrides_the_pipe_and_loss_level_drops() {
     let mut h = Harness::new(11);
-    let profile = Profile { name: "lossy".into(), bw: Some(8_000_000), loss_level: 0.75, samples: vec![0; 100] };
-    let link = LinkConfig { bw: 1_000, profile: Some(profile), ..Default::default() };
+    let profile = Profile {
+        name: "lossy".into(),
+        bw: Some(8_000_000),
+        loss_level: 0.75,
+        samples: vec![0; 100],
+    };
+    let link = LinkConfig {
+        bw: 1_000,
+        profile: Some(profile),
+        ..Default::default()
+    };
     h.apply(pipe_cfg(1, link, FlowsetConfig::default()));
     h.apply(rule(100, Action::Pipe(1), vec![]));
     let first = h.send(0, udp([1; 4], [2; 4], 1, 2, 1000));
@@ -180,7 +253,11 @@ fn profile_bw_overrides_the_pipe_and_loss_level_drops() {
     // A quarter of the samples are at or above the loss level: sd ~ 27.
     assert!((890..=1110).contains(&lost), "profile losses {lost}");
     let snap = h.e.snapshot();
-    let fifo = snap.scheds.iter().find(|s| s.number == 1 + DN_MAX_ID).unwrap();
+    let fifo = snap
+        .scheds
+        .iter()
+        .find(|s| s.number == 1 + DN_MAX_ID)
+        .unwrap();
     assert_eq!(fifo.instances[0].counters.drops as usize, lost);
 }
 
@@ -188,7 +265,13 @@ fn profile_bw_overrides_the_pipe_and_loss_level_drops() {
 fn unlinked_queue_packets_and_targets_in_outputs() {
     let mut h = Harness::new(1);
     h.apply(pipe(2, 0, MS));
-    h.apply(Command::ConfigQueue(7, QueueConfig { sched: Some(2), flowset: FlowsetConfig::default() }));
+    h.apply(Command::ConfigQueue(
+        7,
+        QueueConfig {
+            sched: Some(2),
+            flowset: FlowsetConfig::default(),
+        },
+    ));
     h.apply(rule(100, Action::Queue(7), vec![]));
     h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
     h.finish();

@@ -31,7 +31,13 @@ pub trait AqmState: Send + std::fmt::Debug {
     fn on_enqueue(&mut self, now: Nanos, q: QueueState, len: u32, rng: &mut Rng) -> AqmVerdict;
     /// The head packet, queued since `enqueued_at`, is about to leave a queue
     /// in state `q` (still counting that packet).
-    fn on_dequeue(&mut self, now: Nanos, enqueued_at: Nanos, q: QueueState, rng: &mut Rng) -> AqmVerdict;
+    fn on_dequeue(
+        &mut self,
+        now: Nanos,
+        enqueued_at: Nanos,
+        q: QueueState,
+        rng: &mut Rng,
+    ) -> AqmVerdict;
 }
 
 /// The state a new queue of this flowset gets; `None` for drop tail.

@@ -43,13 +43,29 @@ impl Net {
         match m.addr {
             IpAddr::V4(a) => {
                 let prefix = u32::from(m.prefix.min(32));
-                let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
-                Net { v6: false, addr: u128::from(u32::from(a) & mask), mask: u128::from(mask) }
+                let mask = if prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - prefix)
+                };
+                Net {
+                    v6: false,
+                    addr: u128::from(u32::from(a) & mask),
+                    mask: u128::from(mask),
+                }
             }
             IpAddr::V6(a) => {
                 let prefix = u32::from(m.prefix.min(128));
-                let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
-                Net { v6: true, addr: u128::from(a) & mask, mask }
+                let mask = if prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - prefix)
+                };
+                Net {
+                    v6: true,
+                    addr: u128::from(a) & mask,
+                    mask,
+                }
             }
         }
     }
@@ -67,7 +83,11 @@ enum IfMatch {
     /// `any`: the packet has such an interface.
     Any,
     /// Bit i set: interface id i matches. Grown when new interfaces appear.
-    Set { pattern: Option<String>, name: Option<String>, bits: Vec<u64> },
+    Set {
+        pattern: Option<String>,
+        name: Option<String>,
+        bits: Vec<u64>,
+    },
 }
 
 impl IfMatch {
@@ -76,12 +96,20 @@ impl IfMatch {
             IfaceSpec::Any => IfMatch::Any,
             IfaceSpec::Name(n) => {
                 let id = ifs.intern(n);
-                let mut m = IfMatch::Set { pattern: None, name: Some(n.clone()), bits: Vec::new() };
+                let mut m = IfMatch::Set {
+                    pattern: None,
+                    name: Some(n.clone()),
+                    bits: Vec::new(),
+                };
                 m.set(id);
                 m
             }
             IfaceSpec::Pattern(p) => {
-                let mut m = IfMatch::Set { pattern: Some(p.clone()), name: None, bits: Vec::new() };
+                let mut m = IfMatch::Set {
+                    pattern: Some(p.clone()),
+                    name: None,
+                    bits: Vec::new(),
+                };
                 for i in 0..ifs.len() {
                     let id = IfaceId(i as u16);
                     if ifs.name(id).is_some_and(|n| glob(p, n)) {
@@ -116,9 +144,9 @@ impl IfMatch {
         match (self, iface) {
             (_, None) => false,
             (IfMatch::Any, Some(_)) => true,
-            (IfMatch::Set { bits, .. }, Some(id)) => {
-                bits.get(usize::from(id.0) / 64).is_some_and(|w| w & (1 << (id.0 % 64)) != 0)
-            }
+            (IfMatch::Set { bits, .. }, Some(id)) => bits
+                .get(usize::from(id.0) / 64)
+                .is_some_and(|w| w & (1 << (id.0 % 64)) != 0),
         }
     }
 }
@@ -184,7 +212,10 @@ pub(crate) fn compile(body: &[Cond], ifs: &mut Interfaces) -> Compiled {
 /// parser reports as 0).
 #[inline]
 fn has_ports(p: u8) -> bool {
-    matches!(p, proto::TCP | proto::UDP | 132 /* SCTP */ | 136 /* UDP-Lite */)
+    matches!(
+        p,
+        proto::TCP | proto::UDP | 132 /* SCTP */ | 136 /* UDP-Lite */
+    )
 }
 
 #[inline]
@@ -246,7 +277,10 @@ mod tests {
     }
 
     fn net(s: &str, prefix: u8) -> AddrMatch {
-        AddrMatch { addr: s.parse().unwrap(), prefix }
+        AddrMatch {
+            addr: s.parse().unwrap(),
+            prefix,
+        }
     }
 
     #[test]
@@ -262,13 +296,22 @@ mod tests {
     #[test]
     fn address_prefixes_and_negation() {
         let mut ifs = Interfaces::default();
-        let c = compile(&[Cond::new(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))], &mut ifs);
+        let c = compile(
+            &[Cond::new(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))],
+            &mut ifs,
+        );
         assert!(c.matches(&pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
         assert!(!c.matches(&pkt([10, 0, 2, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
-        let n = compile(&[Cond::not(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))], &mut ifs);
+        let n = compile(
+            &[Cond::not(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))],
+            &mut ifs,
+        );
         assert!(!n.matches(&pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
         // A /0 matches every IPv4 address but no IPv6 one.
-        let any4 = compile(&[Cond::new(CondKind::DstAddr(vec![net("0.0.0.0", 0)]))], &mut ifs);
+        let any4 = compile(
+            &[Cond::new(CondKind::DstAddr(vec![net("0.0.0.0", 0)]))],
+            &mut ifs,
+        );
         assert!(any4.matches(&pkt([1, 2, 3, 4], [5, 6, 7, 8], 0, 0, 0)));
         let mut v6 = pkt([0; 4], [0; 4], proto::UDP, 1, 2);
         v6.key.v6 = true;
@@ -278,7 +321,13 @@ mod tests {
     #[test]
     fn ports_only_for_port_protocols() {
         let mut ifs = Interfaces::default();
-        let c = compile(&[Cond::new(CondKind::DstPort(vec![PortRange { lo: 80, hi: 80 }, PortRange { lo: 1000, hi: 2000 }]))], &mut ifs);
+        let c = compile(
+            &[Cond::new(CondKind::DstPort(vec![
+                PortRange { lo: 80, hi: 80 },
+                PortRange { lo: 1000, hi: 2000 },
+            ]))],
+            &mut ifs,
+        );
         assert!(c.matches(&pkt([1; 4], [2; 4], proto::TCP, 5, 80)));
         assert!(c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 1500)));
         assert!(!c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 2001)));
@@ -289,7 +338,10 @@ mod tests {
     fn interfaces_and_via() {
         let mut ifs = Interfaces::default();
         let em0 = ifs.intern("em0");
-        let mut c = compile(&[Cond::new(CondKind::Via(IfaceSpec::Pattern("tun*".into())))], &mut ifs);
+        let mut c = compile(
+            &[Cond::new(CondKind::Via(IfaceSpec::Pattern("tun*".into())))],
+            &mut ifs,
+        );
         let tun3 = ifs.intern("tun3");
         c.learn_iface(tun3, "tun3");
         let mut p = pkt([1; 4], [2; 4], proto::TCP, 1, 2);

@@ -66,11 +66,19 @@ impl Ruleset {
         let default = Rule {
             id: 0,
             number: DEFAULT_RULE,
-            spec: RuleSpec { number: Some(DEFAULT_RULE), action: Action::Deny, prob: None, body: Vec::new() },
+            spec: RuleSpec {
+                number: Some(DEFAULT_RULE),
+                action: Action::Deny,
+                prob: None,
+                body: Vec::new(),
+            },
             body: Compiled::default(),
             counters: RuleCounters::default(),
         };
-        Ruleset { rules: vec![default], next_id: 1 }
+        Ruleset {
+            rules: vec![default],
+            next_id: 1,
+        }
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -85,17 +93,33 @@ impl Ruleset {
     /// non-default rule (FreeBSD's `autoinc_step`), or `None` if that would
     /// reach the default rule.
     pub fn next_auto_number(&self) -> Option<u16> {
-        let last = self.rules.iter().rev().find(|r| r.number != DEFAULT_RULE).map_or(0, |r| u32::from(r.number));
+        let last = self
+            .rules
+            .iter()
+            .rev()
+            .find(|r| r.number != DEFAULT_RULE)
+            .map_or(0, |r| u32::from(r.number));
         let n = last + AUTOINC_STEP;
         (n < u32::from(DEFAULT_RULE)).then_some(n as u16)
     }
 
     /// Inserts after every rule with the same or a lower number.
     pub fn insert(&mut self, number: u16, spec: RuleSpec, body: Compiled) {
-        let at = self.rules.partition_point(|r| r.number <= number && r.number != DEFAULT_RULE);
+        let at = self
+            .rules
+            .partition_point(|r| r.number <= number && r.number != DEFAULT_RULE);
         let id = self.next_id;
         self.next_id += 1;
-        self.rules.insert(at, Rule { id, number, spec, body, counters: RuleCounters::default() });
+        self.rules.insert(
+            at,
+            Rule {
+                id,
+                number,
+                spec,
+                body,
+                counters: RuleCounters::default(),
+            },
+        );
     }
 
     pub fn contains(&self, number: u16) -> bool {
@@ -103,7 +127,8 @@ impl Ruleset {
     }
 
     pub fn delete(&mut self, number: u16) {
-        self.rules.retain(|r| r.number != number || number == DEFAULT_RULE);
+        self.rules
+            .retain(|r| r.number != number || number == DEFAULT_RULE);
     }
 
     pub fn flush(&mut self) {
@@ -127,7 +152,10 @@ impl Ruleset {
             .iter()
             .take_while(|r| r.number == from.number)
             .position(|r| r.id == from.id)
-            .map_or_else(|| self.rules.partition_point(|r| r.number <= from.number), |p| first + p + 1)
+            .map_or_else(
+                || self.rules.partition_point(|r| r.number <= from.number),
+                |p| first + p + 1,
+            )
             .min(self.rules.len() - 1)
     }
 
@@ -151,7 +179,10 @@ impl Ruleset {
             rule.counters.packets += 1;
             rule.counters.bytes += u64::from(pkt.len);
             rule.counters.last_match = Some(now);
-            let at = RuleRef { id: rule.id, number: rule.number };
+            let at = RuleRef {
+                id: rule.id,
+                number: rule.number,
+            };
             let decision = match rule.spec.action {
                 _ if rule.number == DEFAULT_RULE => {
                     if default_to_accept {
@@ -180,7 +211,13 @@ impl Ruleset {
         // Unreachable while the default rule exists; deny is the safe answer.
         let last = self.rules.len().saturating_sub(1);
         let r = &self.rules[last];
-        (Decision::Deny, RuleRef { id: r.id, number: r.number })
+        (
+            Decision::Deny,
+            RuleRef {
+                id: r.id,
+                number: r.number,
+            },
+        )
     }
 }
 

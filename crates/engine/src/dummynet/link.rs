@@ -29,7 +29,12 @@ pub(crate) struct LinkParams {
 impl LinkParams {
     pub fn from_config(c: &crate::config::LinkConfig) -> Self {
         let bw = c.profile.as_ref().and_then(|p| p.bw).unwrap_or(c.bw);
-        LinkParams { bw, delay: c.delay, burst: c.burst, profile: c.profile.clone().map(Arc::new) }
+        LinkParams {
+            bw,
+            delay: c.delay,
+            burst: c.burst,
+            profile: c.profile.clone().map(Arc::new),
+        }
     }
 
     /// Credit a packet of `len` bytes plus `extra` ns of profile occupancy costs.
@@ -98,13 +103,19 @@ mod tests {
 
     #[test]
     fn exact_bit_time() {
-        let p = LinkParams { bw: 10_000_000, ..Default::default() };
+        let p = LinkParams {
+            bw: 10_000_000,
+            ..Default::default()
+        };
         let mut s = LinkState::default();
         s.wake(1, &p);
         s.credit -= p.cost(1500, 0);
         assert_eq!(s.time_to_zero(&p), 1_200_000);
         // 100 Gbit/s: a 128-byte packet takes 10.24 ns; the remainder carries.
-        let fast = LinkParams { bw: 100_000_000_000, ..Default::default() };
+        let fast = LinkParams {
+            bw: 100_000_000_000,
+            ..Default::default()
+        };
         let mut s = LinkState::default();
         s.wake(1, &fast);
         s.credit -= fast.cost(128, 0);
@@ -115,12 +126,22 @@ mod tests {
 
     #[test]
     fn burst_is_capped_by_idle_time_and_size() {
-        let p = LinkParams { bw: 8_000, burst: 1000, ..Default::default() }; // 1000 B/s
-        let mut s = LinkState { idle_time: 0, ..Default::default() };
+        let p = LinkParams {
+            bw: 8_000,
+            burst: 1000,
+            ..Default::default()
+        }; // 1000 B/s
+        let mut s = LinkState {
+            idle_time: 0,
+            ..Default::default()
+        };
         // Idle 0.5 s earns 500 bytes, below the 1000-byte cap.
         s.wake(NS_PER_SEC / 2, &p);
         assert_eq!(s.credit, 500 * 8 * PER_BIT);
-        let mut s = LinkState { idle_time: 0, ..Default::default() };
+        let mut s = LinkState {
+            idle_time: 0,
+            ..Default::default()
+        };
         s.wake(10 * NS_PER_SEC, &p);
         assert_eq!(s.credit, 1000 * 8 * PER_BIT);
     }

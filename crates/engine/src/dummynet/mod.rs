@@ -69,7 +69,10 @@ struct Slab<T> {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab { items: Vec::new(), free: Vec::new() }
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
     }
 }
 
@@ -103,7 +106,10 @@ impl<T> Slab<T> {
     }
 
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        self.items.iter().enumerate().filter_map(|(i, t)| t.as_ref().map(|t| (i as u32, t)))
+        self.items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.as_ref().map(|t| (i as u32, t)))
     }
 }
 
@@ -218,25 +224,43 @@ impl<P> Dummynet<P> {
 
     /// Queues a packet for `held.target`, or says why not.
     #[inline]
-    pub fn enqueue(&mut self, now: Nanos, mut held: Held<P>, rng: &mut Rng) -> Result<(), Rejected<P>> {
+    pub fn enqueue(
+        &mut self,
+        now: Nanos,
+        mut held: Held<P>,
+        rng: &mut Rng,
+    ) -> Result<(), Rejected<P>> {
         let fs_nr = flowset_of(held.target);
         let Some(fs) = self.flowsets.get(&fs_nr) else {
-            return Err(Rejected { held, reason: DropReason::NoSuchTarget });
+            return Err(Rejected {
+                held,
+                reason: DropReason::NoSuchTarget,
+            });
         };
         let (plr, limit) = (fs.cfg.plr, fs.cfg.limit);
         // Fast path: an unmasked flowset on an unmasked scheduler has one queue.
-        let (inst, q) = match fs.solo.and_then(|q| self.queues.get(q).map(|queue| (queue.inst, q))) {
+        let (inst, q) = match fs
+            .solo
+            .and_then(|q| self.queues.get(q).map(|queue| (queue.inst, q)))
+        {
             Some(found) => found,
             None => {
                 if !self.scheds.contains_key(&fs.sched) {
-                    return Err(Rejected { held, reason: DropReason::Unlinked });
+                    return Err(Rejected {
+                        held,
+                        reason: DropReason::Unlinked,
+                    });
                 }
                 self.queue_for(fs_nr, &held.info.key)
             }
         };
         let len = held.info.len;
-        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst)) else {
-            return Err(Rejected { held, reason: DropReason::NoSuchTarget });
+        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
+        else {
+            return Err(Rejected {
+                held,
+                reason: DropReason::NoSuchTarget,
+            });
         };
         queue.tot_pkts += 1;
         queue.tot_bytes += u64::from(len);
@@ -248,7 +272,10 @@ impl<P> Dummynet<P> {
         if !plr.is_zero() && rng.chance(plr) {
             reason = Some(DropReason::Plr);
         } else if let Some(a) = queue.aqm.as_mut() {
-            let state = QueueState { len_pkts: queue.pkts.len() as u32, len_bytes: queue.bytes };
+            let state = QueueState {
+                len_pkts: queue.pkts.len() as u32,
+                len_bytes: queue.bytes,
+            };
             match a.on_enqueue(now, state, len, rng) {
                 AqmVerdict::Accept | AqmVerdict::Mark => {}
                 AqmVerdict::Drop => reason = Some(DropReason::Aqm),
@@ -279,7 +306,8 @@ impl<P> Dummynet<P> {
     /// Appends to a queue and tells its scheduler.
     #[inline]
     fn push(&mut self, q: QueueId, inst: InstId, held: Held<P>) {
-        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst)) else {
+        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
+        else {
             return;
         };
         let len = held.info.len;
@@ -293,11 +321,15 @@ impl<P> Dummynet<P> {
     /// Starts an idle link, granting its burst allowance, and serves it.
     #[inline]
     fn kick(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
-        let Some(instance) = self.instances.get_mut(inst) else { return };
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return;
+        };
         if instance.link.active {
             return;
         }
-        let Some(sched) = self.scheds.get(&instance.sched) else { return };
+        let Some(sched) = self.scheds.get(&instance.sched) else {
+            return;
+        };
         instance.link.wake(now, &sched.link);
         self.serve(now, inst, rng);
     }
@@ -306,21 +338,39 @@ impl<P> Dummynet<P> {
     /// the wire; the packet that overdraws the credit finishes when the credit
     /// is back to zero, and the link sleeps until then.
     fn serve(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
-        static UNLIMITED: LinkParams = LinkParams { bw: 0, delay: 0, burst: 0, profile: None };
-        let Some(instance) = self.instances.get_mut(inst) else { return };
+        static UNLIMITED: LinkParams = LinkParams {
+            bw: 0,
+            delay: 0,
+            burst: 0,
+            profile: None,
+        };
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return;
+        };
         // A retired instance has no scheduler and no queues: nothing to serve.
-        let params = self.scheds.get(&instance.sched).map_or(&UNLIMITED, |s| &s.link);
+        let params = self
+            .scheds
+            .get(&instance.sched)
+            .map_or(&UNLIMITED, |s| &s.link);
         instance.link.active = false;
         instance.link_timer = None;
         instance.link.refill(now, params);
         let dline_was_idle = instance.dline.is_empty();
-        let mut ops = Ops { queues: &mut self.queues, popped: None, now, rng, aqm_drops: Vec::new() };
+        let mut ops = Ops {
+            queues: &mut self.queues,
+            popped: None,
+            now,
+            rng,
+            aqm_drops: Vec::new(),
+        };
         let mut last: Option<usize> = None;
         while instance.link.credit >= 0 {
             if instance.policy.dequeue(&mut ops).is_none() {
                 break;
             }
-            let Some(mut held) = ops.popped.take() else { break };
+            let Some(mut held) = ops.popped.take() else {
+                break;
+            };
             instance.backlog = instance.backlog.saturating_sub(1);
             let mut extra = 0;
             if let Some(pf) = &params.profile {
@@ -336,7 +386,11 @@ impl<P> Dummynet<P> {
         for d in ops.aqm_drops.drain(..) {
             instance.backlog = instance.backlog.saturating_sub(1);
             instance.counters.drops += 1;
-            self.exits.push(Exit { held: d, at: now, drop: Some(DropReason::Aqm) });
+            self.exits.push(Exit {
+                held: d,
+                at: now,
+                drop: Some(DropReason::Aqm),
+            });
         }
         if instance.link.credit >= 0 {
             instance.link.idle_time = now;
@@ -349,7 +403,8 @@ impl<P> Dummynet<P> {
             let at = now.saturating_add(t);
             instance.link_timer = Some(at);
             self.timer_seq += 1;
-            self.timers.push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+            self.timers
+                .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
         }
         if dline_was_idle {
             self.release(now, inst);
@@ -358,17 +413,22 @@ impl<P> Dummynet<P> {
 
     /// Moves due packets off the delay line and arms its timer for the next.
     fn release(&mut self, now: Nanos, inst: InstId) {
-        let Some(instance) = self.instances.get_mut(inst) else { return };
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return;
+        };
         instance.dline_timer = None;
         while let Some(h) = instance.dline.front() {
             if h.out_time > now {
                 let at = h.out_time;
                 instance.dline_timer = Some(at);
                 self.timer_seq += 1;
-                self.timers.push(Reverse((at, self.timer_seq, inst, TimerKind::DelayLine)));
+                self.timers
+                    .push(Reverse((at, self.timer_seq, inst, TimerKind::DelayLine)));
                 break;
             }
-            let Some(h) = instance.dline.pop_front() else { break };
+            let Some(h) = instance.dline.pop_front() else {
+                break;
+            };
             let (at, drop) = (h.out_time, h.lost.then_some(DropReason::ProfileLoss));
             if drop.is_some() {
                 instance.counters.drops += 1;
@@ -381,7 +441,11 @@ impl<P> Dummynet<P> {
     /// Frees a retired instance once it holds nothing.
     fn reap(&mut self, inst: InstId) {
         let done = self.instances.get(inst).is_some_and(|i| {
-            i.retired && i.dline.is_empty() && i.backlog == 0 && !i.link.active && i.queues.is_empty()
+            i.retired
+                && i.dline.is_empty()
+                && i.backlog == 0
+                && !i.link.active
+                && i.queues.is_empty()
         });
         if done {
             self.instances.remove(inst);
@@ -396,12 +460,16 @@ impl<P> Dummynet<P> {
     /// Runs the earliest timer if it is due at or before `now`. Returns false
     /// when nothing is due. Exits land in `self.exits`.
     pub fn run_timer(&mut self, now: Nanos, rng: &mut Rng) -> bool {
-        let Some(&Reverse((at, _, inst, kind))) = self.timers.peek() else { return false };
+        let Some(&Reverse((at, _, inst, kind))) = self.timers.peek() else {
+            return false;
+        };
         if at > now {
             return false;
         }
         self.timers.pop();
-        let Some(i) = self.instances.get(inst) else { return true };
+        let Some(i) = self.instances.get(inst) else {
+            return true;
+        };
         match kind {
             TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, rng),
             TimerKind::DelayLine if i.dline_timer == Some(at) => self.release(at, inst),
@@ -413,13 +481,17 @@ impl<P> Dummynet<P> {
     /// The instance and queue for a key in flowset `fs_nr` (which exists and
     /// is linked), created on first use.
     fn queue_for(&mut self, fs_nr: u32, key: &FlowKey) -> (InstId, QueueId) {
-        let Some(fs) = self.flowsets.get_mut(&fs_nr) else { return (u32::MAX, u32::MAX) };
+        let Some(fs) = self.flowsets.get_mut(&fs_nr) else {
+            return (u32::MAX, u32::MAX);
+        };
         if let Some(q) = fs.solo {
             if let Some(queue) = self.queues.get(q) {
                 return (queue.inst, q);
             }
         }
-        let Some(sched) = self.scheds.get_mut(&fs.sched) else { return (u32::MAX, u32::MAX) };
+        let Some(sched) = self.scheds.get_mut(&fs.sched) else {
+            return (u32::MAX, u32::MAX);
+        };
         let sid = sched.mask.apply(key);
         let inst = match sched.instances.get(&sid) {
             Some(&i) => i,
@@ -474,7 +546,11 @@ impl<P> Dummynet<P> {
     /// Packets held anywhere inside (queues, links, delay lines, exits).
     pub fn held(&self) -> u64 {
         let queued: u64 = self.queues.iter().map(|(_, q)| q.pkts.len() as u64).sum();
-        let lines: u64 = self.instances.iter().map(|(_, i)| i.dline.len() as u64).sum();
+        let lines: u64 = self
+            .instances
+            .iter()
+            .map(|(_, i)| i.dline.len() as u64)
+            .sum();
         queued + lines + self.exits.len() as u64
     }
 }
@@ -497,14 +573,20 @@ struct Ops<'a, P> {
 impl<P> QueueOps for Ops<'_, P> {
     #[inline]
     fn head_len(&self, q: QueueId) -> Option<u32> {
-        self.queues.get(q).and_then(|q| q.pkts.front()).map(|h| h.info.len)
+        self.queues
+            .get(q)
+            .and_then(|q| q.pkts.front())
+            .map(|h| h.info.len)
     }
 
     #[inline]
     fn pop(&mut self, q: QueueId) -> Option<u32> {
         let queue = self.queues.get_mut(q)?;
         while let Some(h) = queue.pkts.pop_front() {
-            let state = QueueState { len_pkts: queue.pkts.len() as u32 + 1, len_bytes: queue.bytes };
+            let state = QueueState {
+                len_pkts: queue.pkts.len() as u32 + 1,
+                len_bytes: queue.bytes,
+            };
             queue.bytes -= u64::from(h.info.len);
             let verdict = match queue.aqm.as_mut() {
                 Some(a) => a.on_dequeue(self.now, h.enq_time, state, self.rng),
@@ -575,8 +657,18 @@ impl<P> Dummynet<P> {
 
     /// Creates or changes scheduler `n` (its link must exist or be created by
     /// the caller first). A changed mask retires the old instances.
-    pub fn set_sched(&mut self, n: u32, kind: &'static SchedType, params: Vec<(String, u64)>, mask: FlowMask) {
-        let link = self.links.get(&(n % DN_MAX_ID)).map(LinkParams::from_config).unwrap_or_default();
+    pub fn set_sched(
+        &mut self,
+        n: u32,
+        kind: &'static SchedType,
+        params: Vec<(String, u64)>,
+        mask: FlowMask,
+    ) {
+        let link = self
+            .links
+            .get(&(n % DN_MAX_ID))
+            .map(LinkParams::from_config)
+            .unwrap_or_default();
         match self.scheds.get_mut(&n) {
             Some(s) => {
                 let remask = s.mask != mask;
@@ -589,7 +681,16 @@ impl<P> Dummynet<P> {
                 }
             }
             None => {
-                self.scheds.insert(n, Sched { kind, params, mask, link, instances: FxHashMap::default() });
+                self.scheds.insert(
+                    n,
+                    Sched {
+                        kind,
+                        params,
+                        mask,
+                        link,
+                        instances: FxHashMap::default(),
+                    },
+                );
             }
         }
     }
@@ -606,14 +707,32 @@ impl<P> Dummynet<P> {
                 if rekey {
                     self.remove_queues_of(n);
                 } else if aqm_changed {
-                    let fresh = self.flowsets.get(&n).map(|f| f.cfg.aqm.clone()).unwrap_or_default();
-                    for item in self.queues.items.iter_mut().flatten().filter(|q| q.flowset == n) {
+                    let fresh = self
+                        .flowsets
+                        .get(&n)
+                        .map(|f| f.cfg.aqm.clone())
+                        .unwrap_or_default();
+                    for item in self
+                        .queues
+                        .items
+                        .iter_mut()
+                        .flatten()
+                        .filter(|q| q.flowset == n)
+                    {
                         item.aqm = aqm::new_state(&fresh);
                     }
                 }
             }
             None => {
-                self.flowsets.insert(n, Flowset { cfg, sched, queues: FxHashMap::default(), solo: None });
+                self.flowsets.insert(
+                    n,
+                    Flowset {
+                        cfg,
+                        sched,
+                        queues: FxHashMap::default(),
+                        solo: None,
+                    },
+                );
             }
         }
     }
@@ -645,7 +764,9 @@ impl<P> Dummynet<P> {
     }
 
     fn remove_queues_of(&mut self, fs_nr: u32) {
-        let Some(fs) = self.flowsets.get_mut(&fs_nr) else { return };
+        let Some(fs) = self.flowsets.get_mut(&fs_nr) else {
+            return;
+        };
         fs.solo = None;
         let qs: Vec<QueueId> = fs.queues.drain().map(|(_, q)| q).collect();
         for q in qs {
@@ -666,7 +787,9 @@ impl<P> Dummynet<P> {
     /// Detaches scheduler `n`'s instances: their queues go, and they live on
     /// only to finish their delay lines.
     fn retire_instances(&mut self, n: u32) {
-        let Some(sched) = self.scheds.get_mut(&n) else { return };
+        let Some(sched) = self.scheds.get_mut(&n) else {
+            return;
+        };
         let ids: Vec<InstId> = sched.instances.drain().map(|(_, i)| i).collect();
         let mut doomed = Vec::new();
         for &i in &ids {
@@ -695,14 +818,26 @@ impl<P> Dummynet<P> {
     /// `plr` or AQM (they were accepted once). Packets whose target is gone
     /// come back as `Rejected`.
     pub fn refill(&mut self, now: Nanos, drained: Vec<Held<P>>, rng: &mut Rng) -> Vec<Rejected<P>> {
-        let live: Vec<InstId> = self.instances.iter().filter(|(_, i)| !i.retired).map(|(id, _)| id).collect();
+        let live: Vec<InstId> = self
+            .instances
+            .iter()
+            .filter(|(_, i)| !i.retired)
+            .map(|(id, _)| id)
+            .collect();
         for id in live {
-            let Some(inst) = self.instances.get_mut(id) else { continue };
-            let Some(sched) = self.scheds.get(&inst.sched) else { continue };
+            let Some(inst) = self.instances.get_mut(id) else {
+                continue;
+            };
+            let Some(sched) = self.scheds.get(&inst.sched) else {
+                continue;
+            };
             inst.policy = new_policy(sched.kind, &sched.params);
             for &q in &inst.queues {
                 if let Some(queue) = self.queues.get_mut(q) {
-                    let weight = self.flowsets.get(&queue.flowset).map_or(1, |f| f.cfg.weight);
+                    let weight = self
+                        .flowsets
+                        .get(&queue.flowset)
+                        .map_or(1, |f| f.cfg.weight);
                     queue.slot = inst.policy.add_queue(q, weight);
                 }
             }
@@ -711,10 +846,19 @@ impl<P> Dummynet<P> {
         let mut touched = Vec::new();
         for held in drained {
             let fs_nr = flowset_of(held.target);
-            let linked = self.flowsets.get(&fs_nr).map(|f| self.scheds.contains_key(&f.sched));
+            let linked = self
+                .flowsets
+                .get(&fs_nr)
+                .map(|f| self.scheds.contains_key(&f.sched));
             match linked {
-                None => rejected.push(Rejected { held, reason: DropReason::Deleted }),
-                Some(false) => rejected.push(Rejected { held, reason: DropReason::Deleted }),
+                None => rejected.push(Rejected {
+                    held,
+                    reason: DropReason::Deleted,
+                }),
+                Some(false) => rejected.push(Rejected {
+                    held,
+                    reason: DropReason::Deleted,
+                }),
                 Some(true) => {
                     let (inst, q) = self.queue_for(fs_nr, &held.info.key);
                     self.push(q, inst, held);
@@ -743,10 +887,19 @@ impl<P> Dummynet<P> {
             .filter_map(|&i| self.instances.get(i))
             .map(|i| {
                 let len_pkts = i.backlog;
-                let len_bytes: u64 = i.queues.iter().filter_map(|&q| self.queues.get(q)).map(|q| q.bytes).sum();
+                let len_bytes: u64 = i
+                    .queues
+                    .iter()
+                    .filter_map(|&q| self.queues.get(q))
+                    .map(|q| q.bytes)
+                    .sum();
                 crate::stats::InstanceView {
                     id: i.id,
-                    counters: FlowCounters { len_pkts, len_bytes, ..i.counters },
+                    counters: FlowCounters {
+                        len_pkts,
+                        len_bytes,
+                        ..i.counters
+                    },
                 }
             })
             .collect();

@@ -7,7 +7,9 @@ use std::net::Ipv4Addr;
 
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
-use dummynet_engine::{Command, Direction, DropReason, Engine, FlowKey, Nanos, Output, PacketInfo, Verdict};
+use dummynet_engine::{
+    Command, Direction, DropReason, Engine, FlowKey, Nanos, Output, PacketInfo, Verdict,
+};
 
 pub const MS: Nanos = 1_000_000;
 pub const US: Nanos = 1_000;
@@ -30,7 +32,12 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(seed: u64) -> Self {
-        Harness { e: Engine::new(seed), sent: Vec::new(), fates: Vec::new(), outputs: Vec::new() }
+        Harness {
+            e: Engine::new(seed),
+            sent: Vec::new(),
+            fates: Vec::new(),
+            outputs: Vec::new(),
+        }
     }
 
     pub fn apply(&mut self, cmd: Command) {
@@ -58,7 +65,9 @@ impl Harness {
             Verdict::Pass { payload, rule } => {
                 self.fates[payload as usize] = Some(Fate::Delivered { at: t, rule });
             }
-            Verdict::Drop { payload, reason, .. } => {
+            Verdict::Drop {
+                payload, reason, ..
+            } => {
                 self.fates[payload as usize] = Some(Fate::Dropped { at: t, reason });
             }
             Verdict::Queued { .. } => {}
@@ -72,7 +81,10 @@ impl Harness {
         while let Some(o) = self.e.poll(now) {
             assert!(o.at <= now, "output at {} reported by poll({now})", o.at);
             let fate = match o.drop {
-                None => Fate::Delivered { at: o.at, rule: o.rule.unwrap_or(0) },
+                None => Fate::Delivered {
+                    at: o.at,
+                    rule: o.rule.unwrap_or(0),
+                },
                 Some(reason) => Fate::Dropped { at: o.at, reason },
             };
             let slot = &mut self.fates[o.payload as usize];
@@ -110,7 +122,11 @@ impl Harness {
     pub fn check(&self) {
         let t = self.e.totals();
         assert!(t.conserved(), "conservation broken: {t:?}");
-        assert_eq!(t.inside, self.e.held_packets(), "inside counter disagrees with the queues");
+        assert_eq!(
+            t.inside,
+            self.e.held_packets(),
+            "inside counter disagrees with the queues"
+        );
         assert_eq!(t.arrived, self.sent.len() as u64);
         let decided = self.fates.iter().filter(|f| f.is_some()).count() as u64;
         assert_eq!(decided, t.delivered + t.dropped());
@@ -124,18 +140,30 @@ impl Harness {
     }
 
     pub fn delivered(&self) -> usize {
-        self.fates.iter().filter(|f| matches!(f, Some(Fate::Delivered { .. }))).count()
+        self.fates
+            .iter()
+            .filter(|f| matches!(f, Some(Fate::Delivered { .. })))
+            .count()
     }
 
     pub fn dropped(&self, reason: DropReason) -> usize {
-        self.fates.iter().filter(|f| matches!(f, Some(Fate::Dropped { reason: r, .. }) if *r == reason)).count()
+        self.fates
+            .iter()
+            .filter(|f| matches!(f, Some(Fate::Dropped { reason: r, .. }) if *r == reason))
+            .count()
     }
 }
 
 pub fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: u32) -> PacketInfo {
     PacketInfo {
         len,
-        key: FlowKey::v4(Ipv4Addr::from(src), Ipv4Addr::from(dst), proto::UDP, sport, dport),
+        key: FlowKey::v4(
+            Ipv4Addr::from(src),
+            Ipv4Addr::from(dst),
+            proto::UDP,
+            sport,
+            dport,
+        ),
         dir: Direction::In,
         recv_if: None,
         xmit_if: None,
@@ -148,11 +176,26 @@ pub fn with_proto(mut p: PacketInfo, proto: u8) -> PacketInfo {
 }
 
 pub fn rule(number: u16, action: Action, body: Vec<Cond>) -> Command {
-    Command::AddRule(RuleSpec { number: Some(number), action, prob: None, body })
+    Command::AddRule(RuleSpec {
+        number: Some(number),
+        action,
+        prob: None,
+        body,
+    })
 }
 
 pub fn pipe(n: u32, bw: u64, delay: Nanos) -> Command {
-    Command::ConfigPipe(n, PipeConfig { link: LinkConfig { bw, delay, ..Default::default() }, ..Default::default() })
+    Command::ConfigPipe(
+        n,
+        PipeConfig {
+            link: LinkConfig {
+                bw,
+                delay,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
 }
 
 pub fn pipe_cfg(n: u32, link: LinkConfig, flowset: FlowsetConfig) -> Command {
