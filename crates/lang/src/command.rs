@@ -10,7 +10,7 @@ use crate::dnparse::{self, Context, Object};
 use crate::error::{suggest, ErrorKind, ParseError};
 use crate::lexer::Cursor;
 use crate::rule;
-use crate::units::{number_in, NumberError};
+use crate::units::{number_in, ValueError};
 use crate::{Flags, Parsed, ShowRequest, Statement};
 
 /// Where a line comes from, which decides what is stripped before parsing.
@@ -26,28 +26,17 @@ pub(crate) enum Mode {
     Argv,
 }
 
+#[rustfmt::skip]
 const COMMANDS: &[&str] = &[
     "add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv",
     "kldload",
 ];
 
 /// ipfw commands this build does not implement.
+#[rustfmt::skip]
 const UNSUPPORTED_COMMANDS: &[&str] = &[
-    "set",
-    "table",
-    "tables",
-    "nat",
-    "enable",
-    "disable",
-    "resetlog",
-    "nat64lsn",
-    "nat64stl",
-    "nat64clat",
-    "nptv6",
-    "internal",
-    "iflist",
-    "talist",
-    "lookup",
+    "set", "table", "tables", "nat", "enable", "disable", "resetlog", "nat64lsn", "nat64stl",
+    "nat64clat", "nptv6", "internal", "iflist", "talist", "lookup",
 ];
 
 const SETTINGS: &[&str] = &[
@@ -125,7 +114,11 @@ fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
         for (i, c) in t.text.char_indices().skip(1) {
             match c {
                 'f' => flags.force = true,
-                'q' => flags.quiet = true,
+                // FreeBSD: "-q ... (implies -f)".
+                'q' => {
+                    flags.quiet = true;
+                    flags.force = true;
+                }
                 't' => flags.timestamps = true,
                 _ => {
                     let flag: String = c.to_string();
@@ -229,7 +222,7 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
     };
     let int = |hi: u64| {
         number_in(value, name, 1, hi).map_err(|e| match e {
-            NumberError::NotANumber(m) | NumberError::OutOfRange(m) => value_error(m),
+            ValueError::Malformed(m) | ValueError::OutOfRange(m) => value_error(m),
         })
     };
     Ok(match name {

@@ -17,7 +17,7 @@ use dummynet_engine::sched::{self, SchedType};
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
 use crate::units::{
-    bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit,
+    bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit, ValueError,
 };
 use crate::{ShowRequest, Statement};
 
@@ -56,33 +56,20 @@ const LINK_OPTIONS: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
 const FLOWSET_OPTIONS: &[&str] = &[
     "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight",
 ];
+#[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
-    "bw",
-    "bandwidth",
-    "delay",
-    "burst",
-    "profile",
-    "queue",
-    "plr",
-    "mask",
-    "buckets",
-    "noerror",
-    "droptail",
-    "weight",
+    "bw", "bandwidth", "delay", "burst", "profile", "queue", "plr", "mask", "buckets", "noerror",
+    "droptail", "weight",
 ];
+#[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
     "pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail",
 ];
+#[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
-    "type",
-    "mask",
-    "bw",
-    "bandwidth",
-    "delay",
-    "burst",
-    "profile",
-    "pipe",
+    "type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "pipe",
 ];
+#[rustfmt::skip]
 const MASK_FIELDS: &[&str] = &[
     "all", "dst-ip", "src-ip", "dst-ip6", "src-ip6", "dst-port", "src-port", "proto", "flow-id",
 ];
@@ -90,6 +77,7 @@ const MASK_FIELDS: &[&str] = &[
 /// FreeBSD's AQMs, none of which this build has yet.
 const AQMS: &[&str] = &["red", "gred", "codel", "pie"];
 /// FreeBSD's scheduler types, for telling "not built" from "misspelt".
+#[rustfmt::skip]
 const FREEBSD_SCHEDULERS: &[&str] = &[
     "fifo", "wf2q+", "wf2q", "rr", "drr", "qfq", "prio", "fq_codel", "fq_pie",
 ];
@@ -340,17 +328,10 @@ fn value<T>(
     cur: &mut Cursor<'_>,
     kw: &str,
     what: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, ValueError>,
 ) -> Result<T, ParseError> {
     let t = cur.word(&format!("{what} after `{kw}`"))?;
-    parse(t.text).map_err(|m| {
-        let kind = if m.starts_with("expected") {
-            ErrorKind::Syntax
-        } else {
-            ErrorKind::Range
-        };
-        cur.error_at(t, kind, m)
-    })
+    parse(t.text).map_err(|e| cur.value_error(t, e))
 }
 
 /// `mask` followed by one or more fields, or `all`.

@@ -5,7 +5,7 @@
 //! `a,b` all read the same, and keep offsets so errors can point at a token.
 
 use crate::error::{suggest, ErrorKind, ParseError};
-use crate::units::{number_in, NumberError};
+use crate::units::{number_in, ValueError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tok {
@@ -213,10 +213,15 @@ impl<'a> Cursor<'a> {
     /// ("rule number") in the error, which gives the range.
     pub fn number(&mut self, what: &str, lo: u64, hi: u64) -> Result<u64, ParseError> {
         let t = self.word(&format!("a {what} ({lo}..{hi})"))?;
-        number_in(t.text, what, lo, hi).map_err(|e| match e {
-            NumberError::NotANumber(m) => self.error_at(t, ErrorKind::Syntax, m),
-            NumberError::OutOfRange(m) => self.error_at(t, ErrorKind::Range, m),
-        })
+        number_in(t.text, what, lo, hi).map_err(|e| self.value_error(t, e))
+    }
+
+    /// A refused value, pointed at the token it came from.
+    pub fn value_error(&self, t: Token<'_>, e: ValueError) -> ParseError {
+        match e {
+            ValueError::Malformed(m) => self.error_at(t, ErrorKind::Syntax, m),
+            ValueError::OutOfRange(m) => self.error_at(t, ErrorKind::Range, m),
+        }
     }
 
     /// Fails unless every token was consumed; `after` names what came before.

@@ -52,7 +52,7 @@ use dnparse::Context;
 pub struct Flags {
     /// `-f`: do not ask for confirmation (`flush`).
     pub force: bool,
-    /// `-q`: quiet; also implies `-f`, as in FreeBSD.
+    /// `-q`: quiet. The parser also sets `force`, as FreeBSD's `-q` implies `-f`.
     pub quiet: bool,
     /// `-t`: show the last match time of each rule.
     pub timestamps: bool,

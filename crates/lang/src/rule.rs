@@ -20,113 +20,35 @@ use crate::lexer::{Cursor, Tok};
 use crate::names::{proto_word, proto_words, rule_proto_name, service_port, ProtoWord};
 use crate::units::{format_probability, probability};
 
+#[rustfmt::skip]
 const ACTIONS: &[&str] = &[
     "allow", "accept", "pass", "permit", "deny", "drop", "pipe", "queue", "skipto", "count",
 ];
 
 /// FreeBSD actions this build does not implement.
+#[rustfmt::skip]
 const UNSUPPORTED_ACTIONS: &[&str] = &[
-    "reject",
-    "unreach",
-    "unreach6",
-    "reset",
-    "reset6",
-    "fwd",
-    "forward",
-    "divert",
-    "tee",
-    "nat",
-    "nat64lsn",
-    "nat64stl",
-    "nat64clat",
-    "nptv6",
-    "netgraph",
-    "ngtee",
-    "setfib",
-    "setdscp",
-    "call",
-    "return",
-    "check-state",
-    "abort",
-    "abort6",
-    "tcp-setmss",
-    "eaction",
-    "altq",
-    "tag",
-    "untag",
+    "reject", "unreach", "unreach6", "reset", "reset6", "fwd", "forward", "divert", "tee", "nat",
+    "nat64lsn", "nat64stl", "nat64clat", "nptv6", "netgraph", "ngtee", "setfib", "setdscp", "call",
+    "return", "check-state", "abort", "abort6", "tcp-setmss", "eaction", "altq", "tag", "untag",
 ];
 
+#[rustfmt::skip]
 const OPTIONS: &[&str] = &[
-    "in",
-    "out",
-    "via",
-    "recv",
-    "xmit",
-    "proto",
-    "src-ip",
-    "dst-ip",
-    "src-ip6",
-    "dst-ip6",
-    "src-port",
-    "dst-port",
-    "ipversion",
-    "not",
+    "in", "out", "via", "recv", "xmit", "proto", "src-ip", "dst-ip", "src-ip6", "dst-ip6",
+    "src-port", "dst-port", "ipversion", "not",
 ];
 
 /// FreeBSD rule options this build does not implement.
+#[rustfmt::skip]
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "log",
-    "logamount",
-    "keep-state",
-    "record-state",
-    "limit",
-    "set-limit",
-    "setup",
-    "established",
-    "frag",
-    "tcpflags",
-    "tcpoptions",
-    "tcpseq",
-    "tcpack",
-    "tcpwin",
-    "tcpdatalen",
-    "tcpmss",
-    "icmptypes",
-    "icmp6types",
-    "ipoptions",
-    "iplen",
-    "ipttl",
-    "iptos",
-    "ipid",
-    "ipprecedence",
-    "mac",
-    "mac-type",
-    "layer2",
-    "uid",
-    "gid",
-    "jail",
-    "tagged",
-    "fib",
-    "dscp",
-    "antispoof",
-    "verrevpath",
-    "versrcreach",
-    "diverted",
-    "diverted-loopback",
-    "diverted-output",
-    "bridged",
-    "lookup",
-    "flow",
-    "flow-id",
-    "ext6hdr",
-    "sockarg",
-    "defer-action",
-    "defer-immediate-action",
-    "src-mac",
-    "dst-mac",
-    "me",
-    "me6",
-    "table",
+    "log", "logamount", "keep-state", "record-state", "limit", "set-limit", "setup", "established",
+    "frag", "tcpflags", "tcpoptions", "tcpseq", "tcpack", "tcpwin", "tcpdatalen", "tcpmss",
+    "icmptypes", "icmp6types", "ipoptions", "iplen", "ipttl", "iptos", "ipid", "ipprecedence",
+    "mac", "mac-type", "layer2", "uid", "gid", "jail", "tagged", "fib", "dscp", "antispoof",
+    "verrevpath", "versrcreach", "diverted", "diverted-loopback", "diverted-output", "bridged",
+    "lookup", "flow", "flow-id", "ext6hdr", "sockarg", "defer-action", "defer-immediate-action",
+    "src-mac", "dst-mac", "me", "me6", "table",
 ];
 
 /// Parses what follows `add`.
@@ -181,7 +103,7 @@ fn parse_prob(
     let t = cur.word("a match probability after `prob`")?;
     probability(t.text)
         .map(Some)
-        .map_err(|m| cur.error_at(t, ErrorKind::Range, m))
+        .map_err(|e| cur.value_error(t, e))
 }
 
 fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, ParseError> {
@@ -302,8 +224,8 @@ enum Side {
 /// `[not] (any | ADDRS) [[not] PORTS]` after `from` or `to`.
 fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseError> {
     let mut conds = Vec::new();
-    let negate = cur.peek_is("not");
-    let not_tok = if negate { cur.bump() } else { None };
+    let not_tok = if cur.peek_is("not") { cur.bump() } else { None };
+    let negate = not_tok.is_some();
     if cur.peek_is("any") {
         if let Some(t) = not_tok {
             return Err(cur.error_at(t, ErrorKind::Syntax, "`not any` matches no packet"));
@@ -399,7 +321,7 @@ fn addr_match(s: &str) -> Result<AddrMatch, String> {
         let prefix = len
             .parse::<u8>()
             .ok()
-            .filter(|&p| p <= max)
+            .filter(|&p| p <= max && len.bytes().all(|b| b.is_ascii_digit()))
             .ok_or_else(|| {
                 format!("a prefix length for {addr} must be in 0..{max}, found `{len}`")
             })?;
@@ -491,8 +413,7 @@ fn proto_cond(p: ProtoWord, negate: bool) -> Option<Cond> {
 /// One option, possibly preceded by `not`; `None` for one that selects every
 /// packet (`proto ip`).
 fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, ParseError> {
-    let not_tok = if cur.peek_is("not") { cur.bump() } else { None };
-    let negate = not_tok.is_some();
+    let negate = cur.eat("not");
     let Some(t) = cur.peek() else {
         return Err(cur.expected("a rule option after `not`", OPTIONS));
     };

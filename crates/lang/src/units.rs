@@ -2,14 +2,25 @@
 //!
 //! Values are computed in exact decimal arithmetic, so `1.5Mbit/s` is
 //! 1 500 000 bit/s and `0.1ms` is 100 000 ns, with no float rounding. Each
-//! function returns a message (not a [`crate::ParseError`]) so the caller can
-//! point it at the token.
+//! function returns a [`ValueError`] rather than a [`crate::ParseError`], so
+//! the caller can point it at the token the value came from.
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use dummynet_engine::config::QueueLimit;
 use dummynet_engine::rng::Probability;
 use dummynet_engine::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+
+use ValueError::{Malformed, OutOfRange};
+
+/// Why a value was refused; the message is a complete sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ValueError {
+    /// Not a value of the expected form (`10Mbitz/s`).
+    Malformed(String),
+    /// Well formed but outside the allowed range (`weight 200`).
+    OutOfRange(String),
+}
 
 /// A non-negative decimal `digits / 10^scale`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,27 +37,31 @@ impl Decimal {
         Some(num.checked_add(den / 2)? / den)
     }
 
+    fn is_whole(self) -> bool {
+        10u128
+            .checked_pow(self.scale)
+            .is_some_and(|den| self.digits.is_multiple_of(den))
+    }
+
     fn as_f64(self) -> f64 {
         self.digits as f64 / 10f64.powi(self.scale as i32)
     }
 }
 
-/// Splits `12.5Mbit/s` into the number and the rest (`Mbit/s`).
-fn split_number(s: &str) -> Result<(Decimal, &str), String> {
+/// Splits `12.5Mbit/s` into the number and the rest (`Mbit/s`); `None` if
+/// it does not start with a number.
+fn split_number(s: &str) -> Option<(Decimal, &str)> {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, rest) = s.split_at(end);
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if int.is_empty() && frac.is_empty() || frac.contains('.') {
-        return Err(format!("`{s}` does not start with a number"));
+    // 30 digits keep `digits * factor` (factor <= 10^12) inside u128.
+    if int.is_empty() && frac.is_empty() || frac.contains('.') || int.len() + frac.len() > 30 {
+        return None;
     }
-    // 30 digits keep `digits * factor` (factor <= 10^9) inside u128.
-    if int.len() + frac.len() > 30 {
-        return Err(format!("`{num}` has too many digits"));
-    }
-    let digits = format!("{int}{frac}").parse::<u128>().unwrap_or(0);
-    Ok((
+    let digits = format!("{int}{frac}").parse::<u128>().ok()?;
+    Some((
         Decimal {
             digits,
             scale: frac.len() as u32,
@@ -57,37 +72,31 @@ fn split_number(s: &str) -> Result<(Decimal, &str), String> {
 
 /// An unsigned integer, decimal or `0x` hex.
 pub(crate) fn integer(s: &str) -> Option<u128> {
-    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        return u128::from_str_radix(hex, 16)
-            .ok()
-            .filter(|_| !hex.starts_with('+'));
-    }
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (s, 10),
+    };
+    // `from_str_radix` would also take a sign.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return None;
     }
-    s.parse().ok()
+    u128::from_str_radix(digits, radix).ok()
 }
 
-/// A decimal integer in `lo..=hi`, with an error naming the range.
-pub(crate) fn number_in(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, NumberError> {
+/// A decimal integer in `lo..=hi`; `what` names it in the message, which
+/// gives the range.
+pub(crate) fn number_in(s: &str, what: &str, lo: u64, hi: u64) -> Result<u64, ValueError> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(NumberError::NotANumber(format!(
+        return Err(Malformed(format!(
             "expected a {what} ({lo}..{hi}), found `{s}`"
         )));
     }
     match s.parse::<u64>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(NumberError::OutOfRange(format!(
+        _ => Err(OutOfRange(format!(
             "{what} must be in {lo}..{hi}, found `{s}`"
         ))),
     }
-}
-
-/// Why [`number_in`] failed: the two map to different error kinds.
-#[derive(Debug)]
-pub(crate) enum NumberError {
-    NotANumber(String),
-    OutOfRange(String),
 }
 
 /// Largest accepted bandwidth: well above any real link, far below overflow.
@@ -97,8 +106,14 @@ const MAX_BW: u128 = 10_000_000_000_000;
 /// a unit. Bits unless the unit says bytes: `byte(s)` in any case, or a
 /// capital `B` on its own (`KB/s`, `MBps`), as FreeBSD reads `B` not followed
 /// by `it`. A bare number is bit/s and 0 means unlimited.
-pub(crate) fn bandwidth(s: &str) -> Result<u64, String> {
-    let (value, rest) = split_number(s).map_err(|_| bw_help(s))?;
+pub(crate) fn bandwidth(s: &str) -> Result<u64, ValueError> {
+    let help = || {
+        Malformed(format!(
+            "expected a bandwidth such as 10Mbit/s, 300Kbit/s, 2KByte/s or 1.5Gbit/s \
+             (bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s, KByte/s, MByte/s, GByte/s), found `{s}`"
+        ))
+    };
+    let (value, rest) = split_number(s).ok_or_else(help)?;
     let (mult, unit) = match rest.chars().next() {
         Some('k' | 'K') => (1_000, &rest[1..]),
         Some('m' | 'M') => (1_000_000, &rest[1..]),
@@ -114,30 +129,25 @@ pub(crate) fn bandwidth(s: &str) -> Result<u64, String> {
         "B" => 8,
         u if u.eq_ignore_ascii_case("bit") || u.eq_ignore_ascii_case("bits") => 1,
         u if u.eq_ignore_ascii_case("byte") || u.eq_ignore_ascii_case("bytes") => 8,
-        _ => return Err(bw_help(s)),
+        _ => return Err(help()),
     };
     match value.times(mult * per_unit) {
         Some(bw) if bw <= MAX_BW => Ok(bw as u64),
-        _ => Err(format!("bandwidth `{s}` is too large (at most 10 Tbit/s)")),
+        _ => Err(OutOfRange(format!(
+            "bandwidth `{s}` is too large (at most 10 Tbit/s)"
+        ))),
     }
-}
-
-fn bw_help(s: &str) -> String {
-    format!(
-        "expected a bandwidth such as 10Mbit/s, 300Kbit/s, 2KByte/s or 1.5Gbit/s \
-         (bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s, KByte/s, MByte/s, GByte/s), found `{s}`"
-    )
 }
 
 /// FreeBSD's `delay`: a bare number is milliseconds; `ms`, `us`, `ns` and `s`
 /// suffixes and decimals are accepted here as well. Returns nanoseconds.
-pub(crate) fn delay(s: &str) -> Result<Nanos, String> {
+pub(crate) fn delay(s: &str) -> Result<Nanos, ValueError> {
     let help = || {
-        format!(
+        Malformed(format!(
             "expected a delay such as 10, 10ms, 250us or 1.5s (a bare number is ms), found `{s}`"
-        )
+        ))
     };
-    let (value, unit) = split_number(s).map_err(|_| help())?;
+    let (value, unit) = split_number(s).ok_or_else(help)?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "ms" | "msec" => NS_PER_MS,
         "us" | "µs" | "usec" => NS_PER_US,
@@ -148,14 +158,18 @@ pub(crate) fn delay(s: &str) -> Result<Nanos, String> {
     value
         .times(u128::from(scale))
         .and_then(|ns| u64::try_from(ns).ok())
-        .ok_or_else(|| format!("delay `{s}` is too large"))
+        .ok_or_else(|| OutOfRange(format!("delay `{s}` is too large")))
 }
 
 /// A size in bytes with an optional K/M/G multiplier (powers of 1024) and an
 /// optional `B`/`byte(s)` unit: `burst 64KB`, `burst 1M`, `burst 1500`.
-pub(crate) fn bytes(s: &str) -> Result<u64, String> {
-    let help = || format!("expected a size in bytes such as 1500, 64KB or 2MBytes, found `{s}`");
-    let (value, rest) = split_number(s).map_err(|_| help())?;
+pub(crate) fn bytes(s: &str) -> Result<u64, ValueError> {
+    let help = || {
+        Malformed(format!(
+            "expected a size in bytes such as 1500, 64KB or 2MBytes, found `{s}`"
+        ))
+    };
+    let (value, rest) = split_number(s).ok_or_else(help)?;
     let (mult, unit) = binary_multiplier(rest);
     if !is_byte_unit(unit) {
         return Err(help());
@@ -163,40 +177,49 @@ pub(crate) fn bytes(s: &str) -> Result<u64, String> {
     value
         .times(mult)
         .and_then(|b| u64::try_from(b).ok())
-        .ok_or_else(|| format!("size `{s}` is too large"))
+        .ok_or_else(|| OutOfRange(format!("size `{s}` is too large")))
 }
 
 /// FreeBSD's `queue`: a bare number is a length in packets (slots); with a
 /// K suffix or a byte unit it is a length in bytes, K being 1024
 /// (`queue 200kb` is 204800 bytes, as in FreeBSD).
-pub(crate) fn queue_limit(s: &str) -> Result<QueueLimit, String> {
+pub(crate) fn queue_limit(s: &str) -> Result<QueueLimit, ValueError> {
     let help = || {
-        format!(
+        Malformed(format!(
             "expected a queue size: slots (50) or bytes (200kb, 1000KBytes, 9000B), found `{s}`"
-        )
+        ))
     };
-    let (value, rest) = split_number(s).map_err(|_| help())?;
+    let (value, rest) = split_number(s).ok_or_else(help)?;
+    let too_large = || OutOfRange(format!("queue size `{s}` is too large"));
     let limit = if rest.is_empty() {
-        if value.scale > 0 && value.digits % 10u128.pow(value.scale) != 0 {
-            return Err(format!(
-                "a queue length in slots must be a whole number, found `{s}`"
-            ));
+        if !value.is_whole() {
+            return Err(Malformed(format!(
+                "a queue length in slots is a whole number, found `{s}`"
+            )));
         }
-        let slots = value.times(1).and_then(|n| u32::try_from(n).ok());
-        QueueLimit::Slots(slots.ok_or_else(|| format!("queue length `{s}` is too large"))?)
+        QueueLimit::Slots(
+            value
+                .times(1)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(too_large)?,
+        )
     } else {
-        let (mult, unit) = binary_multiplier(rest);
         // `k` alone means kilobytes: FreeBSD never reads a suffixed size as slots.
+        let (mult, unit) = binary_multiplier(rest);
         if !is_byte_unit(unit) {
             return Err(help());
         }
-        let b = value.times(mult).and_then(|b| u64::try_from(b).ok());
-        QueueLimit::Bytes(b.ok_or_else(|| format!("queue size `{s}` is too large"))?)
+        QueueLimit::Bytes(
+            value
+                .times(mult)
+                .and_then(|b| u64::try_from(b).ok())
+                .ok_or_else(too_large)?,
+        )
     };
     match limit {
-        QueueLimit::Slots(0) | QueueLimit::Bytes(0) => {
-            Err(format!("a queue must hold something, found `{s}`"))
-        }
+        QueueLimit::Slots(0) | QueueLimit::Bytes(0) => Err(OutOfRange(format!(
+            "a queue must hold something, found `{s}`"
+        ))),
         l => Ok(l),
     }
 }
@@ -217,14 +240,21 @@ fn is_byte_unit(u: &str) -> bool {
 }
 
 /// A probability in `[0, 1]` (`prob`, `plr`).
-pub(crate) fn probability(s: &str) -> Result<Probability, String> {
-    let help = || format!("expected a probability between 0 and 1 such as 0.05, found `{s}`");
-    let (value, rest) = split_number(s).map_err(|_| help())?;
+pub(crate) fn probability(s: &str) -> Result<Probability, ValueError> {
+    let help = || {
+        Malformed(format!(
+            "expected a probability between 0 and 1 such as 0.05, found `{s}`"
+        ))
+    };
+    let (value, rest) = split_number(s).ok_or_else(help)?;
     if !rest.is_empty() {
         return Err(help());
     }
-    Probability::new(value.as_f64())
-        .ok_or_else(|| format!("a probability must be between 0 and 1, found `{s}`"))
+    Probability::new(value.as_f64()).ok_or_else(|| {
+        OutOfRange(format!(
+            "a probability must be between 0 and 1, found `{s}`"
+        ))
+    })
 }
 
 /// A probability written so that it parses back to the same value: FreeBSD's
@@ -238,54 +268,57 @@ pub(crate) fn format_probability(p: Probability) -> String {
 
 /// An IPv4 mask for `mask src-ip M`: hex or decimal (`0x000000ff`), dotted
 /// (`255.255.255.0`), or a prefix length (`/24`).
-pub(crate) fn ipv4_mask(s: &str) -> Result<u32, String> {
+pub(crate) fn ipv4_mask(s: &str) -> Result<u32, ValueError> {
     if let Some(len) = s.strip_prefix('/') {
-        return match len.parse::<u32>() {
-            Ok(n @ 0..=32) => Ok(u32::MAX.checked_shl(32 - n).unwrap_or(0)),
-            _ => Err(format!(
+        return match integer(len).filter(|_| !len.starts_with("0x")) {
+            Some(n @ 0..=32) => Ok(u32::MAX.checked_shl(32 - n as u32).unwrap_or(0)),
+            _ => Err(OutOfRange(format!(
                 "an IPv4 prefix length must be in 0..32, found `{s}`"
-            )),
+            ))),
         };
     }
-    if let Ok(a) = s.parse::<std::net::Ipv4Addr>() {
+    if let Ok(a) = s.parse::<Ipv4Addr>() {
         return Ok(u32::from(a));
     }
     match integer(s) {
-        Some(m) => {
-            u32::try_from(m).map_err(|_| format!("an IPv4 mask must fit in 32 bits, found `{s}`"))
-        }
-        None => Err(format!(
+        Some(m) => u32::try_from(m)
+            .map_err(|_| OutOfRange(format!("an IPv4 mask must fit in 32 bits, found `{s}`"))),
+        None => Err(Malformed(format!(
             "expected an IPv4 mask such as 0xffffff00, 255.255.255.0 or /24, found `{s}`"
-        )),
+        ))),
     }
 }
 
 /// An IPv6 mask for `mask src-ip6 M`: a prefix length (`/64` or `64`, as
 /// FreeBSD reads a bare number here) or an address-style mask (`ffff:ffff::`).
-pub(crate) fn ipv6_mask(s: &str) -> Result<u128, String> {
+pub(crate) fn ipv6_mask(s: &str) -> Result<u128, ValueError> {
     let len = s.strip_prefix('/').unwrap_or(s);
     if !len.is_empty() && len.bytes().all(|b| b.is_ascii_digit()) {
         return match len.parse::<u32>() {
             Ok(n @ 0..=128) => Ok(u128::MAX.checked_shl(128 - n).unwrap_or(0)),
-            _ => Err(format!(
+            _ => Err(OutOfRange(format!(
                 "an IPv6 prefix length must be in 0..128, found `{s}`"
-            )),
+            ))),
         };
     }
     s.parse::<Ipv6Addr>().map(u128::from).map_err(|_| {
-        format!("expected an IPv6 mask such as /64 or ffff:ffff:ffff:ffff::, found `{s}`")
+        Malformed(format!(
+            "expected an IPv6 mask such as /64 or ffff:ffff:ffff:ffff::, found `{s}`"
+        ))
     })
 }
 
 /// An integer mask of `bits` bits, hex or decimal (`mask dst-port 0xffff`).
-pub(crate) fn field_mask(s: &str, bits: u32) -> Result<u128, String> {
+pub(crate) fn field_mask(s: &str, bits: u32) -> Result<u128, ValueError> {
     let max = (1u128 << bits) - 1;
     match integer(s) {
         Some(m) if m <= max => Ok(m),
-        Some(_) => Err(format!(
+        Some(_) => Err(OutOfRange(format!(
             "this mask has {bits} bits (at most {max:#x}), found `{s}`"
-        )),
-        None => Err(format!("expected a mask such as {max:#x}, found `{s}`")),
+        ))),
+        None => Err(Malformed(format!(
+            "expected a mask such as {max:#x}, found `{s}`"
+        ))),
     }
 }
 

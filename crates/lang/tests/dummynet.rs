@@ -444,6 +444,7 @@ fn program_words_prompts_and_flags() {
         flags("ipfw -q flush"),
         Flags {
             quiet: true,
+            force: true, // FreeBSD: -q implies -f
             ..Flags::default()
         }
     );
@@ -467,7 +468,7 @@ fn program_words_prompts_and_flags() {
         Flags {
             quiet: true,
             timestamps: true,
-            force: false
+            force: true
         }
     );
     let e = err("ipfw -qx flush");
