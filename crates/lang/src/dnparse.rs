@@ -218,13 +218,16 @@ fn parse_sched_config(
             // FreeBSD's `sched N config pipe N` is accepted for its
             // documentation's sake; scheduler N can drive no other link.
             cur.bump();
-            let m_tok = cur.peek();
+            let at = cur.peek();
             let m = object_number(cur, Object::Pipe)?;
-            if let (Some(m_tok), true) = (m_tok, m != n) {
+            if let Some(at) = at.filter(|_| m != n) {
                 return Err(cur.error_at(
-                    m_tok,
+                    at,
                     ErrorKind::Syntax,
-                    format!("scheduler {n} always drives link {n}: write `pipe {n}`, or configure `sched {m}`"),
+                    format!(
+                        "scheduler {n} always drives link {n}: \
+                         write `pipe {n}`, or configure `sched {m}`"
+                    ),
                 ));
             }
         } else if let Some(name) = ty.and_then(|ty| ty.params.iter().find(|p| t.is(p))) {

@@ -4,9 +4,15 @@
 //! a parser from command lines to the engine's typed [`Command`]s, and the
 //! `show` formatters that print an engine [`Snapshot`](dummynet_engine::Snapshot) the way FreeBSD does.
 //!
-//! ```text
-//! "ipfw pipe 1 config bw 10Mbit/s delay 10ms"  --parse_command-->  Statement::Apply(Command::ConfigPipe(..))
-//! Snapshot                                     --format_pipes--->  "00001:  10.000 Mbit/s   10 ms burst 0\n..."
+//! ```
+//! use dummynet_engine::Command;
+//! use dummynet_lang::{parse_command, Statement};
+//!
+//! let p = parse_command("ipfw pipe 1 config bw 10Mbit/s delay 10ms queue 200kb").unwrap();
+//! assert!(matches!(p.statement, Statement::Apply(Command::ConfigPipe(1, _))));
+//!
+//! let e = parse_command("ipfw add 100 pipe 1 form any to any").unwrap_err();
+//! assert_eq!((e.found(), e.column, e.suggestion), (Some("form"), 21, Some("from")));
 //! ```
 //!
 //! What it does:

@@ -214,15 +214,20 @@ fn flowset_lines(fs: &FlowsetView) -> String {
 /// The scheduler line, its parameters and mask, and its instances.
 fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
     let masked = !sc.mask.is_empty();
-    // A pipe's scheduler shares the pipe's hash size; others use the default.
-    let buckets = match s
-        .flowsets
-        .iter()
-        .find(|f| f.number == sc.number + DN_MAX_ID)
-    {
-        _ if !masked => 0,
-        Some(fs) if sc.number > DN_MAX_ID => fs.buckets,
-        _ => DEFAULT_BUCKETS,
+    // FreeBSD prints 0 buckets for an unmasked scheduler. A pipe's FIFO
+    // scheduler (N + 65536) shares the hash size of the pipe's queue
+    // (N + 131072); other schedulers have no `buckets` option and use the default.
+    let pipe_queue = || {
+        s.flowsets
+            .iter()
+            .find(|f| f.number == sc.number + DN_MAX_ID)
+    };
+    let buckets = if !masked {
+        0
+    } else if sc.number > DN_MAX_ID {
+        pipe_queue().map_or(DEFAULT_BUCKETS, |f| f.buckets)
+    } else {
+        DEFAULT_BUCKETS
     };
     let mut out = format!(
         " sched {} type {} flags 0x{:x} {buckets} buckets {} active\n",
