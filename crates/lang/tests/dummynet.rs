@@ -521,3 +521,91 @@ fn argv_form() {
     assert_eq!((e.source.as_str(), e.column), ("pipe 1 config bw fast", 18));
     assert!(parse_args(&[]).is_err());
 }
+
+mod properties {
+    use dummynet_lang::parse_command;
+    use proptest::prelude::*;
+
+    /// Words of the pipe/queue/sched language, valid and not.
+    const SOUP: &[&str] = &[
+        "pipe",
+        "queue",
+        "sched",
+        "1",
+        "65535",
+        "65536",
+        "0",
+        "config",
+        "delete",
+        "show",
+        "list",
+        "flush",
+        "bw",
+        "bandwidth",
+        "10Mbit/s",
+        "1.5",
+        "0x",
+        "0xff",
+        "delay",
+        "10ms",
+        "250us",
+        "burst",
+        "64KB",
+        "200kb",
+        "plr",
+        "0.5",
+        "2",
+        "mask",
+        "all",
+        "dst-ip",
+        "src-ip6",
+        "/64",
+        "/129",
+        "proto",
+        "flow-id",
+        "buckets",
+        "weight",
+        "100",
+        "noerror",
+        "droptail",
+        "type",
+        "fifo",
+        "wf2q+",
+        "fq_codel",
+        "codel",
+        "red",
+        "quantum",
+        "profile",
+        "",
+        "é",
+        "-",
+        "=",
+        "sysctl",
+        "kenv",
+        "net.inet.ip.fw.one_pass=1",
+        "net.inet.ip.dummynet.expire=",
+        "kldload",
+        "-fq",
+        "-z",
+        "#",
+        "$",
+        "{",
+        "}",
+        ",",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn dummynet_soup_never_panics(words in prop::collection::vec(prop::sample::select(SOUP), 0..12)) {
+            let line = words.join(" ");
+            for l in [line.clone(), format!("ipfw {line}"), format!("pipe 1 config {line}"), format!("sched 1 config {line}")] {
+                if let Err(e) = parse_command(&l) {
+                    prop_assert!(e.offset + e.len <= l.len());
+                    let _ = e.to_string();
+                }
+            }
+        }
+    }
+}
