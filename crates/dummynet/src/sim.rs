@@ -115,6 +115,8 @@ pub fn run(args: SimArgs) -> ExitCode {
 
 fn run_files(args: &SimArgs) -> Result<String, String> {
     let config = load_config(&args.config)?;
+    let engine =
+        configure(&config, args.seed).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let mut inputs = Vec::with_capacity(args.pcaps.len());
     for spec in &args.pcaps {
         let capture = capture::read_file(&spec.path)?;
@@ -142,13 +144,11 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     let mut out = args.out.as_deref().map(create).transpose()?;
     let mut log = args.log.as_deref().map(create).transpose()?;
     let summary = simulate(
-        &config,
+        engine,
         inputs,
-        args.seed,
         out.as_mut().map(|w| w as &mut dyn Write),
         log.as_mut().map(|w| w as &mut dyn Write),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     for (w, path) in [(out, &args.out), (log, &args.log)] {
         if let (Some(mut w), Some(path)) = (w, path) {
             w.flush()
@@ -180,7 +180,7 @@ pub struct Input {
 
 /// What the engine carries: the frame itself, so an AQM can mark ECN in it
 /// and OUT.pcap gets the bytes as they left.
-struct Packet {
+pub struct Packet {
     id: u64,
     frame: Vec<u8>,
     ip_offset: usize,
@@ -311,20 +311,25 @@ fn secs(ns: Nanos) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
-/// Runs the captures through an engine configured by `config`.
-pub fn simulate<'w>(
-    config: &[(usize, Command)],
-    inputs: Vec<Input>,
-    seed: u64,
-    out: Option<&'w mut dyn Write>,
-    log: Option<&'w mut dyn Write>,
-) -> Result<Summary, String> {
-    let mut engine: Engine<Packet> = Engine::new(seed);
+/// An engine with the configuration applied at time 0, or the first
+/// command it refused, by line.
+pub fn configure(config: &[(usize, Command)], seed: u64) -> Result<Engine<Packet>, String> {
+    let mut engine = Engine::new(seed);
     for (line, cmd) in config {
         engine
             .apply(0, cmd.clone())
             .map_err(|e| format!("line {line}: {e}"))?;
     }
+    Ok(engine)
+}
+
+/// Runs the captures through a configured engine.
+pub fn simulate<'w>(
+    mut engine: Engine<Packet>,
+    inputs: Vec<Input>,
+    out: Option<&'w mut dyn Write>,
+    log: Option<&'w mut dyn Write>,
+) -> Result<Summary, String> {
     let linktype = inputs.first().map_or(1, |i| i.capture.linktype);
     let out = out.map(|w| capture::Writer::new(w, linktype)).transpose()?;
     let ports: Vec<Port> = inputs
@@ -659,7 +664,7 @@ mod tests {
             let (linktype, link) = if raw { (101, LinkType::RawIp) } else { (1, LinkType::Ethernet) };
             let input = Input { capture: Capture { linktype, link, frames }, iface: "sim0".into(), dir: Direction::In };
             let (mut out, mut log) = (Vec::new(), Vec::new());
-            let s = simulate(&config(), vec![input], 7, Some(&mut out), Some(&mut log)).unwrap();
+            let s = simulate(configure(&config(), 7).unwrap(), vec![input], Some(&mut out), Some(&mut log)).unwrap();
             proptest::prop_assert_eq!(s.arrived, n);
             proptest::prop_assert_eq!(s.delivered + s.dropped() + s.inside, n);
             proptest::prop_assert_eq!(s.inside, 0);

@@ -356,8 +356,10 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
     let conf = write(
         &d,
         "c.conf",
+        // recv/xmit see the interface each capture was given.
         "pipe 1 config bw 10Mbit/s delay 10ms\npipe 2 config bw 10Mbit/s delay 50ms\n\
-         add 100 pipe 1 ip from any to any in\nadd 200 pipe 2 ip from any to any out\n",
+         add 100 pipe 1 ip from any to any in recv sim0\n\
+         add 200 pipe 2 ip from any to any out xmit eth1\n",
     );
     let a = gen(&d, "a.pcap", &["--packets", "3", "--rate", "1Mbit/s"]);
     // Starts 1 ms later, so arrivals interleave: a0 b0 a1 b1...
