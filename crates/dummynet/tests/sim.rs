@@ -224,7 +224,9 @@ fn reruns_are_byte_identical() {
     let conf = write(
         &d,
         "c.conf",
-        "pipe 1 config bw 2Mbit/s delay 3ms queue 8\nadd 100 pipe 1 ip from any to any in\n",
+        // Random loss and a random rule, so the seed matters.
+        "pipe 1 config bw 2Mbit/s delay 3ms queue 8 plr 0.1\n\
+         add 100 prob 0.9 pipe 1 ip from any to any in\nadd 200 allow ip from any to any\n",
     );
     let pcap = gen(
         &d,
@@ -240,7 +242,7 @@ fn reruns_are_byte_identical() {
             "5",
         ],
     );
-    let run = |tag: &str| {
+    let run = |tag: &str, seed: &str| {
         let (out, log) = (
             d.join(format!("out{tag}.pcap")),
             d.join(format!("log{tag}.jsonl")),
@@ -256,13 +258,16 @@ fn reruns_are_byte_identical() {
             "--log",
             s(&log),
             "--seed",
-            "42",
+            seed,
         ]));
         (stdout, fs::read(out).unwrap(), fs::read(log).unwrap())
     };
-    let (a, b) = (run("a"), run("b"));
+    let (a, b) = (run("a", "42"), run("b", "42"));
     assert!(!a.1.is_empty() && !a.2.is_empty());
     assert!(a == b, "two runs with the same seed differ");
+    assert!(a.0.contains("plr:"), "{}", a.0);
+    let c = run("c", "43");
+    assert!(a.2 != c.2, "another seed gave the same run");
 }
 
 #[test]
