@@ -7,10 +7,15 @@ use dummynet_engine::{Command, Snapshot};
 use dummynet_lang::Statement;
 
 /// The commands of a configuration file with their line numbers, in file
-/// order. `show` statements are skipped: at time 0 there is nothing to show,
-/// and `sim` prints the final state itself.
-pub fn commands(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Command)>, String> {
-    let parsed = dummynet_lang::parse_file(text, base_dir).map_err(|e| e.to_string())?;
+/// order, or the line of the first error and the error. `show` statements
+/// are skipped: at time 0 there is nothing to show, and `sim` prints the
+/// final state itself.
+pub fn commands(
+    text: &str,
+    base_dir: Option<&Path>,
+) -> Result<Vec<(usize, Command)>, (usize, String)> {
+    let parsed =
+        dummynet_lang::parse_file(text, base_dir).map_err(|e| (e.line, e.error.to_string()))?;
     Ok(parsed
         .into_iter()
         .filter_map(|(line, p)| match p.statement {

@@ -115,8 +115,8 @@ pub fn run(args: SimArgs) -> ExitCode {
 
 fn run_files(args: &SimArgs) -> Result<String, String> {
     let config = load_config(&args.config)?;
-    let engine =
-        configure(&config, args.seed).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let engine = configure(&config, args.seed)
+        .map_err(|(line, e)| format!("{}:{line}: {e}", args.config.display()))?;
     let mut inputs = Vec::with_capacity(args.pcaps.len());
     for spec in &args.pcaps {
         let capture = capture::read_file(&spec.path)?;
@@ -168,7 +168,8 @@ fn create(path: &Path) -> Result<BufWriter<File>, String> {
 pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    crate::lang::commands(&text, path.parent()).map_err(|e| format!("{}: {e}", path.display()))
+    crate::lang::commands(&text, path.parent())
+        .map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
 }
 
 /// One capture and where it enters.
@@ -311,14 +312,17 @@ fn secs(ns: Nanos) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
-/// An engine with the configuration applied at time 0, or the first
-/// command it refused, by line.
-pub fn configure(config: &[(usize, Command)], seed: u64) -> Result<Engine<Packet>, String> {
+/// An engine with the configuration applied at time 0, or the line of the
+/// first command it refused and why.
+pub fn configure(
+    config: &[(usize, Command)],
+    seed: u64,
+) -> Result<Engine<Packet>, (usize, String)> {
     let mut engine = Engine::new(seed);
     for (line, cmd) in config {
         engine
             .apply(0, cmd.clone())
-            .map_err(|e| format!("line {line}: {e}"))?;
+            .map_err(|e| (*line, e.to_string()))?;
     }
     Ok(engine)
 }
