@@ -257,9 +257,40 @@ pub struct Summary {
     /// Count per reason, in [`DropReason::ALL`] order then `malformed`; zeros omitted.
     pub drops: Vec<(&'static str, u64)>,
     pub inside: u64,
-    /// Over packets the engine delivered: (min, max, sum, count) of departure − arrival.
-    pub delay: Option<(Nanos, Nanos, u128, u64)>,
+    /// Departure − arrival over the packets the engine delivered.
+    pub delay: Option<Delays>,
     pub snapshot: Snapshot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delays {
+    pub min: Nanos,
+    pub max: Nanos,
+    pub sum: u128,
+    pub count: u64,
+}
+
+impl Delays {
+    fn add(d: Option<Delays>, x: Nanos) -> Delays {
+        match d {
+            None => Delays {
+                min: x,
+                max: x,
+                sum: u128::from(x),
+                count: 1,
+            },
+            Some(d) => Delays {
+                min: d.min.min(x),
+                max: d.max.max(x),
+                sum: d.sum + u128::from(x),
+                count: d.count + 1,
+            },
+        }
+    }
+
+    fn mean(&self) -> Nanos {
+        u64::try_from(self.sum / u128::from(self.count.max(1))).unwrap_or(Nanos::MAX)
+    }
 }
 
 impl Summary {
@@ -282,14 +313,13 @@ impl Summary {
         }
         let _ = writeln!(s, "still inside:  {}", self.inside);
         match self.delay {
-            Some((min, max, sum, count)) => {
-                let mean = u64::try_from(sum / u128::from(count.max(1))).unwrap_or(u64::MAX);
+            Some(d) => {
                 let _ = writeln!(
                     s,
                     "delay (ms):    mean {}  min {}  max {}",
-                    ms(mean),
-                    ms(min),
-                    ms(max)
+                    ms(d.mean()),
+                    ms(d.min),
+                    ms(d.max)
                 );
             }
             None => {
@@ -392,7 +422,7 @@ struct Sim<'w> {
     delivered: u64,
     not_ip: u64,
     malformed: u64,
-    delay: Option<(Nanos, Nanos, u128, u64)>,
+    delay: Option<Delays>,
 }
 
 impl Sim<'_> {
@@ -505,11 +535,7 @@ impl Sim<'_> {
         self.delivered += 1;
         let (arrived, orig_len) = self.arrivals.get(id as usize).copied().unwrap_or((at, 0));
         if note.is_none() {
-            let d = at.saturating_sub(arrived);
-            self.delay = Some(match self.delay {
-                None => (d, d, u128::from(d), 1),
-                Some((lo, hi, sum, n)) => (lo.min(d), hi.max(d), sum + u128::from(d), n + 1),
-            });
+            self.delay = Some(Delays::add(self.delay, at.saturating_sub(arrived)));
         }
         if let Some(out) = &mut self.out {
             let ts = self
