@@ -37,7 +37,7 @@
 //!   [`REBASE_LAG`]).
 //! * `1/w` and `1/Σw` are kept to 64 bits (`u64::MAX / w`), so `V` stays
 //!   exact to one part in 2^44 even with 10,000 queues of weight 100, where
-//!   FreeBSD's 28-bit `ONE_FP / wsum` is off by 0.4 %.
+//!   FreeBSD's 28-bit `ONE_FP / wsum` is off by 0.16 %.
 //! * The idle heap is drained of every queue whose `F` has passed `V`, a few
 //!   per dequeue, rather than one, so `Σw` tracks GPS closely.
 //! * A queue is charged for the packet that actually left. When queue
@@ -78,12 +78,12 @@ const MAX_CHARGED_LEN: u32 = 1 << 24;
 
 /// Heap keys are `t - base` in 64 bits, with `base` trailing `V`. When `V`
 /// gets this far ahead, `base` moves up to `V - REBASE_KEEP` and every key
-/// is recomputed. Keys then stay below 2^62 + 2^57, clear of saturation.
+/// is recomputed. As no live timestamp is more than 2^57 above `V`, keys
+/// stay below 2^63, clear of saturation.
 ///
-/// A rebase is `O(n)`, but `V` moves at most `len · 2^32 / Σw` per packet, so
-/// one happens at most every 2^30 · Σw bytes served — once per GiB for a
-/// single weight-1 queue, and never in practice for a busy instance — and
-/// `n <= Σw` since every weight is at least 1.
+/// A rebase is `O(n)` but rare: `V` advances by `len · 2^32 / Σw` per packet,
+/// so it takes 2^30 bytes per unit of `Σw` — a GiB through a lone weight-1
+/// queue, 10 PB through 10,000 queues of weight 1.
 const REBASE_LAG: VTime = 1 << 62;
 /// Virtual time kept below `V` by a rebase. Timestamps further back clamp to
 /// key 0: they belong to queues long eligible or long idle, which stay first
@@ -198,13 +198,6 @@ impl Wf2q {
         !(self.eligible.is_empty() && self.waiting.is_empty())
     }
 
-    fn entry(&self, t: VTime, slot: Slot) -> Entry {
-        Entry {
-            key: rel(t, self.base),
-            slot,
-        }
-    }
-
     fn add_weight(&mut self, w: u32) {
         self.weight_sum += u64::from(w);
         self.inv_weight_sum = inverse(self.weight_sum);
@@ -241,7 +234,10 @@ impl Wf2q {
         let f = &mut self.flows[slot as usize];
         f.start = f.finish;
         f.place = Place::Idle;
-        let e = self.entry(self.flows[slot as usize].finish, slot);
+        let e = Entry {
+            key: rel(f.finish, self.base),
+            slot,
+        };
         idle_push(&mut self.idle, &mut self.flows, e);
     }
 
