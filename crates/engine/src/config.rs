@@ -193,7 +193,8 @@ pub struct Profile {
     pub name: String,
     /// Overrides the pipe's `bw` when present in the file.
     pub bw: Option<u64>,
-    /// Fraction of samples that mark the packet lost (FreeBSD's `loss-level`).
+    /// FreeBSD's `loss-level`: the fraction of samples that keep the packet;
+    /// a drawn sample at or above `loss_level × samples` marks it lost.
     pub loss_level: f64,
     /// Extra link occupancy in nanoseconds, one entry per sample, interpolated
     /// from the file's (probability, delay) points: `samples[i]` is the delay at

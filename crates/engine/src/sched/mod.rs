@@ -6,7 +6,7 @@
 //! the queue it chooses through [`QueueOps`]. Adding a scheduler is one file
 //! implementing [`SchedInstance`] plus one line in [`REGISTRY`].
 
-mod fifo;
+pub mod fifo;
 mod wf2q;
 
 pub use fifo::Fifo;
@@ -46,6 +46,9 @@ pub trait SchedInstance: Send {
 /// Why a scheduler refused its parameters.
 pub type ParamError = String;
 
+/// Validates a type's parameters and builds an instance.
+pub type NewInstance = fn(&[(String, u64)]) -> Result<Box<dyn SchedInstance>, ParamError>;
+
 /// A scheduler type, as registered.
 pub struct SchedType {
     /// Name in `type NAME` (lower case).
@@ -57,7 +60,7 @@ pub struct SchedType {
     /// Parameter names it accepts after `type NAME`.
     pub params: &'static [&'static str],
     /// Validates parameters and builds an instance.
-    pub new_instance: fn(&[(String, u64)]) -> Result<Box<dyn SchedInstance>, ParamError>,
+    pub new_instance: NewInstance,
 }
 
 /// Every scheduler type, one line each.
@@ -75,5 +78,8 @@ pub fn lookup(name: &str) -> Option<&'static SchedType> {
 
 /// All names and aliases, for error messages and suggestions.
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().flat_map(|t| std::iter::once(t.name).chain(t.aliases.iter().copied())).collect()
+    REGISTRY
+        .iter()
+        .flat_map(|t| std::iter::once(t.name).chain(t.aliases.iter().copied()))
+        .collect()
 }
