@@ -451,9 +451,11 @@ impl<P: Payload> Engine<P> {
         match spec.action {
             Action::Pipe(n) => check_number("pipe", n)?,
             Action::Queue(n) => check_number("queue", n)?,
-            Action::Skipto(t) if t <= number => return err(format!(
+            Action::Skipto(t) if t <= number => {
+                return err(format!(
                 "skipto {t} must jump forward: use a number greater than the rule's own ({number})"
-            )),
+            ))
+            }
             _ => {}
         }
         let before = self.ifaces.len();
