@@ -1,0 +1,16 @@
+//! # dummynet-io
+//!
+//! The adapters between the sans-I/O engine and a live Linux system. Nothing
+//! here knows about rules or pipes: these modules move frames and packets.
+//!
+//! - [`netns`]: network namespaces (anonymous or named) and running code or
+//!   commands inside them.
+//! - [`rtnl`]: rtnetlink: veth pairs, addresses, links up, moves between
+//!   namespaces.
+//! - [`afpacket`]: AF_PACKET ports for the bridge, batched I/O.
+//! - [`nfqueue`]: NFQUEUE host interception and the iptables chain it needs.
+
+pub mod afpacket;
+pub mod netns;
+pub mod nfqueue;
+pub mod rtnl;
