@@ -139,7 +139,10 @@ fn errno_io(e: Errno) -> io::Error {
 
 // NS_GET_NSTYPE from <linux/nsfs.h>: _IO(0xb7, 0x3). Answers the CLONE_NEW*
 // flag of the namespace behind an nsfs file, and ENOTTY for any other file.
-nix::ioctl_none!(ns_get_nstype, 0xb7, 0x3);
+// The macro makes a `pub` function: a private module keeps it out of our API.
+mod nsfs {
+    nix::ioctl_none!(ns_get_nstype, 0xb7, 0x3);
+}
 
 /// A handle on a network namespace.
 ///
@@ -176,7 +179,7 @@ impl Netns {
         })?;
         // SAFETY: NS_GET_NSTYPE takes no argument and only reads the file
         // behind the descriptor, which `file` keeps open for the call.
-        let kind = unsafe { ns_get_nstype(file.as_raw_fd()) };
+        let kind = unsafe { nsfs::ns_get_nstype(file.as_raw_fd()) };
         match kind {
             Ok(t) if t == CloneFlags::CLONE_NEWNET.bits() => Ok(Netns {
                 fd: Arc::new(file.into()),
