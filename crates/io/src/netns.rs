@@ -24,13 +24,12 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let left = Netns::new_anonymous()?;
 //! let right = Netns::new_anonymous()?;
-//! // The rtnetlink socket is bound to the namespace of the thread that
-//! // opens it: open it inside `left` and create the pair from there.
-//! left.run(|| -> Result<(), dummynet_io::rtnl::RtnlError> {
-//!     let mut rtnl = Rtnl::open()?;
-//!     rtnl.add_veth("dn0a", "dn0b", Some(std::os::fd::AsFd::as_fd(&right)))?;
-//!     rtnl.set_up("dn0a")
-//! })??;
+//! // An rtnetlink socket belongs to the namespace of the thread that opens
+//! // it: `rtnl()` opens one inside `left`; the pair is created from there,
+//! // its peer directly in `right`.
+//! let mut rtnl = left.rtnl()?;
+//! rtnl.add_veth("dn0a", "dn0b", Some(std::os::fd::AsFd::as_fd(&right)))?;
+//! rtnl.set_up("dn0a")?;
 //! # Ok(())
 //! # }
 //! ```
@@ -101,6 +100,9 @@ pub enum NetnsError {
     /// The loopback interface of a new namespace could not be brought up.
     #[error("bringing lo up in a new network namespace: {0}")]
     Loopback(#[source] Box<RtnlError>),
+    /// An rtnetlink socket could not be opened in the namespace.
+    #[error(transparent)]
+    Rtnl(Box<RtnlError>),
     /// The namespace could not be identified with fstat(2).
     #[error("identifying a network namespace (fstat): {0}")]
     Stat(#[source] io::Error),
@@ -389,6 +391,14 @@ impl Netns {
                 })?;
             join_or_resume(helper.join())
         })
+    }
+
+    /// Opens an rtnetlink socket bound to this namespace (on a helper
+    /// thread, see [`Netns::run`]); the socket can then be used from any
+    /// thread and keeps configuring this namespace.
+    pub fn rtnl(&self) -> Result<Rtnl> {
+        self.run(Rtnl::open)?
+            .map_err(|e| NetnsError::Rtnl(Box::new(e)))
     }
 
     /// A [`Command`] for `program` whose child process enters this network

@@ -4,7 +4,7 @@
 //!
 //! An rtnetlink socket talks to the network namespace of the thread that
 //! created it, for as long as it lives. To configure a namespace, open the
-//! [`Rtnl`] inside it, e.g. with [`crate::netns::Netns::run`]; the same
+//! [`Rtnl`] inside it, with [`crate::netns::Netns::rtnl`]; the same
 //! `Rtnl` can then be used from any thread.
 //!
 //! Every request asks the kernel for an acknowledgement (`NLM_F_ACK`) and
@@ -588,9 +588,12 @@ mod tests {
         nix::unistd::geteuid().is_root()
     }
 
-    /// Runs `f` with an rtnetlink socket in a fresh anonymous namespace.
+    /// Runs `f` in a fresh anonymous namespace with an rtnetlink socket
+    /// there.
     fn in_new_netns<T: Send>(f: impl FnOnce(&mut Rtnl) -> T + Send) -> T {
         let ns = Netns::new_anonymous().unwrap();
+        // `f` itself runs inside too: it opens sockets and reads
+        // /proc/thread-self/net there.
         ns.run(|| f(&mut Rtnl::open().unwrap())).unwrap()
     }
 

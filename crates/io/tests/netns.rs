@@ -41,7 +41,7 @@ fn unique(prefix: &str) -> String {
 
 /// Opens an rtnetlink socket inside `ns`.
 fn rtnl_in(ns: &Netns) -> Rtnl {
-    ns.run(Rtnl::open).unwrap().unwrap()
+    ns.rtnl().unwrap()
 }
 
 /// Two namespaces joined by a veth pair `a` (10.99.N.1/30, in `left`) and
