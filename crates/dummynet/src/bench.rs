@@ -8,7 +8,9 @@
 //! Scenarios mirror the ones the userspace ipfw on netmap reported (128-byte
 //! packets): one allow rule, an unlimited pipe, a 1 Gbit/s pipe and a pipe
 //! with 10 ms of delay; `--sched TYPE --flows N` measures one enqueue plus
-//! one dequeue with N backlogged flows.
+//! one dequeue with N backlogged flows, twice: through the whole engine
+//! (classifier, queues, link) and for the scheduler policy alone, which is
+//! how FreeBSD's `dn_test` measured its schedulers.
 
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -19,6 +21,7 @@ use dummynet_engine::config::{
     Setting,
 };
 use dummynet_engine::flow::proto;
+use dummynet_engine::sched::{self, workload::Mix, workload::PolicyWorkload};
 use dummynet_engine::{Command, Direction, Engine, FlowKey, FlowMask, Nanos, PacketInfo, Verdict};
 use serde::Serialize;
 
@@ -61,6 +64,12 @@ pub struct Report {
     pub line_rate_pps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flows: Option<u32>,
+    /// `--sched`: the policy alone, equal packet lengths and weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_ns_per_packet: Option<f64>,
+    /// `--sched`: the policy alone, lengths 64..1500 B and weights 1..100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_mixed_ns_per_packet: Option<f64>,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -123,6 +132,10 @@ fn print_reports(reports: &[Report], json: bool) {
         "{:<22} {:>10} {:>12} {:>10} {:>14}",
         "scenario", "packets", "Mpps", "ns/pkt", "delivered Mpps"
     );
+    let policy = |r: &Report| match (r.policy_ns_per_packet, r.policy_mixed_ns_per_packet) {
+        (Some(eq), Some(mixed)) => format!("   policy alone {eq:.1} ns (mixed {mixed:.1} ns)"),
+        _ => String::new(),
+    };
     for r in reports {
         let name = match r.flows {
             Some(f) => format!("{} x{}", r.scenario, f),
@@ -134,12 +147,13 @@ fn print_reports(reports: &[Report], json: bool) {
             _ => "-".into(),
         };
         println!(
-            "{:<22} {:>10} {:>12.3} {:>10.1} {:>14}",
+            "{:<22} {:>10} {:>12.3} {:>10.1} {:>14}{}",
             name,
             r.packets,
             r.pps / 1e6,
             r.ns_per_packet,
-            delivered
+            delivered,
+            policy(r)
         );
     }
 }
@@ -287,6 +301,8 @@ fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
         delivered_pps,
         line_rate_pps: line_rate,
         flows: None,
+        policy_ns_per_packet: None,
+        policy_mixed_ns_per_packet: None,
     })
 }
 
@@ -363,7 +379,32 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
         delivered_pps: Some(delivered as f64 / (now as f64 / 1e9)),
         line_rate_pps: Some(bw as f64 / (f64::from(size) * 8.0)),
         flows: Some(flows),
+        policy_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Equal)?),
+        policy_mixed_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Mixed)?),
     })
+}
+
+/// ns per packet of the scheduler policy alone ([`PolicyWorkload`]), best of
+/// three runs so that a busy neighbour on the machine shows less.
+pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64, String> {
+    let t = sched::lookup(kind).ok_or_else(|| {
+        format!(
+            "unknown scheduler type `{kind}`; known: {}",
+            sched::names().join(", ")
+        )
+    })?;
+    let mut w = PolicyWorkload::new(t, flows, mix)?;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let start = Instant::now();
+        for _ in 0..packets {
+            if w.step().is_none() {
+                return Err(format!("{kind}: the policy lost its backlog"));
+            }
+        }
+        best = best.min(start.elapsed().as_secs_f64() * 1e9 / packets as f64);
+    }
+    Ok(best)
 }
 
 #[cfg(test)]

@@ -298,8 +298,20 @@ impl<P> Dummynet<P> {
             return Err(Rejected { held, reason });
         }
         held.enq_time = now;
+        if instance.backlog == 0 && !instance.link.active {
+            let bypass = self
+                .scheds
+                .get(&instance.sched)
+                .is_some_and(|s| s.kind.idle_bypass);
+            if bypass {
+                // Nothing queued and an idle link: the policy would hand this
+                // packet straight back, so give it to the link directly.
+                self.kick(now, inst, Some(held), rng);
+                return Ok(());
+            }
+        }
         self.push(q, inst, held);
-        self.kick(now, inst, rng);
+        self.kick(now, inst, None, rng);
         Ok(())
     }
 
@@ -318,9 +330,11 @@ impl<P> Dummynet<P> {
         instance.policy.enqueue(queue.slot, len, was_empty);
     }
 
-    /// Starts an idle link, granting its burst allowance, and serves it.
+    /// Starts an idle link, granting its burst allowance, and serves it;
+    /// `first` is a packet handed over without queueing (see
+    /// [`SchedType::idle_bypass`]), sent before anything the policy holds.
     #[inline]
-    fn kick(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
+    fn kick(&mut self, now: Nanos, inst: InstId, first: Option<Held<P>>, rng: &mut Rng) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
         };
@@ -331,13 +345,13 @@ impl<P> Dummynet<P> {
             return;
         };
         instance.link.wake(now, &sched.link);
-        self.serve(now, inst, rng);
+        self.serve(now, inst, first, rng);
     }
 
     /// FreeBSD's `serve_sched`: while the link has credit, dequeue and put on
     /// the wire; the packet that overdraws the credit finishes when the credit
     /// is back to zero, and the link sleeps until then.
-    fn serve(&mut self, now: Nanos, inst: InstId, rng: &mut Rng) {
+    fn serve(&mut self, now: Nanos, inst: InstId, mut first: Option<Held<P>>, rng: &mut Rng) {
         static UNLIMITED: LinkParams = LinkParams {
             bw: 0,
             delay: 0,
@@ -364,14 +378,22 @@ impl<P> Dummynet<P> {
             aqm_drops: Vec::new(),
         };
         let mut last: Option<usize> = None;
+        // `backlog` guards the loop so an emptied instance costs no extra
+        // call into its policy.
         while instance.link.credit >= 0 {
-            if instance.policy.dequeue(&mut ops).is_none() {
-                break;
-            }
-            let Some(mut held) = ops.popped.take() else {
-                break;
+            let mut held = match first.take() {
+                Some(h) => h,
+                None => {
+                    if instance.backlog == 0 || instance.policy.dequeue(&mut ops).is_none() {
+                        break;
+                    }
+                    let Some(h) = ops.popped.take() else {
+                        break;
+                    };
+                    instance.backlog = instance.backlog.saturating_sub(1);
+                    h
+                }
             };
-            instance.backlog = instance.backlog.saturating_sub(1);
             let mut extra = 0;
             if let Some(pf) = &params.profile {
                 let (e, lost) = profile::draw(pf, ops.rng);
@@ -380,6 +402,21 @@ impl<P> Dummynet<P> {
             }
             instance.link.credit -= params.cost(held.info.len, extra);
             held.out_time = now + params.delay;
+            if params.delay == 0 && instance.link.credit >= 0 && instance.dline.is_empty() {
+                // Off the wire at once with no delay to serve: skip the delay
+                // line. (A packet that overdraws the credit still goes there,
+                // to wait for the end of its transmission.)
+                let drop = held.lost.then_some(DropReason::ProfileLoss);
+                if drop.is_some() {
+                    instance.counters.drops += 1;
+                }
+                self.exits.push(Exit {
+                    held,
+                    at: now,
+                    drop,
+                });
+                continue;
+            }
             instance.dline.push_back(held);
             last = Some(instance.dline.len() - 1);
         }
@@ -471,7 +508,7 @@ impl<P> Dummynet<P> {
             return true;
         };
         match kind {
-            TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, rng),
+            TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, None, rng),
             TimerKind::DelayLine if i.dline_timer == Some(at) => self.release(at, inst),
             _ => {} // superseded
         }
@@ -868,7 +905,7 @@ impl<P> Dummynet<P> {
         }
         touched.dedup();
         for inst in touched {
-            self.kick(now, inst, rng);
+            self.kick(now, inst, None, rng);
         }
         rejected
     }

@@ -16,6 +16,7 @@ pub static TYPE: SchedType = SchedType {
         }
         Ok(Box::new(Fifo::default()))
     },
+    idle_bypass: true,
 };
 
 /// Arrival order as a list of queue ids, one entry per queued packet.

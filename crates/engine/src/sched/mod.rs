@@ -8,6 +8,7 @@
 
 pub mod fifo;
 mod wf2q;
+pub mod workload;
 
 pub use fifo::Fifo;
 
@@ -61,6 +62,11 @@ pub struct SchedType {
     pub params: &'static [&'static str],
     /// Validates parameters and builds an instance.
     pub new_instance: NewInstance,
+    /// A packet that finds an instance of this type with nothing queued may
+    /// go straight to the link without passing through `enqueue`/`dequeue`,
+    /// because the policy would return it at once and keeps no state about
+    /// it (true of FIFO; not of WF2Q+, whose virtual time must see it).
+    pub idle_bypass: bool,
 }
 
 /// Every scheduler type, one line each.

@@ -62,6 +62,7 @@ pub static TYPE: SchedType = SchedType {
         }
         Ok(Box::new(Wf2q::default()))
     },
+    idle_bypass: false,
 };
 
 /// Virtual time: bytes × 2^32 per unit of weight, since the instance last
