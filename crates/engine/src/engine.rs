@@ -30,6 +30,12 @@ pub const MAX_BW: u64 = 10_000_000_000_000;
 /// or a deep-space hop needs more).
 pub const MAX_DELAY: Nanos = 3600 * NS_PER_SEC;
 
+/// With `expire` on, the per-flow queues and scheduler instances that masks
+/// made are swept about this often: one that was empty and saw no arrival
+/// since the previous sweep is freed. The sweep runs on arrivals, at most
+/// once per period, so an idle engine does no work and sets no timer for it.
+pub const EXPIRE_IDLE: Nanos = NS_PER_SEC;
+
 /// ipfw + dummynet on a caller-driven clock. `P` is whatever the caller wants
 /// back with each packet (buffer, index, handle).
 pub struct Engine<P> {
@@ -47,6 +53,8 @@ pub struct Engine<P> {
     spare_exits: Vec<Exit<P>>,
     /// The latest time the engine was driven to.
     now: Nanos,
+    /// When the next idle-flow sweep is due (`expire`).
+    next_expiry: Nanos,
 }
 
 impl<P: Payload> Engine<P> {
@@ -68,6 +76,7 @@ impl<P: Payload> Engine<P> {
             totals: Totals::default(),
             spare_exits: Vec::new(),
             now: 0,
+            next_expiry: EXPIRE_IDLE,
         }
     }
 
@@ -107,6 +116,9 @@ impl<P: Payload> Engine<P> {
     /// that polls late still sees departures in the right order.
     pub fn input(&mut self, now: Nanos, info: PacketInfo, payload: P) -> Verdict<P> {
         self.run_timers(now);
+        if now >= self.next_expiry {
+            self.expire(now);
+        }
         self.totals.arrived += 1;
         let (decision, rule) = self.rules.classify(
             0,
@@ -165,6 +177,21 @@ impl<P: Payload> Engine<P> {
                 }
             }
         }
+    }
+
+    /// FreeBSD's `expire`: frees masked flows idle for [`EXPIRE_IDLE`].
+    #[cold]
+    fn expire(&mut self, now: Nanos) {
+        self.next_expiry = now.saturating_add(EXPIRE_IDLE);
+        if self.settings.expire {
+            self.dn.expire_idle();
+        }
+    }
+
+    /// Bytes one idle per-flow queue costs under a scheduler of type `kind`
+    /// (see [`EXPIRE_IDLE`] for how they are reclaimed).
+    pub fn idle_flow_bytes(&self, kind: &SchedType) -> usize {
+        self.dn.idle_queue_bytes() + kind.queue_state_bytes
     }
 
     /// The next packet whose time has come by `now`, delivered or dropped.

@@ -665,3 +665,142 @@ fn verdict_names_the_target() {
         }
     );
 }
+
+/// A pipe with `mask src-ip 0xffffffff` at 1 Mbit/s, and 100 hosts that each
+/// send one 125-byte packet (1 ms on the wire) at time 0.
+fn hundred_hosts(expire: bool) -> Harness {
+    let mut h = Harness::new(1);
+    h.apply(Command::Set(Setting::Expire(expire)));
+    let fs = FlowsetConfig {
+        mask: FlowMask {
+            src_ip: 0xffff_ffff,
+            ..FlowMask::default()
+        },
+        ..Default::default()
+    };
+    h.apply(pipe_cfg(
+        1,
+        LinkConfig {
+            bw: 1_000_000,
+            ..Default::default()
+        },
+        fs,
+    ));
+    all_to_pipe(&mut h, 1);
+    for host in 0..100u8 {
+        h.send(0, udp([10, 0, 0, host], [10, 0, 1, 1], 1, 2, 125));
+    }
+    h
+}
+
+fn flows_of(h: &Harness, fs: u32) -> usize {
+    let snap = h.e.snapshot();
+    snap.flowsets
+        .iter()
+        .find(|f| f.number == fs)
+        .map_or(0, |f| f.flows.len())
+}
+
+#[test]
+fn idle_flows_expire_after_a_second_and_busy_ones_stay() {
+    let mut h = hundred_hosts(true);
+    let fs = 1 + 2 * DN_MAX_ID;
+    assert_eq!(flows_of(&h, fs), 100);
+    // Host 0 keeps sending every 100 ms; the others went quiet at 0 and their
+    // packets left by 100 ms.
+    let mut t = 0;
+    while t < 2_500 * MS {
+        t += 100 * MS;
+        h.send(t, udp([10, 0, 0, 0], [10, 0, 1, 1], 1, 2, 125));
+    }
+    h.finish();
+    // Sweeps ran at 1 s (everyone had sent since the start) and at 2 s (99
+    // flows had not since the first sweep).
+    let snap = h.e.snapshot();
+    let flows = &snap.flowsets.iter().find(|f| f.number == fs).unwrap().flows;
+    assert_eq!(flows.len(), 1, "only the busy host keeps its queue");
+    assert_eq!(flows[0].id.src, 0x0a00_0000);
+    assert_eq!(flows[0].counters.tot_pkts, 26);
+    // The link's packet counts are unaffected, and nothing was lost.
+    assert_eq!(h.delivered(), 125);
+}
+
+#[test]
+fn with_expire_off_idle_flows_stay() {
+    let mut h = hundred_hosts(false);
+    h.send(5_000 * MS, udp([10, 0, 0, 0], [10, 0, 1, 1], 1, 2, 125));
+    h.finish();
+    assert_eq!(flows_of(&h, 1 + 2 * DN_MAX_ID), 100);
+}
+
+#[test]
+fn idle_scheduler_instances_expire_too() {
+    // Seed 001's per-host limit: the mask is on the pipe, so each host gets a
+    // scheduler instance with its own link.
+    let mut h = Harness::new(1);
+    h.apply(Command::ConfigPipe(
+        4,
+        PipeConfig {
+            link: LinkConfig {
+                bw: 300_000,
+                ..Default::default()
+            },
+            flowset: FlowsetConfig {
+                mask: FlowMask {
+                    dst_ip: 0xff,
+                    ..FlowMask::default()
+                },
+                ..Default::default()
+            },
+        },
+    ));
+    all_to_pipe(&mut h, 4);
+    for host in 1..=3u8 {
+        h.send(0, udp([10, 1, 2, 9], [192, 168, 0, host], 1, 2, 375));
+    }
+    let instances = |h: &Harness| {
+        h.e.snapshot()
+            .scheds
+            .iter()
+            .find(|s| s.number == 4 + DN_MAX_ID)
+            .map_or(0, |s| s.instances.len())
+    };
+    assert_eq!(instances(&h), 3);
+    // The sweep at 1.5 s sees three hosts busy since the start; the one at
+    // 3 s finds them idle for a whole period and frees them.
+    h.send(1_500 * MS, udp([10, 1, 2, 9], [192, 168, 0, 9], 1, 2, 375));
+    assert_eq!(instances(&h), 4);
+    h.send(3_000 * MS, udp([10, 1, 2, 9], [192, 168, 0, 7], 1, 2, 375));
+    let snap = h.e.snapshot();
+    let mut hosts: Vec<u128> = snap
+        .scheds
+        .iter()
+        .find(|s| s.number == 4 + DN_MAX_ID)
+        .unwrap()
+        .instances
+        .iter()
+        .map(|i| i.id.dst)
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        vec![7, 9],
+        "three idle hosts freed, the new one made"
+    );
+    assert_eq!(instances(&h), 2);
+    h.finish();
+    // A host that comes back starts afresh with exact timing.
+    let id = h.send(4_000 * MS, udp([10, 1, 2, 9], [192, 168, 0, 1], 1, 2, 375));
+    h.finish();
+    assert_eq!(h.departure(id), 4_010 * MS);
+}
+
+#[test]
+fn an_idle_flow_costs_less_than_256_bytes() {
+    let e: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+    for kind in dummynet_engine::sched::REGISTRY {
+        let bytes = e.idle_flow_bytes(kind);
+        eprintln!("{}: {bytes} bytes per idle flow queue", kind.name);
+        assert!(bytes < 256, "{}: {bytes} bytes per idle flow", kind.name);
+    }
+}

@@ -123,12 +123,13 @@ struct FlowQueue<P> {
     flowset: u32,
     inst: InstId,
     slot: Slot,
-    id: FlowKey,
     /// Arrivals and drops (lengths are `pkts`/`bytes`).
     tot_pkts: u64,
     tot_bytes: u64,
     drops: u64,
     aqm: Option<Box<dyn AqmState>>,
+    /// Had an arrival since the last expiry sweep.
+    touched: bool,
 }
 
 /// A scheduler instance with its own link.
@@ -147,6 +148,8 @@ struct Instance<P> {
     counters: FlowCounters,
     /// Its scheduler was deleted or re-masked: it only drains its delay line.
     retired: bool,
+    /// Had an arrival since the last expiry sweep.
+    touched: bool,
 }
 
 struct Sched {
@@ -264,8 +267,10 @@ impl<P> Dummynet<P> {
         };
         queue.tot_pkts += 1;
         queue.tot_bytes += u64::from(len);
+        queue.touched = true;
         instance.counters.tot_pkts += 1;
         instance.counters.tot_bytes += u64::from(len);
+        instance.touched = true;
 
         // FreeBSD's order in dn_enqueue: random loss, then AQM, then the limit.
         let mut reason = None;
@@ -545,6 +550,7 @@ impl<P> Dummynet<P> {
                     dline_timer: None,
                     counters: FlowCounters::default(),
                     retired: false,
+                    touched: true,
                 });
                 sched.instances.insert(sid, i);
                 i
@@ -560,11 +566,11 @@ impl<P> Dummynet<P> {
             flowset: fs_nr,
             inst,
             slot: 0,
-            id: qid,
             tot_pkts: 0,
             tot_bytes: 0,
             drops: 0,
             aqm: aqm::new_state(&fs.cfg.aqm),
+            touched: true,
         });
         if let Some(instance) = self.instances.get_mut(inst) {
             let slot = instance.policy.add_queue(q, fs.cfg.weight);
@@ -578,6 +584,83 @@ impl<P> Dummynet<P> {
             fs.solo = Some(q);
         }
         (inst, q)
+    }
+
+    /// FreeBSD's `expire`, run by the engine about once a second: frees the
+    /// per-flow queues and scheduler instances that masks created and that
+    /// have been empty with no arrival since the previous sweep, so a flow
+    /// goes one to two sweep periods after its last packet. Their counters go
+    /// with them, as in FreeBSD. Queues that stay (of unmasked flowsets) give
+    /// back the buffer they grew while busy. Returns how many queues and
+    /// instances were freed.
+    pub fn expire_idle(&mut self) -> (usize, usize) {
+        let mut freed_queues = 0;
+        for fs in self.flowsets.values_mut() {
+            let sched_masked = self
+                .scheds
+                .get(&fs.sched)
+                .is_some_and(|s| !s.mask.is_empty());
+            if fs.cfg.mask.is_empty() && !sched_masked {
+                continue;
+            }
+            let queues = &mut self.queues;
+            let instances = &mut self.instances;
+            fs.queues.retain(|_, &mut q| {
+                let Some(queue) = queues.get(q) else {
+                    return false;
+                };
+                if queue.touched || !queue.pkts.is_empty() {
+                    return true;
+                }
+                if let Some(inst) = instances.get_mut(queue.inst) {
+                    inst.policy.remove_queue(queue.slot);
+                    inst.queues.retain(|&x| x != q);
+                }
+                queues.remove(q);
+                freed_queues += 1;
+                false
+            });
+        }
+        for item in self.queues.items.iter_mut().flatten() {
+            if !item.touched && item.pkts.is_empty() && item.pkts.capacity() > 0 {
+                item.pkts = VecDeque::new();
+            }
+            item.touched = false;
+        }
+        let mut freed_instances = 0;
+        for sched in self.scheds.values_mut() {
+            if sched.mask.is_empty() {
+                continue;
+            }
+            let instances = &mut self.instances;
+            sched.instances.retain(|_, &mut i| {
+                let Some(inst) = instances.get(i) else {
+                    return false;
+                };
+                let idle = !inst.touched
+                    && inst.queues.is_empty()
+                    && inst.backlog == 0
+                    && inst.dline.is_empty()
+                    && !inst.link.active;
+                if idle {
+                    instances.remove(i);
+                    freed_instances += 1;
+                }
+                !idle
+            });
+        }
+        for inst in self.instances.items.iter_mut().flatten() {
+            inst.touched = false;
+        }
+        (freed_queues, freed_instances)
+    }
+
+    /// Bytes an idle per-flow queue costs: its record, its slot in the
+    /// flowset's table and its entry in the scheduler policy.
+    pub fn idle_queue_bytes(&self) -> usize {
+        std::mem::size_of::<Option<FlowQueue<P>>>()
+            + std::mem::size_of::<((InstId, FlowKey), QueueId)>()
+            + 1 // hashbrown's control byte
     }
 
     /// Packets held anywhere inside (queues, links, delay lines, exits).
@@ -954,10 +1037,10 @@ impl<P> Dummynet<P> {
         let fs = self.flowsets.get(&n)?;
         let mut flows: Vec<crate::stats::FlowView> = fs
             .queues
-            .values()
-            .filter_map(|&q| self.queues.get(q))
-            .map(|q| crate::stats::FlowView {
-                id: q.id,
+            .iter()
+            .filter_map(|(&(_, id), &q)| self.queues.get(q).map(|q| (id, q)))
+            .map(|(id, q)| crate::stats::FlowView {
+                id,
                 counters: FlowCounters {
                     tot_pkts: q.tot_pkts,
                     tot_bytes: q.tot_bytes,

@@ -17,6 +17,8 @@ pub static TYPE: SchedType = SchedType {
         Ok(Box::new(Fifo::default()))
     },
     idle_bypass: true,
+    // Its slot -> queue table entry; arrival order costs only while busy.
+    queue_state_bytes: std::mem::size_of::<QueueId>(),
 };
 
 /// Arrival order as a list of queue ids, one entry per queued packet.

@@ -67,6 +67,9 @@ pub struct SchedType {
     /// because the policy would return it at once and keeps no state about
     /// it (true of FIFO; not of WF2Q+, whose virtual time must see it).
     pub idle_bypass: bool,
+    /// Bytes of state an instance keeps per queue, idle or not (for the
+    /// memory-per-flow figure that `expire` keeps in check).
+    pub queue_state_bytes: usize,
 }
 
 /// Every scheduler type, one line each.

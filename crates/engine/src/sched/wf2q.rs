@@ -63,6 +63,9 @@ pub static TYPE: SchedType = SchedType {
         Ok(Box::new(Wf2q::default()))
     },
     idle_bypass: false,
+    // Its flow record. (An idle queue also has a heap entry until V passes
+    // its finish time, which takes one packet time at most.)
+    queue_state_bytes: std::mem::size_of::<Flow>(),
 };
 
 /// Virtual time: bytes × 2^32 per unit of weight, since the instance last
