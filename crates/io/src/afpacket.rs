@@ -17,9 +17,12 @@
 //!   the interface index starts the flow. A socket created with `ETH_P_ALL`
 //!   would queue frames from *every* interface between `socket(2)` and
 //!   `bind(2)`, and the bridge would forward a few frames it never should.
-//! - **Our own frames.** A packet socket also sees frames leaving its
-//!   interface, including the ones the bridge itself sends there.
-//!   `PACKET_IGNORE_OUTGOING` (Linux 4.20) stops that in the kernel; on older
+//! - **Outgoing frames.** A packet socket also sees frames *leaving* its
+//!   interface: whatever the host's own stack sends there (IPv6 router
+//!   solicitations, for one), and frames other sockets send, such as a second
+//!   bridge on the same interface. None of them came from the wire, so none
+//!   is for the other side. (The kernel never shows a socket its own sends.)
+//!   `PACKET_IGNORE_OUTGOING` (Linux 4.20) stops them in the kernel; on older
 //!   kernels the option is refused and frames whose `sll_pkttype` is
 //!   `PACKET_OUTGOING` are skipped here instead (counted in
 //!   [`PortStats::rx_outgoing_skipped`]).
@@ -58,10 +61,11 @@
 //!   well-formed GSO frame; the kernel re-verifies headers given by user space
 //!   (it marks them "dodgy"). A header it cannot use (a GSO type it does not
 //!   know, `gso_size` 0, a checksum position past the end) makes `sendmmsg`
-//!   fail with `EINVAL`, reported as [`PortError::Refused`]. If `gso_size` plus
-//!   the headers exceeds the MTU of the egress device, the segments are too big
-//!   for the wire and a real NIC drops them. veth advertises TSO and passes the
-//!   super-packet to its peer unchanged.
+//!   fail with `EINVAL`, reported as [`PortError::Refused`]. The MTU is not
+//!   checked against a GSO frame: if `gso_size` plus the headers exceeds the
+//!   egress MTU, the segments are larger than the link allows and what becomes
+//!   of them is up to the driver and the receiver (usually a drop). veth
+//!   advertises TSO and passes the super-packet to its peer unchanged.
 //!
 //! # Buffers
 //!
@@ -180,7 +184,7 @@ pub enum PortError {
     NoBuffers { ifname: Arc<str> },
     /// The frame is longer than the interface takes (`EMSGSIZE`): MTU plus
     /// link header, unless it is a GSO frame sent with a [`VnetHdr`].
-    #[error("{ifname}: frame of {len} bytes is larger than the interface accepts (EMSGSIZE); super-packets need vnet_hdr")]
+    #[error("{ifname}: frame of {len} bytes is larger than the interface accepts (EMSGSIZE); a super-packet must be sent with its VnetHdr")]
     TooLarge { ifname: Arc<str>, len: usize },
     /// The kernel refused the frame or its [`VnetHdr`] (`EINVAL`).
     #[error("{ifname}: kernel refused a frame of {len} bytes with {vnet:?} (EINVAL): bad GSO type, gso_size or checksum offsets")]
@@ -1455,6 +1459,14 @@ mod tests {
         }
         .shifted_by_vlan_tag();
         assert_eq!((edge.csum_start, edge.hdr_len), (u16::MAX, u16::MAX));
+    }
+
+    #[test]
+    fn a_port_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<Port>();
+        send::<PortError>();
+        send::<RxFrame>();
     }
 
     #[test]
