@@ -627,7 +627,8 @@ impl Port {
         &self.opts
     }
 
-    /// Whether the kernel filters our own frames out (`PACKET_IGNORE_OUTGOING`).
+    /// Whether the kernel keeps outgoing frames away (`PACKET_IGNORE_OUTGOING`);
+    /// if not, they are skipped by `sll_pkttype`.
     pub fn ignores_outgoing_in_kernel(&self) -> bool {
         self.ignore_outgoing
     }
