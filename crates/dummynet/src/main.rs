@@ -4,6 +4,10 @@
 //! - `sim`: replay pcap captures through the engine on virtual time, offline.
 //! - `gen`: write synthetic constant-rate traffic as a pcap.
 //! - `bench`: push synthetic packets through the engine, no I/O.
+//! - `run`: the live daemon (bridge or host mode) with its control socket.
+//! - `shell`: run a command behind an emulated link.
+//! - `ipfw` / `dnctl`: talk to a running daemon; the binary also answers to
+//!   those names, so seed scripts run verbatim.
 
 use std::process::ExitCode;
 
@@ -13,6 +17,7 @@ mod bench;
 mod capture;
 mod gen;
 mod lang;
+mod live;
 mod sim;
 
 #[derive(Debug, Parser)]
@@ -44,12 +49,57 @@ enum Cmd {
     Gen(gen::GenArgs),
     /// Measure the engine's packet rate on synthetic traffic.
     Bench(bench::BenchArgs),
+    /// Run the live emulator: bridge two interfaces or shape this host.
+    Run(live::run::RunArgs),
+    /// Run a command behind an emulated link, in its own network namespace.
+    ///
+    /// The command's far end is in $DUMMYNET_PEER; `dummynet ipfw ...`
+    /// inside it talks to this shell's emulator ($DUMMYNET_SOCKET).
+    Shell(live::shell::ShellArgs),
+    /// List the built-in link presets (seed 000's table).
+    Presets,
+    /// Counters and timer lateness of a running daemon.
+    Stats,
+    /// Send an ipfw command to a running daemon (`dummynet ipfw pipe 1 show`).
+    #[command(disable_help_flag = true)]
+    Ipfw {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Send a dnctl command to a running daemon (`dummynet dnctl pipe show`).
+    #[command(disable_help_flag = true)]
+    Dnctl {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
+    // Installed as `ipfw` or `dnctl` (links to this binary): be that tool.
+    let mut argv = std::env::args();
+    let name = argv
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if name == "ipfw" || name == "dnctl" {
+        return live::client::ipfw(&name, argv.collect());
+    }
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Run(a) => live::run::run(a),
+        Cmd::Shell(a) => live::shell::run(a),
+        Cmd::Presets => {
+            print!("{}", live::presets::table());
+            ExitCode::SUCCESS
+        }
+        Cmd::Stats => live::client::stats(),
+        Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
+        Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),
     }
 }

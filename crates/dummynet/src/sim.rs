@@ -344,10 +344,10 @@ fn secs(ns: Nanos) -> String {
 
 /// An engine with the configuration applied at time 0, or the line of the
 /// first command it refused and why.
-pub fn configure(
+pub fn configure<P: dummynet_engine::Payload>(
     config: &[(usize, Command)],
     seed: u64,
-) -> Result<Engine<Packet>, (usize, String)> {
+) -> Result<Engine<P>, (usize, String)> {
     let mut engine = Engine::new(seed);
     for (line, cmd) in config {
         engine

@@ -114,8 +114,14 @@ pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
 /// passes `ipfw pipe 1 config bw 1Mbit/s`. Error positions refer to the
 /// words joined by single spaces, which is also the line the error shows.
 pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
+    parse_args_in(args, None)
+}
+
+/// [`parse_args`] for a command typed elsewhere: a `profile FILE` is read
+/// relative to `base_dir` (the daemon uses the client's working directory).
+pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed, ParseError> {
     let line = args.join(" ");
-    match command::parse_line(&line, Mode::Argv, Context::default())? {
+    match command::parse_line(&line, Mode::Argv, Context { base_dir })? {
         Some(p) => Ok(p),
         None => Err(ParseError::new(
             ErrorKind::Syntax,

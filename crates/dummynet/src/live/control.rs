@@ -1,0 +1,317 @@
+//! The control plane: a Unix socket that takes ipfw/dnctl command lines and
+//! answers with what the command prints, plus the client that `dummynet
+//! ipfw`, `dummynet dnctl` and the `ipfw`/`dnctl` names of the binary use.
+//!
+//! One request per connection, one JSON object per line each way:
+//! `{"argv": ["pipe", "1", "show"], "cwd": "/where/the/user/is"}` (or
+//! `{"stats": true}`), answered by `{"status": 0, "stdout": "...",
+//! "stderr": "..."}`. Command lines are parsed here, on the control thread,
+//! so a typo never reaches the data plane; the parsed command is applied by
+//! the data plane between two packets.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dummynet_engine::{Engine, Nanos, Payload};
+use dummynet_lang::{ShowRequest, Statement};
+use serde::{Deserialize, Serialize};
+
+use super::dataplane::{Request, RequestKind};
+
+/// Where the daemon listens unless told otherwise (`--socket`, or the
+/// `DUMMYNET_SOCKET` environment variable for both sides).
+pub const DEFAULT_SOCKET: &str = "/run/dummynet.sock";
+
+/// The socket path: `DUMMYNET_SOCKET` if set, else [`DEFAULT_SOCKET`].
+pub fn default_socket() -> PathBuf {
+    std::env::var_os("DUMMYNET_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+pub struct ClientRequest {
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// The client's working directory, for `profile FILE` paths.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub stats: bool,
+}
+
+/// What a command prints and its exit status, as ipfw would give them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Reply {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Reply {
+    pub fn ok(stdout: impl Into<String>) -> Reply {
+        Reply {
+            status: 0,
+            stdout: stdout.into(),
+            stderr: String::new(),
+        }
+    }
+
+    pub fn err(status: i32, stderr: impl Into<String>) -> Reply {
+        Reply {
+            status,
+            stdout: String::new(),
+            stderr: stderr.into(),
+        }
+    }
+}
+
+/// Exit status of a command the parser or the engine refused (ipfw uses
+/// EX_USAGE for bad syntax and EX_DATAERR for refused values).
+const EX_USAGE: i32 = 64;
+const EX_DATAERR: i32 = 65;
+const EX_UNAVAILABLE: i32 = 69;
+
+/// Applies or shows one parsed command against the engine.
+pub fn execute<P: Payload>(
+    engine: &mut Engine<P>,
+    now: Nanos,
+    parsed: &dummynet_lang::Parsed,
+) -> Reply {
+    match &parsed.statement {
+        Statement::Apply(cmd) => match engine.apply(now, cmd.clone()) {
+            Ok(()) => Reply::ok(""),
+            Err(e) => Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
+        },
+        Statement::Show(req) => {
+            let snap = engine.snapshot();
+            let text = match req {
+                ShowRequest::Rules { numbers, counters } => {
+                    dummynet_lang::format_rules(&snap, numbers, *counters, parsed.flags.timestamps)
+                }
+                ShowRequest::Pipes(n) => dummynet_lang::format_pipes(&snap, n),
+                ShowRequest::Queues(n) => dummynet_lang::format_queues(&snap, n),
+                ShowRequest::Scheds(n) => dummynet_lang::format_scheds(&snap, n),
+            };
+            Reply::ok(text)
+        }
+        Statement::Nop(_) => Reply::ok(""),
+    }
+}
+
+/// A listening control socket; the file is removed when this drops.
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Why the daemon could not take its socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("a dummynet daemon is already listening on {0}; stop it first or pass --socket PATH")]
+    Taken(PathBuf),
+    #[error("cannot listen on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl ControlServer {
+    /// Listens on `path` (mode 0600: root only, as ipfw is), sending parsed
+    /// commands to the data plane through `requests` and waking it with a
+    /// byte on `wake`. A stale socket file (no one answering) is replaced; a
+    /// live daemon's is refused.
+    pub fn start(
+        path: &Path,
+        requests: Sender<Request>,
+        wake: UnixStream,
+    ) -> Result<ControlServer, ServerError> {
+        let io_err = |source| ServerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ServerError::Taken(path.to_path_buf()));
+            }
+            std::fs::remove_file(path).map_err(io_err)?;
+        }
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(io_err)?;
+            }
+        }
+        let listener = UnixListener::bind(path).map_err(io_err)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+        listener.set_nonblocking(true).map_err(io_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("dummynet-control".into())
+            .spawn(move || accept_loop(listener, requests, wake, flag))
+            .map_err(io_err)?;
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept_loop(
+    listener: UnixListener,
+    requests: Sender<Request>,
+    mut wake: UnixStream,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                let reply = match read_request(&conn) {
+                    Ok(req) => dispatch(req, &requests, &mut wake),
+                    Err(e) => Reply::err(EX_USAGE, format!("dummynet: bad control request: {e}\n")),
+                };
+                let _ = write_reply(&conn, &reply);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn read_request(conn: &UnixStream) -> Result<ClientRequest, String> {
+    conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    // A request is a few hundred bytes; a megabyte is plenty and bounds a
+    // client that never sends a newline.
+    BufReader::new(conn.take_limited())
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&line).map_err(|e| e.to_string())
+}
+
+trait TakeLimited {
+    fn take_limited(&self) -> std::io::Take<&UnixStream>;
+}
+
+impl TakeLimited for UnixStream {
+    fn take_limited(&self) -> std::io::Take<&UnixStream> {
+        std::io::Read::take(self, 1 << 20)
+    }
+}
+
+fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(reply).map_err(std::io::Error::other)?;
+    text.push('\n');
+    conn.write_all(text.as_bytes())
+}
+
+fn dispatch(req: ClientRequest, requests: &Sender<Request>, wake: &mut UnixStream) -> Reply {
+    let kind = if req.stats {
+        RequestKind::Stats
+    } else {
+        let parsed = match &req.cwd {
+            Some(dir) => dummynet_lang::parse_args_in(&req.argv, Some(dir)),
+            None => dummynet_lang::parse_args(&req.argv),
+        };
+        match parsed {
+            Ok(p) => RequestKind::Statement(Box::new(p)),
+            Err(e) => {
+                let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
+                    EX_UNAVAILABLE
+                } else {
+                    EX_USAGE
+                };
+                return Reply::err(status, format!("ipfw: {e}\n"));
+            }
+        }
+    };
+    let (tx, rx) = mpsc::channel();
+    if requests.send(Request { kind, reply: tx }).is_err() {
+        return Reply::err(EX_UNAVAILABLE, "dummynet: the data plane has stopped\n");
+    }
+    let _ = wake.write_all(&[1]);
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| {
+            Reply::err(
+                EX_UNAVAILABLE,
+                "dummynet: the data plane did not answer within 10 s\n",
+            )
+        })
+}
+
+/// Why a client call failed before getting an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no dummynet daemon is listening on {0}.\n\
+         Start one with `dummynet run --bridge IF_A IF_B` or `dummynet run --host` \
+         (as root), or point DUMMYNET_SOCKET at the socket of a running one."
+    )]
+    NotRunning(PathBuf),
+    #[error("permission denied on {0}: the control socket is root-only, as ipfw is")]
+    Denied(PathBuf),
+    #[error("talking to the daemon on {path}: {msg}")]
+    Protocol { path: PathBuf, msg: String },
+}
+
+/// Sends one request and returns the daemon's answer.
+pub fn call(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
+    let proto = |msg: String| ClientError::Protocol {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut conn = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ClientError::Denied(path.to_path_buf()),
+        _ => ClientError::NotRunning(path.to_path_buf()),
+    })?;
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .map_err(|e| proto(e.to_string()))?;
+    let mut text = serde_json::to_string(req).map_err(|e| proto(e.to_string()))?;
+    text.push('\n');
+    conn.write_all(text.as_bytes())
+        .map_err(|e| proto(e.to_string()))?;
+    let mut line = String::new();
+    BufReader::new(conn.take_limited_owned())
+        .read_line(&mut line)
+        .map_err(|e| proto(e.to_string()))?;
+    serde_json::from_str(&line).map_err(|e| proto(format!("unreadable answer: {e}")))
+}
+
+trait TakeLimitedOwned {
+    fn take_limited_owned(self) -> std::io::Take<UnixStream>;
+}
+
+impl TakeLimitedOwned for UnixStream {
+    fn take_limited_owned(self) -> std::io::Take<UnixStream> {
+        // `show` of a million flows is large; 256 MiB bounds a broken peer.
+        std::io::Read::take(self, 256 << 20)
+    }
+}

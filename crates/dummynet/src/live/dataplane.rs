@@ -1,0 +1,265 @@
+//! The data-plane loop: one thread, one engine, any number of backends.
+//!
+//! Each turn: read every backend (a batch each), run the arrivals through
+//! the engine at the current clock time, release whatever the engine has
+//! due, hand the batches to the kernel, answer control requests, then wait
+//! for the next deadline or the next arrival. Control requests are applied
+//! between packets, so a configuration change is atomic with respect to the
+//! traffic, and the engine itself keeps queued packets across it.
+
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
+
+use super::clock::{self, Clock, Lateness, LatenessSummary};
+use super::control::{self, Reply};
+use super::{Backend, Carrier};
+
+/// Default spin before a deadline: long enough to cover the kernel's wake-up
+/// jitter on a busy 2-vCPU machine, short enough not to burn a core idle.
+pub const DEFAULT_SPIN: Nanos = 50_000;
+
+/// A request from the control plane, answered on `reply`.
+pub struct Request {
+    pub kind: RequestKind,
+    pub reply: Sender<Reply>,
+}
+
+pub enum RequestKind {
+    /// An ipfw/dnctl command line, already parsed.
+    Statement(Box<dummynet_lang::Parsed>),
+    /// `dummynet stats`.
+    Stats,
+}
+
+/// The control plane's way in: requests plus a socket whose readability
+/// wakes the data plane from its wait.
+pub struct Inbox {
+    pub requests: Receiver<Request>,
+    pub wake: UnixStream,
+}
+
+/// Everything the data plane counted, reported at shutdown and by `stats`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    pub arrived: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub inside: u64,
+    pub lateness: LatenessSummary,
+    pub backends: Vec<(String, Vec<(String, u64)>)>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "packets: {} arrived, {} delivered, {} dropped, {} inside",
+            self.arrived, self.delivered, self.dropped, self.inside
+        )?;
+        writeln!(f, "{}", self.lateness)?;
+        for (name, counters) in &self.backends {
+            let list: Vec<String> = counters
+                .iter()
+                .filter(|(_, v)| *v != 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            writeln!(f, "{name}: {}", list.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+pub struct DataPlane {
+    pub engine: Engine<Carrier>,
+    backends: Vec<Box<dyn Backend>>,
+    clock: Clock,
+    lateness: Lateness,
+    inbox: Option<Inbox>,
+    stop: Arc<AtomicBool>,
+    spin: Nanos,
+    arrivals: Vec<(PacketInfo, Carrier)>,
+}
+
+impl DataPlane {
+    pub fn new(
+        engine: Engine<Carrier>,
+        backends: Vec<Box<dyn Backend>>,
+        inbox: Option<Inbox>,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        DataPlane {
+            engine,
+            backends,
+            clock: Clock::new(),
+            lateness: Lateness::default(),
+            inbox,
+            stop,
+            spin: DEFAULT_SPIN,
+            arrivals: Vec::with_capacity(256),
+        }
+    }
+
+    /// Runs until the stop flag is set, then shuts down in order: stop
+    /// intercepting, release what is inside (delivered as if its time had
+    /// come, so no connection is left hanging), and report.
+    pub fn run(mut self) -> Report {
+        clock::tighten_timer_slack();
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = self.clock.now();
+            self.receive_all(now);
+            self.release(now);
+            self.flush_all();
+            self.serve_control();
+            self.wait();
+        }
+        for b in &mut self.backends {
+            b.stop_intercepting();
+        }
+        // Read what is already in the sockets, then let everything out.
+        let now = self.clock.now();
+        self.receive_all(now);
+        while let Some(d) = self.engine.next_deadline() {
+            self.release(d.max(now));
+        }
+        self.flush_all();
+        self.report()
+    }
+
+    fn receive_all(&mut self, now: Nanos) {
+        for (i, b) in self.backends.iter_mut().enumerate() {
+            let first = self.arrivals.len();
+            b.receive(&mut self.engine, &mut self.arrivals);
+            for (_, carrier) in &mut self.arrivals[first..] {
+                carrier.backend = i as u8;
+            }
+        }
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        for (info, carrier) in arrivals.drain(..) {
+            let verdict = self.engine.input(now, info, carrier);
+            settle(&mut self.engine, &mut self.backends, now, info, verdict);
+        }
+        self.arrivals = arrivals;
+    }
+
+    /// Everything due by `now` leaves the engine.
+    fn release(&mut self, now: Nanos) {
+        if let Some(d) = self.engine.next_deadline() {
+            if d <= now {
+                self.lateness.record(now - d);
+            }
+        }
+        while let Some(out) = self.engine.poll(now) {
+            let delivered = out.delivered();
+            let mut carrier = out.payload;
+            match (delivered, carrier.out_pass.take()) {
+                (true, Some(xmit)) => {
+                    let info = PacketInfo {
+                        dir: Direction::Out,
+                        xmit_if: Some(xmit),
+                        ..out.info
+                    };
+                    let verdict = self.engine.input(now, info, carrier);
+                    settle(&mut self.engine, &mut self.backends, now, info, verdict);
+                }
+                (delivered, _) => complete(&mut self.backends, carrier, delivered),
+            }
+        }
+    }
+
+    fn flush_all(&mut self) {
+        for b in &mut self.backends {
+            b.flush();
+        }
+    }
+
+    fn serve_control(&mut self) {
+        let Some(inbox) = &mut self.inbox else {
+            return;
+        };
+        let mut buf = [0u8; 64];
+        while matches!(inbox.wake.read(&mut buf), Ok(n) if n > 0) {}
+        let pending: Vec<Request> = inbox.requests.try_iter().collect();
+        for req in pending {
+            let now = self.clock.now();
+            let reply = match req.kind {
+                RequestKind::Statement(parsed) => control::execute(&mut self.engine, now, &parsed),
+                RequestKind::Stats => Reply::ok(self.report().to_string()),
+            };
+            // The client may have gone; nothing to do about it.
+            let _ = req.reply.send(reply);
+        }
+    }
+
+    fn wait(&mut self) {
+        let deadline = self.engine.next_deadline();
+        {
+            let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+            for b in &self.backends {
+                fds.extend(b.fds());
+            }
+            if let Some(inbox) = &self.inbox {
+                fds.push(inbox.wake.as_fd());
+            }
+            clock::wait(&self.clock, &fds, deadline, self.spin);
+        }
+    }
+
+    pub fn report(&mut self) -> Report {
+        let t = self.engine.totals();
+        Report {
+            arrived: t.arrived,
+            delivered: t.delivered,
+            dropped: t.dropped(),
+            inside: t.inside,
+            lateness: self.lateness.summary(),
+            backends: self
+                .backends
+                .iter_mut()
+                .map(|b| (b.describe(), b.stats()))
+                .collect(),
+        }
+    }
+}
+
+fn complete(backends: &mut [Box<dyn Backend>], carrier: Carrier, deliver: bool) {
+    let i = usize::from(carrier.backend);
+    if let Some(b) = backends.get_mut(i) {
+        b.complete(carrier, deliver);
+    }
+}
+
+/// Acts on an immediate verdict: a bridged frame that passed its `in` pass
+/// runs its `out` pass at once; anything else is sent on or discarded.
+fn settle(
+    engine: &mut Engine<Carrier>,
+    backends: &mut [Box<dyn Backend>],
+    now: Nanos,
+    info: PacketInfo,
+    verdict: Verdict<Carrier>,
+) {
+    let mut verdict = verdict;
+    let mut info = info;
+    loop {
+        match verdict {
+            Verdict::Queued { .. } => return,
+            Verdict::Drop { payload, .. } => return complete(backends, payload, false),
+            Verdict::Pass { mut payload, .. } => match payload.out_pass.take() {
+                Some(xmit) => {
+                    info = PacketInfo {
+                        dir: Direction::Out,
+                        xmit_if: Some(xmit),
+                        ..info
+                    };
+                    verdict = engine.input(now, info, payload);
+                }
+                None => return complete(backends, payload, true),
+            },
+        }
+    }
+}

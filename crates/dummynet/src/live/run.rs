@@ -1,0 +1,270 @@
+//! `dummynet run`: the daemon. One engine, its backends, a control socket,
+//! and an orderly shutdown on SIGINT/SIGTERM.
+//!
+//! [`spawn`] is the same thing as a library call, used by `shell` and
+//! `demo`: the data plane runs on its own thread, optionally inside a
+//! network namespace, and [`Running::stop`] ends it and returns its report.
+
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use dummynet_engine::{Command, Engine};
+use dummynet_io::netns::Netns;
+use dummynet_io::nfqueue::InterceptSpec;
+
+use super::bridge::Bridge;
+use super::control::{self, ControlServer};
+use super::dataplane::{DataPlane, Inbox, Report};
+use super::host::Host;
+use super::{Backend, Carrier};
+
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("mode").required(true).args(["bridge", "host"]))]
+pub struct RunArgs {
+    /// Bridge two interfaces: frames from one go through the rules and pipes
+    /// to the other (`in recv IF_A`, then `out xmit IF_B`).
+    #[arg(long, num_args = 2, value_names = ["IF_A", "IF_B"])]
+    pub bridge: Option<Vec<String>>,
+    /// Shape this machine's own traffic through netfilter NFQUEUE.
+    #[arg(long)]
+    pub host: bool,
+    /// NFQUEUE number for --host.
+    #[arg(long, default_value_t = 7000)]
+    pub queue: u16,
+    /// --host: without --queue-bypass, traffic stops if the daemon dies
+    /// (by default it flows unshaped).
+    #[arg(long)]
+    pub no_bypass: bool,
+    /// --host: also intercept loopback traffic.
+    #[arg(long)]
+    pub loopback: bool,
+    /// --host: directions to intercept: in, out, forward (comma-separated).
+    #[arg(long, default_value = "in,out")]
+    pub hooks: String,
+    /// An ipfw commands file applied at start.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Control socket (default: $DUMMYNET_SOCKET or /run/dummynet.sock).
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Seed for `prob`, `plr` and profiles.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// A data plane running on its own thread.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Report>>,
+    control: Option<ControlServer>,
+}
+
+impl Running {
+    /// Stops the data plane (it stops intercepting, releases what it holds)
+    /// and returns its final report.
+    pub fn stop(mut self) -> Report {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Report {
+        self.stop.store(true, Ordering::Relaxed);
+        let report = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        self.control.take();
+        report
+    }
+
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        self.control.as_ref().map(|c| c.path())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.finish();
+        }
+    }
+}
+
+/// Opens the backends with `open` on a new data-plane thread (inside `ns`
+/// if given, so interfaces are looked up there), applies `config`, and
+/// starts the control socket at `socket` if given. Returns once the
+/// backends are open, or with the error that prevented it.
+pub fn spawn<F>(
+    ns: Option<&Netns>,
+    config: Vec<(usize, Command)>,
+    seed: u64,
+    socket: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+    open: F,
+) -> Result<Running, String>
+where
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+{
+    let mut engine: Engine<Carrier> = crate::sim::configure(&config, seed)
+        .map_err(|(line, e)| format!("config line {line}: {e}"))?;
+    let (req_tx, req_rx) = mpsc::channel();
+    let (wake_rx, wake_tx) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    wake_rx
+        .set_nonblocking(true)
+        .map_err(|e| format!("socketpair: {e}"))?;
+    let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+    let flag = stop.clone();
+    let body = move || {
+        let backends = match open(&mut engine) {
+            Ok(b) => {
+                let _ = ready_tx.send(Ok(()));
+                b
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return Report::default();
+            }
+        };
+        let inbox = Inbox {
+            requests: req_rx,
+            wake: wake_rx,
+        };
+        DataPlane::new(engine, backends, Some(inbox), flag).run()
+    };
+    let thread = match ns {
+        Some(ns) => ns
+            .spawn_thread("dummynet-dataplane", body)
+            .map_err(|e| e.to_string())?,
+        None => std::thread::Builder::new()
+            .name("dummynet-dataplane".into())
+            .spawn(body)
+            .map_err(|e| e.to_string())?,
+    };
+    let mut running = Running {
+        stop,
+        thread: Some(thread),
+        control: None,
+    };
+    match ready_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            running.finish();
+            return Err(e);
+        }
+        Err(_) => {
+            running.finish();
+            return Err("the data plane thread ended during setup".into());
+        }
+    }
+    if let Some(path) = socket {
+        match ControlServer::start(&path, req_tx, wake_tx) {
+            Ok(server) => running.control = Some(server),
+            Err(e) => {
+                running.finish();
+                return Err(e.to_string());
+            }
+        }
+    }
+    Ok(running)
+}
+
+/// The `--host` interception spec from the command line.
+fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
+    let mut spec = InterceptSpec::new(args.queue);
+    spec.bypass = !args.no_bypass;
+    spec.loopback = args.loopback;
+    spec.directions.input = false;
+    spec.directions.output = false;
+    spec.directions.forward = false;
+    for h in args
+        .hooks
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        match h {
+            "in" => spec.directions.input = true,
+            "out" => spec.directions.output = true,
+            "forward" => spec.directions.forward = true,
+            other => {
+                return Err(format!(
+                    "--hooks: unknown direction `{other}`; use in, out and/or forward"
+                ))
+            }
+        }
+    }
+    Ok(spec)
+}
+
+pub fn run(args: RunArgs) -> ExitCode {
+    match run_inner(&args) {
+        Ok(report) => {
+            eprint!("dummynet: stopped.\n{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("dummynet run: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &RunArgs) -> Result<Report, String> {
+    let config = match &args.config {
+        Some(path) => crate::sim::load_config(path)?,
+        None => Vec::new(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
+    }
+    let socket = args.socket.clone().unwrap_or_else(control::default_socket);
+    let running = if let Some(ifs) = &args.bridge {
+        let (a, b) = match ifs.as_slice() {
+            [a, b] => (a.clone(), b.clone()),
+            _ => return Err("--bridge takes two interfaces".into()),
+        };
+        if a == b {
+            return Err(format!("--bridge {a} {b}: the two interfaces must differ"));
+        }
+        spawn(
+            None,
+            config,
+            args.seed,
+            Some(socket),
+            stop.clone(),
+            move |e| {
+                let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
+                Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+            },
+        )?
+    } else {
+        let spec = intercept_spec(args)?;
+        spawn(
+            None,
+            config,
+            args.seed,
+            Some(socket),
+            stop.clone(),
+            move |_| {
+                let host = Host::open(&spec).map_err(|e| e.to_string())?;
+                Ok(vec![Box::new(host) as Box<dyn Backend>])
+            },
+        )?
+    };
+    if let Some(path) = running.socket() {
+        eprintln!(
+            "dummynet: running; control socket {} (try `dummynet ipfw show`), Ctrl-C to stop",
+            path.display()
+        );
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(running.stop())
+}

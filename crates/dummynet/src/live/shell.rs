@@ -1,0 +1,312 @@
+//! `dummynet shell`: run one command behind an emulated link, as the
+//! mahimahi and rattan shells do.
+//!
+//! ```text
+//!   this namespace                 emulator namespace              command's namespace
+//!   dn-PID  100.64.K.1/30  <-veth->  peer  [bridge]  app  <-veth->  dn0  100.64.K.2/30
+//! ```
+//!
+//! Both new namespaces are anonymous: they exist only while this process
+//! (or the command) holds them, so whatever happens to us, the kernel
+//! removes them, and with them the veth end `dn-PID` in this namespace.
+//! Inside the emulator, the command's traffic is `in recv app` and goes to
+//! pipe 1 (`--up`); traffic towards it is `in recv peer` and goes to pipe 2
+//! (`--down`). A shell started inside a shell picks another /30, so shells
+//! nest with no sysctl to set.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dummynet_engine::Command;
+use dummynet_io::netns::Netns;
+use dummynet_io::rtnl::Via;
+
+use super::bridge::Bridge;
+use super::presets;
+use super::run::{spawn, Running};
+use super::Backend;
+
+#[derive(Debug, clap::Args)]
+pub struct ShellArgs {
+    /// A preset from seed 000's table for both directions (`dummynet presets`).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Pipe options for the command's outgoing traffic, e.g. "bw 10Mbit/s delay 20ms".
+    #[arg(long)]
+    pub up: Option<String>,
+    /// Pipe options for traffic towards the command.
+    #[arg(long)]
+    pub down: Option<String>,
+    /// An ipfw commands file for the emulator instead (its interfaces are
+    /// `app`, towards the command, and `peer`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Seed for `prob`, `plr` and profiles.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The command and its arguments.
+    #[arg(required = true, last = true)]
+    pub command: Vec<String>,
+}
+
+/// The three namespaces of a path through the emulator, joined by veths.
+pub struct Path {
+    /// Where the emulator runs.
+    pub mid: Netns,
+    /// Address of the near end (the command's side) and of the far end.
+    pub near_addr: Ipv4Addr,
+    pub far_addr: Ipv4Addr,
+}
+
+/// Emulator-side interface towards the command.
+pub const APP_IF: &str = "app";
+/// Emulator-side interface towards the far end.
+pub const PEER_IF: &str = "peer";
+/// The command's interface.
+pub const NEAR_IF: &str = "dn0";
+
+/// Builds near ↔ mid ↔ far: `NEAR_IF` in `near`, `far_if` in `far`, both
+/// with addresses of a free /30 of 100.64.0.0/10 (the shared address space,
+/// unlikely to clash with a user's own networks), a default route on the
+/// near side towards the far end, and the bridge ports in `mid`.
+pub fn build_path(near: &Netns, far: &Netns, far_if: &str) -> Result<Path, String> {
+    let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let subnet = far
+        .run(free_subnet)
+        .map_err(|e| format!("reading routes: {e}"))??;
+    let far_addr = Ipv4Addr::from(u32::from(subnet) + 1);
+    let near_addr = Ipv4Addr::from(u32::from(subnet) + 2);
+    let mut m = mid.rtnl().map_err(|e| e.to_string())?;
+    m.add_veth(APP_IF, NEAR_IF, Some(near.as_fd_borrowed()))
+        .map_err(|e| e.to_string())?;
+    m.add_veth(PEER_IF, far_if, Some(far.as_fd_borrowed()))
+        .map_err(|e| e.to_string())?;
+    m.set_up(APP_IF).map_err(|e| e.to_string())?;
+    m.set_up(PEER_IF).map_err(|e| e.to_string())?;
+    let mut f = far.rtnl().map_err(|e| e.to_string())?;
+    f.add_address(far_if, IpAddr::V4(far_addr), 30)
+        .map_err(|e| e.to_string())?;
+    f.set_up(far_if).map_err(|e| e.to_string())?;
+    let mut n = near.rtnl().map_err(|e| e.to_string())?;
+    n.add_address(NEAR_IF, IpAddr::V4(near_addr), 30)
+        .map_err(|e| e.to_string())?;
+    n.set_up(NEAR_IF).map_err(|e| e.to_string())?;
+    n.add_route(
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        0,
+        Via::Gateway(IpAddr::V4(far_addr)),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Path {
+        mid,
+        near_addr,
+        far_addr,
+    })
+}
+
+trait BorrowFd {
+    fn as_fd_borrowed(&self) -> std::os::fd::BorrowedFd<'_>;
+}
+
+impl BorrowFd for Netns {
+    fn as_fd_borrowed(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
+    }
+}
+
+/// A /30 of 100.64.0.0/10 that no route of the calling thread's namespace
+/// overlaps (run inside the namespace that gets the far address).
+fn free_subnet() -> Result<Ipv4Addr, String> {
+    let routes = std::fs::read_to_string("/proc/thread-self/net/route")
+        .map_err(|e| format!("/proc/thread-self/net/route: {e}"))?;
+    let taken: Vec<(u32, u32)> = routes
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // /proc prints each network-order address as a native integer:
+            // its native bytes are the address bytes.
+            let addr = |hex: &str| {
+                u32::from_str_radix(hex, 16)
+                    .ok()
+                    .map(|v| u32::from_be_bytes(v.to_ne_bytes()))
+            };
+            let (dst, mask) = (addr(f.get(1)?)?, addr(f.get(7)?)?);
+            (mask != 0).then_some((dst, mask))
+        })
+        .collect();
+    let base = u32::from(Ipv4Addr::new(100, 64, 0, 0));
+    // Start at a spot that depends on the pid so that parallel shells
+    // rarely try the same one first.
+    let start = std::process::id() % 1024;
+    for i in 0..(1u32 << 20) {
+        let net = base + (((start + i) % (1 << 20)) << 2);
+        let clash = taken
+            .iter()
+            .any(|&(dst, mask)| (net & mask) == (dst & mask) || (dst & 0xffff_fffc) == net);
+        if !clash {
+            return Ok(Ipv4Addr::from(net));
+        }
+    }
+    Err("no free /30 in 100.64.0.0/10".into())
+}
+
+/// The emulator's rules for a shell: pipe 1 up, pipe 2 down, everything
+/// else (the `out` pass, ARP is not IP) allowed.
+pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
+    let text = format!(
+        "pipe 1 config {up}\n\
+         pipe 2 config {down}\n\
+         add 100 pipe 1 ip from any to any in recv {APP_IF}\n\
+         add 200 pipe 2 ip from any to any in recv {PEER_IF}\n\
+         add 65000 allow ip from any to any\n"
+    );
+    crate::lang::commands(&text, None).map_err(|(line, e)| {
+        let what = match line {
+            1 => "--up",
+            2 => "--down",
+            _ => "the generated rules",
+        };
+        format!("{what}: {e}")
+    })
+}
+
+pub fn run(args: ShellArgs) -> ExitCode {
+    match run_inner(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dummynet shell: {e}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// Starts the emulator on a path whose far end is `far`, with the data
+/// plane inside the path's middle namespace.
+pub fn start_emulator(
+    path: &Path,
+    config: Vec<(usize, Command)>,
+    seed: u64,
+    socket: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+) -> Result<Running, String> {
+    spawn(Some(&path.mid), config, seed, socket, stop, |e| {
+        let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+        Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+    })
+}
+
+fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
+    let config = match (&args.config, &args.preset) {
+        (Some(path), _) => {
+            if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
+                return Err("--config replaces --preset/--up/--down; give one or the other".into());
+            }
+            crate::sim::load_config(path)?
+        }
+        (None, preset) => {
+            let (mut up, mut down) = ("bw 0".to_string(), "bw 0".to_string());
+            if let Some(name) = preset {
+                let p = presets::lookup(name).ok_or_else(|| {
+                    format!(
+                        "unknown preset `{name}`; known: {}",
+                        presets::names().join(", ")
+                    )
+                })?;
+                up = p.pipe_options(p.up);
+                down = p.pipe_options(p.down);
+            }
+            if let Some(u) = &args.up {
+                up = u.clone();
+            }
+            if let Some(d) = &args.down {
+                down = d.clone();
+            }
+            shell_config(&up, &down)?
+        }
+    };
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let far_if = format!("dn-{}", std::process::id());
+    let path = build_path(&app, &here, &far_if)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
+    }
+    let socket = PathBuf::from(format!("/run/dummynet/shell-{}.sock", std::process::id()));
+    let emulator = start_emulator(
+        &path,
+        config,
+        args.seed,
+        Some(socket.clone()),
+        Arc::new(AtomicBool::new(false)),
+    )?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or("no command given after --")?;
+    let mut child = match app
+        .command(program)
+        .args(rest)
+        .env("DUMMYNET_PEER", path.far_addr.to_string())
+        .env("DUMMYNET_ADDR", path.near_addr.to_string())
+        .env("DUMMYNET_SOCKET", &socket)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            drop(emulator.stop());
+            return Err(format!("cannot run `{program}`: {e}"));
+        }
+    };
+    let mut signalled = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        if stop.load(Ordering::Relaxed) && !signalled {
+            // Ctrl-C reached the command too (same process group); a
+            // SIGTERM to us is passed on. Either way we wait for it.
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            signalled = true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    drop(emulator.stop());
+    Ok(match status {
+        Some(s) => exit_code(s),
+        None => ExitCode::from(125),
+    })
+}
+
+/// The command's exit status as a shell reports it (128 + signal).
+fn exit_code(s: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        (None, Some(sig)) => ExitCode::from(u8::try_from(128 + sig).unwrap_or(255)),
+        _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_config_names_the_bad_direction() {
+        assert!(shell_config("bw 1Mbit/s", "delay 5ms").is_ok());
+        let e = shell_config("bw 1Mbit/s", "dealy 5ms").unwrap_err();
+        assert!(e.starts_with("--down:"), "{e}");
+        let e = shell_config("bw fast", "delay 5ms").unwrap_err();
+        assert!(e.starts_with("--up:"), "{e}");
+    }
+}
