@@ -9,8 +9,10 @@
 //!   namespaces.
 //! - [`afpacket`]: AF_PACKET ports for the bridge, batched I/O.
 //! - [`nfqueue`]: NFQUEUE host interception and the iptables chain it needs.
+//! - [`rt`]: real-time scheduling for the data-plane thread.
 
 pub mod afpacket;
 pub mod netns;
 pub mod nfqueue;
+pub mod rt;
 pub mod rtnl;

@@ -24,6 +24,10 @@ use super::{Backend, Carrier};
 /// jitter on a busy 2-vCPU machine, short enough not to burn a core idle.
 pub const DEFAULT_SPIN: Nanos = 50_000;
 
+/// `SCHED_FIFO` priority of the data-plane thread: above ordinary tasks,
+/// below the kernel's own real-time threads (which use 50 and up).
+pub const RT_PRIORITY: i32 = 10;
+
 /// A request from the control plane, answered on `reply`.
 pub struct Request {
     pub kind: RequestKind,
@@ -52,6 +56,8 @@ pub struct Report {
     pub dropped: u64,
     pub inside: u64,
     pub lateness: LatenessSummary,
+    /// The data plane runs under `SCHED_FIFO`.
+    pub realtime: bool,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
 }
 
@@ -62,7 +68,16 @@ impl std::fmt::Display for Report {
             "packets: {} arrived, {} delivered, {} dropped, {} inside",
             self.arrived, self.delivered, self.dropped, self.inside
         )?;
-        writeln!(f, "{}", self.lateness)?;
+        writeln!(
+            f,
+            "{} ({})",
+            self.lateness,
+            if self.realtime {
+                "SCHED_FIFO"
+            } else {
+                "normal scheduling"
+            }
+        )?;
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
                 .iter()
@@ -84,6 +99,7 @@ pub struct DataPlane {
     stop: Arc<AtomicBool>,
     spin: Nanos,
     arrivals: Vec<(PacketInfo, Carrier)>,
+    realtime: bool,
 }
 
 impl DataPlane {
@@ -102,6 +118,7 @@ impl DataPlane {
             stop,
             spin: DEFAULT_SPIN,
             arrivals: Vec::with_capacity(256),
+            realtime: false,
         }
     }
 
@@ -110,6 +127,9 @@ impl DataPlane {
     /// come, so no connection is left hanging), and report.
     pub fn run(mut self) -> Report {
         clock::tighten_timer_slack();
+        // Best effort: without CAP_SYS_NICE the thread keeps normal
+        // scheduling, and `stats` says so.
+        self.realtime = dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok();
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.receive_all(now);
@@ -218,6 +238,7 @@ impl DataPlane {
             dropped: t.dropped(),
             inside: t.inside,
             lateness: self.lateness.summary(),
+            realtime: self.realtime,
             backends: self
                 .backends
                 .iter_mut()

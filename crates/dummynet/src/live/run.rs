@@ -81,6 +81,12 @@ impl Running {
         report
     }
 
+    /// True once the data-plane thread has ended (it only ends on its own
+    /// if it failed).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
     pub fn socket(&self) -> Option<&std::path::Path> {
         self.control.as_ref().map(|c| c.path())
     }
@@ -264,6 +270,9 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         );
     }
     while !stop.load(Ordering::Relaxed) {
+        if running.is_finished() {
+            return Err("the data plane stopped unexpectedly".into());
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(running.stop())
