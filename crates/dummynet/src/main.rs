@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod capture;
 mod gen;
+mod install;
 mod lang;
 mod live;
 mod sim;
@@ -58,6 +59,8 @@ enum Cmd {
     Shell(live::shell::ShellArgs),
     /// List the built-in link presets (seed 000's table).
     Presets,
+    /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
+    Install(install::InstallArgs),
     /// Counters and timer lateness of a running daemon.
     Stats,
     /// Send an ipfw command to a running daemon (`dummynet ipfw pipe 1 show`).
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Cmd::Stats => live::client::stats(),
+        Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),
     }

@@ -19,6 +19,16 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
         );
         return ExitCode::from(64);
     }
+    // Syntax errors are reported here, daemon or not; the daemon parses
+    // again (it is the one that applies the command).
+    if let Err(e) = dummynet_lang::parse_args(&args) {
+        eprintln!("{tool}: {e}");
+        return ExitCode::from(if e.kind == dummynet_lang::ErrorKind::Unavailable {
+            69
+        } else {
+            64
+        });
+    }
     let req = ClientRequest {
         argv: args,
         cwd: std::env::current_dir().ok(),
