@@ -51,6 +51,8 @@ pub fn link_type(linktype: u32) -> Option<LinkType> {
         101 | 12 | 14 => Some(LinkType::RawIp),
         228 => Some(LinkType::Ipv4),
         229 => Some(LinkType::Ipv6),
+        113 => Some(LinkType::LinuxSll),
+        276 => Some(LinkType::LinuxSll2),
         _ => None,
     }
 }

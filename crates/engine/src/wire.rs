@@ -36,6 +36,11 @@ pub enum LinkType {
     Ipv4,
     /// Bare IPv6 only (LINKTYPE_IPV6).
     Ipv6,
+    /// Linux "cooked" capture, `tcpdump -i any` (LINKTYPE_LINUX_SLL): a
+    /// 16-byte pseudo-header whose last two bytes are the ethertype.
+    LinuxSll,
+    /// Its second version (LINKTYPE_LINUX_SLL2): 20 bytes, ethertype first.
+    LinuxSll2,
 }
 
 /// What the engine needs to know about one frame.
@@ -52,6 +57,7 @@ pub struct Parsed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
     Ethernet,
+    LinuxSll,
     Vlan,
     Ipv4,
     Ipv6,
@@ -65,6 +71,7 @@ impl std::fmt::Display for Layer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Layer::Ethernet => "Ethernet header",
+            Layer::LinuxSll => "Linux cooked-capture header",
             Layer::Vlan => "VLAN tag",
             Layer::Ipv4 => "IPv4 header",
             Layer::Ipv6 => "IPv6 header",
@@ -131,6 +138,25 @@ pub fn parse(link: LinkType, frame: &[u8]) -> Result<Parsed, WireError> {
         },
         LinkType::Ipv4 => ipv4(frame, 0),
         LinkType::Ipv6 => ipv6(frame, 0),
+        LinkType::LinuxSll | LinkType::LinuxSll2 => {
+            let (at, header) = match link {
+                LinkType::LinuxSll => (14, 16),
+                _ => (0, 20),
+            };
+            let ethertype =
+                be16(frame, at)
+                    .filter(|_| frame.len() >= header)
+                    .ok_or(WireError::Truncated {
+                        layer: Layer::LinuxSll,
+                        need: header,
+                        have: frame.len(),
+                    })?;
+            match ethertype {
+                ETHERTYPE_IPV4 => ipv4(frame, header),
+                ETHERTYPE_IPV6 => ipv6(frame, header),
+                ethertype => Err(WireError::NotIp { ethertype }),
+            }
+        }
     }
 }
 
@@ -382,6 +408,32 @@ mod tests {
             (p.key.sport, p.key.dport, p.key.proto),
             (12345, 5001, proto::UDP)
         );
+    }
+
+    #[test]
+    fn linux_cooked_captures_of_both_versions() {
+        let ip = ipv4_udp(10);
+        // SLL: packet type, ARPHRD, address length, 8 address bytes, ethertype.
+        let mut sll = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(&ip);
+        let p = parse(LinkType::LinuxSll, &sll).unwrap();
+        assert_eq!((p.len, p.ip_offset, p.key.dport), (38, 16, 5001));
+        // SLL2: ethertype, reserved, ifindex, ARPHRD, type, address length, address.
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6];
+        sll2.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0, 0]);
+        sll2.extend_from_slice(&ip);
+        let p = parse(LinkType::LinuxSll2, &sll2).unwrap();
+        assert_eq!((p.len, p.ip_offset), (38, 20));
+        // ARP in a cooked capture is not IP; a short header is truncated.
+        sll[14..16].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(
+            parse(LinkType::LinuxSll, &sll),
+            Err(WireError::NotIp { ethertype: 0x0806 })
+        );
+        assert!(matches!(
+            parse(LinkType::LinuxSll2, &sll2[..19]),
+            Err(WireError::Truncated { need: 20, .. })
+        ));
     }
 
     #[test]
