@@ -415,9 +415,9 @@ mod tests {
 
     #[test]
     fn unsupported_and_garbage_files_are_errors() {
-        assert!(parse(&pcap_header(0xa1b2_c3d4, 113))
+        assert!(parse(&pcap_header(0xa1b2_c3d4, 105))
             .unwrap_err()
-            .contains("link type 113"));
+            .contains("link type 105"));
         assert!(parse(b"hello world").unwrap_err().contains("not a pcap"));
         assert!(parse(b"").unwrap_err().contains("not a pcap"));
         let mut cut = pcap_header(0xa1b2_c3d4, 1);

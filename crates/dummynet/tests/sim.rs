@@ -563,9 +563,9 @@ fn bad_inputs_fail_with_clear_messages() {
     ]));
     assert!(e.contains("link type"), "{e}");
 
-    let sll = raw_pcap(&d, "sll.pcap", DataLink::LINUX_SLL, &[vec![0; 40]]);
-    let e = fails(run(&conf, s(&sll)));
-    assert!(e.contains("link type 113"), "{e}");
+    let wifi = raw_pcap(&d, "wifi.pcap", DataLink::IEEE802_11, &[vec![0; 40]]);
+    let e = fails(run(&conf, s(&wifi)));
+    assert!(e.contains("link type 105"), "{e}");
 
     let e = fails(dummynet(&[
         "gen",

@@ -50,7 +50,7 @@ pub struct Engine<P> {
     ready: VecDeque<Output<P>>,
     totals: Totals,
     /// Reused buffer for packets leaving dummynet (no allocation per packet).
-    spare_exits: Vec<Exit<P>>,
+    spare_exits: VecDeque<Exit<P>>,
     /// The latest time the engine was driven to.
     now: Nanos,
     /// When the next idle-flow sweep is due (`expire`).
@@ -74,7 +74,7 @@ impl<P: Payload> Engine<P> {
             seq: 0,
             ready: VecDeque::new(),
             totals: Totals::default(),
-            spare_exits: Vec::new(),
+            spare_exits: VecDeque::new(),
             now: 0,
             next_expiry: EXPIRE_IDLE,
         }
@@ -199,7 +199,17 @@ impl<P: Payload> Engine<P> {
     pub fn poll(&mut self, now: Nanos) -> Option<Output<P>> {
         self.now = self.now.max(now);
         loop {
-            if let Some(out) = self.ready.pop_front() {
+            let out = match self.ready.pop_front() {
+                Some(out) => Some(out),
+                // With one_pass, what leaves dummynet is final: no need to
+                // move it through `ready`.
+                None => self
+                    .dn
+                    .exits
+                    .pop_front()
+                    .map(|Exit { held, at, drop }| output(held, at, drop)),
+            };
+            if let Some(out) = out {
                 self.totals.inside -= 1;
                 match out.drop {
                     None => self.totals.delivered += 1,
@@ -216,9 +226,18 @@ impl<P: Payload> Engine<P> {
 
     /// When [`Self::poll`] next has something to return, if ever.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        match self.ready.front() {
-            Some(o) => Some(o.at),
-            None => self.dn.next_deadline(),
+        match (self.ready.front(), self.dn.exits.front()) {
+            (Some(o), _) => Some(o.at),
+            (None, Some(e)) => Some(e.at),
+            (None, None) => self.dn.next_deadline(),
+        }
+    }
+
+    /// Moves packets that already left dummynet, as final outputs, ahead of
+    /// anything a configuration change is about to add (keeps time order).
+    fn settle_exits(&mut self) {
+        while let Some(Exit { held, at, drop }) = self.dn.exits.pop_front() {
+            self.ready.push_back(output(held, at, drop));
         }
     }
 
@@ -232,6 +251,10 @@ impl<P: Payload> Engine<P> {
     /// Packets leaving dummynet: delivered, dropped, or (with `one_pass` 0)
     /// sent back through the ruleset after the rule that queued them.
     fn process_exits(&mut self) {
+        if self.settings.one_pass {
+            // Final as they are; `poll` takes them straight from dummynet.
+            return;
+        }
         while !self.dn.exits.is_empty() {
             let mut exits = std::mem::take(&mut self.spare_exits);
             std::mem::swap(&mut exits, &mut self.dn.exits);
@@ -437,7 +460,11 @@ impl<P: Payload> Engine<P> {
 
     fn set(&mut self, s: Setting) -> Result<(), ConfigError> {
         match s {
-            Setting::OnePass(v) => self.settings.one_pass = v,
+            Setting::OnePass(v) => {
+                // What already left was decided under the old setting.
+                self.settle_exits();
+                self.settings.one_pass = v;
+            }
             Setting::DefaultToAccept(v) => self.settings.default_to_accept = v,
             Setting::Expire(v) => self.settings.expire = v,
             Setting::PipeSlotLimit(0) => return err("pipe_slot_limit must be at least 1"),
@@ -451,6 +478,7 @@ impl<P: Payload> Engine<P> {
     /// Takes queued packets out, changes the objects, and puts the packets
     /// back; those whose pipe or queue is gone leave as `Deleted` drops.
     fn reconfigure(&mut self, now: Nanos, change: impl FnOnce(&mut Dummynet<P>)) {
+        self.settle_exits();
         let drained = self.dn.drain();
         change(&mut self.dn);
         for Rejected { held, reason } in self.dn.refill(now, drained, &mut self.rng) {

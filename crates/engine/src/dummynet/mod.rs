@@ -142,6 +142,11 @@ struct Instance<P> {
     /// Packets waiting in those queues.
     backlog: u32,
     link: LinkState,
+    /// A copy of its scheduler's link parameters, kept in step by
+    /// `set_link`/`set_sched`/`refill`, so the data path needs no lookup.
+    params: LinkParams,
+    /// Its type's [`SchedType::idle_bypass`].
+    bypass: bool,
     link_timer: Option<Nanos>,
     dline: VecDeque<Held<P>>,
     dline_timer: Option<Nanos>,
@@ -189,7 +194,7 @@ pub(crate) struct Dummynet<P> {
     timers: BinaryHeap<Timer>,
     timer_seq: u64,
     /// Packets that left (or were dropped inside) and await the engine.
-    pub exits: Vec<Exit<P>>,
+    pub exits: VecDeque<Exit<P>>,
 }
 
 /// Why a packet could not be queued.
@@ -208,7 +213,7 @@ impl<P> Default for Dummynet<P> {
             instances: Slab::default(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
-            exits: Vec::new(),
+            exits: VecDeque::new(),
         }
     }
 }
@@ -303,17 +308,11 @@ impl<P> Dummynet<P> {
             return Err(Rejected { held, reason });
         }
         held.enq_time = now;
-        if instance.backlog == 0 && !instance.link.active {
-            let bypass = self
-                .scheds
-                .get(&instance.sched)
-                .is_some_and(|s| s.kind.idle_bypass);
-            if bypass {
-                // Nothing queued and an idle link: the policy would hand this
-                // packet straight back, so give it to the link directly.
-                self.kick(now, inst, Some(held), rng);
-                return Ok(());
-            }
+        if instance.backlog == 0 && !instance.link.active && instance.bypass {
+            // Nothing queued and an idle link: the policy would hand this
+            // packet straight back, so give it to the link directly.
+            self.kick(now, inst, Some(held), rng);
+            return Ok(());
         }
         self.push(q, inst, held);
         self.kick(now, inst, None, rng);
@@ -346,10 +345,7 @@ impl<P> Dummynet<P> {
         if instance.link.active {
             return;
         }
-        let Some(sched) = self.scheds.get(&instance.sched) else {
-            return;
-        };
-        instance.link.wake(now, &sched.link);
+        instance.link.wake(now, &instance.params);
         self.serve(now, inst, first, rng);
     }
 
@@ -357,20 +353,10 @@ impl<P> Dummynet<P> {
     /// the wire; the packet that overdraws the credit finishes when the credit
     /// is back to zero, and the link sleeps until then.
     fn serve(&mut self, now: Nanos, inst: InstId, mut first: Option<Held<P>>, rng: &mut Rng) {
-        static UNLIMITED: LinkParams = LinkParams {
-            bw: 0,
-            delay: 0,
-            burst: 0,
-            profile: None,
-        };
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
         };
-        // A retired instance has no scheduler and no queues: nothing to serve.
-        let params = self
-            .scheds
-            .get(&instance.sched)
-            .map_or(&UNLIMITED, |s| &s.link);
+        let params = &instance.params;
         instance.link.active = false;
         instance.link_timer = None;
         instance.link.refill(now, params);
@@ -415,7 +401,7 @@ impl<P> Dummynet<P> {
                 if drop.is_some() {
                     instance.counters.drops += 1;
                 }
-                self.exits.push(Exit {
+                self.exits.push_back(Exit {
                     held,
                     at: now,
                     drop,
@@ -428,7 +414,7 @@ impl<P> Dummynet<P> {
         for d in ops.aqm_drops.drain(..) {
             instance.backlog = instance.backlog.saturating_sub(1);
             instance.counters.drops += 1;
-            self.exits.push(Exit {
+            self.exits.push_back(Exit {
                 held: d,
                 at: now,
                 drop: Some(DropReason::Aqm),
@@ -449,7 +435,11 @@ impl<P> Dummynet<P> {
                 .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
         }
         if dline_was_idle {
-            self.release(now, inst);
+            if !instance.dline.is_empty() {
+                self.release(now, inst);
+            } else if instance.retired {
+                self.reap(inst);
+            }
         }
     }
 
@@ -475,7 +465,7 @@ impl<P> Dummynet<P> {
             if drop.is_some() {
                 instance.counters.drops += 1;
             }
-            self.exits.push(Exit { held: h, at, drop });
+            self.exits.push_back(Exit { held: h, at, drop });
         }
         self.reap(inst);
     }
@@ -545,6 +535,8 @@ impl<P> Dummynet<P> {
                     queues: Vec::new(),
                     backlog: 0,
                     link: LinkState::default(),
+                    params: sched.link.clone(),
+                    bypass: sched.kind.idle_bypass,
                     link_timer: None,
                     dline: VecDeque::new(),
                     dline_timer: None,
@@ -770,6 +762,11 @@ impl<P> Dummynet<P> {
         for s in [n, n + DN_MAX_ID] {
             if let Some(sched) = self.scheds.get_mut(&s) {
                 sched.link = params.clone();
+                for &i in sched.instances.values() {
+                    if let Some(inst) = self.instances.get_mut(i) {
+                        inst.params = params.clone();
+                    }
+                }
             }
         }
         self.links.insert(n, cfg);
@@ -796,6 +793,12 @@ impl<P> Dummynet<P> {
                 s.params = params;
                 s.mask = mask;
                 s.link = link;
+                for &i in s.instances.values() {
+                    if let Some(inst) = self.instances.get_mut(i) {
+                        inst.params = s.link.clone();
+                        inst.bypass = kind.idle_bypass;
+                    }
+                }
                 if remask {
                     self.retire_instances(n);
                 }
@@ -952,6 +955,8 @@ impl<P> Dummynet<P> {
                 continue;
             };
             inst.policy = new_policy(sched.kind, &sched.params);
+            inst.params = sched.link.clone();
+            inst.bypass = sched.kind.idle_bypass;
             for &q in &inst.queues {
                 if let Some(queue) = self.queues.get_mut(q) {
                     let weight = self
