@@ -50,6 +50,9 @@ enum Cmd {
     Gen(gen::GenArgs),
     /// Measure the engine's packet rate on synthetic traffic.
     Bench(bench::BenchArgs),
+    /// Two namespaces, the emulator between them with a preset (LTE by
+    /// default), measured by built-in probes: configured vs measured.
+    Demo(live::demo::DemoArgs),
     /// Run the live emulator: bridge two interfaces or shape this host.
     Run(live::run::RunArgs),
     /// Run a command behind an emulated link, in its own network namespace.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Presets => {

@@ -24,9 +24,20 @@ use super::{Backend, Carrier};
 /// jitter on a busy 2-vCPU machine, short enough not to burn a core idle.
 pub const DEFAULT_SPIN: Nanos = 50_000;
 
-/// `SCHED_FIFO` priority of the data-plane thread: above ordinary tasks,
-/// below the kernel's own real-time threads (which use 50 and up).
+/// `SCHED_FIFO` priority of the data-plane thread when asked for: above
+/// ordinary tasks, below the kernel's own real-time threads (50 and up).
 pub const RT_PRIORITY: i32 = 10;
+
+/// How the data-plane thread asks to be scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Priority {
+    /// Nice -20: first among ordinary tasks, never throttled.
+    #[default]
+    Nice,
+    /// `SCHED_FIFO`: lower lateness on a busy machine, but a data plane that
+    /// keeps a core busy is stopped by RT throttling for 50 ms a second.
+    Realtime,
+}
 
 /// A request from the control plane, answered on `reply`.
 pub struct Request {
@@ -56,8 +67,8 @@ pub struct Report {
     pub dropped: u64,
     pub inside: u64,
     pub lateness: LatenessSummary,
-    /// The data plane runs under `SCHED_FIFO`.
-    pub realtime: bool,
+    /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
+    pub scheduling: &'static str,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
 }
 
@@ -68,16 +79,7 @@ impl std::fmt::Display for Report {
             "packets: {} arrived, {} delivered, {} dropped, {} inside",
             self.arrived, self.delivered, self.dropped, self.inside
         )?;
-        writeln!(
-            f,
-            "{} ({})",
-            self.lateness,
-            if self.realtime {
-                "SCHED_FIFO"
-            } else {
-                "normal scheduling"
-            }
-        )?;
+        writeln!(f, "{} ({})", self.lateness, self.scheduling)?;
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
                 .iter()
@@ -99,7 +101,8 @@ pub struct DataPlane {
     stop: Arc<AtomicBool>,
     spin: Nanos,
     arrivals: Vec<(PacketInfo, Carrier)>,
-    realtime: bool,
+    priority: Priority,
+    scheduling: &'static str,
 }
 
 impl DataPlane {
@@ -118,18 +121,29 @@ impl DataPlane {
             stop,
             spin: DEFAULT_SPIN,
             arrivals: Vec::with_capacity(256),
-            realtime: false,
+            priority: Priority::default(),
+            scheduling: "normal",
         }
     }
 
     /// Runs until the stop flag is set, then shuts down in order: stop
     /// intercepting, release what is inside (delivered as if its time had
     /// come, so no connection is left hanging), and report.
+    /// Chooses how the data-plane thread is scheduled (before [`Self::run`]).
+    pub fn with_priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+
     pub fn run(mut self) -> Report {
         clock::tighten_timer_slack();
         // Best effort: without CAP_SYS_NICE the thread keeps normal
         // scheduling, and `stats` says so.
-        self.realtime = dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok();
+        self.scheduling = match self.priority {
+            Priority::Realtime if dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok() => "SCHED_FIFO",
+            _ if dummynet_io::rt::set_nice(-20).is_ok() => "nice -20",
+            _ => "normal",
+        };
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.receive_all(now);
@@ -238,7 +252,7 @@ impl DataPlane {
             dropped: t.dropped(),
             inside: t.inside,
             lateness: self.lateness.summary(),
-            realtime: self.realtime,
+            scheduling: self.scheduling,
             backends: self
                 .backends
                 .iter_mut()

@@ -21,8 +21,10 @@ pub mod client;
 pub mod clock;
 pub mod control;
 pub mod dataplane;
+pub mod demo;
 pub mod host;
 pub mod presets;
+pub mod probe;
 pub mod run;
 pub mod shell;
 

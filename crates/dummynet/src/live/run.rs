@@ -18,7 +18,7 @@ use dummynet_io::nfqueue::InterceptSpec;
 
 use super::bridge::Bridge;
 use super::control::{self, ControlServer};
-use super::dataplane::{DataPlane, Inbox, Report};
+use super::dataplane::{DataPlane, Inbox, Priority, Report};
 use super::host::Host;
 use super::{Backend, Carrier};
 
@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run the data plane under SCHED_FIFO (lower lateness on a busy
+    /// machine; a data plane that keeps its core busy is throttled by the
+    /// kernel for 50 ms a second). Default: nice -20.
+    #[arg(long)]
+    pub realtime: bool,
 }
 
 /// A data plane running on its own thread.
@@ -110,6 +115,7 @@ pub fn spawn<F>(
     seed: u64,
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
+    priority: Priority,
     open: F,
 ) -> Result<Running, String>
 where
@@ -139,7 +145,9 @@ where
             requests: req_rx,
             wake: wake_rx,
         };
-        DataPlane::new(engine, backends, Some(inbox), flag).run()
+        DataPlane::new(engine, backends, Some(inbox), flag)
+            .with_priority(priority)
+            .run()
     };
     let thread = match ns {
         Some(ns) => ns
@@ -230,6 +238,11 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
     }
     let socket = args.socket.clone().unwrap_or_else(control::default_socket);
+    let priority = if args.realtime {
+        Priority::Realtime
+    } else {
+        Priority::Nice
+    };
     let running = if let Some(ifs) = &args.bridge {
         let (a, b) = match ifs.as_slice() {
             [a, b] => (a.clone(), b.clone()),
@@ -244,6 +257,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             args.seed,
             Some(socket),
             stop.clone(),
+            priority,
             move |e| {
                 let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
                 Ok(vec![Box::new(bridge) as Box<dyn Backend>])
@@ -257,6 +271,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             args.seed,
             Some(socket),
             stop.clone(),
+            priority,
             move |_| {
                 let host = Host::open(&spec).map_err(|e| e.to_string())?;
                 Ok(vec![Box::new(host) as Box<dyn Backend>])

@@ -26,6 +26,7 @@ use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 
 use super::bridge::Bridge;
+use super::dataplane::Priority;
 use super::presets;
 use super::run::{spawn, Running};
 use super::Backend;
@@ -194,10 +195,18 @@ pub fn start_emulator(
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
 ) -> Result<Running, String> {
-    spawn(Some(&path.mid), config, seed, socket, stop, |e| {
-        let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
-        Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-    })
+    spawn(
+        Some(&path.mid),
+        config,
+        seed,
+        socket,
+        stop,
+        Priority::default(),
+        |e| {
+            let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+        },
+    )
 }
 
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {

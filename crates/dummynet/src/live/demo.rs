@@ -1,0 +1,189 @@
+//! `dummynet demo`: the emulator between two fresh namespaces with a preset,
+//! measured by its own probes, configured vs measured side by side.
+//!
+//! Nothing outside the binary is used (no ping, no iperf3, no `ip`): the
+//! namespaces are anonymous, so they vanish with the process whatever
+//! happens, and the measurements come from [`super::probe`].
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dummynet_io::netns::Netns;
+
+use super::presets::{self, Preset};
+use super::probe::{self, BulkServer, EchoServer};
+use super::shell::{build_path, shell_config, start_emulator};
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The link to emulate (`dummynet presets` lists them).
+    #[arg(long, default_value = "lte")]
+    pub preset: String,
+    /// Seconds of bulk transfer in each direction (default: 40 round trips,
+    /// 4 to 20 s, enough for TCP to settle on the preset's path).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// RTT probes to send.
+    #[arg(long, default_value_t = 20)]
+    pub probes: u32,
+}
+
+const ECHO_PORT: u16 = 7;
+const BULK_PORT: u16 = 5001;
+
+pub fn run(args: DemoArgs) -> ExitCode {
+    match run_inner(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dummynet demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn mbit(bps: f64) -> String {
+    format!("{:.2} Mbit/s", bps / 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The best TCP goodput a link of `bw` bit/s allows: the link carries IP
+/// packets of 1500 bytes, of which 1448 are payload (20 IP + 20 TCP + 12
+/// bytes of timestamps).
+fn tcp_ceiling(bw: u64) -> f64 {
+    bw as f64 * 1448.0 / 1500.0
+}
+
+fn run_inner(args: &DemoArgs) -> Result<(), String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err("the demo creates network namespaces: run it as root".into());
+    }
+    if args.seconds.is_some_and(|s| s == 0 || s > 60) {
+        return Err("--seconds must be within 1..60".into());
+    }
+    let preset: &Preset = presets::lookup(&args.preset).ok_or_else(|| {
+        format!(
+            "unknown preset `{}`; known: {}",
+            args.preset,
+            presets::names().join(", ")
+        )
+    })?;
+    let started = Instant::now();
+    println!(
+        "dummynet demo: {} link (seed 000's table) between two new network namespaces",
+        preset.title
+    );
+    let near = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let path = build_path(&near, &far, "srv0")?;
+    let config = shell_config(
+        &preset.pipe_options(preset.up),
+        &preset.pipe_options(preset.down),
+    )?;
+    println!(
+        "  pipe 1 (up)   config {}\n  pipe 2 (down) config {}",
+        preset.pipe_options(preset.up),
+        preset.pipe_options(preset.down)
+    );
+    let emulator = start_emulator(&path, config, 1, None, Arc::new(AtomicBool::new(false)))?;
+
+    let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));
+    let bulk_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, BULK_PORT));
+    // Servers are started from a thread inside the far namespace; their
+    // own threads inherit it.
+    let (echo, bulk) = far
+        .run(move || -> std::io::Result<(EchoServer, BulkServer)> {
+            Ok((EchoServer::start(echo_at)?, BulkServer::start(bulk_at)?))
+        })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("starting the probe servers: {e}"))?;
+
+    println!(
+        "  probes: UDP echo on {}, TCP bulk on {} (far end), client at {} (near end)",
+        echo.local_addr(),
+        bulk.local_addr(),
+        path.near_addr
+    );
+    let rtt_expected = Duration::from_millis(preset.rtt_ms());
+    let probes = args.probes.max(1);
+    let rtt = near
+        .run(move || {
+            // The first packets of a new path wait for ARP; measure after.
+            probe::wait_for_echo(echo_at, rtt_expected * 4 + Duration::from_secs(3))?;
+            probe::rtt_probe(
+                echo_at,
+                probes,
+                Duration::from_millis(50),
+                rtt_expected * 2 + Duration::from_secs(1),
+            )
+        })
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("RTT probe: {e}"))?;
+    let secs = match args.seconds {
+        Some(s) => Duration::from_secs(s),
+        None => probe::bulk_duration_for(rtt_expected).min(Duration::from_secs(20)),
+    };
+    let needed = preset.down.bw.max(preset.up.bw) / 8 * preset.rtt_ms() / 1000;
+    if let Ok(limits) = probe::TcpBufferLimits::read() {
+        if limits.max_bdp() < needed {
+            println!(
+                "  note: this host's TCP buffers (net.ipv4.tcp_rmem/tcp_wmem) allow {} KB in flight, \
+                 less than this path's {} KB: TCP will not fill the link",
+                limits.max_bdp() / 1000,
+                needed / 1000
+            );
+        }
+    }
+    println!(
+        "  measuring: {probes} RTT probes, then {:.0} s of TCP each way...",
+        secs.as_secs_f64()
+    );
+    let up = near
+        .run(move || probe::bulk_transfer(bulk_at, probe::Direction::Upload, secs))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("upload: {e}"))?;
+    let down = near
+        .run(move || probe::bulk_transfer(bulk_at, probe::Direction::Download, secs))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("download: {e}"))?;
+    echo.stop();
+    bulk.stop();
+    let report = emulator.stop();
+    drop(path);
+
+    println!();
+    println!("{:<10} {:>22}   {:<}", "", "configured", "measured");
+    println!(
+        "{:<10} {:>22}   {} (min {}, p99 {}, max {}; {} of {} lost)",
+        "RTT",
+        format!("{} ms", preset.rtt_ms()),
+        ms(rtt.avg),
+        ms(rtt.min),
+        ms(rtt.p99),
+        ms(rtt.max),
+        rtt.lost,
+        rtt.sent
+    );
+    for (name, d, r) in [("uplink", preset.up, &up), ("downlink", preset.down, &down)] {
+        println!(
+            "{:<10} {:>22}   {} TCP goodput ({} over the whole run; at most {} fits)",
+            name,
+            presets::format_bw(d.bw),
+            mbit(r.steady_bps),
+            mbit(r.goodput_bps),
+            mbit(tcp_ceiling(d.bw))
+        );
+    }
+    println!();
+    print!("emulator: {report}");
+    println!(
+        "done in {:.1} s; the namespaces and links are gone with the demo.",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

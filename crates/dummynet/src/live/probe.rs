@@ -1,0 +1,2016 @@
+//! Measuring instruments for `dummynet demo`: round-trip time with a UDP
+//! echo server and probe, throughput with a TCP bulk server and client.
+//!
+//! They stand in for `ping` and `iperf3`, so that the demo needs nothing on
+//! the machine but our own binary. Everything is blocking `std::net` code on
+//! plain threads.
+//!
+//! # Network namespaces
+//!
+//! On Linux a socket belongs to the network namespace of the thread that
+//! creates it, for its whole life, and a new thread starts in the namespace
+//! of the thread that spawns it. Nothing here changes namespace:
+//! [`EchoServer::start`] and [`BulkServer::start`] create their socket on
+//! the calling thread and spawn their worker thread from it, and
+//! [`rtt_probe`] and [`bulk_transfer`] open their sockets on the calling
+//! thread. Call each of them from a thread that is already inside the right
+//! namespace (`Netns::run` or `Netns::spawn_thread` in `dummynet_io`): a
+//! server started from inside namespace B serves in B until it is stopped,
+//! whichever thread stops it, even after the starting thread has exited.
+//!
+//! # Everything ends
+//!
+//! Every loop is bounded in count or in time: blocking socket calls carry
+//! timeouts of at most [`POLL`], and each loop checks a deadline or a stop
+//! flag between calls. Servers stop within about [`POLL`] of
+//! [`EchoServer::stop`] / [`BulkServer::stop`] or drop.
+//!
+//! # Socket buffers
+//!
+//! The bulk sockets deliberately keep the kernel's buffer *autotuning*
+//! instead of setting `SO_RCVBUF`/`SO_SNDBUF` (which `std` cannot set
+//! anyway). On Linux an explicit size is capped by `net.core.rmem_max` /
+//! `wmem_max` (208 KiB on a stock kernel) and switches autotuning off for
+//! that socket: asking for 4 MiB would really give about 416 KiB, a window
+//! below the 720 KB bandwidth-delay product of 50 Mbit/s × 115 ms.
+//! Autotuning instead grows each buffer up to the third field of
+//! `net.ipv4.tcp_rmem` / `tcp_wmem` (6 MiB and 4 MiB by default, copied into
+//! every new namespace), which covers that product. [`TcpBufferLimits`]
+//! reads those ceilings so the demo can warn when a preset would be
+//! window-limited anyway.
+
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::fs;
+use std::hash::BuildHasher;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The longest any blocking socket call here waits before its loop looks at
+/// its stop flag or deadline again: servers stop within about this long.
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// Size of an RTT probe and of its echo, in bytes of UDP payload: small, so
+/// that serialization adds little to the RTT even on a 10 Mbit/s link
+/// (64 B + 28 B of headers take 74 µs there).
+pub const PROBE_LEN: usize = 64;
+
+/// Most probes one [`rtt_probe`] call sends. It keeps a timestamp and a
+/// result per probe, so this bounds its memory (2.4 MB).
+pub const MAX_PROBES: u32 = 100_000;
+
+/// Longest [`rtt_probe`] run accepted, `count × interval + timeout`.
+pub const MAX_PROBE_RUN: Duration = Duration::from_secs(600);
+
+/// Longest [`bulk_transfer`] accepted, on either side of the connection.
+pub const MAX_BULK_DURATION: Duration = Duration::from_secs(60);
+
+/// Marks our probes, so that stray datagrams are not mistaken for replies.
+const PROBE_MAGIC: [u8; 4] = *b"DNrt";
+
+/// Timestamp slot value of a probe not sent yet. Real timestamps are
+/// nanoseconds since the start of the run and never reach it.
+const UNSENT: u64 = u64::MAX;
+
+/// How often the probe receiver wakes up without traffic to see whether the
+/// run is over. Short, since it decides how late `rtt_probe` returns.
+const PROBE_POLL: Duration = Duration::from_millis(10);
+
+/// Safety net: `rtt_probe` returns at most this long after its schedule
+/// (`count × interval + timeout`) even if its sender thread never reported
+/// that it was done (it always does; this only turns a bug into a report).
+const PROBE_SLACK: Duration = Duration::from_secs(2);
+
+/// Request byte: the client uploads, the server measures.
+const UPLOAD: u8 = b'U';
+/// Request byte: the server sends, the client measures.
+const DOWNLOAD: u8 = b'D';
+/// Request: the direction byte, then the duration in milliseconds (u32, big
+/// endian): the length of the receiver's window, whichever end receives.
+const REQUEST_LEN: usize = 5;
+
+/// Marks the receiver's report that ends an upload.
+const REPORT_MAGIC: [u8; 4] = *b"DNbk";
+/// Report: magic, then bytes, elapsed ns, steady bytes, steady ns (u64, big
+/// endian). Integers rather than floats: both ends compute rates the same.
+const REPORT_LEN: usize = 36;
+
+/// How long connecting to the bulk server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the server waits for the request once a client connects.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// A receiver gives up when nothing at all arrives for this long: even the
+/// slowest preset delivers a packet every 50 ms, and TCP's retransmission
+/// backoff after a few losses in a row stays below this.
+const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long past the duration the server goes on sending a download if the
+/// client never closes (the client closes when its window is over, and its
+/// window starts with its first byte, at most [`STALL_TIMEOUT`] late).
+const SEND_GRACE: Duration = Duration::from_secs(15);
+/// After sending an upload's report, how long the server goes on reading
+/// (and discarding) what is still arriving before it closes. Closing with
+/// unread data sends a reset, which travels behind the report on the same
+/// path but must not reach the client before it has read the report (it
+/// looks after every write, at least every [`POLL`]).
+const REPORT_LINGER: Duration = Duration::from_secs(2);
+/// Size of one write or read of bulk data.
+const CHUNK: usize = 128 * 1024;
+/// Connections a bulk server serves at once; more are closed at once.
+const MAX_CONNECTIONS: usize = 16;
+/// How often the bulk server's non-blocking accept loop looks for clients.
+const ACCEPT_POLL: Duration = Duration::from_millis(10);
+
+/// The receiver keeps (time, bytes so far) points about this far apart (at
+/// most two per interval), plenty for slices of a tenth of a second or more.
+const SAMPLE_EVERY_NS: u64 = 1_000_000;
+/// At most this many points (131 s at two per millisecond, more than the
+/// longest window): a bound on the receiver's memory.
+const MAX_SAMPLES: usize = 1 << 18;
+/// The steady-state window (the last two thirds of the transfer) is cut
+/// into this many equal slices...
+const STEADY_SLICES: usize = 10;
+/// ...and this many of the fastest and as many of the slowest are left out.
+const STEADY_TRIM: usize = 2;
+
+/// Adds what was being done to an error, keeping its kind for callers that
+/// match on it.
+fn context(e: io::Error, what: impl fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn invalid_input(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg.into())
+}
+
+/// Errors that only mean "nothing happened in time, try again": socket
+/// timeouts (reported as either kind depending on the platform) and
+/// signals.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+fn stopped() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "server is stopping")
+}
+
+/// Nanoseconds from `base` to `now`, saturating (584 years do not fit).
+fn nanos_between(base: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(base).as_nanos()).unwrap_or(UNSENT - 1)
+}
+
+/// The unspecified address of the same family as `addr`, port 0: where a
+/// client socket binds so the kernel picks its address and port.
+fn any_addr_like(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    }
+}
+
+/// Sleeps until `deadline` in slices of at most [`POLL`]; false if `abort`
+/// was raised first.
+fn sleep_until(deadline: Instant, abort: &AtomicBool) -> bool {
+    loop {
+        if abort.load(Ordering::Acquire) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        thread::sleep((deadline - now).min(POLL));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// UDP echo server
+
+/// A UDP echo server on its own thread: every datagram is sent straight back
+/// to where it came from, unchanged, whatever it contains.
+///
+/// The socket is created by the thread that calls [`EchoServer::start`] and
+/// the server thread is spawned from it, so the server lives in the
+/// caller's network namespace (see the module documentation). Stopping (or
+/// dropping) it ends the thread within about [`POLL`].
+#[derive(Debug)]
+pub struct EchoServer {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    echoed: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EchoServer {
+    /// Binds `bind` (port 0 picks a free port: see
+    /// [`EchoServer::local_addr`]) and starts echoing.
+    pub fn start(bind: SocketAddr) -> io::Result<EchoServer> {
+        let socket = UdpSocket::bind(bind)
+            .map_err(|e| context(e, format_args!("binding the UDP echo server to {bind}")))?;
+        // The read timeout is what lets the thread notice `stop`.
+        socket.set_read_timeout(Some(POLL))?;
+        let local_addr = socket.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let echoed = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            let echoed = Arc::clone(&echoed);
+            thread::Builder::new()
+                .name("dn-echo".to_owned())
+                .spawn(move || echo_loop(&socket, &stop, &echoed))
+                .map_err(|e| context(e, "starting the UDP echo server thread"))?
+        };
+        Ok(EchoServer {
+            local_addr,
+            stop,
+            echoed,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address the server is bound to, with the port the kernel chose.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Datagrams echoed so far.
+    pub fn echoed(&self) -> u64 {
+        self.echoed.load(Ordering::Relaxed)
+    }
+
+    /// Stops the server, waits for its thread (about [`POLL`] at most) and
+    /// returns how many datagrams it echoed in all. ([`EchoServer::echoed`]
+    /// can lag a reply the client already has: the count goes up after the
+    /// echo is sent.)
+    pub fn stop(mut self) -> u64 {
+        self.shutdown();
+        self.echoed()
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            // The loop cannot panic on network input; a panic would be a
+            // bug already reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn echo_loop(socket: &UdpSocket, stop: &AtomicBool, echoed: &AtomicU64) {
+    // Room for the largest UDP payload: every datagram comes back whole.
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Acquire) {
+        match socket.recv_from(&mut buf) {
+            Ok((n, peer)) => {
+                // A failed echo is a lost reply, which is what the prober
+                // measures; there is no one else to tell.
+                if socket.send_to(&buf[..n], peer).is_ok() {
+                    echoed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            // Anything else (say ENOMEM) may repeat at once: wait a little
+            // rather than spin, and keep serving.
+            Err(_) => thread::sleep(POLL),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// RTT probe
+
+/// What [`rtt_probe`] measured. Durations are zero when no reply came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RttReport {
+    /// Probes handed to the kernel.
+    pub sent: u32,
+    /// Probes whose reply came back within the timeout (each counted once).
+    pub received: u32,
+    /// `sent - received`: no reply, or a reply later than the timeout.
+    pub lost: u32,
+    /// Probes the kernel refused to send (counted in neither `sent` nor
+    /// `lost`; the first such error is returned instead if every send fails).
+    pub send_errors: u32,
+    /// Smallest RTT.
+    pub min: Duration,
+    /// Mean RTT.
+    pub avg: Duration,
+    /// Largest RTT.
+    pub max: Duration,
+    /// Median RTT (nearest rank).
+    pub p50: Duration,
+    /// 99th percentile RTT (nearest rank: the largest one below 100 samples).
+    pub p99: Duration,
+    /// Mean deviation as `ping` computes it: the standard deviation,
+    /// `sqrt(mean(rtt²) − mean(rtt)²)`.
+    pub mdev: Duration,
+    /// The RTT of every received probe, in sequence (sending) order.
+    pub samples: Vec<Duration>,
+}
+
+impl RttReport {
+    /// Fraction of the probes sent that were lost, 0.0 to 1.0 (0.0 when
+    /// nothing was sent).
+    pub fn loss_ratio(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            f64::from(self.lost) / f64::from(self.sent)
+        }
+    }
+
+    /// Statistics over `samples`, in sequence order.
+    fn summarize(sent: u32, send_errors: u32, samples: Vec<Duration>) -> RttReport {
+        let received = u32::try_from(samples.len()).unwrap_or(u32::MAX);
+        let mut report = RttReport {
+            sent,
+            received,
+            lost: sent.saturating_sub(received),
+            send_errors,
+            min: Duration::ZERO,
+            avg: Duration::ZERO,
+            max: Duration::ZERO,
+            p50: Duration::ZERO,
+            p99: Duration::ZERO,
+            mdev: Duration::ZERO,
+            samples,
+        };
+        let mut sorted = report.samples.clone();
+        sorted.sort_unstable();
+        let (Some(&min), Some(&max)) = (sorted.first(), sorted.last()) else {
+            return report;
+        };
+        let n = sorted.len() as f64;
+        let secs: Vec<f64> = sorted.iter().map(Duration::as_secs_f64).collect();
+        let mean = secs.iter().sum::<f64>() / n;
+        let mean_sq = secs.iter().map(|s| s * s).sum::<f64>() / n;
+        report.min = min;
+        report.max = max;
+        report.avg = Duration::from_secs_f64(mean.max(0.0));
+        report.mdev = Duration::from_secs_f64((mean_sq - mean * mean).max(0.0).sqrt());
+        report.p50 = nearest_rank(&sorted, 50);
+        report.p99 = nearest_rank(&sorted, 99);
+        report
+    }
+}
+
+/// The `pct`th percentile of non-empty sorted `sorted`, by nearest rank:
+/// the smallest sample with at least `pct`% of the samples at or below it.
+fn nearest_rank(sorted: &[Duration], pct: usize) -> Duration {
+    let rank = (sorted.len() * pct).div_ceil(100).max(1);
+    sorted
+        .get(rank - 1)
+        .or(sorted.last())
+        .copied()
+        .unwrap_or(Duration::ZERO)
+}
+
+impl fmt::Display for RttReport {
+    /// One line, like ping's summary: counts, loss, then the RTT statistics.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} sent, {} received, {:.1}% loss",
+            self.sent,
+            self.received,
+            self.loss_ratio() * 100.0
+        )?;
+        if self.send_errors > 0 {
+            write!(f, ", {} send errors", self.send_errors)?;
+        }
+        if self.received > 0 {
+            write!(
+                f,
+                ", rtt min/avg/max/mdev = {}/{}/{}/{}, p50 {}, p99 {}",
+                format_ms(self.min),
+                format_ms(self.avg),
+                format_ms(self.max),
+                format_ms(self.mdev),
+                format_ms(self.p50),
+                format_ms(self.p99)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A probe: magic, session, sequence number, send time in nanoseconds since
+/// the start of the run (all big endian), zero padding to [`PROBE_LEN`].
+fn encode_probe(session: u32, seq: u32, sent_ns: u64) -> [u8; PROBE_LEN] {
+    let mut probe = [0u8; PROBE_LEN];
+    probe[0..4].copy_from_slice(&PROBE_MAGIC);
+    probe[4..8].copy_from_slice(&session.to_be_bytes());
+    probe[8..12].copy_from_slice(&seq.to_be_bytes());
+    probe[12..20].copy_from_slice(&sent_ns.to_be_bytes());
+    probe
+}
+
+/// The sequence number and send time of a reply to one of this run's
+/// probes; `None` for anything else (wrong size, magic, session or padding).
+fn decode_reply(reply: &[u8], session: u32) -> Option<(u32, u64)> {
+    if reply.len() != PROBE_LEN || reply.get(0..4)? != PROBE_MAGIC {
+        return None;
+    }
+    let got_session = u32::from_be_bytes(reply.get(4..8)?.try_into().ok()?);
+    let seq = u32::from_be_bytes(reply.get(8..12)?.try_into().ok()?);
+    let sent_ns = u64::from_be_bytes(reply.get(12..20)?.try_into().ok()?);
+    let padding_ok = reply.get(20..)?.iter().all(|&b| b == 0);
+    (got_session == session && padding_ok).then_some((seq, sent_ns))
+}
+
+/// What the sender thread shares with the receiver.
+struct SendProgress {
+    /// Send time of each probe (ns since the run's start), [`UNSENT`] until
+    /// it is sent. Written *before* the probe leaves, so that a reply can
+    /// never arrive ahead of its timestamp.
+    sent_at: Vec<AtomicU64>,
+    /// Probes the kernel accepted.
+    sent_ok: AtomicU32,
+    /// Probes it refused.
+    send_errors: AtomicU32,
+    /// Send time of the last probe attempted.
+    last_sent_ns: AtomicU64,
+    /// The sender is finished; the counts above are final.
+    done: AtomicBool,
+    /// The receiver gave up: the sender stops.
+    abort: AtomicBool,
+}
+
+/// Sends `count` probes (one per slot of `progress.sent_at`), the `i`th at
+/// `base + i × interval`; returns the first send error, if any.
+fn send_probes(
+    socket: &UdpSocket,
+    server: SocketAddr,
+    session: u32,
+    interval: Duration,
+    base: Instant,
+    progress: &SendProgress,
+) -> Option<io::Error> {
+    let mut first_error = None;
+    for (seq, slot) in (0u32..).zip(&progress.sent_at) {
+        // A fixed schedule rather than sleeping `interval` after each send:
+        // no drift, and a late wake-up does not push every later probe.
+        let due = base + interval.saturating_mul(seq);
+        if !sleep_until(due, &progress.abort) {
+            break;
+        }
+        let sent_ns = nanos_between(base, Instant::now());
+        slot.store(sent_ns, Ordering::Release);
+        progress.last_sent_ns.store(sent_ns, Ordering::Release);
+        let probe = encode_probe(session, seq, sent_ns);
+        let mut result = socket.send_to(&probe, server);
+        if matches!(&result, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+            result = socket.send_to(&probe, server);
+        }
+        match result {
+            Ok(_) => {
+                progress.sent_ok.fetch_add(1, Ordering::Release);
+            }
+            Err(e) => {
+                // Nothing can legitimately answer a probe that never left.
+                slot.store(UNSENT, Ordering::Release);
+                progress.send_errors.fetch_add(1, Ordering::Release);
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    progress.done.store(true, Ordering::Release);
+    first_error
+}
+
+/// Receives replies until every probe sent is answered, or `timeout` after
+/// the last one, or the safety deadline. Returns each probe's RTT, `None`
+/// when its reply did not come within `timeout`.
+fn receive_replies(
+    socket: &UdpSocket,
+    session: u32,
+    timeout: Duration,
+    base: Instant,
+    hard_deadline: Instant,
+    progress: &SendProgress,
+) -> io::Result<Vec<Option<Duration>>> {
+    let mut rtts: Vec<Option<Duration>> = vec![None; progress.sent_at.len()];
+    let mut received: u32 = 0;
+    // Larger than a probe, so that an oversized datagram is seen as such
+    // (and ignored) instead of being truncated into a probe-sized one.
+    let mut buf = [0u8; 2048];
+    loop {
+        let now = Instant::now();
+        if progress.done.load(Ordering::Acquire) {
+            if received >= progress.sent_ok.load(Ordering::Acquire) {
+                break;
+            }
+            let last = base + Duration::from_nanos(progress.last_sent_ns.load(Ordering::Acquire));
+            if now >= last + timeout {
+                break;
+            }
+        }
+        if now >= hard_deadline {
+            break;
+        }
+        let n = match socket.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e) if is_transient(&e) => continue,
+            // Unconnected UDP sockets do not report ICMP errors on Linux,
+            // so an error here is a real local problem.
+            Err(e) => return Err(context(e, "receiving RTT probe replies")),
+        };
+        let arrived = nanos_between(base, Instant::now());
+        let Some((seq, sent_ns)) = buf.get(..n).and_then(|r| decode_reply(r, session)) else {
+            continue;
+        };
+        let Ok(index) = usize::try_from(seq) else {
+            continue;
+        };
+        let (Some(slot), Some(rtt_slot)) = (progress.sent_at.get(index), rtts.get_mut(index))
+        else {
+            continue;
+        };
+        // The timestamp must be the one we sent: a reply is trusted for its
+        // sequence number only, never for the time it claims.
+        let recorded = slot.load(Ordering::Acquire);
+        if recorded == UNSENT || recorded != sent_ns || rtt_slot.is_some() {
+            continue;
+        }
+        let rtt = Duration::from_nanos(arrived.saturating_sub(sent_ns));
+        if rtt <= timeout {
+            *rtt_slot = Some(rtt);
+            received += 1;
+        }
+    }
+    Ok(rtts)
+}
+
+/// Measures round-trip times to a UDP echo server (such as [`EchoServer`]).
+///
+/// Sends `count` probes of [`PROBE_LEN`] bytes, one every `interval` on a
+/// fixed schedule, from a thread of its own, while the calling thread
+/// receives replies: a reply may come back after later probes have left
+/// (115 ms of RTT with 20 ms between probes). Replies are matched to probes
+/// by sequence number and checked against the recorded send time; datagrams
+/// that are not replies to this run, duplicates and replies slower than
+/// `timeout` are ignored (the latter two count as lost). RTTs come from the
+/// monotonic clock ([`Instant`]), taken when `recv` returns.
+///
+/// Returns once every probe sent is answered, or `timeout` after the last
+/// probe: at most about `count × interval + timeout`. The socket is opened
+/// on the calling thread, hence in its network namespace. Errors: invalid
+/// arguments, the socket, a receive error, or every send failing.
+pub fn rtt_probe(
+    server: SocketAddr,
+    count: u32,
+    interval: Duration,
+    timeout: Duration,
+) -> io::Result<RttReport> {
+    if count > MAX_PROBES {
+        return Err(invalid_input(format!(
+            "{count} probes: at most {MAX_PROBES} per run"
+        )));
+    }
+    if timeout.is_zero() {
+        return Err(invalid_input(
+            "a probe timeout of zero would lose every reply",
+        ));
+    }
+    let run = interval
+        .checked_mul(count)
+        .and_then(|schedule| schedule.checked_add(timeout))
+        .filter(|run| *run <= MAX_PROBE_RUN)
+        .ok_or_else(|| {
+            invalid_input(format!(
+                "{count} probes every {interval:?} with a {timeout:?} timeout: longer than \
+                 {MAX_PROBE_RUN:?}"
+            ))
+        })?;
+    if count == 0 {
+        return Ok(RttReport::summarize(0, 0, Vec::new()));
+    }
+
+    // Unconnected, unlike `ping`'s socket: replies from another of the
+    // server's addresses (a multihomed server bound to 0.0.0.0) still count,
+    // and an ICMP port unreachable does not end the run with an error; the
+    // session number keeps other traffic out.
+    let socket = UdpSocket::bind(any_addr_like(server))
+        .map_err(|e| context(e, "opening the RTT probe socket"))?;
+    socket.set_read_timeout(Some(PROBE_POLL))?;
+    let sender_socket = socket.try_clone()?;
+    let session = session_id();
+    let progress = SendProgress {
+        sent_at: (0..count).map(|_| AtomicU64::new(UNSENT)).collect(),
+        sent_ok: AtomicU32::new(0),
+        send_errors: AtomicU32::new(0),
+        last_sent_ns: AtomicU64::new(0),
+        done: AtomicBool::new(false),
+        abort: AtomicBool::new(false),
+    };
+    let base = Instant::now();
+    let hard_deadline = base + run + PROBE_SLACK;
+
+    let (received, send_error) = thread::scope(|scope| -> io::Result<_> {
+        let sender = thread::Builder::new()
+            .name("dn-rtt-send".to_owned())
+            .spawn_scoped(scope, || {
+                send_probes(&sender_socket, server, session, interval, base, &progress)
+            })
+            .map_err(|e| context(e, "starting the RTT probe sender thread"))?;
+        let received = receive_replies(&socket, session, timeout, base, hard_deadline, &progress);
+        progress.abort.store(true, Ordering::Release);
+        let send_error = match sender.join() {
+            Ok(e) => e,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        Ok((received?, send_error))
+    })?;
+
+    let sent = progress.sent_ok.load(Ordering::Acquire);
+    let send_errors = progress.send_errors.load(Ordering::Acquire);
+    if sent == 0 {
+        if let Some(e) = send_error {
+            return Err(context(e, format_args!("sending RTT probes to {server}")));
+        }
+    }
+    let samples = received.into_iter().flatten().collect();
+    Ok(RttReport::summarize(sent, send_errors, samples))
+}
+
+/// Waits until the echo server at `server` answers, sending a probe every
+/// 100 ms for at most `within`; returns how long that took.
+///
+/// Why: a path that was just built does not always carry packets at once.
+/// On a fresh veth pair the first replies sometimes took about a second
+/// (seen while other namespaces were being created at the same time; one
+/// lost ARP request costs a second before the kernel retries), and
+/// measuring then reports that second as RTT or loss. So measure after
+/// this returns. Any reply to any of the probes will do, however late: the
+/// RTT of the path may well be longer than the time between probes.
+/// Errors: `TimedOut` if nothing answered in time, or the socket's.
+pub fn wait_for_echo(server: SocketAddr, within: Duration) -> io::Result<Duration> {
+    const EVERY: Duration = Duration::from_millis(100);
+    let socket = UdpSocket::bind(any_addr_like(server))
+        .map_err(|e| context(e, "opening the probe socket"))?;
+    socket.set_read_timeout(Some(PROBE_POLL))?;
+    let session = session_id();
+    let start = Instant::now();
+    let deadline = start + within;
+    let mut next_send = start;
+    let mut seq: u32 = 0;
+    let mut buf = [0u8; 2048];
+    let mut first_error = None;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            let why = match first_error {
+                Some(e) => format!(" (sending: {e})"),
+                None => String::new(),
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no answer from the echo server at {server} within {within:?}{why}"),
+            ));
+        }
+        if now >= next_send {
+            let probe = encode_probe(session, seq, nanos_between(start, now));
+            // A send can fail while the path comes up (no neighbour yet):
+            // keep trying until the deadline, and say why if it comes.
+            if let Err(e) = socket.send_to(&probe, server) {
+                first_error.get_or_insert(e);
+            }
+            seq = seq.saturating_add(1);
+            next_send += EVERY;
+        }
+        match socket.recv(&mut buf) {
+            Ok(n) => {
+                let ours = buf.get(..n).and_then(|r| decode_reply(r, session));
+                if matches!(ours, Some((got, _)) if got < seq) {
+                    return Ok(start.elapsed());
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(context(e, "waiting for the echo server")),
+        }
+    }
+}
+
+/// A number that differs between runs (and between concurrent runs), so
+/// that replies to an earlier run arriving late are not taken for ours.
+fn session_id() -> u32 {
+    // RandomState is seeded from the OS and changes with every instance.
+    let hash = RandomState::new().hash_one(std::process::id());
+    (hash ^ (hash >> 32)) as u32
+}
+
+// ---------------------------------------------------------------------------
+// Bulk transfer
+
+/// Which way bulk data flows, seen from the client of [`bulk_transfer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// The client sends, the server receives and measures.
+    Upload,
+    /// The server sends, the client receives and measures.
+    Download,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::Upload => "upload",
+            Direction::Download => "download",
+        })
+    }
+}
+
+/// What the receiving end of a [`bulk_transfer`] measured.
+///
+/// The receiver measures over a window of the requested duration that
+/// opens when the first data arrives, so the handshake and the request are
+/// not counted, while slow start is (in `goodput_bps`). Whatever is still
+/// on its way when the window closes is not counted, and the connection is
+/// then cut: a run takes the duration plus about one round trip, however
+/// much the sender had buffered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BulkReport {
+    /// Payload bytes received in the window.
+    pub bytes: u64,
+    /// The window: the requested duration, to the nanosecond.
+    pub elapsed: Duration,
+    /// `bytes × 8 / elapsed`, in bit/s: the average over the whole transfer,
+    /// slow start included. 0 when too little arrived to time it.
+    pub goodput_bps: f64,
+    /// The steady-state rate, in bit/s: the figure to hold against a
+    /// configured bandwidth. The first third of `elapsed` is left out (slow
+    /// start), the last two thirds are cut into 10 equal slices, the 2
+    /// fastest and the 2 slowest slices are left out too, and this is the
+    /// rate over the 6 others (their bytes over their time).
+    ///
+    /// Why the trimming: the application does not see data when it crosses
+    /// the link but when TCP delivers it in order. After a loss (slow start
+    /// overshooting the queue, typically) everything behind the hole is
+    /// held until the retransmission arrives, then delivered at once: a
+    /// slice with nothing, then a slice at several times the link rate. A
+    /// plain "bytes after the first third over that time" counts whatever
+    /// was held back at the cut and read 12% too high in such a run of 5 s
+    /// on the LTE preset; the trimmed slices read the link's goodput.
+    ///
+    /// The run must outlast slow start and the losses that end it by a good
+    /// margin: see [`bulk_duration_for`]. 0 when too little arrived to time
+    /// it.
+    pub steady_bps: f64,
+}
+
+impl fmt::Display for BulkReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:.2} MB in {:.3} s: goodput {}, steady {}",
+            self.bytes as f64 / 1e6,
+            self.elapsed.as_secs_f64(),
+            format_bps(self.goodput_bps),
+            format_bps(self.steady_bps)
+        )
+    }
+}
+
+/// A bulk transfer duration long enough for `steady_bps` to be the link's
+/// rate on a path with round-trip time `rtt`: 40 round trips, at least 4 s,
+/// at most [`MAX_BULK_DURATION`].
+///
+/// Why: after slow start and the losses that end it, TCP's delivery took
+/// about 20 round trips to settle on the presets with a large
+/// bandwidth-delay product (2.5 s on LTE, 13 s on geo-satellite, through
+/// the emulator), and that must fall in the part of the run that
+/// `steady_bps` leaves out (the first third, plus what the trimming
+/// absorbs). Measured on LTE (IP-level 10 and 50 Mbit/s, so TCP goodput of
+/// at most 9.65 and 48.3 with 1448 bytes of payload per 1500): 4 s and 5 s
+/// read 9.65 and 48.0, 3 s read 40 to 49 down. On geo-satellite, 20 s read
+/// 9.62 of 10 Mbit/s down, 10 s only 5.65. Paths with a small product
+/// settle sooner (edge read 231.7 of 240 kbit/s in 10 s, where this says
+/// 34 s): a demo in a hurry may cap it there.
+pub fn bulk_duration_for(rtt: Duration) -> Duration {
+    rtt.saturating_mul(40)
+        .clamp(Duration::from_secs(4), MAX_BULK_DURATION)
+}
+
+/// `bytes` in `ns` as bit/s; 0 for an empty interval.
+fn bits_per_second(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        bytes as f64 * 8.0 * 1e9 / ns as f64
+    }
+}
+
+/// The client's request, the first [`REQUEST_LEN`] bytes of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Request {
+    dir: Direction,
+    duration_ms: u32,
+}
+
+impl Request {
+    fn new(dir: Direction, duration: Duration) -> io::Result<Request> {
+        if duration.is_zero() || duration > MAX_BULK_DURATION {
+            return Err(invalid_input(format!(
+                "bulk transfer of {duration:?}: it must be more than 0 and at most \
+                 {MAX_BULK_DURATION:?}"
+            )));
+        }
+        // Rounded up, so a sub-millisecond duration is still a request.
+        let ms = duration.as_nanos().div_ceil(1_000_000);
+        let duration_ms = u32::try_from(ms).map_err(|_| invalid_input("duration too long"))?;
+        Ok(Request { dir, duration_ms })
+    }
+
+    fn encode(self) -> [u8; REQUEST_LEN] {
+        let mut bytes = [0u8; REQUEST_LEN];
+        bytes[0] = match self.dir {
+            Direction::Upload => UPLOAD,
+            Direction::Download => DOWNLOAD,
+        };
+        bytes[1..].copy_from_slice(&self.duration_ms.to_be_bytes());
+        bytes
+    }
+
+    /// `None` for an unknown direction or a duration out of range.
+    fn decode(bytes: &[u8; REQUEST_LEN]) -> Option<Request> {
+        let dir = match bytes[0] {
+            UPLOAD => Direction::Upload,
+            DOWNLOAD => Direction::Download,
+            _ => return None,
+        };
+        let duration_ms = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+        let duration = Duration::from_millis(u64::from(duration_ms));
+        (duration_ms > 0 && duration <= MAX_BULK_DURATION).then_some(Request { dir, duration_ms })
+    }
+
+    fn duration(self) -> Duration {
+        Duration::from_millis(u64::from(self.duration_ms))
+    }
+}
+
+/// The receiver's measurement, as integers: what an upload's receiver sends
+/// back to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Measurement {
+    bytes: u64,
+    elapsed_ns: u64,
+    steady_bytes: u64,
+    steady_ns: u64,
+}
+
+impl Measurement {
+    fn encode(self) -> [u8; REPORT_LEN] {
+        let mut out = [0u8; REPORT_LEN];
+        out[0..4].copy_from_slice(&REPORT_MAGIC);
+        let fields = [
+            self.bytes,
+            self.elapsed_ns,
+            self.steady_bytes,
+            self.steady_ns,
+        ];
+        for (chunk, value) in out[4..].chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&value.to_be_bytes());
+        }
+        out
+    }
+
+    /// `None` unless `bytes` is a well-formed report whose steady window
+    /// lies within the transfer.
+    fn decode(bytes: &[u8]) -> Option<Measurement> {
+        if bytes.len() != REPORT_LEN || bytes.get(0..4)? != REPORT_MAGIC {
+            return None;
+        }
+        let field = |i: usize| -> Option<u64> {
+            let start = 4 + 8 * i;
+            Some(u64::from_be_bytes(
+                bytes.get(start..start + 8)?.try_into().ok()?,
+            ))
+        };
+        let m = Measurement {
+            bytes: field(0)?,
+            elapsed_ns: field(1)?,
+            steady_bytes: field(2)?,
+            steady_ns: field(3)?,
+        };
+        (m.steady_bytes <= m.bytes && m.steady_ns <= m.elapsed_ns).then_some(m)
+    }
+
+    fn report(self) -> BulkReport {
+        BulkReport {
+            bytes: self.bytes,
+            elapsed: Duration::from_nanos(self.elapsed_ns),
+            goodput_bps: bits_per_second(self.bytes, self.elapsed_ns),
+            steady_bps: bits_per_second(self.steady_bytes, self.steady_ns),
+        }
+    }
+}
+
+/// The receiver's running count: bytes so far, and (time, bytes so far)
+/// points for the steady-state slices.
+#[derive(Debug, Default)]
+struct Meter {
+    /// Arrival of the first data: time zero.
+    start: Option<Instant>,
+    bytes: u64,
+    /// Arrival of the last data, ns after `start`.
+    last_ns: u64,
+    /// Each point is exact: all the bytes counted in it had arrived by its
+    /// time, and none of those counted after it. The last point is always
+    /// (`last_ns`, `bytes`).
+    samples: Vec<(u64, u64)>,
+}
+
+impl Meter {
+    /// `n` bytes arrived at `now`.
+    fn record(&mut self, n: usize, now: Instant) {
+        let start = *self.start.get_or_insert(now);
+        let t = nanos_between(start, now);
+        self.bytes = self.bytes.saturating_add(n as u64);
+        self.last_ns = t;
+        let point = (t, self.bytes);
+        // Reads less than SAMPLE_EVERY_NS after the point before the last
+        // one move the last point forward instead of adding one: the
+        // points stay exact, and there are at most two per interval.
+        let full = self.samples.len() >= MAX_SAMPLES;
+        match self.samples.as_mut_slice() {
+            [.., (before, _), last] if full || t.saturating_sub(*before) < SAMPLE_EVERY_NS => {
+                *last = point;
+            }
+            _ => self.samples.push(point),
+        }
+    }
+
+    /// Bytes that had arrived by `t` ns (at the resolution of the points).
+    fn bytes_by(&self, t: u64) -> u64 {
+        let after = self.samples.partition_point(|&(ts, _)| ts <= t);
+        after
+            .checked_sub(1)
+            .and_then(|i| self.samples.get(i))
+            .map_or(0, |&(_, bytes)| bytes)
+    }
+
+    /// The measurement of a window `end_ns` long (at least up to the last
+    /// read), with the steady part described at [`BulkReport::steady_bps`].
+    fn finish(&self, end_ns: u64) -> Measurement {
+        let elapsed_ns = end_ns.max(self.last_ns);
+        let from = elapsed_ns / 3;
+        let width = (elapsed_ns - from) / STEADY_SLICES as u64;
+        let mut slices: Vec<(u64, u64)> = Vec::with_capacity(STEADY_SLICES);
+        if width > 0 {
+            for k in 0..STEADY_SLICES as u64 {
+                let a = from + k * width;
+                // The last slice takes the remainder of the division.
+                let b = if k + 1 == STEADY_SLICES as u64 {
+                    elapsed_ns
+                } else {
+                    a + width
+                };
+                let bytes = self.bytes_by(b).saturating_sub(self.bytes_by(a));
+                slices.push((bytes, b - a));
+            }
+        }
+        slices.sort_by(|x, y| bits_per_second(x.0, x.1).total_cmp(&bits_per_second(y.0, y.1)));
+        let kept = slices
+            .get(STEADY_TRIM..slices.len().saturating_sub(STEADY_TRIM))
+            .unwrap_or(&[]);
+        Measurement {
+            bytes: self.bytes,
+            elapsed_ns,
+            steady_bytes: kept.iter().map(|s| s.0).sum(),
+            steady_ns: kept.iter().map(|s| s.1).sum(),
+        }
+    }
+}
+
+/// Fills `buf` from `stream` (whose reads time out every [`POLL`]) by
+/// `deadline`.
+fn read_full(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        if stop.load(Ordering::Acquire) {
+            return Err(stopped());
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "peer too slow"));
+        }
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed the connection",
+                ))
+            }
+            Ok(n) => filled += n,
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to `stream` (whose writes time out every [`POLL`])
+/// by `deadline`.
+fn write_full(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    deadline: Instant,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let mut written = 0;
+    while written < buf.len() {
+        if stop.load(Ordering::Acquire) {
+            return Err(stopped());
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "peer not reading"));
+        }
+        match stream.write(&buf[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes bulk data to `stream` for `duration`; returns the bytes written.
+fn send_for(stream: &mut TcpStream, duration: Duration, stop: &AtomicBool) -> io::Result<u64> {
+    // Zeros: nothing on the path compresses TCP payload.
+    let chunk = vec![0u8; CHUNK];
+    let end = Instant::now() + duration;
+    let mut written = 0u64;
+    while Instant::now() < end {
+        if stop.load(Ordering::Acquire) {
+            return Err(stopped());
+        }
+        match stream.write(&chunk) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written = written.saturating_add(n as u64),
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(written)
+}
+
+/// Reads and counts bulk data for `window`, from the first byte on, and
+/// returns the measurement. Errors: the sender closing before the window is
+/// over, nothing arriving for `stall` ([`STALL_TIMEOUT`] but in tests), or
+/// the socket's.
+fn receive_for(
+    stream: &mut TcpStream,
+    window: Duration,
+    stall: Duration,
+    stop: &AtomicBool,
+) -> io::Result<Measurement> {
+    let window_ns = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+    let mut buf = vec![0u8; CHUNK];
+    let mut meter = Meter::default();
+    let mut last_progress = Instant::now();
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return Err(stopped());
+        }
+        let now = Instant::now();
+        if meter
+            .start
+            .is_some_and(|start| nanos_between(start, now) >= window_ns)
+        {
+            return Ok(meter.finish(window_ns));
+        }
+        if now.duration_since(last_progress) >= stall {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "nothing arrived for {stall:?} ({} bytes received)",
+                    meter.bytes
+                ),
+            ));
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the sender closed the connection after {} bytes, before the end of \
+                         the {window:?} window",
+                        meter.bytes
+                    ),
+                ))
+            }
+            Ok(n) => {
+                let now = Instant::now();
+                // Read after the window closed: these bytes may have come
+                // in before, but when is unknown, so they are left out.
+                if meter
+                    .start
+                    .is_some_and(|start| nanos_between(start, now) > window_ns)
+                {
+                    return Ok(meter.finish(window_ns));
+                }
+                meter.record(n, now);
+                last_progress = now;
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reads and discards until the peer closes, `deadline` or `stop`.
+fn discard_until(stream: &mut TcpStream, deadline: Instant, stop: &AtomicBool) {
+    let mut buf = vec![0u8; CHUNK];
+    while Instant::now() < deadline && !stop.load(Ordering::Acquire) {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The client side of an upload: sends until the server's report comes
+/// back, looking for it (without blocking) after every write.
+fn upload_until_report(stream: &mut TcpStream, duration: Duration) -> io::Result<Measurement> {
+    let chunk = vec![0u8; CHUNK];
+    let mut report = [0u8; REPORT_LEN];
+    let mut got = 0;
+    // The server's window opens with its first byte (at most STALL_TIMEOUT
+    // late, or it gives up) and its report then needs a one-way trip.
+    let deadline = Instant::now() + duration + STALL_TIMEOUT + REQUEST_TIMEOUT;
+    loop {
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no report from the server long after the end of its window",
+            ));
+        }
+        match stream.write(&chunk) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+        stream.set_nonblocking(true)?;
+        let read = stream.read(&mut report[got..]);
+        stream.set_nonblocking(false)?;
+        match read {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection without a report",
+                ))
+            }
+            Ok(n) => {
+                got += n;
+                if got == REPORT_LEN {
+                    return Measurement::decode(&report).ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidData, "malformed upload report")
+                    });
+                }
+            }
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A TCP bulk-transfer server on its own thread, for [`bulk_transfer`] in
+/// both directions.
+///
+/// Protocol: the client opens a connection and sends a 5-byte request, the
+/// direction (`'U'`: the client uploads; `'D'`: the server sends) then the
+/// duration in milliseconds (u32, big endian, at most
+/// [`MAX_BULK_DURATION`]). Whichever end receives measures over a window of
+/// that duration opened by the first data byte, and the window's end ends
+/// the transfer:
+///
+/// - `'U'`: the client sends until the server's report comes back. The
+///   server reads and discards; when its window is over it sends its
+///   measurement (36 bytes: `DNbk`, then bytes, window ns, steady bytes,
+///   steady ns as big-endian u64) and one more byte, shuts down its write
+///   side, goes on discarding for 2 s at most so that its close cannot
+///   overtake the report, and closes. The client reads the report, leaves
+///   the extra byte unread and closes, which resets the connection.
+/// - `'D'`: the server sends until the client, its window over, closes the
+///   connection (with data unread, which resets it), or for 15 s past the
+///   duration at most.
+///
+/// Either way the connection ends with a reset from the client, which
+/// discards what the sender still had buffered: the next measurement on
+/// the same path only finds what was already in the emulator's queue.
+///
+/// Why the receiver's window ends the transfer, rather than the sender
+/// stopping after the duration and the receiver reading to the end: the
+/// sender's socket buffer (grown by autotuning) drains at the link's rate
+/// after it stops. With the emulator on the edge preset, a 10 s upload took
+/// 25 s that way. A malformed request closes the connection.
+///
+/// Each connection is served on a thread of its own, up to 16 at once. The
+/// listening socket is created by the thread that calls
+/// [`BulkServer::start`] and every thread is spawned from there, so the
+/// server lives in the caller's network namespace (see the module
+/// documentation). Stopping (or dropping) it ends every thread within about
+/// [`POLL`], cutting off transfers in progress.
+#[derive(Debug)]
+pub struct BulkServer {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BulkServer {
+    /// Binds `bind` (port 0 picks a free port: see
+    /// [`BulkServer::local_addr`]) and starts accepting.
+    pub fn start(bind: SocketAddr) -> io::Result<BulkServer> {
+        let listener = TcpListener::bind(bind)
+            .map_err(|e| context(e, format_args!("binding the bulk server to {bind}")))?;
+        // Non-blocking accept polled every ACCEPT_POLL: std has no accept
+        // timeout, and the loop must see `stop`.
+        listener.set_nonblocking(true)?;
+        let local_addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            thread::Builder::new()
+                .name("dn-bulk".to_owned())
+                .spawn(move || accept_loop(&listener, &stop))
+                .map_err(|e| context(e, "starting the bulk server thread"))?
+        };
+        Ok(BulkServer {
+            local_addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address the server listens on, with the port the kernel chose.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops the server, ending transfers in progress, and waits for its
+    /// threads (about [`POLL`]).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            // A panic would be a bug, already reported by the panic hook.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for BulkServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, stop: &Arc<AtomicBool>) {
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        connections.retain(|c| !c.is_finished());
+        match listener.accept() {
+            Ok((stream, _peer)) => {
+                if connections.len() >= MAX_CONNECTIONS {
+                    // Dropping it closes it: the client sees the refusal.
+                    continue;
+                }
+                let stop = Arc::clone(stop);
+                let spawned = thread::Builder::new()
+                    .name("dn-bulk-conn".to_owned())
+                    .spawn(move || {
+                        // The client sees any failure as the connection
+                        // closing early; there is no one else to tell.
+                        let _ = serve_connection(stream, &stop);
+                    });
+                if let Ok(connection) = spawned {
+                    connections.push(connection);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(ACCEPT_POLL),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // ECONNABORTED, EMFILE...: may repeat at once, so do not spin.
+            Err(_) => thread::sleep(ACCEPT_POLL),
+        }
+    }
+    for connection in connections {
+        let _ = connection.join();
+    }
+}
+
+fn serve_connection(mut stream: TcpStream, stop: &AtomicBool) -> io::Result<()> {
+    // Accepted sockets do not inherit O_NONBLOCK on Linux, but say so.
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(POLL))?;
+    stream.set_write_timeout(Some(POLL))?;
+    let mut header = [0u8; REQUEST_LEN];
+    read_full(
+        &mut stream,
+        &mut header,
+        Instant::now() + REQUEST_TIMEOUT,
+        stop,
+    )?;
+    let request = Request::decode(&header)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed bulk request"))?;
+    match request.dir {
+        Direction::Upload => {
+            let measured = receive_for(&mut stream, request.duration(), STALL_TIMEOUT, stop)?;
+            // One byte more than the report, which the client leaves unread:
+            // closing a socket with unread data resets the connection at
+            // once (RFC 2525, 2.17), which throws away the upload data still
+            // in the client's socket buffer instead of letting it drain
+            // across the link, queueing ahead of whatever is measured next.
+            // (std cannot set SO_LINGER to 0, the usual way to do that.)
+            let mut answer = [0u8; REPORT_LEN + 1];
+            answer[..REPORT_LEN].copy_from_slice(&measured.encode());
+            write_full(&mut stream, &answer, Instant::now() + REQUEST_TIMEOUT, stop)?;
+            stream.shutdown(Shutdown::Write)?;
+            discard_until(&mut stream, Instant::now() + REPORT_LINGER, stop);
+            Ok(())
+        }
+        Direction::Download => {
+            match send_for(&mut stream, request.duration() + SEND_GRACE, stop) {
+                Ok(_) => stream.shutdown(Shutdown::Write),
+                // The client closing after its window: the normal end.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::BrokenPipe
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Measures TCP goodput to or from a [`BulkServer`] over `duration`, as the
+/// *receiving* side sees it (see [`BulkReport`]).
+///
+/// [`Direction::Upload`]: this end sends, and returns the measurement the
+/// server sends back when its window is over. [`Direction::Download`]: the
+/// server sends, this end measures, then closes. Either way the call takes
+/// `duration` plus about one round trip (plus the connection's setup). It
+/// gives up with `TimedOut` when nothing arrives for 10 s. The socket is
+/// opened on the calling thread, hence in its network namespace.
+pub fn bulk_transfer(
+    server: SocketAddr,
+    dir: Direction,
+    duration: Duration,
+) -> io::Result<BulkReport> {
+    let request = Request::new(dir, duration)?;
+    let mut stream = TcpStream::connect_timeout(&server, CONNECT_TIMEOUT)
+        .map_err(|e| context(e, format_args!("connecting to the bulk server at {server}")))?;
+    stream.set_read_timeout(Some(POLL))?;
+    stream.set_write_timeout(Some(POLL))?;
+    // Nothing stops a client but its deadlines.
+    let never = AtomicBool::new(false);
+    write_full(
+        &mut stream,
+        &request.encode(),
+        Instant::now() + REQUEST_TIMEOUT,
+        &never,
+    )
+    .map_err(|e| context(e, format_args!("sending the {dir} request to {server}")))?;
+    let measured = match dir {
+        Direction::Upload => upload_until_report(&mut stream, duration)
+            .map_err(|e| context(e, format_args!("uploading to {server}")))?,
+        Direction::Download => receive_for(&mut stream, duration, STALL_TIMEOUT, &never)
+            .map_err(|e| context(e, format_args!("downloading from {server}")))?,
+    };
+    // Closing with data unread (the byte after the report, or the rest of
+    // the download) resets the connection: the sender's buffer is thrown
+    // away instead of draining across the link (see BulkServer).
+    drop(stream);
+    Ok(measured.report())
+}
+
+// ---------------------------------------------------------------------------
+// TCP buffer ceilings and formatting
+
+/// The ceilings of Linux's TCP buffer autotuning (the third field of
+/// `net.ipv4.tcp_rmem` and `tcp_wmem`), in bytes: how far one connection's
+/// buffers can grow, hence its window (see the module documentation on why
+/// we rely on autotuning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpBufferLimits {
+    /// Largest receive buffer.
+    pub rmem_max: u64,
+    /// Largest send buffer.
+    pub wmem_max: u64,
+}
+
+impl TcpBufferLimits {
+    /// Reads the ceilings of the calling thread's network namespace (files
+    /// under `/proc/sys/net` show the namespace of the thread that opens
+    /// them).
+    pub fn read() -> io::Result<TcpBufferLimits> {
+        Ok(TcpBufferLimits {
+            rmem_max: third_field("/proc/sys/net/ipv4/tcp_rmem")?,
+            wmem_max: third_field("/proc/sys/net/ipv4/tcp_wmem")?,
+        })
+    }
+
+    /// The largest bandwidth-delay product, in bytes, one connection can
+    /// keep in flight without being window-limited, conservatively: half of
+    /// the smaller ceiling, since part of each buffer goes to the kernel's
+    /// per-packet overhead rather than to data (`tcp_adv_win_scale`).
+    pub fn max_bdp(&self) -> u64 {
+        self.rmem_max.min(self.wmem_max) / 2
+    }
+}
+
+fn third_field(path: &str) -> io::Result<u64> {
+    let text = fs::read_to_string(path).map_err(|e| context(e, format_args!("reading {path}")))?;
+    text.split_whitespace()
+        .nth(2)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: expected three numbers, found {:?}", text.trim()),
+            )
+        })
+}
+
+/// A rate for people: `9.87 Mbit/s`, in the unit that keeps 1 to 3 digits
+/// before the decimal point.
+pub fn format_bps(bps: f64) -> String {
+    let (value, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    format!("{value:.2} {unit}")
+}
+
+/// A duration in milliseconds for people: `65.23 ms`, or three decimals
+/// below a millisecond (`0.042 ms`) where loopback RTTs live.
+pub fn format_ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 {
+        format!("{ms:.3} ms")
+    } else {
+        format!("{ms:.2} ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loopback() -> SocketAddr {
+        (Ipv4Addr::LOCALHOST, 0).into()
+    }
+
+    /// Taken by the tests that saturate CPUs (bulk transfers) and by those
+    /// that assert on timing, so that on a small machine one does not make
+    /// another miss its bounds. Together they take about 3 s.
+    fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+        static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        // A failed test poisons the lock; the others may still run.
+        HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A UDP responder for tests: `respond` turns each datagram into the
+    /// datagrams to send back, each after its delay. Stops on drop, and on
+    /// its own after 10 s so that a failing test cannot hang.
+    struct Responder {
+        addr: SocketAddr,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    type Respond = dyn Fn(&[u8]) -> Vec<(Duration, Vec<u8>)> + Send;
+
+    impl Responder {
+        fn start(respond: Box<Respond>) -> Responder {
+            let socket = UdpSocket::bind(loopback()).unwrap();
+            socket
+                .set_read_timeout(Some(Duration::from_millis(1)))
+                .unwrap();
+            let addr = socket.local_addr().unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&stop);
+            let thread = thread::spawn(move || {
+                let end = Instant::now() + Duration::from_secs(10);
+                let mut pending: Vec<(Instant, Vec<u8>, SocketAddr)> = Vec::new();
+                let mut buf = [0u8; 2048];
+                while !flag.load(Ordering::Acquire) && Instant::now() < end {
+                    if let Ok((n, peer)) = socket.recv_from(&mut buf) {
+                        let now = Instant::now();
+                        for (delay, data) in respond(&buf[..n]) {
+                            pending.push((now + delay, data, peer));
+                        }
+                    }
+                    let now = Instant::now();
+                    pending.retain(|(due, data, peer)| {
+                        if *due <= now {
+                            let _ = socket.send_to(data, *peer);
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                }
+            });
+            Responder {
+                addr,
+                stop,
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Responder {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Release);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    #[test]
+    fn rtt_on_loopback_gets_every_reply_fast() {
+        let _heavy = exclusive();
+        let server = EchoServer::start(loopback()).unwrap();
+        let started = Instant::now();
+        let report = rtt_probe(
+            server.local_addr(),
+            20,
+            Duration::from_millis(5),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let took = started.elapsed();
+        println!("loopback rtt: {report} (run {took:?})");
+        assert_eq!(report.sent, 20);
+        assert_eq!(report.received, 20);
+        assert_eq!(report.lost, 0);
+        assert_eq!(report.send_errors, 0);
+        assert_eq!(report.samples.len(), 20);
+        assert!(report.max < Duration::from_millis(10), "{report}");
+        assert!(report.min > Duration::ZERO);
+        assert!(report.min <= report.p50 && report.p50 <= report.p99);
+        assert!(report.p99 <= report.max && report.min <= report.avg);
+        assert!(report.avg <= report.max);
+        // It returns as soon as the last reply is in, not after the timeout.
+        assert!(took < Duration::from_millis(500), "{took:?}");
+        assert_eq!(server.stop(), 20);
+    }
+
+    #[test]
+    fn rtt_without_server_loses_everything_within_the_timeout() {
+        // A port nobody listens on (just freed): Linux answers with ICMP
+        // port unreachable, which an unconnected socket does not report.
+        let port = UdpSocket::bind(loopback()).unwrap().local_addr().unwrap();
+        let started = Instant::now();
+        let timeout = Duration::from_millis(300);
+        let report = rtt_probe(port, 5, Duration::from_millis(10), timeout).unwrap();
+        let took = started.elapsed();
+        assert_eq!((report.sent, report.received, report.lost), (5, 0, 5));
+        assert_eq!(report.loss_ratio(), 1.0);
+        assert!(report.samples.is_empty());
+        assert_eq!((report.min, report.max, report.mdev), Default::default());
+        assert!(took >= timeout, "{took:?}");
+        assert!(took < timeout + Duration::from_millis(400), "{took:?}");
+        assert!(report.to_string().contains("100.0% loss"), "{report}");
+    }
+
+    #[test]
+    fn replies_slower_than_the_interval_are_matched() {
+        // 30 ms of RTT with a probe every 10 ms: three probes in flight.
+        let delay = Duration::from_millis(30);
+        let slow = Responder::start(Box::new(move |d| vec![(delay, d.to_vec())]));
+        let report = rtt_probe(
+            slow.addr,
+            10,
+            Duration::from_millis(10),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(report.received, 10, "{report}");
+        for rtt in &report.samples {
+            assert!(*rtt >= delay, "{rtt:?}");
+            assert!(*rtt < delay + Duration::from_millis(100), "{rtt:?}");
+        }
+    }
+
+    #[test]
+    fn replies_later_than_the_timeout_are_lost() {
+        let slow = Responder::start(Box::new(|d| vec![(Duration::from_millis(150), d.to_vec())]));
+        let started = Instant::now();
+        let report = rtt_probe(
+            slow.addr,
+            4,
+            Duration::from_millis(10),
+            Duration::from_millis(60),
+        )
+        .unwrap();
+        assert_eq!((report.sent, report.received, report.lost), (4, 0, 4));
+        assert!(started.elapsed() < Duration::from_millis(400));
+    }
+
+    #[test]
+    fn malformed_forged_and_duplicate_replies_are_ignored() {
+        let hostile = Responder::start(Box::new(|d| {
+            let now = Duration::ZERO;
+            let mut out = vec![(now, b"abc".to_vec()), (now, vec![0xff; PROBE_LEN])];
+            if d.len() == PROBE_LEN {
+                let mut wrong_magic = d.to_vec();
+                wrong_magic[0] ^= 1;
+                let mut far_seq = d.to_vec();
+                far_seq[8..12].copy_from_slice(&999u32.to_be_bytes());
+                let mut wrong_time = d.to_vec();
+                wrong_time[19] ^= 0x40;
+                let mut wrong_session = d.to_vec();
+                wrong_session[4] ^= 1;
+                let mut dirty_padding = d.to_vec();
+                dirty_padding[PROBE_LEN - 1] = 7;
+                let mut long = d.to_vec();
+                long.push(0);
+                for bad in [
+                    wrong_magic,
+                    far_seq,
+                    wrong_time,
+                    wrong_session,
+                    dirty_padding,
+                    long,
+                ] {
+                    out.push((now, bad));
+                }
+            }
+            // The real echo, twice.
+            out.push((now, d.to_vec()));
+            out.push((Duration::from_millis(2), d.to_vec()));
+            out
+        }));
+        let report = rtt_probe(
+            hostile.addr,
+            10,
+            Duration::from_millis(5),
+            Duration::from_millis(500),
+        )
+        .unwrap();
+        assert_eq!((report.sent, report.received, report.lost), (10, 10, 0));
+        assert_eq!(report.samples.len(), 10);
+        assert!(report.max < Duration::from_millis(10), "{report}");
+    }
+
+    #[test]
+    fn probe_arguments_are_checked() {
+        let addr: SocketAddr = (Ipv4Addr::LOCALHOST, 9).into();
+        let ms = Duration::from_millis;
+        for (count, interval, timeout) in [
+            (MAX_PROBES + 1, ms(1), ms(10)),
+            (5, ms(1), Duration::ZERO),
+            (100_000, Duration::from_secs(1), ms(10)),
+            (u32::MAX, Duration::MAX, ms(1)),
+        ] {
+            let err = rtt_probe(addr, count, interval, timeout).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        }
+        let empty = rtt_probe(addr, 0, ms(1), ms(10)).unwrap();
+        assert_eq!((empty.sent, empty.received, empty.lost), (0, 0, 0));
+        assert_eq!(empty.loss_ratio(), 0.0);
+    }
+
+    #[test]
+    fn statistics_match_hand_computed_values() {
+        // 1..=100 ms, given out of order, with one probe (of 101) lost.
+        let samples: Vec<Duration> = (1..=100u64).rev().map(Duration::from_millis).collect();
+        let r = RttReport::summarize(101, 0, samples.clone());
+        assert_eq!((r.sent, r.received, r.lost), (101, 100, 1));
+        assert_eq!(r.samples, samples, "kept in sequence order");
+        assert_eq!(r.min, Duration::from_millis(1));
+        assert_eq!(r.max, Duration::from_millis(100));
+        assert_eq!(r.p50, Duration::from_millis(50));
+        assert_eq!(r.p99, Duration::from_millis(99));
+        assert!((r.avg.as_secs_f64() - 0.0505).abs() < 1e-9, "{:?}", r.avg);
+        // Population standard deviation of 1..=100: sqrt((100² − 1) / 12).
+        let mdev = (9999.0f64 / 12.0).sqrt() / 1e3;
+        assert!((r.mdev.as_secs_f64() - mdev).abs() < 1e-9, "{:?}", r.mdev);
+
+        let one = RttReport::summarize(1, 0, vec![Duration::from_millis(7)]);
+        assert_eq!(one.p50, Duration::from_millis(7));
+        assert_eq!(one.p99, Duration::from_millis(7));
+        assert_eq!(one.mdev, Duration::ZERO);
+    }
+
+    #[test]
+    fn probe_encoding_round_trips_and_rejects_others() {
+        let p = encode_probe(0xdead_beef, 42, 123_456_789);
+        assert_eq!(decode_reply(&p, 0xdead_beef), Some((42, 123_456_789)));
+        assert_eq!(decode_reply(&p, 0xdead_bee0), None);
+        assert_eq!(decode_reply(&p[..PROBE_LEN - 1], 0xdead_beef), None);
+        assert_eq!(decode_reply(&[], 0xdead_beef), None);
+    }
+
+    #[test]
+    fn bulk_upload_on_loopback() {
+        let _heavy = exclusive();
+        let server = BulkServer::start(loopback()).unwrap();
+        let started = Instant::now();
+        let r = bulk_transfer(
+            server.local_addr(),
+            Direction::Upload,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        // The receiver's window ends the run: no waiting for buffers.
+        assert!(started.elapsed() < Duration::from_millis(1300));
+        println!("loopback upload: {r}");
+        check_loopback_bulk(&r);
+        server.stop();
+    }
+
+    #[test]
+    fn bulk_download_on_loopback() {
+        let _heavy = exclusive();
+        let server = BulkServer::start(loopback()).unwrap();
+        let started = Instant::now();
+        let r = bulk_transfer(
+            server.local_addr(),
+            Direction::Download,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        // The receiver's window ends the run: no waiting for buffers.
+        assert!(started.elapsed() < Duration::from_millis(1300));
+        println!("loopback download: {r}");
+        check_loopback_bulk(&r);
+        server.stop();
+    }
+
+    fn check_loopback_bulk(r: &BulkReport) {
+        assert!(r.bytes > 10_000_000, "{r}");
+        assert_eq!(r.elapsed, Duration::from_secs(1), "{r}");
+        let expected = r.bytes as f64 * 8.0 / r.elapsed.as_secs_f64();
+        assert!((r.goodput_bps - expected).abs() < expected * 1e-6, "{r}");
+        assert!(r.steady_bps > 80e6, "{r}");
+    }
+
+    #[test]
+    fn steady_rate_leaves_out_slow_start_and_recovery_bursts() {
+        // One read per millisecond for 900 ms: 0.5 MB each for the first
+        // 250 ms (slow start), then 1 MB per millisecond, except that from
+        // 250 to 349 ms TCP holds everything back behind a lost segment
+        // and delivers it all at 350 ms, across the start of the window.
+        let t0 = Instant::now();
+        let mut meter = Meter::default();
+        for ms in 0..=900u64 {
+            let n = match ms {
+                250..=349 => continue,
+                350 => 101_000_000,
+                0..=249 => 500_000,
+                _ => 1_000_000,
+            };
+            meter.record(n, t0 + Duration::from_millis(ms));
+        }
+        let m = meter.finish(900_000_000);
+        assert_eq!(m.elapsed_ns, 900_000_000);
+        assert_eq!(m.bytes, 250 * 500_000 + 101_000_000 + 550 * 1_000_000);
+        // Window 300..900 ms in slices of 60 ms; the burst's slice and the
+        // slowest ones are left out, the 6 kept carry 1 MB per ms.
+        assert_eq!(m.steady_ns, 6 * 60_000_000);
+        assert_eq!(m.steady_bytes, 6 * 60_000_000);
+        let r = m.report();
+        assert!((r.steady_bps - 8e9).abs() < 1.0, "{}", r.steady_bps);
+        assert!(r.goodput_bps < r.steady_bps);
+        // What "bytes after the first third over that time" would say.
+        let naive = bits_per_second(m.bytes - meter.bytes_by(300_000_000), 600_000_000);
+        assert!(naive > 8.5e9, "{naive}");
+
+        // Reads closer together than the point spacing keep exact points.
+        let mut dense = Meter::default();
+        for us in 0..=10_000u64 {
+            dense.record(10, t0 + Duration::from_micros(us * 100));
+        }
+        assert!(dense.samples.len() <= 2_100, "{}", dense.samples.len());
+        assert_eq!(dense.samples.last(), Some(&(1_000_000_000, 100_010)));
+        for &(t, bytes) in &dense.samples {
+            assert_eq!(bytes, (t / 100_000 + 1) * 10);
+        }
+
+        // One read: nothing to time, rates are zero rather than NaN.
+        let mut single = Meter::default();
+        single.record(100, t0);
+        let r = single.finish(0).report();
+        assert_eq!((r.bytes, r.goodput_bps, r.steady_bps), (100, 0.0, 0.0));
+    }
+
+    #[test]
+    fn wire_formats_round_trip_and_reject_garbage() {
+        let m = Measurement {
+            bytes: 10,
+            elapsed_ns: 20,
+            steady_bytes: 5,
+            steady_ns: 9,
+        };
+        assert_eq!(Measurement::decode(&m.encode()), Some(m));
+        let mut bad = m.encode();
+        bad[0] = b'X';
+        assert_eq!(Measurement::decode(&bad), None);
+        let inconsistent = Measurement {
+            steady_bytes: 11,
+            ..m
+        };
+        assert_eq!(Measurement::decode(&inconsistent.encode()), None);
+        assert_eq!(Measurement::decode(&m.encode()[..REPORT_LEN - 1]), None);
+
+        let req = Request::new(Direction::Download, Duration::from_micros(1500)).unwrap();
+        assert_eq!(req.duration_ms, 2);
+        assert_eq!(Request::decode(&req.encode()), Some(req));
+        assert_eq!(Request::decode(b"X\0\0\0\x01"), None);
+        assert_eq!(Request::decode(b"U\0\0\0\0"), None);
+        assert_eq!(Request::decode(b"D\xff\xff\xff\xff"), None);
+        for bad in [Duration::ZERO, MAX_BULK_DURATION + Duration::from_millis(1)] {
+            let err = Request::new(Direction::Upload, bad).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn bulk_server_drops_garbage_and_stops_fast_with_idle_clients() {
+        let _heavy = exclusive();
+        let server = BulkServer::start(loopback()).unwrap();
+        let addr = server.local_addr();
+        let mut junk = TcpStream::connect(addr).unwrap();
+        junk.write_all(b"Xjunk").unwrap();
+        junk.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 16];
+        // Closed by the server: end of file (or a reset).
+        assert!(matches!(junk.read(&mut buf), Ok(0) | Err(_)));
+        // Still serving after that.
+        let r = bulk_transfer(addr, Direction::Download, Duration::from_millis(200)).unwrap();
+        assert!(r.bytes > 0);
+        // A client that connects and says nothing does not hold up stop().
+        let _idle = TcpStream::connect(addr).unwrap();
+        thread::sleep(Duration::from_millis(30));
+        let started = Instant::now();
+        server.stop();
+        assert!(started.elapsed() < Duration::from_millis(300));
+    }
+
+    #[test]
+    fn a_silent_sender_is_given_up_on() {
+        let listener = TcpListener::bind(loopback()).unwrap();
+        let _silent = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(POLL)).unwrap();
+        let never = AtomicBool::new(false);
+        let started = Instant::now();
+        let stall = Duration::from_millis(200);
+        let err = receive_for(&mut stream, Duration::from_secs(4), stall, &never).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("nothing arrived"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn servers_stop_within_about_poll() {
+        let echo = EchoServer::start(loopback()).unwrap();
+        let bulk = BulkServer::start(loopback()).unwrap();
+        let started = Instant::now();
+        drop(echo);
+        drop(bulk);
+        assert!(started.elapsed() < Duration::from_millis(300));
+    }
+
+    #[test]
+    fn bulk_transfer_to_a_closed_port_fails_clearly() {
+        let port = TcpListener::bind(loopback()).unwrap().local_addr().unwrap();
+        let started = Instant::now();
+        let err = bulk_transfer(port, Direction::Upload, Duration::from_millis(100)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+        assert!(
+            err.to_string().contains("connecting to the bulk server"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn bulk_durations_scale_with_the_rtt() {
+        let ms = Duration::from_millis;
+        assert_eq!(bulk_duration_for(ms(0)), Duration::from_secs(4));
+        assert_eq!(bulk_duration_for(ms(115)), ms(4600));
+        assert_eq!(bulk_duration_for(ms(650)), ms(26_000));
+        assert_eq!(bulk_duration_for(Duration::MAX), MAX_BULK_DURATION);
+    }
+
+    #[test]
+    fn helpers_format_for_people() {
+        assert_eq!(format_bps(9_870_000.0), "9.87 Mbit/s");
+        assert_eq!(format_bps(25e9), "25.00 Gbit/s");
+        assert_eq!(format_bps(999.0), "999.00 bit/s");
+        assert_eq!(format_ms(Duration::from_micros(65_230)), "65.23 ms");
+        assert_eq!(format_ms(Duration::from_micros(42)), "0.042 ms");
+        let limits = TcpBufferLimits::read().unwrap();
+        assert!(limits.rmem_max > 0 && limits.wmem_max > 0, "{limits:?}");
+    }
+
+    /// Two fresh namespaces joined by a veth pair, servers in one, probes
+    /// from the other. Needs root (CAP_SYS_ADMIN); skipped otherwise.
+    #[test]
+    fn probes_across_a_veth_between_namespaces() {
+        use dummynet_io::netns::{Netns, NetnsError};
+        use std::os::fd::AsFd;
+
+        let (client_ns, server_ns) = match (Netns::new_anonymous(), Netns::new_anonymous()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(NetnsError::Unshare(e)), _) | (_, Err(NetnsError::Unshare(e)))
+                if e.kind() == io::ErrorKind::PermissionDenied =>
+            {
+                println!("skipped: creating network namespaces needs root ({e})");
+                return;
+            }
+            (Err(e), _) | (_, Err(e)) => panic!("creating namespaces: {e}"),
+        };
+        let _heavy = exclusive();
+        // The veth is created inside client_ns and its peer inside
+        // server_ns: the names cannot clash with anything on the host.
+        let client_ip = Ipv4Addr::new(10, 231, 0, 1);
+        let server_ip = Ipv4Addr::new(10, 231, 0, 2);
+        let mut rtnl = client_ns.rtnl().unwrap();
+        rtnl.add_veth("dnp0", "dnp1", Some(server_ns.as_fd()))
+            .unwrap();
+        rtnl.add_address("dnp0", client_ip.into(), 24).unwrap();
+        rtnl.set_up("dnp0").unwrap();
+        let mut rtnl = server_ns.rtnl().unwrap();
+        rtnl.add_address("dnp1", server_ip.into(), 24).unwrap();
+        rtnl.set_up("dnp1").unwrap();
+
+        // Started from a thread inside server_ns: the servers' threads and
+        // sockets stay there after that helper thread has exited.
+        let bind: SocketAddr = (server_ip, 0).into();
+        let (echo, bulk) = server_ns
+            .run(|| (EchoServer::start(bind), BulkServer::start(bind)))
+            .unwrap();
+        let (echo, bulk) = (echo.unwrap(), bulk.unwrap());
+
+        let (echo_addr, bulk_addr) = (echo.local_addr(), bulk.local_addr());
+        let (ready, rtt, up, down, limits) = client_ns
+            .run(move || {
+                let ready = wait_for_echo(echo_addr, Duration::from_secs(3));
+                let rtt = rtt_probe(
+                    echo_addr,
+                    20,
+                    Duration::from_millis(10),
+                    Duration::from_secs(1),
+                );
+                let half = Duration::from_millis(500);
+                let up = bulk_transfer(bulk_addr, Direction::Upload, half);
+                let down = bulk_transfer(bulk_addr, Direction::Download, half);
+                (ready, rtt, up, down, TcpBufferLimits::read())
+            })
+            .unwrap();
+        println!("veth path ready after {:?}", ready.unwrap());
+        let (rtt, up, down) = (rtt.unwrap(), up.unwrap(), down.unwrap());
+        println!("veth rtt: {rtt}");
+        println!("veth upload: {up}");
+        println!("veth download: {down}");
+        println!("tcp buffer ceilings in the namespace: {limits:?}");
+        assert_eq!((rtt.received, rtt.lost), (20, 0), "{rtt}");
+        assert!(rtt.max < Duration::from_millis(10), "{rtt}");
+        assert!(up.bytes > 5_000_000, "{up}");
+        assert!(down.bytes > 5_000_000, "{down}");
+        assert!(limits.unwrap().max_bdp() > 0);
+        echo.stop();
+        bulk.stop();
+    }
+}
