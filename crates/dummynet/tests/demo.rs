@@ -1,0 +1,67 @@
+//! The README's first command: `dummynet demo` runs, measures what it
+//! configured, and leaves nothing behind. Needs root (namespaces); skips
+//! itself otherwise.
+
+use std::process::Command;
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn links() -> String {
+    std::fs::read_to_string("/proc/net/dev").unwrap_or_default()
+}
+
+/// The first number after `label` on the line that starts with `row`.
+fn number_after(text: &str, row: &str, label: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(row))
+        .unwrap_or_else(|| panic!("no `{row}` line in:\n{text}"));
+    let rest = &line[line
+        .find(label)
+        .unwrap_or_else(|| panic!("no `{label}` in {line}"))
+        + label.len()..];
+    rest.split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{label}` in {line}"))
+}
+
+#[test]
+fn demo_measures_the_lte_preset_and_cleans_up() {
+    if !is_root() {
+        eprintln!("skipped: the demo needs root");
+        return;
+    }
+    let before = links();
+    let out = Command::new(env!("CARGO_BIN_EXE_dummynet"))
+        .args(["demo", "--seconds", "3", "--probes", "10"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // LTE: 65 + 50 ms of propagation; the average may carry a little queueing
+    // and scheduling delay, never less than the configured delay.
+    let rtt = number_after(&text, "RTT", "ms");
+    assert!((115.0..125.0).contains(&rtt), "RTT {rtt} ms:\n{text}");
+    // TCP goodput within 80% of what 1500-byte packets allow, and above none.
+    let up = number_after(&text, "uplink", "Mbit/s");
+    let down = number_after(&text, "downlink", "Mbit/s");
+    assert!((7.7..=9.8).contains(&up), "uplink {up}:\n{text}");
+    assert!((38.6..=49.0).contains(&down), "downlink {down}:\n{text}");
+    assert!(text.contains("0 inside"), "the emulator emptied:\n{text}");
+    // The demo's interfaces lived in its own namespaces only.
+    assert_eq!(links().lines().count(), before.lines().count());
+}
