@@ -1,0 +1,562 @@
+//! Scaffolding for the live end-to-end tests: test-owned network
+//! namespaces, child processes that cannot outlive a failed test, bounded
+//! waits, and parsers for what `ping`, `iperf3 -J` and `dummynet` print.
+//!
+//! Everything a test creates is named `dnt-<pid>-<n>` (namespaces, scratch
+//! directories) and removed by a guard's `Drop`, so a panicking assertion
+//! still leaves the machine as it found it.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The binary under test.
+pub const DUMMYNET: &str = env!("CARGO_BIN_EXE_dummynet");
+
+/// Upper bound on any wait for something to come up (a socket, a listener).
+pub const SETUP_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stopped process gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(3);
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// `dnt-<pid>-<n>`: unique to this process and call.
+pub fn unique_name() -> String {
+    format!(
+        "dnt-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A TCP port for a test's iperf3 server. The servers live in namespaces of
+/// their own, so clashes are impossible anyway; distinct ports only make
+/// logs easier to read.
+pub fn unique_port() -> u16 {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let spread = (std::process::id() % 1000) * 20 + n % 20;
+    20_000 + u16::try_from(spread).expect("below 20000")
+}
+
+/// Timing and bandwidth results are only meaningful when one test at a time
+/// loads the two vCPUs of the machine: every live test holds this lock for
+/// its whole run. A test that panicked poisons it; the next one goes on.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn effective_uid() -> Option<u32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Where `prog` is found on $PATH.
+pub fn find_program(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+/// True when the test can run: root, and every tool of `tools` on $PATH.
+/// Otherwise prints `skipped: <why>` and returns false.
+pub fn ready(test: &str, tools: &[&str]) -> bool {
+    if effective_uid() != Some(0) {
+        println!("skipped: {test}: needs root (network namespaces, veths, iptables)");
+        return false;
+    }
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| find_program(t).is_none())
+        .collect();
+    if !missing.is_empty() {
+        println!("skipped: {test}: not installed: {}", missing.join(", "));
+        return false;
+    }
+    true
+}
+
+/// Runs a setup command to completion; panics with its output if it fails.
+pub fn run_ok(prog: &str, args: &[&str]) -> String {
+    let out = run_bounded(
+        Command::new(prog).args(args),
+        Duration::from_secs(10),
+        &format!("{prog} {}", args.join(" ")),
+    );
+    assert!(
+        out.status.success(),
+        "{prog} {}: {}\n{}",
+        args.join(" "),
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A named network namespace made for one test, with `lo` up. On drop,
+/// every process still inside it (servers, daemons of this test) is killed
+/// and the namespace deleted, which removes its interfaces and the veth
+/// peers in other namespaces.
+pub struct TestNs {
+    pub name: String,
+}
+
+impl TestNs {
+    pub fn new() -> TestNs {
+        let name = unique_name();
+        run_ok("ip", &["netns", "add", &name]);
+        let ns = TestNs { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NAME ARGS`, which must succeed.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut full = vec!["-n", self.name.as_str()];
+        full.extend_from_slice(args);
+        run_ok("ip", &full)
+    }
+
+    /// A command that runs `prog args` inside this namespace
+    /// (`ip netns exec`, which execs the program: its pid is the program's).
+    pub fn command(&self, prog: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, prog]).args(args);
+        c
+    }
+
+    /// Names of the interfaces in this namespace.
+    pub fn links(&self) -> Vec<String> {
+        self.ip(&["-o", "link", "show"])
+            .lines()
+            .filter_map(|l| {
+                let name = l.split(':').nth(1)?.trim();
+                Some(name.split('@').next()?.to_string())
+            })
+            .collect()
+    }
+}
+
+impl TestNs {
+    /// Waits (at most `limit`) until the interfaces are `expected` again;
+    /// returns how long that took. A shell's veth end in this namespace
+    /// goes when the kernel tears the shell's namespaces down, which it
+    /// does in a work queue, a moment after the shell has exited.
+    pub fn wait_links(&self, expected: &[String], limit: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let now = self.links();
+            if now == expected {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "interfaces left behind in {} after {limit:?}: {now:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        // `ip netns pids` lists only processes inside this namespace: all
+        // of them were started by this test.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in text(&out.stdout).split_whitespace() {
+                if let Ok(pid) = pid.parse::<i32>() {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Joins `ns_a` and `ns_b` with a veth pair, `if_a` in `ns_a` and `if_b`
+/// in `ns_b`, both ends up.
+pub fn veth(ns_a: &TestNs, if_a: &str, ns_b: &TestNs, if_b: &str) {
+    ns_a.ip(&[
+        "link", "add", if_a, "type", "veth", "peer", "name", if_b, "netns", &ns_b.name,
+    ]);
+    ns_a.ip(&["link", "set", if_a, "up"]);
+    ns_b.ip(&["link", "set", if_b, "up"]);
+}
+
+/// A scratch directory for config files, JSON reports and control sockets,
+/// removed on drop. Short path: a Unix socket path must fit in 108 bytes.
+pub struct Scratch {
+    pub dir: PathBuf,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let dir = std::env::temp_dir().join(unique_name());
+        fs::create_dir_all(&dir).expect("create the scratch directory");
+        Scratch { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.path(name);
+        fs::write(&p, contents).expect("write a scratch file");
+        p
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        fs::read_to_string(self.path(name))
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.path(name).display()))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Asks `pid` to stop with SIGTERM; after [`GRACE`], kills it.
+fn stop_child(child: &mut Child) -> Option<ExitStatus> {
+    if let Ok(Some(s)) = child.try_wait() {
+        return Some(s);
+    }
+    let pid = Pid::from_raw(i32::try_from(child.id()).ok()?);
+    let _ = kill(pid, Signal::SIGTERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait().ok()
+}
+
+/// A background process (daemon, iperf3 server) that is stopped when the
+/// guard drops: SIGTERM first, so a `dummynet run --host` removes its
+/// iptables rules, then SIGKILL.
+pub struct Proc {
+    pub child: Child,
+    pub what: String,
+}
+
+impl Proc {
+    pub fn spawn(mut cmd: Command, what: &str) -> Proc {
+        let child = cmd
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+        Proc {
+            child,
+            what: what.to_string(),
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits i32"))
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit.
+    pub fn terminate(&mut self, limit: Duration) -> ExitStatus {
+        kill(self.pid(), Signal::SIGTERM).expect("SIGTERM");
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {limit:?} of SIGTERM",
+                self.what
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Panics if the process already exited (a daemon that died early).
+    pub fn assert_running(&mut self) {
+        if let Some(s) = self.child.try_wait().expect("wait") {
+            panic!("{} exited early: {s}", self.what);
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        stop_child(&mut self.child);
+    }
+}
+
+/// Runs `cmd` to completion with its output captured, but for at most
+/// `limit`: past it the command gets SIGTERM (a `dummynet shell` passes it
+/// on to its command and tears its namespaces down), then SIGKILL, and the
+/// test fails with what the command printed so far.
+pub fn run_bounded(cmd: &mut Command, limit: Duration, what: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_t = drain(child.stdout.take().map(|s| Box::new(s) as _));
+    let err_t = drain(child.stderr.take().map(|s| Box::new(s) as _));
+    let deadline = Instant::now() + limit;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            break stop_child(&mut child).expect("the child ends once killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    assert!(
+        !timed_out,
+        "{what}: still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
+        text(&stdout),
+        text(&stderr)
+    );
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Panics unless `out` is a success; returns its stdout.
+pub fn expect_success(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Waits until something listens on TCP `port` in `ns` (read from the
+/// namespace's /proc/net/tcp, so `ss` is not needed).
+pub fn wait_listening(ns: &TestNs, port: u16) {
+    let want = format!(":{port:04X}");
+    let deadline = Instant::now() + SETUP_WAIT;
+    loop {
+        let out = ns
+            .command("cat", &["/proc/net/tcp", "/proc/net/tcp6"])
+            .output()
+            .expect("cat /proc/net/tcp");
+        let listening = text(&out.stdout).lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // local_address is ADDR:PORT in hex; state 0A is LISTEN.
+            f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+        });
+        if listening {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing listens on port {port} in {} after {SETUP_WAIT:?}",
+            ns.name
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An iperf3 server for one test (`-1`: it serves one client and exits),
+/// in `ns`, optionally bound to `bind`; returns once it listens.
+pub fn iperf3_server(ns: &TestNs, port: u16, bind: Option<&str>) -> Proc {
+    let port_s = port.to_string();
+    let mut args = vec!["-s", "-1", "-p", port_s.as_str()];
+    if let Some(b) = bind {
+        args.extend_from_slice(&["-B", b]);
+    }
+    let mut cmd = ns.command("iperf3", &args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let p = Proc::spawn(cmd, &format!("iperf3 server on port {port}"));
+    wait_listening(ns, port);
+    p
+}
+
+/// Waits for a daemon's control socket file to appear.
+pub fn wait_for_socket(path: &Path, daemon: &mut Proc) {
+    let deadline = Instant::now() + SETUP_WAIT;
+    while !path.exists() {
+        daemon.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "no control socket at {} after {SETUP_WAIT:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `dummynet ipfw ARGS` against the daemon on `socket`.
+pub fn ipfw(socket: &Path, args: &[&str]) -> String {
+    let out = run_bounded(
+        Command::new(DUMMYNET)
+            .arg("ipfw")
+            .args(args)
+            .env("DUMMYNET_SOCKET", socket),
+        Duration::from_secs(5),
+        "dummynet ipfw",
+    );
+    expect_success(&out, &format!("dummynet ipfw {}", args.join(" ")))
+}
+
+/// What one `ping` run printed.
+#[derive(Debug)]
+pub struct Ping {
+    pub transmitted: u32,
+    pub received: u32,
+    /// (icmp_seq, RTT in ms) of every reply, in the order printed.
+    pub replies: Vec<(u32, f64)>,
+}
+
+impl Ping {
+    pub fn parse(out: &str) -> Ping {
+        let mut replies = Vec::new();
+        let mut counts = None;
+        for line in out.lines() {
+            if let (Some(seq), Some(time)) = (field(line, "icmp_seq="), field(line, "time=")) {
+                if let (Ok(s), Ok(t)) = (seq.parse(), time.parse()) {
+                    replies.push((s, t));
+                }
+            }
+            if line.contains("packets transmitted") {
+                let nums: Vec<u32> = line
+                    .split([',', ' '])
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                if nums.len() >= 2 {
+                    counts = Some((nums[0], nums[1]));
+                }
+            }
+        }
+        let (transmitted, received) =
+            counts.unwrap_or_else(|| panic!("no ping summary in:\n{out}"));
+        Ping {
+            transmitted,
+            received,
+            replies,
+        }
+    }
+
+    pub fn rtts(&self) -> Vec<f64> {
+        self.replies.iter().map(|&(_, t)| t).collect()
+    }
+
+    pub fn avg(&self) -> f64 {
+        let r = self.rtts();
+        assert!(!r.is_empty(), "no replies: {self:?}");
+        r.iter().sum::<f64>() / r.len() as f64
+    }
+
+    pub fn lost(&self) -> u32 {
+        self.transmitted - self.received
+    }
+}
+
+/// The value after `key` in a ping line, up to the next space.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let rest = &line[line.find(key)? + key.len()..];
+    rest.split_whitespace().next()
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    assert!(!values.is_empty());
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `end.sum_received.bits_per_second` of an `iperf3 -J` report: the rate
+/// the receiver saw (for UDP, only what arrived).
+pub fn iperf3_received_bps(json: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}):\n{json}"));
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| {
+            panic!(
+                "no end.sum_received in the iperf3 report (error: {}):\n{json}",
+                v["error"]
+            )
+        })
+}
+
+/// The sender's largest smoothed RTT in an `iperf3 -J` TCP report
+/// (`end.streams[0].sender.max_rtt`, from the kernel's TCP_INFO), in ms.
+pub fn iperf3_max_rtt_ms(json: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}):\n{json}"));
+    let us = v["end"]["streams"][0]["sender"]["max_rtt"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no end.streams[0].sender.max_rtt in:\n{json}"));
+    us / 1000.0
+}
+
+/// The `D dropped` of `dummynet stats`' first line.
+pub fn stats_dropped(stats: &str) -> u64 {
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("packets:"))
+        .unwrap_or_else(|| panic!("no `packets:` line in dummynet stats:\n{stats}"));
+    let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+    let i = words
+        .iter()
+        .position(|w| *w == "dropped")
+        .unwrap_or_else(|| panic!("no `dropped` in {line}"));
+    words[i - 1].parse().expect("a count before `dropped`")
+}
+
+/// The packet counter of rule `number` in `ipfw show` output.
+pub fn rule_packets(show: &str, number: u32) -> u64 {
+    let want = format!("{number:05}");
+    let line = show
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(want.as_str()))
+        .unwrap_or_else(|| panic!("no rule {number} in:\n{show}"));
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no packet counter in `{line}`"))
+}
