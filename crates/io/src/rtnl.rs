@@ -217,6 +217,17 @@ impl Rtnl {
         self.ack(RouteNetlinkMessage::SetLink(link), 0, &op)
     }
 
+    /// Caps how many segments the stack may hand `name` as one GSO
+    /// super-packet; 1 makes it segment before the interface, so every frame
+    /// is one wire packet (what an emulator's per-packet queues expect).
+    pub fn set_gso_max_segs(&mut self, name: &str, segs: u32) -> Result<()> {
+        let op = format!("setting gso_max_segs {segs} on link {name}");
+        let mut link = LinkMessage::default();
+        link.header.index = self.index_for(name, &op)?;
+        link.attributes.push(LinkAttribute::GsoMaxSegs(segs));
+        self.ack(RouteNetlinkMessage::SetLink(link), 0, &op)
+    }
+
     /// Creates the veth pair `name` / `peer_name`, both down. `name` is
     /// created in this socket's namespace; `peer_name` in the namespace
     /// behind `peer_netns` (an nsfs descriptor such as a

@@ -80,7 +80,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     );
     let near = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let path = build_path(&near, &far, "srv0")?;
+    let path = build_path(&near, &far, "srv0", false)?;
     let config = shell_config(
         &preset.pipe_options(preset.up),
         &preset.pipe_options(preset.down),

@@ -49,6 +49,11 @@ pub struct ShellArgs {
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Let TCP's GSO super-packets (up to 64 KB) cross whole: needed for
+    /// multi-Gbit/s rates, but a super-packet then takes one queue slot.
+    /// By default every frame is one wire packet.
+    #[arg(long)]
+    pub gso: bool,
     /// The command and its arguments.
     #[arg(required = true, last = true)]
     pub command: Vec<String>,
@@ -74,7 +79,13 @@ pub const NEAR_IF: &str = "dn0";
 /// with addresses of a free /30 of 100.64.0.0/10 (the shared address space,
 /// unlikely to clash with a user's own networks), a default route on the
 /// near side towards the far end, and the bridge ports in `mid`.
-pub fn build_path(near: &Netns, far: &Netns, far_if: &str) -> Result<Path, String> {
+///
+/// Unless `gso`, both ends segment before sending (`gso_max_segs 1`), so
+/// every frame the emulator sees is one wire packet and takes one queue
+/// slot, as on a real link; with `gso`, TCP's super-packets of up to 64 KB
+/// cross whole (billed for all their bytes), which multi-Gbit/s runs need
+/// but which lets a slot-limited queue hold far more than it says.
+pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: bool) -> Result<Path, String> {
     let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let subnet = far
         .run(free_subnet)
@@ -91,10 +102,16 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str) -> Result<Path, Strin
     let mut f = far.rtnl().map_err(|e| e.to_string())?;
     f.add_address(far_if, IpAddr::V4(far_addr), 30)
         .map_err(|e| e.to_string())?;
+    if !gso {
+        f.set_gso_max_segs(far_if, 1).map_err(|e| e.to_string())?;
+    }
     f.set_up(far_if).map_err(|e| e.to_string())?;
     let mut n = near.rtnl().map_err(|e| e.to_string())?;
     n.add_address(NEAR_IF, IpAddr::V4(near_addr), 30)
         .map_err(|e| e.to_string())?;
+    if !gso {
+        n.set_gso_max_segs(NEAR_IF, 1).map_err(|e| e.to_string())?;
+    }
     n.set_up(NEAR_IF).map_err(|e| e.to_string())?;
     n.add_route(
         IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -241,7 +258,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far_if = format!("dn-{}", std::process::id());
-    let path = build_path(&app, &here, &far_if)?;
+    let path = build_path(&app, &here, &far_if, args.gso)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -290,6 +307,11 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         std::thread::sleep(Duration::from_millis(10));
     };
     drop(emulator.stop());
+    // The kernel would remove our end of the veth with the namespaces, a
+    // moment after we exit; do it now so the caller sees a clean state.
+    if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
+        let _ = rtnl.delete_link(&far_if);
+    }
     Ok(match status {
         Some(s) => exit_code(s),
         None => ExitCode::from(125),
