@@ -142,6 +142,11 @@ fn udp_spec(queue: u16, port: u16, backend: Backend) -> InterceptSpec {
 fn bind_rx(addr: &str) -> UdpSocket {
     let rx = UdpSocket::bind(addr).expect("bind receiver");
     rx.set_nonblocking(true).expect("nonblocking");
+    // Verdicts release packets in bursts; with the default buffer (about
+    // 280 small datagrams) a burst on a busy machine overflows the socket,
+    // which would look like loss in the queue.
+    nix::sys::socket::setsockopt(&rx, nix::sys::socket::sockopt::RcvBufForce, &(16 << 20))
+        .expect("SO_RCVBUFFORCE");
     rx
 }
 
