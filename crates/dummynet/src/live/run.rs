@@ -18,7 +18,7 @@ use dummynet_io::nfqueue::InterceptSpec;
 
 use super::bridge::Bridge;
 use super::control::{self, ControlServer};
-use super::dataplane::{DataPlane, Inbox, Priority, Report};
+use super::dataplane::{DataPlane, Inbox, PlaneOptions, Priority, Report};
 use super::host::Host;
 use super::{Backend, Carrier};
 
@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// kernel for 50 ms a second). Default: nice -20.
     #[arg(long)]
     pub realtime: bool,
+    /// Microseconds the data plane spins before each deadline instead of
+    /// sleeping: more is more exact on a busy machine, and burns more CPU.
+    #[arg(long, default_value_t = 300)]
+    pub spin_us: u64,
 }
 
 /// A data plane running on its own thread.
@@ -115,7 +119,7 @@ pub fn spawn<F>(
     seed: u64,
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
-    priority: Priority,
+    options: PlaneOptions,
     open: F,
 ) -> Result<Running, String>
 where
@@ -146,7 +150,7 @@ where
             wake: wake_rx,
         };
         DataPlane::new(engine, backends, Some(inbox), flag)
-            .with_priority(priority)
+            .with_options(options)
             .run()
     };
     let thread = match ns {
@@ -238,10 +242,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
     }
     let socket = args.socket.clone().unwrap_or_else(control::default_socket);
-    let priority = if args.realtime {
-        Priority::Realtime
-    } else {
-        Priority::Nice
+    let options = PlaneOptions {
+        priority: if args.realtime {
+            Priority::Realtime
+        } else {
+            Priority::Nice
+        },
+        spin: args.spin_us.saturating_mul(1000),
     };
     let running = if let Some(ifs) = &args.bridge {
         let (a, b) = match ifs.as_slice() {
@@ -257,7 +264,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             args.seed,
             Some(socket),
             stop.clone(),
-            priority,
+            options,
             move |e| {
                 let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
                 Ok(vec![Box::new(bridge) as Box<dyn Backend>])
@@ -271,7 +278,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             args.seed,
             Some(socket),
             stop.clone(),
-            priority,
+            options,
             move |_| {
                 let host = Host::open(&spec).map_err(|e| e.to_string())?;
                 Ok(vec![Box::new(host) as Box<dyn Backend>])

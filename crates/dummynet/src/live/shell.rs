@@ -26,7 +26,7 @@ use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 
 use super::bridge::Bridge;
-use super::dataplane::Priority;
+use super::dataplane::PlaneOptions;
 use super::presets;
 use super::run::{spawn, Running};
 use super::Backend;
@@ -218,7 +218,7 @@ pub fn start_emulator(
         seed,
         socket,
         stop,
-        Priority::default(),
+        PlaneOptions::default(),
         |e| {
             let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
