@@ -250,7 +250,10 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         },
         spin: args.spin_us.saturating_mul(1000),
     };
-    let running = if let Some(ifs) = &args.bridge {
+    /// Opens the backends on the data-plane thread.
+    type Open =
+        Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+    let open: Open = if let Some(ifs) = &args.bridge {
         let (a, b) = match ifs.as_slice() {
             [a, b] => (a.clone(), b.clone()),
             _ => return Err("--bridge takes two interfaces".into()),
@@ -258,33 +261,26 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         if a == b {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ"));
         }
-        spawn(
-            None,
-            config,
-            args.seed,
-            Some(socket),
-            stop.clone(),
-            options,
-            move |e| {
-                let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
-                Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-            },
-        )?
+        Box::new(move |e| {
+            let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
+            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+        })
     } else {
         let spec = intercept_spec(args)?;
-        spawn(
-            None,
-            config,
-            args.seed,
-            Some(socket),
-            stop.clone(),
-            options,
-            move |_| {
-                let host = Host::open(&spec).map_err(|e| e.to_string())?;
-                Ok(vec![Box::new(host) as Box<dyn Backend>])
-            },
-        )?
+        Box::new(move |_| {
+            let host = Host::open(&spec).map_err(|e| e.to_string())?;
+            Ok(vec![Box::new(host) as Box<dyn Backend>])
+        })
     };
+    let running = spawn(
+        None,
+        config,
+        args.seed,
+        Some(socket),
+        stop.clone(),
+        options,
+        open,
+    )?;
     if let Some(path) = running.socket() {
         eprintln!(
             "dummynet: running; control socket {} (try `dummynet ipfw show`), Ctrl-C to stop",
