@@ -1,8 +1,15 @@
 //! The live emulator end to end, with real `ping` and `iperf3`: the seeds'
 //! experiments (000: delay and BDP-sized queues; 001: per-protocol pipes,
 //! per-host masks, the link to the moon; 004: FIFO vs WF2Q+ under a UDP
-//! flood) through `dummynet shell`, then `dummynet run --bridge` and
-//! `dummynet run --host`, and nested shells.
+//! flood, and WF2Q+'s 70/30 share) through `dummynet shell`, then
+//! `dummynet run --bridge` and `dummynet run --host`, reconfiguration
+//! under load, and nested shells.
+//!
+//! Seed 000's delay, seed 004 and reconfiguration under load are written
+//! once and run in several modes ([`live_common::Testbed`]): the same
+//! ipfw rules, with `{up}`/`{down}` standing for the mode's match on the
+//! client's traffic and on traffic towards it, and the same `sh` script on
+//! the client's side.
 //!
 //! Isolation: every test works inside network namespaces it creates
 //! (`dnt-<pid>-<n>`, deleted by a guard even when an assertion fails); a
@@ -72,33 +79,65 @@ fn mbit(bps: f64) -> f64 {
 // ---------------------------------------------------------------------------
 
 /// Seed 000: `pipe 1 config delay 10ms`, `pipe 2 config delay 10ms` → ping
-/// RTT 20 ms.
+/// RTT 20 ms, in `mode`, with one pipe per direction as the seed has them
+/// (`{up}`: the client's traffic, `{down}`: traffic towards it). The same
+/// path with both delays set to 0 afterwards (through the emulator's
+/// control socket) gives the RTT of the path itself.
+///
+/// `ping -U`: the time the reply reaches ping, not the kernel's receive
+/// timestamp, which Linux takes when the frame reaches the interface: in
+/// host mode that is before the INPUT hook where the `in` pipe holds it,
+/// and the RTT would leave pipe 2 out (measured: 10.2 ms instead of 20.5).
+fn seed000_10ms_each_way_gives_20ms_rtt(mode: Mode) {
+    let bed = Testbed::new(mode);
+    bed.run_ok(
+        "pipe 1 config delay 10ms\n\
+         pipe 2 config delay 10ms\n\
+         add 100 pipe 1 ip from any to any {up}\n\
+         add 200 pipe 2 ip from any to any {down}\n\
+         add 65000 allow ip from any to any\n",
+        "ping -U -c 10 -i 0.2 -W 1 $DUMMYNET_PEER > $OUT/delayed.txt && \
+         \"$DN\" ipfw pipe 1 config delay 0ms && \"$DN\" ipfw pipe 2 config delay 0ms && \
+         ping -U -c 10 -i 0.1 -W 1 $DUMMYNET_PEER > $OUT/base.txt",
+    );
+    let delayed = Ping::parse(&bed.scratch.read("delayed.txt"));
+    let base = Ping::parse(&bed.scratch.read("base.txt"));
+    println!(
+        "seed 000 delay, {mode:?}: RTTs {:?} ms; same path without delay: {:?} ms",
+        delayed.rtts(),
+        base.rtts()
+    );
+    assert_added_rtt(&delayed, &base, 20.0);
+}
+
 #[test]
 fn seed000_shell_10ms_each_way_gives_20ms_rtt() {
     if !ready("seed000_shell_10ms_each_way_gives_20ms_rtt", TOOLS) {
         return;
     }
     let _serial = serial();
-    let ns = TestNs::new();
-    let scratch = Scratch::new();
-    // The same path with both delays set to 0 afterwards (through the
-    // shell's own control socket) gives the RTT of the path itself.
-    shell_ok(
-        &ns,
-        &scratch,
-        &["--up", "delay 10ms", "--down", "delay 10ms"],
-        "ping -c 10 -i 0.2 -W 1 $DUMMYNET_PEER > $OUT/delayed.txt && \
-         \"$DN\" ipfw pipe 1 config delay 0ms && \"$DN\" ipfw pipe 2 config delay 0ms && \
-         ping -c 10 -i 0.1 -W 1 $DUMMYNET_PEER > $OUT/base.txt",
-    );
-    let delayed = Ping::parse(&scratch.read("delayed.txt"));
-    let base = Ping::parse(&scratch.read("base.txt"));
-    println!(
-        "seed 000 delay: RTTs {:?} ms; same path without delay: {:?} ms",
-        delayed.rtts(),
-        base.rtts()
-    );
-    assert_added_rtt(&delayed, &base, 20.0);
+    seed000_10ms_each_way_gives_20ms_rtt(Mode::Shell);
+}
+
+#[test]
+fn seed000_bridge_10ms_each_way_gives_20ms_rtt() {
+    if !ready("seed000_bridge_10ms_each_way_gives_20ms_rtt", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    seed000_10ms_each_way_gives_20ms_rtt(Mode::Bridge);
+}
+
+/// In host mode both pipes hold packets in the kernel's NFQUEUE: the
+/// requests on their way out of the client, the replies on their way in.
+#[test]
+fn seed000_host_10ms_each_way_gives_20ms_rtt() {
+    let tools = Mode::Host.tools(TOOLS);
+    if !ready("seed000_host_10ms_each_way_gives_20ms_rtt", &tools) {
+        return;
+    }
+    let _serial = serial();
+    seed000_10ms_each_way_gives_20ms_rtt(Mode::Host);
 }
 
 /// Checks RTTs through the emulator against the delay configured, with
@@ -447,68 +486,229 @@ fn seed001_mask_gives_each_host_its_own_pipe() {
 // Seed 004: FIFO vs WF2Q+ under a UDP flood
 // ---------------------------------------------------------------------------
 
-/// Seed 004: a 10 Mbit/s, 10 ms bottleneck flooded by 20 Mbit/s of UDP.
-/// With the default FIFO, pings are lost (the seed: 19 of 100); with WF2Q+
-/// and ICMP in a queue of its own (weights 69/30/1 for TCP/UDP/ICMP, `mask
-/// all`), none is.
+/// The link of seed 004: 10 Mbit/s (of IP packets), 10 ms.
+const SEED004_LINK_BPS: f64 = 10e6;
+/// The IP packets a veth carries at most (its default MTU).
+const MTU: f64 = 1500.0;
+
+/// Seed 004's default scheduler: one FIFO for everything the client sends.
+const SEED004_FIFO: &str = "add 1000 pipe 1 ip from any to any {up}\n";
+/// Seed 004's WF2Q+: TCP, UDP and ICMP in queues weighted 69, 30 and 1,
+/// each flow a queue of its own (`mask all`).
+const SEED004_WF2Q: &str = "sched 1 config pipe 1 type wf2q+\n\
+                            queue 100 config sched 1 weight 69 mask all\n\
+                            queue 200 config sched 1 weight 30 mask all\n\
+                            queue 300 config sched 1 weight 1 mask all\n\
+                            add 1000 queue 100 tcp from any to any {up}\n\
+                            add 1001 queue 200 udp from any to any {up}\n\
+                            add 1002 queue 300 icmp from any to any {up}\n";
+
+/// What one seed 004 run measured.
+#[derive(Debug)]
+struct Seed004Run {
+    ping: Ping,
+    /// The UDP flood's receiver, payload bit/s, and its datagrams' payload.
+    flood_bps: f64,
+    flood_blksize: u64,
+    /// With TCP alongside: the receiver's payload bit/s and the MSS.
+    tcp: Option<(f64, u64)>,
+}
+
+/// One run of seed 004 on `bed`: a 10 Mbit/s, 10 ms pipe on the client's
+/// outgoing traffic, scheduled by `scheduler` (the rules feeding it), a
+/// 4 s UDP flood (`iperf3 -u FLOOD`), 20 pings from 0.5 s on, and with
+/// `with_tcp` a 4 s TCP transfer (reno, as in seed 000) alongside.
+fn seed004_run(
+    bed: &Testbed,
+    name: &str,
+    scheduler: &str,
+    flood: &str,
+    with_tcp: bool,
+) -> Seed004Run {
+    let udp_port = unique_port();
+    let tcp_port = unique_port();
+    // Harness, not experiment: iperf3's control connections skip the
+    // bottleneck. In the FIFO one would lose half its packets to the
+    // flood, and the end-of-test exchange could stall in TCP back-off.
+    // The TCP data connection, to the same server port, is told apart by
+    // its client port (the client's namespace has nothing else on it).
+    let cport = 4999;
+    let mut config = String::new();
+    let mut tcp = "t=; ".to_string();
+    if with_tcp {
+        config = format!(
+            "add 890 queue 100 tcp from any {cport} to any {tcp_port} {{up}}\n\
+             add 900 allow tcp from any to any {tcp_port} {{up}}\n"
+        );
+        tcp = format!(
+            "iperf3 -c $DUMMYNET_PEER -p {tcp_port} --cport {cport} -C reno -t 4 -J \
+             > $OUT/{name}-tcp.json & t=$!; "
+        );
+    }
+    config += &format!(
+        "add 901 allow tcp from any to any {udp_port} {{up}}\n\
+         pipe 1 config bw 10Mbit/s delay 10ms\n\
+         {scheduler}\
+         add 65000 allow ip from any to any\n"
+    );
+    let _udp_server = iperf3_server(&bed.far, udp_port, None);
+    let _tcp_server = with_tcp.then(|| iperf3_server(&bed.far, tcp_port, None));
+    // The flood starts first and outlasts the 20 pings (2 s).
+    let script = format!(
+        "iperf3 -c $DUMMYNET_PEER -p {udp_port} -u {flood} -t 4 -J > $OUT/{name}-flood.json \
+         & f=$!; {tcp}sleep 0.5; ping -c 20 -i 0.1 -W 1 $DUMMYNET_PEER > $OUT/{name}-ping.txt; \
+         wait $f || exit 91; [ -z \"$t\" ] || wait $t || exit 92"
+    );
+    bed.run_ok(&config, &script);
+    let flood = bed.scratch.read(&format!("{name}-flood.json"));
+    let r = Seed004Run {
+        ping: Ping::parse(&bed.scratch.read(&format!("{name}-ping.txt"))),
+        flood_bps: iperf3_received_bps(&flood),
+        flood_blksize: iperf3_blksize(&flood),
+        tcp: with_tcp.then(|| {
+            let json = bed.scratch.read(&format!("{name}-tcp.json"));
+            (iperf3_received_bps(&json), iperf3_mss(&json))
+        }),
+    };
+    println!(
+        "seed 004 {:?} {name}: ping lost {} of {}, RTTs {:?} ms; flood received \
+         {:.2} Mbit/s ({} B datagrams); TCP {:?}",
+        bed.mode,
+        r.ping.lost(),
+        r.ping.transmitted,
+        r.ping.rtts(),
+        mbit(r.flood_bps),
+        r.flood_blksize,
+        r.tcp
+            .map(|(bps, mss)| format!("{:.2} Mbit/s, MSS {mss}", mbit(bps)))
+    );
+    r
+}
+
+/// Seed 004 in `mode`: a 10 Mbit/s, 10 ms bottleneck on the client's
+/// outgoing traffic, flooded by 20 Mbit/s of UDP. With the default FIFO,
+/// pings are lost (the seed: 19 of 100); with WF2Q+ and ICMP in a queue of
+/// its own, none is, though TCP now runs alongside the flood. Returns the
+/// WF2Q+ run for [`assert_shares_70_30`].
+///
+/// The FIFO's flood comes from four sockets of 5 Mbit/s: in host mode the
+/// kernel charges a packet the emulator holds to its sender's socket, and
+/// one UDP socket's send buffer (208 KB, about 49 packets) is less than
+/// the 50-slot queue plus the delay line, so a single sender blocks rather
+/// than overflow the queue (measured: 0 drops, every ping through at
+/// 55 ms). The seed's flood came from another machine, which nothing held
+/// back. The WF2Q+ flood is one socket of 20 Mbit/s: under `mask all` each
+/// flow is a queue with its flowset's weight, and four UDP flows would
+/// weigh 4 × 30.
+fn seed004_wf2q_keeps_ping_alive(mode: Mode) -> Seed004Run {
+    let bed = Testbed::new(mode);
+    let fifo = seed004_run(&bed, "fifo", SEED004_FIFO, "-P 4 -b 5M", false);
+    assert_eq!(fifo.ping.transmitted, 20);
+    assert!(fifo.ping.lost() > 0, "FIFO under a flood lost no ping");
+    let wf2q = seed004_run(&bed, "wf2q", SEED004_WF2Q, "-b 20M", true);
+    assert_eq!(wf2q.ping.transmitted, 20);
+    assert_eq!(wf2q.ping.lost(), 0, "WF2Q+ lost pings: {:?}", wf2q.ping);
+    wf2q
+}
+
+/// Seed 004's "approximately 70/30" for TCP and UDP at the same time under
+/// WF2Q+. The shares are compared in IP bytes, which the scheduler weighs
+/// and the link bills: TCP's payload is `mss` (1448) of each 1500-byte
+/// packet, UDP's is iperf3's datagram (`blksize`, sized to the path's MSS)
+/// of `blksize + 28`. With 69/30 (ICMP's 1 is nearly unused) TCP's share
+/// is 69/99 = 0.70; 0.60..0.78 leaves room for TCP's first round trips and
+/// its sawtooth. Together they must carry 85% of the payload the link can.
+fn assert_shares_70_30(mode: Mode, wf2q: &Seed004Run) {
+    let (tcp_bps, mss) = wf2q.tcp.expect("the WF2Q+ run has TCP");
+    let blk = wf2q.flood_blksize as f64;
+    let tcp_ip = tcp_bps * MTU / mss as f64;
+    let udp_ip = wf2q.flood_bps * (blk + 28.0) / blk;
+    let share = tcp_ip / (tcp_ip + udp_ip);
+    // The payload the link carries when split as measured.
+    let ceiling =
+        SEED004_LINK_BPS * (share * mss as f64 / MTU + (1.0 - share) * blk / (blk + 28.0));
+    println!(
+        "seed 004 {mode:?} share: TCP {:.2} + UDP {:.2} Mbit/s of payload \
+         ({:.2} + {:.2} Mbit/s of IP packets, {:.0}% of the link; payload ceiling {:.2}); \
+         TCP's share {share:.3}",
+        mbit(tcp_bps),
+        mbit(wf2q.flood_bps),
+        mbit(tcp_ip),
+        mbit(udp_ip),
+        100.0 * (tcp_ip + udp_ip) / SEED004_LINK_BPS,
+        mbit(ceiling),
+    );
+    assert!(
+        (0.60..=0.78).contains(&share),
+        "TCP's share {share:.3} of TCP+UDP is not about 69/99"
+    );
+    assert!(
+        tcp_bps + wf2q.flood_bps >= 0.85 * ceiling,
+        "TCP + UDP received {:.2} Mbit/s of payload, under 85% of the {:.2} the link carries",
+        mbit(tcp_bps + wf2q.flood_bps),
+        mbit(ceiling)
+    );
+}
+
 #[test]
-fn seed004_wf2q_keeps_ping_alive_under_a_udp_flood() {
-    if !ready("seed004_wf2q_keeps_ping_alive_under_a_udp_flood", TOOLS) {
+fn seed004_shell_wf2q_keeps_ping_alive_and_shares_70_30() {
+    if !ready(
+        "seed004_shell_wf2q_keeps_ping_alive_and_shares_70_30",
+        TOOLS,
+    ) {
         return;
     }
     let _serial = serial();
-    let ns = TestNs::new();
-    let scratch = Scratch::new();
-    let fifo = "pipe 1 config bw 10Mbit/s delay 10ms\n\
-                add 1000 pipe 1 ip from any to any in recv app\n\
-                add 65000 allow ip from any to any\n";
-    let wf2q = "pipe 1 config bw 10Mbit/s delay 10ms\n\
-                sched 1 config pipe 1 type wf2q+\n\
-                queue 100 config sched 1 weight 69 mask all\n\
-                queue 200 config sched 1 weight 30 mask all\n\
-                queue 300 config sched 1 weight 1 mask all\n\
-                add 1000 queue 100 tcp from any to any in recv app\n\
-                add 1001 queue 200 udp from any to any in recv app\n\
-                add 1002 queue 300 icmp from any to any in recv app\n\
-                add 65000 allow ip from any to any\n";
-    let run = |name: &str, config: &str| -> Ping {
-        let port = unique_port();
-        // Harness, not experiment: iperf3's control connection skips the
-        // bottleneck. In the FIFO it would lose half its packets to the
-        // flood, and the end-of-test exchange could stall in TCP back-off.
-        let config = scratch.write(
-            &format!("{name}.conf"),
-            &format!("add 900 allow tcp from any to any {port} in recv app\n{config}"),
-        );
-        let _server = iperf3_server(&ns, port, None);
-        // The flood starts first and outlasts the 20 pings (2 s).
-        let script = format!(
-            "iperf3 -c $DUMMYNET_PEER -p {port} -u -b 20M -t 4 -J > $OUT/flood.json & \
-             sleep 0.5; ping -c 20 -i 0.1 -W 1 $DUMMYNET_PEER; wait $!"
-        );
-        let out = shell_ok(
-            &ns,
-            &scratch,
-            &["--config", config.to_str().unwrap()],
-            &script,
-        );
-        let flood = iperf3_received_bps(&scratch.read("flood.json"));
-        let ping = Ping::parse(&out);
-        println!(
-            "seed 004 {name}: ping lost {} of {}, RTTs {:?} ms; flood received {:.2} Mbit/s",
-            ping.lost(),
-            ping.transmitted,
-            ping.rtts(),
-            mbit(flood)
-        );
-        ping
-    };
-    let fifo = run("fifo", fifo);
-    assert_eq!(fifo.transmitted, 20);
-    assert!(fifo.lost() > 0, "FIFO under a flood lost no ping");
-    let wf2q = run("wf2q", wf2q);
-    assert_eq!(wf2q.transmitted, 20);
-    assert_eq!(wf2q.lost(), 0, "WF2Q+ lost pings: {wf2q:?}");
+    let wf2q = seed004_wf2q_keeps_ping_alive(Mode::Shell);
+    assert_shares_70_30(Mode::Shell, &wf2q);
+}
+
+#[test]
+fn seed004_bridge_wf2q_keeps_ping_alive_and_shares_70_30() {
+    if !ready(
+        "seed004_bridge_wf2q_keeps_ping_alive_and_shares_70_30",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let wf2q = seed004_wf2q_keeps_ping_alive(Mode::Bridge);
+    assert_shares_70_30(Mode::Bridge, &wf2q);
+}
+
+/// In host mode the pings are protected as in the other modes; the share
+/// is printed but checked only by the ignored test below.
+#[test]
+fn seed004_host_wf2q_keeps_ping_alive() {
+    let tools = Mode::Host.tools(TOOLS);
+    if !ready("seed004_host_wf2q_keeps_ping_alive", &tools) {
+        return;
+    }
+    let _serial = serial();
+    seed004_wf2q_keeps_ping_alive(Mode::Host);
+}
+
+/// The 70/30 share in host mode. It fails: the client's own TCP gets about
+/// 20%, because Linux's TCP Small Queues let a socket have only a few
+/// packets (1 ms of its pacing rate, at least two) not yet freed by the
+/// stack, and a packet the emulator holds in NFQUEUE is not freed until it
+/// leaves its pipe. TCP then cannot keep its queue backlogged. TCP alone
+/// through `bw 10Mbit/s` in host mode, no loss in any run: 9.65 Mbit/s
+/// with no delay, 2.0 with `delay 10ms`, 0.56 with `delay 40ms` (a window
+/// of about three packets). Bridge and shell modes hold copies, not the
+/// sender's packets, and share 0.70.
+#[test]
+#[ignore = "host mode: TCP Small Queues hold the client's TCP to ~3 packets inside the \
+            emulator (2.0 Mbit/s through 10 Mbit/s + 10 ms); share 0.20, not 0.70"]
+fn seed004_host_tcp_and_udp_share_70_30() {
+    let tools = Mode::Host.tools(TOOLS);
+    if !ready("seed004_host_tcp_and_udp_share_70_30", &tools) {
+        return;
+    }
+    let _serial = serial();
+    let bed = Testbed::new(Mode::Host);
+    let wf2q = seed004_run(&bed, "wf2q", SEED004_WF2Q, "-b 20M", true);
+    assert_shares_70_30(Mode::Host, &wf2q);
 }
 
 // ---------------------------------------------------------------------------
@@ -611,6 +811,199 @@ fn bridge_delays_and_reconfigures_live() {
         "daemon exit status after SIGTERM: {status}"
     );
     assert!(!socket.exists(), "the control socket outlived the daemon");
+}
+
+/// One change of [`reconfiguring_under_load_loses_no_queued_packet`]: the
+/// ipfw command, whether it acts on stream A's queue (the pipe's own) or
+/// on stream B's (queue 100), and how many packets that queue must hold
+/// when it comes (for a shrink: more than the new limit).
+struct Change {
+    command: &'static str,
+    on_pipe: bool,
+    holding_more_than: u64,
+}
+
+/// Reconfiguration while traffic flows loses no queued packet, in `mode`.
+///
+/// Two UDP streams of 3 Mbit/s for 4 s (iperf3, 1448-byte datagrams, 259
+/// a second): stream A through `pipe 1` (its own FIFO queue), stream B
+/// through `queue 100` of scheduler 1 (WF2Q+) on the same link, `bw
+/// 2Mbit/s delay 50ms`, 100 slots each (the most `pipe_slot_limit` allows
+/// by default), so both queues fill. Every half second one ipfw command
+/// changes the link (bandwidth, delay, the pipe's queue size), queue 100
+/// (weight, and a limit below what it holds) or scheduler 1's type, each
+/// while the queue it acts on holds packets. The last change (at 2.5 s)
+/// gives the link more than the streams send, so the queues are empty for
+/// the last 1.5 s and every drop is followed by datagrams the server sees.
+///
+/// Afterwards:
+/// - `dummynet stats` balances: arrived = delivered + dropped + inside,
+///   with nothing inside;
+/// - every drop is one the queues counted on arrival (their `Drp` sum to
+///   the engine's dropped). With no `plr`, AQM or profile configured those
+///   can only be queue-full drops; a packet dropped for reason "deleted"
+///   (or "unlinked-queue", "no-such-pipe") is counted by the engine alone,
+///   and `dummynet stats` has no per-reason counts to ask directly;
+/// - for each stream, every datagram iperf3 sent reached its queue
+///   (`Tot_pkt`), and the datagrams the receiver lost are exactly that
+///   queue's drops (the server counts gaps below the highest sequence
+///   number it saw, hence the empty queues at the end).
+fn reconfiguring_under_load_loses_no_queued_packet(mode: Mode) {
+    let bed = Testbed::new(mode);
+    let (port_a, port_b) = (unique_port(), unique_port());
+    let _servers = [
+        iperf3_server(&bed.far, port_a, None),
+        iperf3_server(&bed.far, port_b, None),
+    ];
+    // 259 datagrams a second (of 1476 bytes) into 2 Mbit/s (169/s): each
+    // queue gains 90 a second; at 1 Mbit/s (85/s), 174. Expected when each
+    // change comes: A about 45, 100 (full since 0.8 s), 100, 100 (its
+    // limit drops to 50: arrivals are refused until it drains below), 50;
+    // B about 45, 100 (its limit drops to 30), 60, 30, 30.
+    let changes = [
+        Change {
+            command: "pipe 1 config bw 1Mbit/s delay 80ms queue 100",
+            on_pipe: true,
+            holding_more_than: 0,
+        },
+        Change {
+            command: "queue 100 config sched 1 weight 10 queue 30",
+            on_pipe: false,
+            holding_more_than: 30,
+        },
+        Change {
+            command: "sched 1 config pipe 1 type fifo",
+            on_pipe: false,
+            holding_more_than: 0,
+        },
+        Change {
+            command: "pipe 1 config bw 3Mbit/s delay 20ms queue 50",
+            on_pipe: true,
+            holding_more_than: 50,
+        },
+        Change {
+            command: "pipe 1 config bw 10Mbit/s delay 5ms queue 50",
+            on_pipe: true,
+            holding_more_than: 0,
+        },
+    ];
+    let steps: String = changes
+        .iter()
+        .map(|c| format!("change {}\n", c.command))
+        .collect();
+    let script = format!(
+        "iperf3 -c $DUMMYNET_PEER -p {port_a} -u -b 3M -t 4 -J > $OUT/a.json & a=$!\n\
+         iperf3 -c $DUMMYNET_PEER -p {port_b} -u -b 3M -t 4 -J > $OUT/b.json & b=$!\n\
+         n=0\n\
+         change() {{\n\
+           sleep 0.5; n=$((n + 1))\n\
+           \"$DN\" ipfw pipe 1 show > $OUT/pipe-$n.txt || exit 90\n\
+           \"$DN\" ipfw queue 100 show > $OUT/queue-$n.txt || exit 90\n\
+           \"$DN\" ipfw \"$@\" || exit 91\n\
+         }}\n\
+         {steps}\
+         wait $a || exit 92; wait $b || exit 92\n\
+         \"$DN\" stats > $OUT/stats.txt && \"$DN\" ipfw show > $OUT/show.txt && \
+         \"$DN\" ipfw pipe 1 show > $OUT/pipe-end.txt && \
+         \"$DN\" ipfw queue 100 show > $OUT/queue-end.txt\n"
+    );
+    let t = Instant::now();
+    bed.run_ok(
+        &format!(
+            "pipe 1 config bw 2Mbit/s delay 50ms queue 100\n\
+             sched 1 config pipe 1 type wf2q+\n\
+             queue 100 config sched 1 weight 30 queue 100\n\
+             add 100 pipe 1 udp from any to any {port_a} {{up}}\n\
+             add 200 queue 100 udp from any to any {port_b} {{up}}\n\
+             add 65000 allow ip from any to any\n"
+        ),
+        &script,
+    );
+    println!("{mode:?}: ran for {:?}", t.elapsed());
+    let read = |f: &str| bed.scratch.read(f);
+    for (i, c) in changes.iter().enumerate() {
+        let (pipe, queue) = (
+            flow_sum(&flow_rows(&read(&format!("pipe-{}.txt", i + 1)))),
+            flow_sum(&flow_rows(&read(&format!("queue-{}.txt", i + 1)))),
+        );
+        println!(
+            "before `{}`: pipe 1 holds {}, queue 100 holds {}",
+            c.command, pipe.len_pkts, queue.len_pkts
+        );
+        let held = if c.on_pipe { pipe } else { queue }.len_pkts;
+        assert!(
+            held > c.holding_more_than,
+            "`{}` came with {held} packets queued, not more than {}",
+            c.command,
+            c.holding_more_than
+        );
+    }
+    let stats = read("stats.txt");
+    let show = read("show.txt");
+    let (pipe_end, queue_end) = (read("pipe-end.txt"), read("queue-end.txt"));
+    println!("{stats}{show}{pipe_end}{queue_end}");
+    let totals = PacketTotals::parse(&stats);
+    assert_eq!(totals.inside, 0, "{stats}");
+    assert_eq!(
+        totals.arrived,
+        totals.delivered + totals.dropped + totals.inside,
+        "packets unaccounted for: {stats}"
+    );
+    let pipe = flow_sum(&flow_rows(&pipe_end));
+    let queue = flow_sum(&flow_rows(&queue_end));
+    assert_eq!(
+        pipe.drops + queue.drops,
+        totals.dropped,
+        "drops the queues did not count (deleted, unlinked...):\n{stats}{pipe_end}{queue_end}"
+    );
+    for (name, json, flows, rule) in [
+        ("A (pipe 1)", "a.json", pipe, 100),
+        ("B (queue 100)", "b.json", queue, 200),
+    ] {
+        let udp = iperf3_udp_counts(&read(json));
+        println!(
+            "stream {name}: iperf3 sent {}, the server saw up to {} and lost {}; \
+             the queue took {} and dropped {}",
+            udp.sent, udp.seen, udp.lost, flows.tot_pkts, flows.drops
+        );
+        // Plus one: iperf3 opens a UDP stream with one 4-byte datagram of
+        // its own (UDP_CONNECT_MSG), not in its counts.
+        assert_eq!(
+            flows.tot_pkts,
+            udp.sent + 1,
+            "stream {name}: datagrams sent vs packets its queue saw"
+        );
+        assert_eq!(rule_packets(&show, rule), udp.sent + 1, "{show}");
+        assert!(flows.drops > 0, "stream {name}: its queue never overflowed");
+        assert_eq!(
+            udp.lost, flows.drops,
+            "stream {name}: datagrams lost vs queue-full drops"
+        );
+    }
+}
+
+#[test]
+fn bridge_reconfiguring_under_load_loses_no_queued_packet() {
+    if !ready(
+        "bridge_reconfiguring_under_load_loses_no_queued_packet",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    reconfiguring_under_load_loses_no_queued_packet(Mode::Bridge);
+}
+
+#[test]
+fn shell_reconfiguring_under_load_loses_no_queued_packet() {
+    if !ready(
+        "shell_reconfiguring_under_load_loses_no_queued_packet",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    reconfiguring_under_load_loses_no_queued_packet(Mode::Shell);
 }
 
 // ---------------------------------------------------------------------------

@@ -560,3 +560,336 @@ pub fn rule_packets(show: &str, number: u32) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no packet counter in `{line}`"))
 }
+
+/// What `dummynet stats`' first line counts: the engine's conservation law
+/// is `arrived == delivered + dropped + inside`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketTotals {
+    pub arrived: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub inside: u64,
+}
+
+impl PacketTotals {
+    /// Parses `packets: A arrived, D delivered, X dropped, I inside`.
+    pub fn parse(stats: &str) -> PacketTotals {
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with("packets:"))
+            .unwrap_or_else(|| panic!("no `packets:` line in dummynet stats:\n{stats}"));
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let count = |name: &str| -> u64 {
+            let i = words
+                .iter()
+                .position(|w| *w == name)
+                .unwrap_or_else(|| panic!("no `{name}` in {line}"));
+            words[i - 1]
+                .parse()
+                .unwrap_or_else(|_| panic!("no count before `{name}` in {line}"))
+        };
+        PacketTotals {
+            arrived: count("arrived"),
+            delivered: count("delivered"),
+            dropped: count("dropped"),
+            inside: count("inside"),
+        }
+    }
+}
+
+/// One row of the flow tables that `pipe show`, `queue show` and `sched
+/// show` print (FreeBSD's `Tot_pkt/bytes Pkt/Byte Drp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowRow {
+    /// Packets that arrived at this queue or scheduler instance, including
+    /// those it then dropped.
+    pub tot_pkts: u64,
+    /// Packets queued right now (not counting the delay line).
+    pub len_pkts: u64,
+    /// Packets it dropped when they arrived: queue full, `plr`, or an AQM.
+    pub drops: u64,
+}
+
+/// Every flow row of a `show` output: the lines after a `BKT` header, whose
+/// last five columns are the counters.
+pub fn flow_rows(show: &str) -> Vec<FlowRow> {
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in show.lines() {
+        if line.starts_with("BKT") {
+            in_table = true;
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let counters: Option<Vec<u64>> = (f.len() > 5)
+            .then(|| f[f.len() - 5..].iter().map(|w| w.parse().ok()).collect())
+            .flatten();
+        match counters {
+            Some(c) if in_table => rows.push(FlowRow {
+                tot_pkts: c[0],
+                len_pkts: c[2],
+                drops: c[4],
+            }),
+            _ => in_table = false,
+        }
+    }
+    rows
+}
+
+/// The sum of `rows`' counters.
+pub fn flow_sum(rows: &[FlowRow]) -> FlowRow {
+    rows.iter().fold(
+        FlowRow {
+            tot_pkts: 0,
+            len_pkts: 0,
+            drops: 0,
+        },
+        |a, r| FlowRow {
+            tot_pkts: a.tot_pkts + r.tot_pkts,
+            len_pkts: a.len_pkts + r.len_pkts,
+            drops: a.drops + r.drops,
+        },
+    )
+}
+
+fn iperf3_json(json: &str) -> serde_json::Value {
+    serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}):\n{json}"))
+}
+
+/// The payload bytes of one UDP datagram of an `iperf3 -u -J` run
+/// (`start.test_start.blksize`: iperf3 sizes them to the path's MSS).
+pub fn iperf3_blksize(json: &str) -> u64 {
+    iperf3_json(json)["start"]["test_start"]["blksize"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no start.test_start.blksize in:\n{json}"))
+}
+
+/// The payload bytes of one full TCP segment of an `iperf3 -J` TCP run
+/// (`start.tcp_mss_default`: the MSS less the timestamp option).
+pub fn iperf3_mss(json: &str) -> u64 {
+    iperf3_json(json)["start"]["tcp_mss_default"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no start.tcp_mss_default in:\n{json}"))
+}
+
+// ---------------------------------------------------------------------------
+// The three modes: one path, client → emulator → server
+// ---------------------------------------------------------------------------
+
+/// How a test puts the emulator between its client and its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `dummynet shell --config ...`: the client is the shell's command,
+    /// the server lives in the namespace the shell was started in.
+    Shell,
+    /// `dummynet run --bridge m-a m-b` in a namespace M between the client
+    /// A (`a0`) and the server B (`b0`).
+    Bridge,
+    /// `dummynet run --host` in the client's namespace C, shaping its own
+    /// traffic to the server S over a veth (`c0` — `s0`): loopback is not
+    /// intercepted, so the server cannot share C.
+    Host,
+}
+
+/// Client and server addresses in bridge and host modes (TEST-NET-1).
+const NEAR_ADDR: &str = "192.0.2.1";
+const FAR_ADDR: &str = "192.0.2.2";
+
+/// Longest one run of a script behind the emulator may take.
+pub const RUN_LIMIT: Duration = Duration::from_secs(20);
+
+impl Mode {
+    /// The ipfw match for the client's outgoing traffic where the emulator
+    /// sees it. In bridge mode every frame is classified twice (`in recv
+    /// m-a`, then `out recv m-a xmit m-b`): `in` keeps it to one pass.
+    pub fn up(self) -> &'static str {
+        match self {
+            Mode::Shell => "in recv app",
+            Mode::Bridge => "in recv m-a",
+            Mode::Host => "out",
+        }
+    }
+
+    /// The ipfw match for traffic towards the client.
+    pub fn down(self) -> &'static str {
+        match self {
+            Mode::Shell => "in recv peer",
+            Mode::Bridge => "in recv m-b",
+            Mode::Host => "in",
+        }
+    }
+
+    /// The programs a test in this mode needs, besides `extra`.
+    pub fn tools(self, extra: &[&'static str]) -> Vec<&'static str> {
+        let mut t = extra.to_vec();
+        if self == Mode::Host {
+            t.push("iptables");
+        }
+        t
+    }
+}
+
+/// A client and a server with the emulator between them, in one of the
+/// three modes. Experiments are `sh` scripts run on the client's side with
+/// the same environment in every mode: `$DUMMYNET_PEER` (the server's
+/// address), `$DUMMYNET_SOCKET` (the emulator's control socket), `$DN` (the
+/// binary) and `$OUT` (the scratch directory).
+pub struct Testbed {
+    pub mode: Mode,
+    /// Where servers run: the shell's caller, B, or S.
+    pub far: TestNs,
+    /// Bridge and host modes: the client's namespace (A or C).
+    near: Option<TestNs>,
+    /// Bridge mode: the daemon's namespace (M).
+    mid: Option<TestNs>,
+    pub scratch: Scratch,
+}
+
+impl Testbed {
+    pub fn new(mode: Mode) -> Testbed {
+        let far = TestNs::new();
+        let (near, mid) = match mode {
+            Mode::Shell => (None, None),
+            Mode::Bridge => {
+                let (a, m) = (TestNs::new(), TestNs::new());
+                veth(&a, "a0", &m, "m-a");
+                veth(&far, "b0", &m, "m-b");
+                (Some(a), Some(m))
+            }
+            Mode::Host => {
+                let c = TestNs::new();
+                veth(&c, "c0", &far, "s0");
+                (Some(c), None)
+            }
+        };
+        if let Some(near) = &near {
+            let (near_if, far_if) = Self::ends(mode);
+            near.ip(&["addr", "add", &format!("{NEAR_ADDR}/24"), "dev", near_if]);
+            far.ip(&["addr", "add", &format!("{FAR_ADDR}/24"), "dev", far_if]);
+            // As the shell does for its own path: both ends segment before
+            // sending, so a frame is one wire packet and takes one slot.
+            near.ip(&["link", "set", near_if, "gso_max_segs", "1"]);
+            far.ip(&["link", "set", far_if, "gso_max_segs", "1"]);
+        }
+        Testbed {
+            mode,
+            far,
+            near,
+            mid,
+            scratch: Scratch::new(),
+        }
+    }
+
+    /// The client's and the server's interfaces (bridge and host modes).
+    fn ends(mode: Mode) -> (&'static str, &'static str) {
+        match mode {
+            Mode::Bridge => ("a0", "b0"),
+            _ => ("c0", "s0"),
+        }
+    }
+
+    /// `template` with `{up}` and `{down}` replaced by this mode's matches.
+    pub fn rules(&self, template: &str) -> String {
+        template
+            .replace("{up}", self.mode.up())
+            .replace("{down}", self.mode.down())
+    }
+
+    /// Runs `sh -c script` on the client's side behind an emulator started
+    /// for this run with the ipfw commands `config` (a [`Self::rules`]
+    /// template), and stops the emulator afterwards; returns what the
+    /// script printed. Bridge and host daemons must exit with status 0 on
+    /// SIGTERM and remove their socket.
+    pub fn run(&self, config: &str, script: &str) -> Output {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let conf = self
+            .scratch
+            .write(&format!("ipfw-{n}.conf"), &self.rules(config));
+        let conf = conf.to_str().expect("a UTF-8 path");
+        let what = format!("{:?} run {n}: {script}", self.mode);
+        let Some(near) = &self.near else {
+            let mut cmd = self.far.command(
+                DUMMYNET,
+                &["shell", "--config", conf, "--", "sh", "-c", script],
+            );
+            cmd.env("DN", DUMMYNET).env("OUT", &self.scratch.dir);
+            return run_bounded(&mut cmd, RUN_LIMIT, &what);
+        };
+        let socket = self.scratch.path(&format!("ctl-{n}.sock"));
+        let log_path = self.scratch.path(&format!("daemon-{n}.log"));
+        let log = fs::File::create(&log_path).expect("create the daemon log");
+        let sock = socket.to_str().expect("a UTF-8 path");
+        let queue = (7000 + n % 1000).to_string();
+        let (ns, args): (&TestNs, Vec<&str>) = match self.mode {
+            Mode::Bridge => (
+                self.mid.as_ref().expect("bridge mode has M"),
+                vec!["run", "--bridge", "m-a", "m-b"],
+            ),
+            _ => (near, vec!["run", "--host", "--queue", &queue]),
+        };
+        let mut args = args;
+        args.extend_from_slice(&["--config", conf, "--socket", sock]);
+        let mut cmd = ns.command(DUMMYNET, &args);
+        cmd.stdout(Stdio::null()).stderr(log);
+        let mut daemon = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
+        let log = || fs::read_to_string(&log_path).unwrap_or_default();
+        let deadline = Instant::now() + SETUP_WAIT;
+        while !socket.exists() {
+            if let Some(s) = daemon.child.try_wait().expect("wait") {
+                panic!("{} exited early: {s}\n{}", daemon.what, log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no control socket at {} after {SETUP_WAIT:?}\n{}",
+                socket.display(),
+                log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut cmd = near.command("sh", &["-c", script]);
+        cmd.env("DN", DUMMYNET)
+            .env("OUT", &self.scratch.dir)
+            .env("DUMMYNET_PEER", FAR_ADDR)
+            .env("DUMMYNET_ADDR", NEAR_ADDR)
+            .env("DUMMYNET_SOCKET", &socket);
+        let out = run_bounded(&mut cmd, RUN_LIMIT, &what);
+        let status = daemon.terminate(Duration::from_secs(5));
+        println!("{}:\n{}", daemon.what, log());
+        assert!(status.success(), "{}: exit status {status}", daemon.what);
+        assert!(!socket.exists(), "the control socket outlived the daemon");
+        out
+    }
+
+    /// [`Self::run`] that must succeed; returns the script's stdout.
+    pub fn run_ok(&self, config: &str, script: &str) -> String {
+        let out = self.run(config, script);
+        expect_success(&out, &format!("{:?} run: {script}", self.mode))
+    }
+}
+
+/// What an `iperf3 -u -J` client reports of its datagrams: how many it
+/// sent (`end.sum_sent.packets`), the highest sequence number the server
+/// saw (`end.sum_received.packets`) and the gaps below it
+/// (`end.sum_received.lost_packets`). Datagrams after the last one the
+/// server saw are in neither count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpCounts {
+    pub sent: u64,
+    pub seen: u64,
+    pub lost: u64,
+}
+
+pub fn iperf3_udp_counts(json: &str) -> UdpCounts {
+    let v = iperf3_json(json);
+    let get = |sum: &str, key: &str| {
+        v["end"][sum][key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no end.{sum}.{key} in the iperf3 report:\n{json}"))
+    };
+    UdpCounts {
+        sent: get("sum_sent", "packets"),
+        seen: get("sum_received", "packets"),
+        lost: get("sum_received", "lost_packets"),
+    }
+}
