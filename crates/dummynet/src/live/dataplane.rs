@@ -84,6 +84,8 @@ pub struct Report {
     pub arrived: u64,
     pub delivered: u64,
     pub dropped: u64,
+    /// Drops by reason (`queue-full`, `plr`, `deleted`, ...), non-zero only.
+    pub drops: Vec<(&'static str, u64)>,
     pub inside: u64,
     pub lateness: LatenessSummary,
     /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
@@ -98,6 +100,14 @@ impl std::fmt::Display for Report {
             "packets: {} arrived, {} delivered, {} dropped, {} inside",
             self.arrived, self.delivered, self.dropped, self.inside
         )?;
+        if !self.drops.is_empty() {
+            let list: Vec<String> = self
+                .drops
+                .iter()
+                .map(|(reason, n)| format!("{reason} {n}"))
+                .collect();
+            writeln!(f, "drops: {}", list.join(", "))?;
+        }
         writeln!(f, "{} ({})", self.lateness, self.scheduling)?;
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
@@ -271,6 +281,12 @@ impl DataPlane {
             arrived: t.arrived,
             delivered: t.delivered,
             dropped: t.dropped(),
+            drops: dummynet_engine::DropReason::ALL
+                .iter()
+                .zip(t.drops)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r.as_str(), n))
+                .collect(),
             inside: t.inside,
             lateness: self.lateness.summary(),
             scheduling: self.scheduling,
