@@ -56,9 +56,14 @@ pub fn wait(clock: &Clock, fds: &[BorrowedFd<'_>], deadline: Option<Nanos>, spin
     if until <= now {
         return Woke::Deadline;
     }
+    // Built once: the spin below polls the same set many times.
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
     let sleep = (until - now).saturating_sub(spin).min(MAX_NAP);
     if sleep > 0 {
-        if poll_fds(fds, Some(sleep)) {
+        if poll_fds(&mut pfds, Some(sleep)) {
             return Woke::Ready;
         }
         if deadline.is_none() || clock.now() + spin < until {
@@ -74,7 +79,7 @@ pub fn wait(clock: &Clock, fds: &[BorrowedFd<'_>], deadline: Option<Nanos>, spin
         if clock.now() >= until {
             return Woke::Deadline;
         }
-        if poll_fds(fds, Some(0)) {
+        if poll_fds(&mut pfds, Some(0)) {
             return Woke::Ready;
         }
         std::hint::spin_loop();
@@ -84,13 +89,9 @@ pub fn wait(clock: &Clock, fds: &[BorrowedFd<'_>], deadline: Option<Nanos>, spin
 /// `ppoll` with a nanosecond timeout; true if any descriptor is readable.
 /// Errors (EINTR from a signal, mostly) count as "nothing ready": the caller
 /// looks at its flags and comes back.
-fn poll_fds(fds: &[BorrowedFd<'_>], timeout: Option<Nanos>) -> bool {
-    let mut pfds: Vec<PollFd<'_>> = fds
-        .iter()
-        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
-        .collect();
+fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> bool {
     let ts = timeout.map(|ns| TimeSpec::from_duration(Duration::from_nanos(ns)));
-    matches!(nix::poll::ppoll(&mut pfds, ts, None), Ok(n) if n > 0)
+    matches!(nix::poll::ppoll(pfds, ts, None), Ok(n) if n > 0)
 }
 
 /// Asks the kernel for 1 ns of timer slack on this thread (the default is
