@@ -43,7 +43,7 @@ fn demo_measures_the_lte_preset_and_cleans_up() {
     }
     let before = links();
     let out = Command::new(env!("CARGO_BIN_EXE_dummynet"))
-        .args(["demo", "--seconds", "3", "--probes", "10"])
+        .args(["demo", "--seconds", "5", "--probes", "10"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
