@@ -220,19 +220,16 @@ impl DataPlane {
             }
         }
         while let Some(out) = self.engine.poll(now) {
-            let delivered = out.delivered();
-            let mut carrier = out.payload;
-            match (delivered, carrier.out_pass.take()) {
-                (true, Some(xmit)) => {
-                    let info = PacketInfo {
-                        dir: Direction::Out,
-                        xmit_if: Some(xmit),
-                        ..out.info
-                    };
-                    let verdict = self.engine.input(now, info, carrier);
-                    settle(&mut self.engine, &mut self.backends, now, info, verdict);
-                }
-                (delivered, _) => complete(&mut self.backends, carrier, delivered),
+            if out.delivered() {
+                // Leaving a pipe is passing it: a bridged frame still has its
+                // `out` pass to run, which `settle` does.
+                let pass = Verdict::Pass {
+                    payload: out.payload,
+                    rule: out.rule.unwrap_or(0),
+                };
+                settle(&mut self.engine, &mut self.backends, now, out.info, pass);
+            } else {
+                complete(&mut self.backends, out.payload, false);
             }
         }
     }
