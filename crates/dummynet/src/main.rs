@@ -60,11 +60,13 @@ enum Cmd {
     /// The command's far end is in $DUMMYNET_PEER; `dummynet ipfw ...`
     /// inside it talks to this shell's emulator ($DUMMYNET_SOCKET).
     Shell(live::shell::ShellArgs),
+    /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
+    Flood(live::flood::FloodArgs),
     /// List the built-in link presets (seed 000's table).
     Presets,
     /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
     Install(install::InstallArgs),
-    /// Counters and timer lateness of a running daemon.
+    /// Counters and release lateness (p50/p99/max) of a running daemon.
     Stats,
     /// Send an ipfw command to a running daemon (`dummynet ipfw pipe 1 show`).
     #[command(disable_help_flag = true)]
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
+        Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets => {
             print!("{}", live::presets::table());
             ExitCode::SUCCESS

@@ -100,8 +100,10 @@ pub fn tighten_timer_slack() -> bool {
     nix::sys::prctl::set_timerslack(1).is_ok()
 }
 
-/// Lateness of the data plane's timer wake-ups: how long after an engine
-/// deadline the packets due at it were actually released.
+/// Lateness of the data plane: for each hand-over of departures to the
+/// kernel, how long after the earliest one's engine deadline it happened.
+/// This is the emulator's own error on a delay or a bit time: the kernel
+/// timer's wake-up error, the spin, and any work done in between.
 #[derive(Debug, Clone, Default)]
 pub struct Lateness {
     /// The most recent samples, in ns (a ring).
@@ -160,7 +162,7 @@ impl std::fmt::Display for LatenessSummary {
         let us = |ns: u64| ns as f64 / 1000.0;
         write!(
             f,
-            "timer lateness over {} wake-ups: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            "release lateness over {} hand-overs: p50 {:.1} us, p99 {:.1} us, max {:.1} us",
             self.samples,
             us(self.p50_ns),
             us(self.p99_ns),

@@ -22,6 +22,7 @@ pub mod clock;
 pub mod control;
 pub mod dataplane;
 pub mod demo;
+pub mod flood;
 pub mod host;
 pub mod presets;
 pub mod probe;
