@@ -225,11 +225,140 @@ impl Default for QueueLimit {
     }
 }
 
-/// Queue management of a flowset. Issue-4 AQMs (RED, CoDel, PIE) join here.
+/// Queue management of a flowset (`droptail`, `red`, `gred`, `codel`, `pie`).
+///
+/// Times are [`Nanos`]; FreeBSD keeps them in microseconds, so `show` prints
+/// them truncated to the microsecond. Fractions (`w_q`, `max_p`, `alpha`,
+/// `beta`, `max_ecnth`) are `f64`: FreeBSD stores them in kernel fixed point
+/// (16 or 13 fraction bits) only because its kernel has no floating point; the
+/// RFCs and the RED paper define them as reals, and keeping the value the user
+/// typed means `show` prints it back unchanged. Ranges are checked by
+/// [`crate::aqm::validate`] when a command is applied.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum AqmConfig {
+    /// `droptail`: only the queue limit (FreeBSD's default).
     #[default]
     DropTail,
+    /// `red w_q/min_th/max_th/max_p`: Random Early Detection.
+    Red(RedConfig),
+    /// `gred w_q/min_th/max_th/max_p`: gentle RED, whose drop probability
+    /// rises on a second slope from `max_p` at `max_th` to 1 at `2 * max_th`
+    /// instead of jumping to 1.
+    Gred(RedConfig),
+    /// `codel [target T] [interval T] [ecn|noecn]` (RFC 8289).
+    Codel(CodelConfig),
+    /// `pie [target T] [tupdate T] [max_burst T] [max_ecnth F] [alpha F]
+    /// [beta F] [ecn|noecn] [capdrop|nocapdrop] [onoff] [dre|ts]
+    /// [derand|noderand]` (RFC 8033).
+    Pie(PieConfig),
+}
+
+/// RED and gentle RED, written `w_q/min_th/max_th/max_p` after `red` / `gred`.
+///
+/// FreeBSD has no defaults for these (all four are required on the command
+/// line); [`Default`] gives Floyd and Jacobson's usual values so that a
+/// parser can start from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedConfig {
+    /// Weight of the average queue estimate, `0 < w_q <= 1`.
+    pub w_q: f64,
+    /// Lower threshold of the average queue: in slots, or in bytes when the
+    /// flowset's queue limit is in bytes (ipfw accepts a `K` suffix, x1024).
+    pub min_th: u64,
+    /// Upper threshold, same unit as `min_th`; `> 0` and `> min_th`
+    /// (`>= min_th` with `ecn`).
+    pub max_th: u64,
+    /// Drop probability reached at `max_th`, `0 <= max_p <= 1`.
+    pub max_p: f64,
+    /// The flowset's `ecn` flag: mark ECN-capable packets instead of dropping
+    /// them. As in FreeBSD, with `ecn` every packet that finds the average
+    /// above `min_th` is marked (or dropped if it cannot be marked).
+    pub ecn: bool,
+}
+
+impl Default for RedConfig {
+    fn default() -> Self {
+        RedConfig {
+            w_q: 0.002,
+            min_th: 5,
+            max_th: 15,
+            max_p: 0.1,
+            ecn: false,
+        }
+    }
+}
+
+/// CoDel's parameters, FreeBSD's defaults (`net.inet.ip.dummynet.codel.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodelConfig {
+    /// `target T`: acceptable standing queue delay; default 5 ms, range 1 us..5 s.
+    /// (ipfw reads a bare number as milliseconds.)
+    pub target: Nanos,
+    /// `interval T`: window over which the delay must stay above `target`
+    /// before dropping starts; default 100 ms, range 1 us..5 s.
+    pub interval: Nanos,
+    /// `ecn` / `noecn` (default): mark ECN-capable packets instead of dropping.
+    pub ecn: bool,
+}
+
+impl Default for CodelConfig {
+    fn default() -> Self {
+        CodelConfig {
+            target: 5 * crate::time::NS_PER_MS,
+            interval: 100 * crate::time::NS_PER_MS,
+            ecn: false,
+        }
+    }
+}
+
+/// PIE's parameters, FreeBSD's defaults (`net.inet.ip.dummynet.pie.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PieConfig {
+    /// `target T`: queue delay reference; default 15 ms, range 1 us..10 s.
+    pub target: Nanos,
+    /// `tupdate T`: drop probability update period; default 15 ms, range 1 us..10 s.
+    pub tupdate: Nanos,
+    /// `max_burst T`: burst allowance; default 150 ms, range 0..10 s.
+    pub max_burst: Nanos,
+    /// `max_ecnth F`: above this drop probability ECN-capable packets are
+    /// dropped rather than marked; default 0.1, range 0..1.
+    pub max_ecnth: f64,
+    /// `alpha F`: weight of the delay error, per second; default 0.125, range 0..7.
+    pub alpha: f64,
+    /// `beta F`: weight of the delay trend, per second; default 1.25, range 0..7.
+    pub beta: f64,
+    /// `ecn` / `noecn` (default).
+    pub ecn: bool,
+    /// `capdrop` (default) / `nocapdrop`: once the probability is 10% or more,
+    /// one update raises it by at most 2%.
+    pub capdrop: bool,
+    /// `onoff`: PIE stays off until the queue is a third full and turns off
+    /// again when it is idle (default: always on).
+    pub onoff: bool,
+    /// `dre` (default, true): queue delay from the departure rate estimate;
+    /// `ts` (false): from packet timestamps.
+    pub dre: bool,
+    /// `derand` (default) / `noderand`: RFC 8033's de-randomization, which
+    /// spaces drops evenly using the accumulated probability.
+    pub derand: bool,
+}
+
+impl Default for PieConfig {
+    fn default() -> Self {
+        PieConfig {
+            target: 15 * crate::time::NS_PER_MS,
+            tupdate: 15 * crate::time::NS_PER_MS,
+            max_burst: 150 * crate::time::NS_PER_MS,
+            max_ecnth: 0.1,
+            alpha: 0.125,
+            beta: 1.25,
+            ecn: false,
+            capdrop: true,
+            onoff: false,
+            dre: true,
+            derand: true,
+        }
+    }
 }
 
 /// Parameters shared by a pipe's implicit queue and a `queue N` flowset.

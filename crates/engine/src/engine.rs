@@ -297,7 +297,10 @@ impl<P: Payload> Engine<P> {
     // ---------------------------------------------------------------- accounting
 
     pub fn totals(&self) -> Totals {
-        self.totals
+        Totals {
+            marks: self.dn.marks,
+            ..self.totals
+        }
     }
 
     /// Counts the packets actually held in queues, links, delay lines and the
@@ -582,7 +585,7 @@ impl<P: Payload> Engine<P> {
                 f.buckets
             ));
         }
-        Ok(())
+        crate::aqm::validate(&f.aqm).map_err(ConfigError)
     }
 
     // ---------------------------------------------------------------- views
@@ -631,7 +634,7 @@ impl<P: Payload> Engine<P> {
                 .filter_map(|n| self.dn.flowset_view(n))
                 .collect(),
             settings: self.settings,
-            totals: self.totals,
+            totals: self.totals(),
         }
     }
 }

@@ -72,6 +72,10 @@ pub struct Totals {
     pub drops: [u64; DropReason::ALL.len()],
     /// Packets held in queues, on links or in delay lines right now.
     pub inside: u64,
+    /// Packets an AQM marked with ECN CE instead of dropping them. They are
+    /// delivered (or still inside) like any other, so marks are not part of
+    /// the conservation law.
+    pub marks: u64,
 }
 
 impl Totals {

@@ -1,55 +1,303 @@
 //! Queue management: what a flow queue does when it grows.
 //!
-//! Every queue first enforces its size limit (tail drop). An AQM may in
-//! addition drop or mark on arrival (RED, PIE) or at departure (CoDel). Each
-//! AQM is one file implementing [`AqmState`] and one arm in [`new_state`].
-//! Drop tail, FreeBSD's default, needs no state at all.
+//! Every queue enforces its size limit (tail drop). An AQM may in addition
+//! drop or mark on arrival (RED, PIE) or at departure (CoDel). Each AQM is one
+//! file implementing [`AqmState`] plus one arm in [`new_state`], [`display`]
+//! and [`validate`]; drop tail, FreeBSD's default, needs no state at all.
+//!
+//! | AQM | decides at | reference |
+//! |---|---|---|
+//! | [`red`] (`red`, `gred`) | arrival | Floyd & Jacobson 1993; FreeBSD's `red_drops` |
+//! | [`codel`] | departure | RFC 8289 |
+//! | [`pie`] | arrival (departures feed its estimator) | RFC 8033 |
+//!
+//! ECN: an AQM answers [`AqmVerdict::Mark`] only for a packet the engine said
+//! is ECN-capable ([`Arrival::ect`], [`Departure::ect`]); the engine then sets
+//! CE with [`ecn::set_ce`] (fixing the IPv4 checksum) and counts a mark, or
+//! drops the packet if its payload cannot be marked after all.
+//!
+//! The engine has no per-AQM timers: whatever an AQM does periodically (PIE's
+//! probability update) it catches up on at its next event, from the queue
+//! state it is shown, which is exact because a queue does not change between
+//! its own events.
 
-use crate::config::AqmConfig;
+pub mod codel;
+pub mod ecn;
+pub mod pie;
+pub mod red;
+
+use crate::config::{AqmConfig, QueueLimit};
 use crate::rng::Rng;
-use crate::time::Nanos;
+use crate::time::{Nanos, NS_PER_SEC};
 
 /// What the AQM decides for a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AqmVerdict {
     Accept,
     Drop,
-    /// Set ECN CE instead of dropping (the packet is ECN-capable).
+    /// Signal congestion with ECN CE instead of dropping. The engine drops
+    /// the packet instead if it turns out not to be markable.
     Mark,
 }
 
 /// The queue a decision is about.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QueueState {
     pub len_pkts: u32,
     pub len_bytes: u64,
 }
 
-/// Per-queue AQM state.
-pub trait AqmState: Send + std::fmt::Debug {
-    /// A packet of `len` bytes arrives at a queue in state `q` (before it is added).
-    fn on_enqueue(&mut self, now: Nanos, q: QueueState, len: u32, rng: &mut Rng) -> AqmVerdict;
-    /// The head packet, queued since `enqueued_at`, is about to leave a queue
-    /// in state `q` (still counting that packet).
-    fn on_dequeue(
-        &mut self,
-        now: Nanos,
-        enqueued_at: Nanos,
-        q: QueueState,
-        rng: &mut Rng,
-    ) -> AqmVerdict;
+/// A packet arriving at a queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    pub now: Nanos,
+    /// Its length in bytes.
+    pub len: u32,
+    /// It carries ECT(0), ECT(1) or CE, so it can be marked instead of dropped.
+    pub ect: bool,
+    /// The queue before the packet is added.
+    pub queue: QueueState,
+    /// Bandwidth of the link serving the queue, bit/s (0: unlimited).
+    pub link_bw: u64,
 }
 
-/// The state a new queue of this flowset gets; `None` for drop tail.
-pub fn new_state(cfg: &AqmConfig) -> Option<Box<dyn AqmState>> {
-    match cfg {
-        AqmConfig::DropTail => None,
+/// The head packet leaving a queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Departure {
+    pub now: Nanos,
+    /// When it entered the queue.
+    pub enqueued_at: Nanos,
+    pub len: u32,
+    pub ect: bool,
+    /// The queue still counting this packet.
+    pub queue: QueueState,
+    /// The previous packet of this same dequeue was just dropped by this AQM
+    /// and this one is taken in its place (CoDel's drop loop). `false` for
+    /// the first packet a dequeue looks at.
+    pub resumed: bool,
+}
+
+impl Departure {
+    /// The queue once this packet has left.
+    pub fn after(&self) -> QueueState {
+        QueueState {
+            len_pkts: self.queue.len_pkts.saturating_sub(1),
+            len_bytes: self.queue.len_bytes.saturating_sub(u64::from(self.len)),
+        }
     }
 }
 
-/// The AQM as `show` prints it after the flowset line.
+/// Per-queue AQM state.
+pub trait AqmState: Send + std::fmt::Debug {
+    /// A packet arrives. The engine applies the queue limit after an
+    /// `Accept` (FreeBSD's order: random loss, AQM, limit).
+    fn on_enqueue(&mut self, a: &Arrival, rng: &mut Rng) -> AqmVerdict;
+    /// The head packet is about to leave. After a `Drop` the engine calls
+    /// again with the next packet (`resumed` set) at the same time.
+    fn on_dequeue(&mut self, d: &Departure, rng: &mut Rng) -> AqmVerdict;
+}
+
+/// Whether a queue in state `q` refuses one more packet: FreeBSD compares
+/// the bytes already queued for a byte limit (so one packet may overshoot
+/// it) and the packet count for a slot limit.
+#[inline]
+pub fn queue_full(limit: QueueLimit, q: QueueState) -> bool {
+    match limit {
+        QueueLimit::Bytes(b) => q.len_bytes > b,
+        QueueLimit::Slots(s) => q.len_pkts >= s,
+    }
+}
+
+/// The state a new queue of a flowset with this AQM and queue limit gets;
+/// `None` for drop tail.
+pub fn new_state(cfg: &AqmConfig, limit: QueueLimit) -> Option<Box<dyn AqmState>> {
+    match cfg {
+        AqmConfig::DropTail => None,
+        AqmConfig::Red(c) => Some(Box::new(red::Red::new(c, false, limit))),
+        AqmConfig::Gred(c) => Some(Box::new(red::Red::new(c, true, limit))),
+        AqmConfig::Codel(c) => Some(Box::new(codel::Codel::new(c))),
+        AqmConfig::Pie(c) => Some(Box::new(pie::Pie::new(c, limit))),
+    }
+}
+
+/// What FreeBSD's `ipfw pipe|queue show` prints for the AQM at the end of the
+/// flowset line, without the separating space:
+///
+/// - `droptail`
+/// - `AQM CoDel target 5ms interval 100ms NoECN`
+/// - `AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 NoECN CapDrop DRE Derand`
+/// - RED and GRED go on a line of their own, as FreeBSD prints them, so the
+///   text starts with a newline and a tab:
+///   `"\n\t  RED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000"`,
+///   `"\n\t GRED w_q ..."`, with ` (ecn)` appended under `ecn`.
+///
+/// Times print as FreeBSD's `us_to_time` does (`0`, `NNus`, `%gms`), except
+/// that whole seconds print as `%gs` where FreeBSD writes `%gfs`, a typo.
 pub fn display(cfg: &AqmConfig) -> String {
     match cfg {
         AqmConfig::DropTail => "droptail".to_string(),
+        AqmConfig::Red(c) => red::display(c, false),
+        AqmConfig::Gred(c) => red::display(c, true),
+        AqmConfig::Codel(c) => codel::display(c),
+        AqmConfig::Pie(c) => pie::display(c),
+    }
+}
+
+/// Checks the AQM's parameters against what FreeBSD accepts. The engine
+/// calls this before applying a `pipe`/`queue config`, so a refused command
+/// changes nothing.
+pub fn validate(cfg: &AqmConfig) -> Result<(), String> {
+    match cfg {
+        AqmConfig::DropTail => Ok(()),
+        AqmConfig::Red(c) => red::validate(c, "red"),
+        AqmConfig::Gred(c) => red::validate(c, "gred"),
+        AqmConfig::Codel(c) => codel::validate(c),
+        AqmConfig::Pie(c) => pie::validate(c),
+    }
+}
+
+/// A uniform draw in `[0, 1)` from the engine's RNG: one `next_u32` scaled by
+/// 2^-32. Every AQM draws this way, so a seeded run can be replayed.
+#[inline]
+pub fn uniform(rng: &mut Rng) -> f64 {
+    f64::from(rng.next_u32()) / 4_294_967_296.0
+}
+
+/// FreeBSD's `us_to_time` for `show`: microseconds as `0`, `NNus`, `N.Nms`
+/// or `N.Ns`, the fractional forms with C's `%g`.
+pub(crate) fn fmt_time(t: Nanos) -> String {
+    let us = t / 1_000;
+    if us == 0 {
+        "0".to_string()
+    } else if us < 1_000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        format!("{}ms", fmt_g(us as f64 / 1e3, 6))
+    } else {
+        format!("{}s", fmt_g(us as f64 / 1e6, 6))
+    }
+}
+
+/// C's `%.{precision}g`: `precision` significant digits, trailing zeros
+/// removed, exponent form below 1e-4 or from 10^precision on.
+pub(crate) fn fmt_g(v: f64, precision: usize) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_finite() {
+            "0".to_string()
+        } else {
+            format!("{v}")
+        };
+    }
+    let p = precision.max(1);
+    // The exponent after rounding to `p` digits decides the form, as in C.
+    let sci = format!("{:.*e}", p - 1, v);
+    let exp: i32 = sci
+        .rsplit_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    if exp < -4 || exp >= p as i32 {
+        let (mant, _) = sci.split_once('e').unwrap_or((&sci, ""));
+        let mant = strip_zeros(mant);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mant}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        strip_zeros(&format!("{v:.decimals$}")).to_string()
+    }
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// Time in seconds, for the AQMs whose laws are written in seconds.
+#[inline]
+pub(crate) fn secs(t: f64) -> f64 {
+    t / NS_PER_SEC as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::NS_PER_MS;
+
+    #[test]
+    fn g_format_matches_c() {
+        assert_eq!(fmt_g(5.0, 6), "5");
+        assert_eq!(fmt_g(0.125, 6), "0.125");
+        assert_eq!(fmt_g(1.25, 6), "1.25");
+        assert_eq!(fmt_g(2.5, 6), "2.5");
+        assert_eq!(fmt_g(999.999, 6), "999.999");
+        assert_eq!(fmt_g(0.1, 3), "0.1");
+        assert_eq!(fmt_g(0.0999755859375, 3), "0.1");
+        assert_eq!(fmt_g(0.0999755859375, 6), "0.0999756");
+        assert_eq!(fmt_g(0.00001, 6), "1e-05");
+        assert_eq!(fmt_g(1234567.0, 6), "1.23457e+06");
+        assert_eq!(fmt_g(100000.0, 6), "100000");
+        assert_eq!(fmt_g(0.0, 6), "0");
+    }
+
+    #[test]
+    fn times_print_like_us_to_time() {
+        assert_eq!(fmt_time(0), "0");
+        assert_eq!(fmt_time(999), "0");
+        assert_eq!(fmt_time(500_000), "500us");
+        assert_eq!(fmt_time(5 * NS_PER_MS), "5ms");
+        assert_eq!(fmt_time(2_500_000), "2.5ms");
+        assert_eq!(fmt_time(1_234_567), "1.234ms");
+        assert_eq!(fmt_time(1_500 * NS_PER_MS), "1.5s");
+    }
+
+    #[test]
+    fn limits_compare_like_freebsd() {
+        let q = |len_pkts, len_bytes| QueueState {
+            len_pkts,
+            len_bytes,
+        };
+        assert!(!queue_full(QueueLimit::Slots(2), q(1, 9999)));
+        assert!(queue_full(QueueLimit::Slots(2), q(2, 0)));
+        assert!(!queue_full(QueueLimit::Bytes(3000), q(9, 3000)));
+        assert!(queue_full(QueueLimit::Bytes(3000), q(1, 3001)));
+    }
+
+    #[test]
+    fn every_aqm_displays_and_validates_its_defaults() {
+        use crate::config::{CodelConfig, PieConfig, RedConfig};
+        let limit = QueueLimit::default();
+        for cfg in [
+            AqmConfig::DropTail,
+            AqmConfig::Red(RedConfig::default()),
+            AqmConfig::Gred(RedConfig::default()),
+            AqmConfig::Codel(CodelConfig::default()),
+            AqmConfig::Pie(PieConfig::default()),
+        ] {
+            assert_eq!(validate(&cfg), Ok(()), "{cfg:?}");
+            assert!(!display(&cfg).is_empty());
+            assert_eq!(new_state(&cfg, limit).is_some(), cfg != AqmConfig::DropTail);
+        }
+        assert_eq!(
+            display(&AqmConfig::Codel(CodelConfig::default())),
+            "AQM CoDel target 5ms interval 100ms NoECN"
+        );
+        assert_eq!(
+            display(&AqmConfig::Pie(PieConfig::default())),
+            "AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25 \
+             max_burst 150ms max_ecnth 0.1 NoECN CapDrop DRE Derand"
+        );
+        assert_eq!(
+            display(&AqmConfig::Red(RedConfig::default())),
+            "\n\t  RED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000"
+        );
+        assert_eq!(
+            display(&AqmConfig::Gred(RedConfig {
+                ecn: true,
+                ..RedConfig::default()
+            })),
+            "\n\t GRED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000 (ecn)"
+        );
     }
 }

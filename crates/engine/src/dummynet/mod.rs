@@ -20,11 +20,11 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-use crate::aqm::{self, AqmState, AqmVerdict, QueueState};
+use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{FlowsetConfig, LinkConfig, QueueLimit, DN_MAX_ID};
+use crate::config::{FlowsetConfig, LinkConfig, DN_MAX_ID};
 use crate::flow::{FlowKey, FlowMask};
-use crate::packet::{PacketInfo, Target};
+use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::Rng;
 use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot};
 use crate::stats::{DropReason, FlowCounters};
@@ -127,6 +127,8 @@ struct FlowQueue<P> {
     tot_pkts: u64,
     tot_bytes: u64,
     drops: u64,
+    /// Packets its AQM marked with ECN CE (not drops).
+    marks: u64,
     aqm: Option<Box<dyn AqmState>>,
     /// Had an arrival since the last expiry sweep.
     touched: bool,
@@ -195,6 +197,8 @@ pub(crate) struct Dummynet<P> {
     timer_seq: u64,
     /// Packets that left (or were dropped inside) and await the engine.
     pub exits: VecDeque<Exit<P>>,
+    /// ECN CE marks set by AQMs, engine-wide.
+    pub marks: u64,
 }
 
 /// Why a packet could not be queued.
@@ -214,6 +218,7 @@ impl<P> Default for Dummynet<P> {
             timers: BinaryHeap::new(),
             timer_seq: 0,
             exits: VecDeque::new(),
+            marks: 0,
         }
     }
 }
@@ -227,7 +232,7 @@ pub(crate) fn flowset_of(t: Target) -> u32 {
     }
 }
 
-impl<P> Dummynet<P> {
+impl<P: Payload> Dummynet<P> {
     // -------------------------------------------------------- data path
 
     /// Queues a packet for `held.target`, or says why not.
@@ -278,37 +283,52 @@ impl<P> Dummynet<P> {
         instance.touched = true;
 
         // FreeBSD's order in dn_enqueue: random loss, then AQM, then the limit.
+        let state = QueueState {
+            len_pkts: queue.pkts.len() as u32,
+            len_bytes: queue.bytes,
+        };
         let mut reason = None;
+        let mut marked = false;
         if !plr.is_zero() && rng.chance(plr) {
             reason = Some(DropReason::Plr);
         } else if let Some(a) = queue.aqm.as_mut() {
-            let state = QueueState {
-                len_pkts: queue.pkts.len() as u32,
-                len_bytes: queue.bytes,
+            let arrival = Arrival {
+                now,
+                len,
+                ect: ecn::capable(held.payload.ip_bytes_mut().map(|b| &*b)),
+                queue: state,
+                link_bw: instance.params.bw,
             };
-            match a.on_enqueue(now, state, len, rng) {
-                AqmVerdict::Accept | AqmVerdict::Mark => {}
+            match a.on_enqueue(&arrival, rng) {
+                AqmVerdict::Accept => {}
+                AqmVerdict::Mark => {
+                    marked = held.payload.ip_bytes_mut().is_some_and(ecn::set_ce);
+                    if !marked {
+                        reason = Some(DropReason::Aqm);
+                    }
+                }
                 AqmVerdict::Drop => reason = Some(DropReason::Aqm),
             }
         }
-        if reason.is_none() {
-            let full = match limit {
-                // FreeBSD compares the bytes already queued, so one packet may
-                // overshoot a byte limit; kept for identical drop counts.
-                QueueLimit::Bytes(b) => queue.bytes > b,
-                QueueLimit::Slots(s) => queue.pkts.len() as u64 >= u64::from(s),
-            };
-            if full {
-                reason = Some(DropReason::QueueFull);
-            }
+        // FreeBSD compares the bytes already queued, so one packet may
+        // overshoot a byte limit; kept for identical drop counts.
+        if reason.is_none() && aqm::queue_full(limit, state) {
+            reason = Some(DropReason::QueueFull);
         }
         if let Some(reason) = reason {
             queue.drops += 1;
             instance.counters.drops += 1;
             return Err(Rejected { held, reason });
         }
+        if marked {
+            queue.marks += 1;
+            self.marks += 1;
+        }
         held.enq_time = now;
-        if instance.backlog == 0 && !instance.link.active && instance.bypass {
+        // A queue with an AQM always goes through enqueue and dequeue, so
+        // the AQM sees every departure (as in FreeBSD).
+        if instance.backlog == 0 && !instance.link.active && instance.bypass && queue.aqm.is_none()
+        {
             // Nothing queued and an idle link: the policy would hand this
             // packet straight back, so give it to the link directly.
             self.kick(now, inst, Some(held), rng);
@@ -367,6 +387,7 @@ impl<P> Dummynet<P> {
             now,
             rng,
             aqm_drops: Vec::new(),
+            marks: 0,
         };
         let mut last: Option<usize> = None;
         // `backlog` guards the loop so an emptied instance costs no extra
@@ -411,6 +432,7 @@ impl<P> Dummynet<P> {
             instance.dline.push_back(held);
             last = Some(instance.dline.len() - 1);
         }
+        self.marks += ops.marks;
         for d in ops.aqm_drops.drain(..) {
             instance.backlog = instance.backlog.saturating_sub(1);
             instance.counters.drops += 1;
@@ -561,7 +583,8 @@ impl<P> Dummynet<P> {
             tot_pkts: 0,
             tot_bytes: 0,
             drops: 0,
-            aqm: aqm::new_state(&fs.cfg.aqm),
+            marks: 0,
+            aqm: aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
             touched: true,
         });
         if let Some(instance) = self.instances.get_mut(inst) {
@@ -680,9 +703,11 @@ struct Ops<'a, P> {
     now: Nanos,
     rng: &'a mut Rng,
     aqm_drops: Vec<Held<P>>,
+    /// ECN marks set during this service.
+    marks: u64,
 }
 
-impl<P> QueueOps for Ops<'_, P> {
+impl<P: Payload> QueueOps for Ops<'_, P> {
     #[inline]
     fn head_len(&self, q: QueueId) -> Option<u32> {
         self.queues
@@ -694,19 +719,39 @@ impl<P> QueueOps for Ops<'_, P> {
     #[inline]
     fn pop(&mut self, q: QueueId) -> Option<u32> {
         let queue = self.queues.get_mut(q)?;
-        while let Some(h) = queue.pkts.pop_front() {
+        let mut resumed = false;
+        while let Some(mut h) = queue.pkts.pop_front() {
             let state = QueueState {
                 len_pkts: queue.pkts.len() as u32 + 1,
                 len_bytes: queue.bytes,
             };
             queue.bytes -= u64::from(h.info.len);
             let verdict = match queue.aqm.as_mut() {
-                Some(a) => a.on_dequeue(self.now, h.enq_time, state, self.rng),
+                Some(a) => {
+                    let departure = Departure {
+                        now: self.now,
+                        enqueued_at: h.enq_time,
+                        len: h.info.len,
+                        ect: ecn::capable(h.payload.ip_bytes_mut().map(|b| &*b)),
+                        queue: state,
+                        resumed,
+                    };
+                    match a.on_dequeue(&departure, self.rng) {
+                        AqmVerdict::Mark if h.payload.ip_bytes_mut().is_some_and(ecn::set_ce) => {
+                            queue.marks += 1;
+                            self.marks += 1;
+                            AqmVerdict::Accept
+                        }
+                        AqmVerdict::Mark => AqmVerdict::Drop,
+                        v => v,
+                    }
+                }
                 None => AqmVerdict::Accept,
             };
             if verdict == AqmVerdict::Drop {
                 queue.drops += 1;
                 self.aqm_drops.push(h);
+                resumed = true;
                 continue;
             }
             let len = h.info.len;
@@ -719,7 +764,7 @@ impl<P> QueueOps for Ops<'_, P> {
 
 // ------------------------------------------------------------ configuration
 
-impl<P> Dummynet<P> {
+impl<P: Payload> Dummynet<P> {
     pub fn has_link(&self, n: u32) -> bool {
         self.links.contains_key(&n)
     }
@@ -824,16 +869,18 @@ impl<P> Dummynet<P> {
         match self.flowsets.get_mut(&n) {
             Some(fs) => {
                 let rekey = fs.cfg.mask != cfg.mask || fs.sched != sched;
-                let aqm_changed = fs.cfg.aqm != cfg.aqm;
+                // AQM state depends on the queue limit too (PIE's third,
+                // RED's unit), so either change gives the queues fresh state.
+                let aqm_changed = fs.cfg.aqm != cfg.aqm || fs.cfg.limit != cfg.limit;
                 fs.cfg = cfg;
                 fs.sched = sched;
                 if rekey {
                     self.remove_queues_of(n);
                 } else if aqm_changed {
-                    let fresh = self
+                    let (fresh, limit) = self
                         .flowsets
                         .get(&n)
-                        .map(|f| f.cfg.aqm.clone())
+                        .map(|f| (f.cfg.aqm.clone(), f.cfg.limit))
                         .unwrap_or_default();
                     for item in self
                         .queues
@@ -842,7 +889,7 @@ impl<P> Dummynet<P> {
                         .flatten()
                         .filter(|q| q.flowset == n)
                     {
-                        item.aqm = aqm::new_state(&fresh);
+                        item.aqm = aqm::new_state(&fresh, limit);
                     }
                 }
             }
