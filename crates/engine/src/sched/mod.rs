@@ -7,6 +7,9 @@
 //! implementing [`SchedInstance`] plus one line in [`REGISTRY`].
 
 pub mod fifo;
+mod prio;
+mod qfq;
+mod rr;
 mod wf2q;
 pub mod workload;
 
@@ -73,7 +76,8 @@ pub struct SchedType {
 }
 
 /// Every scheduler type, one line each.
-pub static REGISTRY: &[&SchedType] = &[&fifo::TYPE, &wf2q::TYPE];
+pub static REGISTRY: &[&SchedType] =
+    &[&fifo::TYPE, &wf2q::TYPE, &rr::TYPE, &qfq::TYPE, &prio::TYPE];
 
 /// The scheduler a new `sched N` or `pipe N` gets: WF2Q+ as in FreeBSD, once registered.
 pub const DEFAULT_TYPE: &str = "wf2q+";
