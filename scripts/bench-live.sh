@@ -6,11 +6,16 @@
 #
 # In M, either a Linux bridge (the reference) or `dummynet run --bridge`.
 # Measures, each with the kernel reference first:
-#   - 64-byte frames/s of UDP through an unlimited pipe (iperf3 -u -l 18);
+#   - 64-byte frames/s through an unlimited pipe, twice: from `dummynet flood`
+#     (raw frames to a MAC nobody owns, so neither the generator nor the sink
+#     is the bottleneck) and from iperf3 -u -l 18 (a real UDP sender and
+#     receiver, which on 2 vCPUs limit the rate themselves);
 #   - TCP throughput through an unlimited pipe, and through a 10 Gbit/s pipe
 #     with 10 ms each way (iperf3, 5 s);
 #   - CPU time of the dummynet process per packet;
-#   - the delay error of ping at 10 ms each way (RTT - 20 ms: p50/p99/max).
+#   - the delay error at 10 ms each way: the data plane's own release
+#     lateness (p50/p99/max, from `dummynet stats`) under TCP and idle, and
+#     ping's RTT minus 20 ms next to the same path's RTT without delay.
 # Needs root, ip, iperf3, ping. Usage: scripts/bench-live.sh [path/to/dummynet]
 set -euo pipefail
 
@@ -39,6 +44,13 @@ for l in "$A va" "$M m-a" "$M m-b" "$B vb"; do set -- $l; ip -n "$1" link set "$
 ip netns exec $B iperf3 -s -D -p 5201 --pidfile /tmp/$TAG.iperf >/dev/null
 sleep 0.3
 
+flood_pps() { # prints frames/s arriving at B from `dummynet flood` in A over 4 s
+    local r0 r1
+    r0=$(ip netns exec $B cat /sys/class/net/vb/statistics/rx_packets)
+    ip netns exec $A "$DN" flood va --seconds 4 --size 64 >/tmp/$TAG.flood 2>&1 || true
+    r1=$(ip netns exec $B cat /sys/class/net/vb/statistics/rx_packets)
+    echo "$(( (r1 - r0) / 4 )) (offered $(sed -nE 's/.*: ([0-9]+) frames\/s.*/\1/p' /tmp/$TAG.flood))"
+}
 udp_pps() { # prints received packets/s of 64-byte frames over 5 s
     ip netns exec $A iperf3 -c 10.203.0.2 -p 5201 -u -l 18 -b 0 -t 5 -J >/tmp/$TAG.udp.json 2>/dev/null || true
     python3 - /tmp/$TAG.udp.json <<'EOF'
@@ -57,14 +69,17 @@ tcp_gbps() {
 try: print('%.2f' % (json.load(open('/tmp/$TAG.tcp.json'))['end']['sum_received']['bits_per_second']/1e9))
 except Exception: print('n/a')"
 }
-delay_error() { # ping RTT minus 20 ms: p50 / p99 / max in us
-    ip netns exec $A ping -i 0.01 -c 500 -q -W 1 10.203.0.2 >/dev/null 2>&1 || true
-    ip netns exec $A ping -i 0.01 -c 1000 -W 1 10.203.0.2 2>/dev/null | python3 -c "
+ping_rtt() { # $1 = RTT the pipes add, in ms. Prints ping's avg and mdev
+    # (microsecond resolution; per-reply times are printed to 0.1 ms only)
+    # minus that, over 1000 pings at 10 ms intervals after 200 to warm up.
+    ip netns exec $A ping -i 0.01 -c 200 -q -W 1 10.203.0.2 >/dev/null 2>&1 || true
+    ip netns exec $A ping -i 0.01 -c 1000 -q -W 1 10.203.0.2 2>/dev/null | python3 -c "
 import sys, re
-v = sorted(float(m.group(1)) * 1000 - 20000 for m in (re.search(r'time=([0-9.]+) ms', l) for l in sys.stdin) if m)
-if not v: print('n/a'); sys.exit()
-p = lambda q: v[min(len(v) - 1, int(q * (len(v) - 1)))]
-print('p50 %.0f us, p99 %.0f us, max %.0f us (%d samples)' % (p(.5), p(.99), v[-1], len(v)))"
+m = re.search(r'= ([0-9.]+)/([0-9.]+)/([0-9.]+)/([0-9.]+) ms', sys.stdin.read())
+if not m: print('n/a'); sys.exit()
+mn, avg, mx, mdev = (float(x) * 1000 for x in m.groups())
+base = $1 * 1000
+print('avg %+.0f us, mdev %.0f us, min %+.0f us, max %+.0f us' % (avg - base, mdev, mn - base, mx - base))"
 }
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
 
@@ -72,6 +87,7 @@ echo "== kernel bridge (reference)"
 ip -n $M link add br0 type bridge
 ip -n $M link set m-a master br0; ip -n $M link set m-b master br0; ip -n $M link set br0 up
 sleep 1
+echo "flood 64B frames/s: $(flood_pps)"
 echo "udp 64B frames/s: $(udp_pps)"
 echo "tcp Gbit/s:       $(tcp_gbps)"
 ip -n $M link del br0
@@ -87,17 +103,28 @@ stop_dn() { kill -INT "$DNPID"; wait "$DNPID" || true; DNPID=; }
 
 echo "== dummynet bridge, unlimited pipe"
 start_dn 'pipe 1 config bw 0\nadd 100 pipe 1 ip from any to any in\nadd 65000 allow ip from any to any\n'
-t0=$(cpu_ticks $DNPID); n0=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
-echo "udp 64B frames/s: $(udp_pps)"
-t1=$(cpu_ticks $DNPID); n1=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
 hz=$(getconf CLK_TCK)
-python3 -c "n=$n1-$n0; print('cpu per packet:   %.0f ns (%d packets, %.2f s of CPU)' % (($t1-$t0)/$hz*1e9/max(n,1), n, ($t1-$t0)/$hz))"
+cpu_per_frame() { # $1 $2 = cpu ticks before/after, $3 $4 = engine arrivals before/after (two passes a frame)
+    python3 -c "n=($4-$3)//2; print('cpu per frame:    %.0f ns (%d frames, %.2f s of CPU)' % (($2-$1)/$hz*1e9/max(n,1), n, ($2-$1)/$hz))"
+}
+t0=$(cpu_ticks $DNPID); n0=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+echo "flood 64B frames/s: $(flood_pps)"
+t1=$(cpu_ticks $DNPID); n1=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+cpu_per_frame $t0 $t1 $n0 $n1
+echo "udp 64B frames/s: $(udp_pps)"
+t2=$(cpu_ticks $DNPID); n2=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+cpu_per_frame $t1 $t2 $n1 $n2
 echo "tcp Gbit/s:       $(tcp_gbps)"
+echo "ping RTT, pipes without delay (the path itself): $(ping_rtt 0)"
 stop_dn
 
 echo "== dummynet bridge, 10 Gbit/s and 10 ms each way"
 start_dn 'sysctl net.inet.ip.dummynet.pipe_byte_limit=33554432\npipe 1 config bw 10Gbit/s delay 10ms queue 20000KBytes\npipe 2 config bw 10Gbit/s delay 10ms queue 20000KBytes\nadd 100 pipe 1 ip from any to any in recv m-a\nadd 200 pipe 2 ip from any to any in recv m-b\nadd 65000 allow ip from any to any\n'
 echo "tcp Gbit/s:       $(tcp_gbps)"
-echo "ping delay error: $(delay_error)"
+DUMMYNET_SOCKET=$SOCK "$DN" stats | grep lateness
+stop_dn
+echo "== dummynet bridge, 10 ms each way, ping alone"
+start_dn 'pipe 1 config delay 10ms\npipe 2 config delay 10ms\nadd 100 pipe 1 ip from any to any in recv m-a\nadd 200 pipe 2 ip from any to any in recv m-b\nadd 65000 allow ip from any to any\n'
+echo "ping RTT - 20 ms: $(ping_rtt 20)"
 DUMMYNET_SOCKET=$SOCK "$DN" stats | grep lateness
 stop_dn

@@ -54,11 +54,11 @@ pub struct RunArgs {
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Run the data plane under SCHED_FIFO (lower lateness on a busy
-    /// machine; a data plane that keeps its core busy is throttled by the
-    /// kernel for 50 ms a second). Default: nice -20.
+    /// Run the data plane at nice -20 instead of SCHED_FIFO (the default,
+    /// when permitted: far lower lateness on a busy machine; it leaves 7%
+    /// of its CPU to other tasks so the kernel never throttles it).
     #[arg(long)]
-    pub realtime: bool,
+    pub nice: bool,
     /// Microseconds the data plane spins before each deadline instead of
     /// sleeping: more is more exact on a busy machine, and burns more CPU.
     #[arg(long, default_value_t = 300)]
@@ -243,10 +243,10 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
     }
     let socket = args.socket.clone().unwrap_or_else(control::default_socket);
     let options = PlaneOptions {
-        priority: if args.realtime {
-            Priority::Realtime
-        } else {
+        priority: if args.nice {
             Priority::Nice
+        } else {
+            Priority::Realtime
         },
         spin: args.spin_us.saturating_mul(1000),
     };
