@@ -424,7 +424,7 @@ impl Qfq {
                 let i = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let s = self.group(i).s;
-                if earliest.map_or(true, |e| gt(e, s)) {
+                if earliest.is_none_or(|e| gt(e, s)) {
                     earliest = Some(s);
                 }
             }
@@ -450,7 +450,7 @@ impl Qfq {
                 continue;
             }
             let s = self.group(i).s;
-            if earliest.map_or(true, |e| gt(e, s)) {
+            if earliest.is_none_or(|e| gt(e, s)) {
                 earliest = Some(s);
             }
         }
@@ -892,8 +892,8 @@ mod tests {
     #[test]
     fn groups_are_the_rounded_up_log_of_lmax_over_weight() {
         // σ = lmax · 2^30 / w; group i holds σ <= 2^(22 + i).
-        assert_eq!(group_index((ONE / 1) as u32, 1500), 19);
-        assert_eq!(group_index((ONE / 1) as u32, 2000), 19);
+        assert_eq!(group_index(ONE as u32, 1500), 19);
+        assert_eq!(group_index(ONE as u32, 2000), 19);
         assert_eq!(group_index((ONE / 2) as u32, 1024), 17, "2^39 exactly");
         assert_eq!(group_index((ONE / 2) as u32, 1025), 18);
         assert_eq!(group_index((ONE / 65536) as u32, 1), 0);
