@@ -132,7 +132,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::mem::size_of;
+use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -1400,10 +1400,11 @@ impl RxSlots {
             .min(self.addrs.len())
             .min(self.ctrl.len())
             .min(self.meta.len());
-        let mut iovs = [[empty_iovec(); 2]; MAX_BATCH];
-        // SAFETY: mmsghdr is a C struct of integers and raw pointers, for
-        // which all-zero bytes are a valid value (null pointers, zero lengths).
-        let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        // Only the headers used are initialised: zeroing all MAX_BATCH of
+        // them (24 KiB) cost more than the call itself when a read returns a
+        // frame or two.
+        let mut iovs = [const { MaybeUninit::<[libc::iovec; 2]>::uninit() }; MAX_BATCH];
+        let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
         let slots = iovs
             .iter_mut()
             .zip(hdrs.iter_mut())
@@ -1411,16 +1412,20 @@ impl RxSlots {
             .zip(self.vnet.iter_mut())
             .zip(self.addrs.iter_mut().zip(self.ctrl.iter_mut()))
             .take(n);
+        let mut filled = 0;
         for ((((iov, hdr), frame), vnet), (addr, ctrl)) in slots {
-            iov[0] = libc::iovec {
-                iov_base: vnet.as_mut_ptr().cast(),
-                iov_len: vnet.len(),
-            };
-            iov[1] = libc::iovec {
-                iov_base: frame.as_mut_ptr().cast(),
-                iov_len: frame.len(),
-            };
-            let m = &mut hdr.msg_hdr;
+            let iov = iov.write([
+                libc::iovec {
+                    iov_base: vnet.as_mut_ptr().cast(),
+                    iov_len: vnet.len(),
+                },
+                libc::iovec {
+                    iov_base: frame.as_mut_ptr().cast(),
+                    iov_len: frame.len(),
+                },
+            ]);
+            let mut h = empty_mmsghdr();
+            let m = &mut h.msg_hdr;
             m.msg_name = (addr as *mut libc::sockaddr_ll).cast();
             m.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
             m.msg_iov = iov.as_mut_ptr();
@@ -1428,31 +1433,38 @@ impl RxSlots {
             m.msg_control = ctrl.0.as_mut_ptr().cast();
             m.msg_controllen = size_of::<CmsgSpace>() as _;
             m.msg_flags = 0;
+            hdr.write(h);
+            filled += 1;
         }
         // MSG_TRUNC: a packet socket then returns the frame's full length,
         // so a frame longer than its slot is recognised, not delivered cut.
         let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC;
-        // SAFETY: the first `n` headers point at iovecs, addresses and control
-        // buffers that stay alive and unmoved for the call (`iovs`, `hdrs` are
-        // locals; the others are owned by `self`, borrowed mutably here), with
-        // lengths equal to their sizes; `n` ≤ MAX_BATCH = hdrs.len(). The
-        // kernel writes only inside those bounds.
+        // SAFETY: the first `filled` headers were written above (MaybeUninit
+        // has the layout of its content, so the array is one of mmsghdr) and
+        // point at iovecs, addresses and control buffers that stay alive and
+        // unmoved for the call (`iovs`, `hdrs` are locals; the others are
+        // owned by `self`, borrowed mutably here), with lengths equal to
+        // their sizes; `filled` ≤ MAX_BATCH = hdrs.len(). The kernel reads
+        // and writes only the first `filled` headers and inside those bounds.
         let r = unsafe {
             libc::recvmmsg(
                 fd,
-                hdrs.as_mut_ptr(),
-                n as libc::c_uint,
+                hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
+                filled as libc::c_uint,
                 flags,
                 std::ptr::null_mut(),
             )
         };
-        let got = usize::try_from(Errno::result(r)?).unwrap_or(0).min(n);
+        let got = usize::try_from(Errno::result(r)?).unwrap_or(0).min(filled);
         for ((hdr, addr), meta) in hdrs
             .iter()
             .zip(self.addrs.iter())
             .zip(self.meta.iter_mut())
             .take(got)
         {
+            // SAFETY: `got` ≤ `filled`: this header was initialised above
+            // (and then updated by the kernel with valid values).
+            let hdr = unsafe { hdr.assume_init_ref() };
             *meta = RxMeta {
                 len: hdr.msg_len as usize,
                 truncated: hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
@@ -1506,10 +1518,10 @@ fn send_mmsg(
     frames: &[TxFrame<'_>],
     headers: &[[u8; VnetHdr::LEN]; MAX_BATCH],
 ) -> Result<usize, Errno> {
-    let n = frames.len().min(MAX_BATCH);
-    let mut iovs = [[empty_iovec(); 2]; MAX_BATCH];
-    // SAFETY: as in RxSlots::receive, all-zero is a valid mmsghdr.
-    let mut hdrs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+    // Only the headers used are initialised (see RxSlots::receive).
+    let mut iovs = [const { MaybeUninit::<[libc::iovec; 2]>::uninit() }; MAX_BATCH];
+    let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; MAX_BATCH];
+    let mut n = 0;
     for (((iov, hdr), frame), header) in iovs
         .iter_mut()
         .zip(hdrs.iter_mut())
@@ -1518,22 +1530,36 @@ fn send_mmsg(
     {
         // The kernel only reads through these pointers; iovec has no const
         // variant.
-        iov[0] = libc::iovec {
-            iov_base: header.as_ptr().cast_mut().cast(),
-            iov_len: header.len(),
-        };
-        iov[1] = libc::iovec {
-            iov_base: frame.data.as_ptr().cast_mut().cast(),
-            iov_len: frame.data.len(),
-        };
+        let iov = iov.write([
+            libc::iovec {
+                iov_base: header.as_ptr().cast_mut().cast(),
+                iov_len: header.len(),
+            },
+            libc::iovec {
+                iov_base: frame.data.as_ptr().cast_mut().cast(),
+                iov_len: frame.data.len(),
+            },
+        ]);
         // No address: the socket is bound, so frames go to its interface.
-        hdr.msg_hdr.msg_iov = iov.as_mut_ptr();
-        hdr.msg_hdr.msg_iovlen = 2;
+        let mut h = empty_mmsghdr();
+        h.msg_hdr.msg_iov = iov.as_mut_ptr();
+        h.msg_hdr.msg_iovlen = 2;
+        hdr.write(h);
+        n += 1;
     }
-    // SAFETY: the first `n` headers point at iovecs (locals) that point at
+    // SAFETY: the first `n` headers were written above (MaybeUninit has the
+    // layout of its content) and point at iovecs (locals) that point at
     // header bytes and frame data borrowed for the whole call, with their
-    // exact lengths; the kernel reads them and writes only msg_len in `hdrs`.
-    let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT) };
+    // exact lengths; the kernel reads them and writes only msg_len in the
+    // first `n` headers.
+    let r = unsafe {
+        libc::sendmmsg(
+            fd,
+            hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
     let sent = usize::try_from(Errno::result(r)?).unwrap_or(0).min(n);
     if sent == 0 && n > 0 {
         // Not expected (an error is returned instead); never loop on it.
@@ -1580,11 +1606,10 @@ fn ones_complement_sum(bytes: &[u8]) -> u16 {
     acc as u16
 }
 
-fn empty_iovec() -> libc::iovec {
-    libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }
+fn empty_mmsghdr() -> libc::mmsghdr {
+    // SAFETY: mmsghdr is a C struct of integers and raw pointers, for which
+    // all-zero bytes are a valid value (null pointers, zero lengths).
+    unsafe { std::mem::zeroed() }
 }
 
 fn empty_sockaddr_ll() -> libc::sockaddr_ll {
