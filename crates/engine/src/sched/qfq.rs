@@ -926,6 +926,91 @@ mod tests {
         assert_eq!((rig.s.clamps, rig.s.repairs), (0, 0));
     }
 
+    /// QFQ's worst-case fair index for a class of weight `w`, in bytes:
+    /// `3 · w · σ + 2 · L`, `σ` the group's slot in bytes per unit weight.
+    fn bwfi(w: u32, lmax: u32) -> f64 {
+        let sigma = (1u64 << slot_shift(group_index((ONE / u64::from(w)) as u32, lmax))) as f64
+            / ONE as f64;
+        3.0 * f64::from(w) * sigma + 2.0 * 1500.0
+    }
+
+    #[test]
+    fn random_weights_and_sizes_stay_within_the_fair_index() {
+        // 30 always-backlogged classes, weights 1..=100 and sizes 64..=1500
+        // drawn from a fixed LCG; every interval starting at a multiple of
+        // 97 departures is checked against each class's B-WFI.
+        for seed in [1u64, 2, 3] {
+            let mut x = seed;
+            let mut next = |m: u64| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 33) % m
+            };
+            let weights: Vec<u32> = (0..30).map(|_| 1 + next(100) as u32).collect();
+            let lens: Vec<u32> = (0..30).map(|_| 64 + next(1437) as u32).collect();
+            let mut rig = Rig::new(1500, &weights);
+            for q in 0..30 {
+                rig.push(q, lens[q as usize]);
+                rig.push(q, lens[q as usize]);
+            }
+            let order = rig.serve_backlogged(6000, &lens);
+            let wsum: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+            let b: Vec<f64> = weights.iter().map(|&w| bwfi(w, 1500)).collect();
+            for start in (0..order.len()).step_by(97) {
+                let mut bytes = [0f64; 30];
+                let mut total = 0f64;
+                for &(q, len) in &order[start..] {
+                    bytes[q as usize] += f64::from(len);
+                    total += f64::from(len);
+                    for k in 0..30 {
+                        let fluid = f64::from(weights[k]) / wsum * total;
+                        assert!(
+                            bytes[k] >= fluid - b[k],
+                            "seed {seed} from {start}: class {k} (w {}) {} < {fluid} - {}",
+                            weights[k],
+                            bytes[k],
+                            b[k]
+                        );
+                    }
+                }
+            }
+            assert_eq!((rig.s.clamps, rig.s.repairs), (0, 0));
+        }
+    }
+
+    #[test]
+    fn virtual_time_wraps_without_a_hitch() {
+        // With one queue of weight 1, V gains 1500 · 2^30 per packet and
+        // wraps after ~11 million packets (seconds at 10 Gbit/s). Start just
+        // below the wrap, offset by a multiple of every slot size, and the
+        // order of service must be the same as from zero.
+        let run = |v0: u64| {
+            let weights = [1, 3, 17, 100];
+            let mut rig = Rig::new(1500, &[]);
+            rig.s.v = v0;
+            for (q, &w) in weights.iter().enumerate() {
+                rig.ops.q.push(VecDeque::new());
+                rig.slots.push(rig.s.add_queue(q as QueueId, w));
+            }
+            let lens = [1500, 64, 700, 1200];
+            for q in 0..4 {
+                rig.push(q, lens[q as usize]);
+                rig.push(q, lens[q as usize]);
+            }
+            let order: Vec<QueueId> = rig
+                .serve_backlogged(20_000, &lens)
+                .iter()
+                .map(|x| x.0)
+                .collect();
+            (order, rig.s.v)
+        };
+        let (plain, _) = run(0);
+        let (wrapped, v) = run(0u64.wrapping_sub(1 << 45));
+        assert!(v < 1 << 50, "V wrapped past zero: {v:#x}");
+        assert_eq!(plain, wrapped);
+    }
+
     #[test]
     fn ten_thousand_equal_queues_take_turns() {
         const N: usize = 10_000;
