@@ -29,6 +29,8 @@ DNPID=
 
 cleanup() {
     [ -n "$DNPID" ] && kill -INT "$DNPID" 2>/dev/null && wait "$DNPID" 2>/dev/null || true
+    # The iperf3 daemon outlives its namespace unless it is stopped.
+    [ -f /tmp/$TAG.iperf ] && kill "$(cat /tmp/$TAG.iperf)" 2>/dev/null || true
     for ns in $A $M $B; do ip netns del "$ns" 2>/dev/null || true; done
     rm -f "$SOCK" /tmp/$TAG.*
 }
