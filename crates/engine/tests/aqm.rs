@@ -778,8 +778,8 @@ fn codel_keeps_the_standing_queue_short_where_droptail_fills_it() {
 
 // ------------------------------------------------------------------ PIE (RFC 8033)
 
-/// RFC 8033's pseudo-code (sections 4 and 5, appendix) with FreeBSD's
-/// option flags, on a real periodic timer.
+/// RFC 8033's pseudo-code, with the optional parts FreeBSD's flags select,
+/// on a real periodic timer.
 struct PieModel {
     c: PieConfig,
     limit: QueueLimit,

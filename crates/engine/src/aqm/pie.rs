@@ -3,7 +3,7 @@
 //!
 //! Every `tupdate` PIE moves a drop probability by
 //! `alpha * (qdelay - target) + beta * (qdelay - qdelay_old)` (delays in
-//! seconds), scaled down while the probability is small (RFC 8033 §4.2's
+//! seconds), scaled down while the probability is small (RFC 8033's
 //! auto-tuning: /2048 below 1e-6 ... /2 below 0.1), capped at +2% per update
 //! once it is 10% or more (`capdrop`), decayed by 2% per update once the
 //! queue delay has been 0 twice in a row. Arrivals are dropped with that
@@ -11,10 +11,10 @@
 //! - during the burst allowance (`max_burst`, reset whenever the probability
 //!   is 0 and both delays are below target/2, and spent `tupdate` per update);
 //! - when the last delay was below target/2 and the probability below 20%,
-//!   or when at most two mean packets (1600 bytes) are queued (§4.1's
+//!   or when at most two mean packets (1600 bytes) are queued (the RFC's
 //!   work-conserving safeguards);
 //! - with `derand`, while the accumulated probability since the last drop is
-//!   below 0.85; from 8.5 on the drop is certain (§5.1's de-randomization).
+//!   below 0.85; from 8.5 on the drop is certain (the RFC's de-randomization).
 //!
 //! With `ecn` an ECN-capable packet is marked instead while the probability
 //! is below `max_ecnth`. The queue delay comes from the departure rate
