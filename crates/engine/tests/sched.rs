@@ -6,20 +6,30 @@
 //!
 //! The bounds, with `L` the largest packet (1500 bytes here):
 //!
-//! * DRR (RR) — Shreedhar & Varghese, SIGCOMM 1995, Lemma 2 / Theorem 1:
-//!   a queue's credit is below `Q_i + L` at any time and its grants follow
-//!   the round, so from a start where every queue joins with one quantum,
-//!   `|sent_i/Q_i − sent_j/Q_j| < 2 + L/min(Q_i, Q_j)` (their fairness
-//!   measure, `2Q + L` bytes for equal quanta). Over an interval that starts
-//!   anywhere, credit on hand at the start adds one more round and `L/Q`:
-//!   `< 3 + L/Q_i + L/Q_j`, derived the same way.
-//! * WF2Q+ — Bennett & Zhang, SIGCOMM 1996: over any interval in which
-//!   queue `k` is backlogged it gets at least `φ_k·W − (L_k + φ_k·L)` of the
-//!   `W` bytes sent (its worst-case fair index in bytes), `φ_k = w_k/Σw`.
-//! * QFQ — Checconi, Rizzo & Valente, ToN 2013 (service guarantees): the
-//!   same with `3·φ_k·σ_i + 2·L`, where `σ_i` is the slot size of the
-//!   group of `k`, the power of two at or above `lmax/w_k`; in bytes,
-//!   `φ_k·σ_i` is `w_k·σ_i` with `σ_i` in bytes per unit of weight.
+//! * DRR (RR), Shreedhar & Varghese, SIGCOMM 1995. Their invariant: what a
+//!   queue carries over between visits is less than one packet, so its
+//!   credit is always in `[0, Q_i + L)`, and in a round every backlogged
+//!   queue is granted exactly once. From a start where every queue joins
+//!   with one quantum, queue `i` has sent more than `g_i·Q_i − L` and at
+//!   most `(g_i + 1)·Q_i` after `g_i` grants, and grants differ by at most
+//!   one between queues: `|sent_i/Q_i − sent_j/Q_j| < 2 + L/min(Q_i, Q_j)`
+//!   (their fairness measure, `2Q + L` bytes for equal quanta). Over an
+//!   interval starting anywhere, the credit in hand at its start adds one
+//!   quantum and one packet: `< 3 + L/Q_i + L/Q_j`.
+//! * WF2Q+, Bennett & Zhang, SIGCOMM 1996 / ToN 1997. A packet starts only
+//!   once its fluid start has passed, so a queue is never more than
+//!   `L_k − φ_k·L_k` ahead of its fluid service; each packet ends at most
+//!   one packet time after its fluid finish, so it is never more than
+//!   `L + φ_k·L` behind. Over any interval in which queue `k` is backlogged
+//!   it gets at least `φ_k·W − B_k` of the `W` bytes sent, with
+//!   `B_k = L_k + L + φ_k·L` and `φ_k = w_k/Σw`. (Counting from the start of
+//!   a busy period instead, `L + φ_k·L` would do: the unit tests in
+//!   `wf2q.rs` check that form.)
+//! * QFQ, Checconi, Rizzo & Valente, ToN 2013: the worst-case fair index
+//!   `B_k = 3·φ_k·σ_i + 2·L`, `σ_i` the slot size of the group of `k`, the
+//!   power of two at or above `lmax/w_k`; in bytes `φ_k·σ_i` is `w_k·σ_i`
+//!   with `σ_i` in bytes per unit of weight. It is about twice WF2Q+'s: the
+//!   price of rounded timestamps and groups.
 //!
 //! With every queue backlogged, the others' lower bounds give each queue an
 //! upper bound too: `W_k <= φ_k·W + Σ_{j≠k} B_j`. A scheduler that ignored
