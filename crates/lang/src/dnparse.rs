@@ -12,7 +12,7 @@ use dummynet_engine::config::{
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
-use dummynet_engine::sched::{self, SchedType};
+use dummynet_engine::sched::{self, ParamKind, SchedType};
 
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
@@ -230,10 +230,21 @@ fn parse_sched_config(
                     ),
                 ));
             }
-        } else if let Some(name) = ty.and_then(|ty| ty.params.iter().find(|p| t.is(p))) {
+        } else if let Some(spec) =
+            ty.and_then(|ty| ty.params.iter().find(|p| p.keywords().any(|k| t.is(k))))
+        {
+            let kw = t.text.to_ascii_lowercase();
             cur.bump();
-            let value = cur.number(&format!("value for `{name}`"), 0, u64::MAX)?;
-            cfg.params.push(((*name).to_string(), value));
+            let value = match spec.kind {
+                ParamKind::Count => {
+                    cur.number(&format!("value for `{}`", spec.name), 0, u64::MAX)?
+                }
+                ParamKind::Time => value(cur, &kw, "a time such as 5ms", delay)?,
+                ParamKind::Flag { .. } => u64::from(kw == spec.name),
+            };
+            // A repeated parameter: the last one counts, as in ipfw.
+            cfg.params.retain(|(k, _)| k != spec.name);
+            cfg.params.push((spec.name.to_string(), value));
         } else if LINK_OPTIONS.iter().any(|o| t.is(o)) {
             link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx)?;
         } else {
@@ -432,11 +443,12 @@ fn unknown_option(
     let mut candidates: Vec<&str> = obj.options().to_vec();
     let expected = match ty {
         Some(ty) if !ty.params.is_empty() => {
-            candidates.extend(ty.params.iter().copied());
+            let words: Vec<&str> = ty.params.iter().flat_map(|p| p.keywords()).collect();
+            candidates.extend(words.iter().copied());
             format!(
                 "a {what} option or a `{}` parameter ({})",
                 ty.name,
-                ty.params.join(", ")
+                words.join(", ")
             )
         }
         Some(ty) => format!("a {what} option (`{}` takes no parameters)", ty.name),

@@ -6,7 +6,7 @@ use dummynet_engine::config::{
 };
 use dummynet_engine::flow::FlowMask;
 use dummynet_engine::rng::Probability;
-use dummynet_engine::sched;
+use dummynet_engine::sched::{self, ParamKind};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use dummynet_lang::{parse_args, parse_command, ErrorKind, Flags, ShowRequest, Statement};
 
@@ -260,10 +260,22 @@ fn schedulers() {
     let e = err("sched 1 config type fifo quantum 1514");
     assert_eq!(e.found(), Some("quantum"));
     assert!(e.message.contains("takes no parameters"), "{e}");
+    // Every registered parameter parses in its kind's form.
     for ty in sched::REGISTRY {
-        for param in ty.params {
-            let s = sched_cfg(&format!("sched 1 config type {} {param} 42", ty.name));
-            assert_eq!(s.params, vec![((*param).to_string(), 42)]);
+        for p in ty.params {
+            let name = p.name;
+            let cases: Vec<(String, u64)> = match p.kind {
+                ParamKind::Count => vec![(format!("{name} 42"), 42)],
+                ParamKind::Time => vec![
+                    (format!("{name} 5ms"), 5_000_000),
+                    (format!("{name} 250us"), 250_000),
+                ],
+                ParamKind::Flag { off } => vec![(name.to_string(), 1), (off.to_string(), 0)],
+            };
+            for (text, want) in cases {
+                let s = sched_cfg(&format!("sched 1 config type {} {text}", ty.name));
+                assert_eq!(s.params, vec![(name.to_string(), want)], "{text}");
+            }
         }
     }
 

@@ -47,6 +47,57 @@ pub trait SchedInstance: Send {
     fn dequeue(&mut self, ops: &mut dyn QueueOps) -> Option<QueueId>;
 }
 
+/// One parameter of a scheduler type. Values reach
+/// [`SchedType::new_instance`] as `(name, u64)` in the unit of its kind, so
+/// the language parses every type's parameters from this table alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A plain number (`quantum 1514`, `flows 1024`).
+    Count,
+    /// A time (`target 5ms`; a bare number is milliseconds, as in ipfw),
+    /// passed in nanoseconds.
+    Time,
+    /// A keyword pair: the parameter's name sets 1, `off` sets 0 (`ecn` /
+    /// `noecn`), passed under the name.
+    Flag { off: &'static str },
+}
+
+impl ParamSpec {
+    pub const fn count(name: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Count,
+        }
+    }
+    pub const fn time(name: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Time,
+        }
+    }
+    pub const fn flag(name: &'static str, off: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Flag { off },
+        }
+    }
+
+    /// The words that introduce this parameter.
+    pub fn keywords(&self) -> impl Iterator<Item = &'static str> {
+        let off = match self.kind {
+            ParamKind::Flag { off } => Some(off),
+            _ => None,
+        };
+        std::iter::once(self.name).chain(off)
+    }
+}
+
 /// Why a scheduler refused its parameters.
 pub type ParamError = String;
 
@@ -61,8 +112,8 @@ pub struct SchedType {
     pub aliases: &'static [&'static str],
     /// Name shown by `sched show` (FreeBSD's upper-case form).
     pub display: &'static str,
-    /// Parameter names it accepts after `type NAME`.
-    pub params: &'static [&'static str],
+    /// Parameters it accepts after `type NAME`, and how each is written.
+    pub params: &'static [ParamSpec],
     /// Validates parameters and builds an instance.
     pub new_instance: NewInstance,
     /// A packet that finds an instance of this type with nothing queued may

@@ -54,7 +54,7 @@
 //! * Queues can leave from anywhere, and weights change, with the group
 //!   bookkeeping FreeBSD has under `#if 0`.
 
-use super::{QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot};
 
 /// Buckets per group.
 const MAX_SLOTS: u32 = 32;
@@ -90,7 +90,7 @@ pub static TYPE: SchedType = SchedType {
     name: "qfq",
     aliases: &[],
     display: "QFQ",
-    params: &["lmax"],
+    params: &[ParamSpec::count("lmax")],
     new_instance: |params| Ok(Box::new(Qfq::new(lmax_param(params)?))),
     // V and every class's finish time must see each packet.
     idle_bypass: false,

@@ -27,7 +27,7 @@
 //!   1500-byte base), the rounds that would send nothing are granted at once
 //!   instead of one visit at a time. The order of service is unchanged.
 
-use super::{QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot};
 
 /// FreeBSD's RR quantum base: default and bounds (`rr_config`).
 pub const DEFAULT_QUANTUM: u32 = 1500;
@@ -40,7 +40,7 @@ pub static TYPE: SchedType = SchedType {
     name: "rr",
     aliases: &["drr"],
     display: "RR",
-    params: &["lmax", "quantum"],
+    params: &[ParamSpec::count("lmax"), ParamSpec::count("quantum")],
     new_instance: |params| Ok(Box::new(Rr::new(quantum_param(params)?))),
     // With nothing queued the ring is empty and no credit is remembered, so
     // a packet that finds the instance idle would be served at once and
