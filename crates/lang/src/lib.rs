@@ -65,6 +65,9 @@ pub struct Flags {
 }
 
 /// What a line asks for.
+// `Apply` is large (a flowset with its AQM parameters inline); statements
+// are control-plane values made one per command line, so size is no cost.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
     /// A configuration change for the engine.
