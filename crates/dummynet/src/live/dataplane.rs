@@ -96,6 +96,8 @@ pub struct Report {
     /// Drops by reason (`queue-full`, `plr`, `deleted`, ...), non-zero only.
     pub drops: Vec<(&'static str, u64)>,
     pub inside: u64,
+    /// Packets an AQM marked ECN CE instead of dropping (delivered or inside).
+    pub marked: u64,
     pub lateness: LatenessSummary,
     /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
     pub scheduling: &'static str,
@@ -108,11 +110,15 @@ pub struct Report {
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
+        write!(
             f,
             "packets: {} arrived, {} delivered, {} dropped, {} inside",
             self.arrived, self.delivered, self.dropped, self.inside
         )?;
+        if self.marked > 0 {
+            write!(f, " ({} ECN-marked)", self.marked)?;
+        }
+        writeln!(f)?;
         if !self.drops.is_empty() {
             let list: Vec<String> = self
                 .drops
@@ -352,6 +358,7 @@ impl DataPlane {
                 .map(|(r, n)| (r.as_str(), n))
                 .collect(),
             inside: t.inside,
+            marked: t.marks,
             lateness: self.lateness.summary(),
             scheduling: self.scheduling,
             rests: self.rest.as_ref().map_or(0, |r| r.rests),
