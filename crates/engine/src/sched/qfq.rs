@@ -42,15 +42,17 @@
 //!   bucket, not the front: order inside a bucket is free in QFQ, and this
 //!   interleaves equal classes instead of sending ~`slot / len` packets of
 //!   one in a row.
-//! * Safety nets that FreeBSD lacks (it logs "BUG" or corrupts its buckets):
+//! * Safety nets for cases FreeBSD leaves unchecked (its comments say so):
 //!   a packet longer than the class's group allows (`lmax` rounded up with
-//!   the group's slot; a GSO super-packet) is counted at that length, in the
-//!   class's finish time and in `V` alike, so it cannot push the class out
-//!   of the bucket window; a class that would land beyond the window has its timestamps
-//!   pulled back (Linux's remedy); a rotation that would drop buckets is
-//!   refused; and if ER is ever found empty while groups are backlogged, the
-//!   four sets are rebuilt from the groups' timestamps. The tests check that
-//!   the last two never happen with parameters as configured.
+//!   the group's slot; a GSO super-packet) is counted at that length, in
+//!   the class's finish time and in `V` alike, so it cannot push the class
+//!   out of the bucket window; a class that would land beyond the window
+//!   has its timestamps pulled back (Linux's remedy); a rotation that would
+//!   drop buckets is refused (the newcomer starts later instead); and if ER
+//!   is ever found empty while groups are backlogged, the four sets are
+//!   rebuilt from the groups' timestamps. The tests check that the set
+//!   rebuild never happens, and the window clamps never do unless weights
+//!   change under a backlog (which Linux notes can happen).
 //! * Queues can leave from anywhere, and weights change, with the group
 //!   bookkeeping FreeBSD has under `#if 0`.
 
@@ -281,7 +283,7 @@ pub struct Qfq {
     free: Vec<Slot>,
     lmax: u32,
     /// Times a class was pulled back into the bucket window, or a rotation
-    /// refused: the safety nets that correct parameters never need.
+    /// refused: safety nets that fixed weights never need.
     clamps: u64,
     /// Times the group sets had to be rebuilt.
     repairs: u64,
