@@ -49,7 +49,9 @@ sleep 0.3
 flood_pps() { # prints frames/s arriving at B from `dummynet flood` in A over 4 s
     local r0 r1
     r0=$(ip netns exec $B cat /sys/class/net/vb/statistics/rx_packets)
-    ip netns exec $A "$DN" flood va --seconds 4 --size 64 >/tmp/$TAG.flood 2>&1 || true
+    # Real-time, so that other work on the machine does not slow the
+    # generator (the data plane is real-time too).
+    $RT ip netns exec $A "$DN" flood va --seconds 4 --size 64 >/tmp/$TAG.flood 2>&1 || true
     r1=$(ip netns exec $B cat /sys/class/net/vb/statistics/rx_packets)
     echo "$(( (r1 - r0) / 4 )) (offered $(sed -nE 's/.*: ([0-9]+) frames\/s.*/\1/p' /tmp/$TAG.flood))"
 }
@@ -83,6 +85,7 @@ mn, avg, mx, mdev = (float(x) * 1000 for x in m.groups())
 base = $1 * 1000
 print('avg %+.0f us, mdev %.0f us, min %+.0f us, max %+.0f us' % (avg - base, mdev, mn - base, mx - base))"
 }
+RT=$(command -v chrt >/dev/null && echo "chrt -f 5" || true)
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
 
 echo "== kernel bridge (reference)"
