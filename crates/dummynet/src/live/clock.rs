@@ -75,18 +75,20 @@ pub fn wait(
         .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
         .collect();
     let busy_until = now.saturating_add(busy).min(until);
-    while busy > 0 {
-        if poll_fds(&mut pfds, Some(0)) {
-            return (Woke::Ready, 0);
+    if busy > 0 {
+        loop {
+            if poll_fds(&mut pfds, Some(0)) {
+                return (Woke::Ready, 0);
+            }
+            let t = clock.now();
+            if t >= until {
+                return (Woke::Deadline, 0);
+            }
+            if t >= busy_until {
+                break;
+            }
+            std::hint::spin_loop();
         }
-        let t = clock.now();
-        if t >= until {
-            return (Woke::Deadline, 0);
-        }
-        if t >= busy_until {
-            break;
-        }
-        std::hint::spin_loop();
     }
     let now = clock.now();
     let sleep = (until - now).saturating_sub(spin).min(MAX_NAP);
