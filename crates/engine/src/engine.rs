@@ -462,20 +462,11 @@ impl<P: Payload> Engine<P> {
     }
 
     fn set(&mut self, s: Setting) -> Result<(), ConfigError> {
-        match s {
-            Setting::OnePass(v) => {
-                // What already left was decided under the old setting.
-                self.settle_exits();
-                self.settings.one_pass = v;
-            }
-            Setting::DefaultToAccept(v) => self.settings.default_to_accept = v,
-            Setting::Expire(v) => self.settings.expire = v,
-            Setting::PipeSlotLimit(0) => return err("pipe_slot_limit must be at least 1"),
-            Setting::PipeSlotLimit(v) => self.settings.pipe_slot_limit = v,
-            Setting::PipeByteLimit(0) => return err("pipe_byte_limit must be at least 1"),
-            Setting::PipeByteLimit(v) => self.settings.pipe_byte_limit = v,
+        if let Setting::OnePass(_) = s {
+            // What already left was decided under the old setting.
+            self.settle_exits();
         }
-        Ok(())
+        self.settings.set(s).map_err(ConfigError)
     }
 
     /// Takes queued packets out, changes the objects, and puts the packets

@@ -39,12 +39,35 @@ const UNSUPPORTED_COMMANDS: &[&str] = &[
     "nat64clat", "nptv6", "internal", "iflist", "talist", "lookup",
 ];
 
+#[rustfmt::skip]
 const SETTINGS: &[&str] = &[
     "net.inet.ip.fw.one_pass",
     "net.inet.ip.fw.default_to_accept",
     "net.inet.ip.dummynet.expire",
     "net.inet.ip.dummynet.pipe_slot_limit",
     "net.inet.ip.dummynet.pipe_byte_limit",
+    "net.inet.ip.dummynet.codel.target",
+    "net.inet.ip.dummynet.codel.interval",
+    "net.inet.ip.dummynet.pie.target",
+    "net.inet.ip.dummynet.pie.tupdate",
+    "net.inet.ip.dummynet.pie.max_burst",
+    "net.inet.ip.dummynet.pie.max_ecnth",
+    "net.inet.ip.dummynet.pie.alpha",
+    "net.inet.ip.dummynet.pie.beta",
+    "net.inet.ip.dummynet.fqcodel.target",
+    "net.inet.ip.dummynet.fqcodel.interval",
+    "net.inet.ip.dummynet.fqcodel.quantum",
+    "net.inet.ip.dummynet.fqcodel.limit",
+    "net.inet.ip.dummynet.fqcodel.flows",
+    "net.inet.ip.dummynet.fqpie.target",
+    "net.inet.ip.dummynet.fqpie.tupdate",
+    "net.inet.ip.dummynet.fqpie.max_burst",
+    "net.inet.ip.dummynet.fqpie.max_ecnth",
+    "net.inet.ip.dummynet.fqpie.alpha",
+    "net.inet.ip.dummynet.fqpie.beta",
+    "net.inet.ip.dummynet.fqpie.quantum",
+    "net.inet.ip.dummynet.fqpie.limit",
+    "net.inet.ip.dummynet.fqpie.flows",
 ];
 
 /// Parses one line; `Ok(None)` if it holds no command (blank or a comment).
@@ -234,13 +257,13 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
         }
         "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
         _ => {
-            let aqm = ["codel", "fqcodel", "pie", "fqpie", "red"]
-                .iter()
-                .any(|a| name.starts_with(&format!("net.inet.ip.dummynet.{a}.")));
-            let (kind, message) = if aqm {
+            if let Some(s) = aqm_setting(name, value).map_err(value_error)? {
+                return Ok(s);
+            }
+            let (kind, message) = if name.starts_with("net.inet.ip.dummynet.red") {
                 (
                     ErrorKind::Unavailable,
-                    format!("`{name}` configures an AQM that is not available in this build"),
+                    format!("`{name}` is not available in this build (RED has no sysctls here)"),
                 )
             } else {
                 (
@@ -256,4 +279,63 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             .with_suggestion(suggest(name, SETTINGS)));
         }
     })
+}
+
+/// The AQM and FQ scheduler defaults: `None` if `name` is not one of them,
+/// else the setting or why `value` is refused. Units are FreeBSD's: times
+/// in microseconds, PIE's fractions in thousandths.
+fn aqm_setting(name: &str, value: &str) -> Result<Option<Setting>, String> {
+    use dummynet_engine::config::setting_range as r;
+    let Some((group, param)) = name
+        .strip_prefix("net.inet.ip.dummynet.")
+        .and_then(|rest| rest.split_once('.'))
+    else {
+        return Ok(None);
+    };
+    let int = |(lo, hi): (u32, u32), unit: &str| {
+        number_in(
+            value,
+            &format!("{name} ({unit})"),
+            u64::from(lo),
+            u64::from(hi),
+        )
+        .map(|v| v as u32)
+        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)
+    };
+    let us = |(lo, hi): (u64, u64)| {
+        number_in(
+            value,
+            &format!("{name} (microseconds)"),
+            lo / 1000,
+            hi / 1000,
+        )
+        .map(|v| v * 1000)
+        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)
+    };
+    let thousandths = "thousandths";
+    Ok(Some(match (group, param) {
+        ("codel", "target") => Setting::CodelTarget(us(r::CODEL_TIME)?),
+        ("codel", "interval") => Setting::CodelInterval(us(r::CODEL_TIME)?),
+        ("pie", "target") => Setting::PieTarget(us(r::PIE_TIME)?),
+        ("pie", "tupdate") => Setting::PieTupdate(us(r::PIE_TIME)?),
+        ("pie", "max_burst") => Setting::PieMaxBurst(us(r::PIE_TIME)?),
+        ("pie", "max_ecnth") => Setting::PieMaxEcnth(int(r::MAX_ECNTH, thousandths)?),
+        ("pie", "alpha") => Setting::PieAlpha(int(r::ALPHA_BETA, thousandths)?),
+        ("pie", "beta") => Setting::PieBeta(int(r::ALPHA_BETA, thousandths)?),
+        ("fqcodel", "target") => Setting::FqCodelTarget(us(r::CODEL_TIME)?),
+        ("fqcodel", "interval") => Setting::FqCodelInterval(us(r::CODEL_TIME)?),
+        ("fqcodel", "quantum") => Setting::FqCodelQuantum(int(r::QUANTUM, "bytes")?),
+        ("fqcodel", "limit") => Setting::FqCodelLimit(int(r::LIMIT, "packets")?),
+        ("fqcodel", "flows") => Setting::FqCodelFlows(int(r::FLOWS, "flows")?),
+        ("fqpie", "target") => Setting::FqPieTarget(us(r::PIE_TIME)?),
+        ("fqpie", "tupdate") => Setting::FqPieTupdate(us(r::PIE_TIME)?),
+        ("fqpie", "max_burst") => Setting::FqPieMaxBurst(us(r::PIE_TIME)?),
+        ("fqpie", "max_ecnth") => Setting::FqPieMaxEcnth(int(r::MAX_ECNTH, thousandths)?),
+        ("fqpie", "alpha") => Setting::FqPieAlpha(int(r::ALPHA_BETA, thousandths)?),
+        ("fqpie", "beta") => Setting::FqPieBeta(int(r::ALPHA_BETA, thousandths)?),
+        ("fqpie", "quantum") => Setting::FqPieQuantum(int(r::QUANTUM, "bytes")?),
+        ("fqpie", "limit") => Setting::FqPieLimit(int(r::LIMIT, "packets")?),
+        ("fqpie", "flows") => Setting::FqPieFlows(int(r::FLOWS, "flows")?),
+        _ => return Ok(None),
+    }))
 }

@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 
 use dummynet_engine::config::{
     AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig,
-    MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
+    Settings, MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
 use dummynet_engine::sched::{self, ParamKind, SchedType};
 
+use crate::aqm;
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
 use crate::units::{
@@ -21,10 +22,13 @@ use crate::units::{
 };
 use crate::{ShowRequest, Statement};
 
-/// Where files named by a command (delay profiles) are looked up.
+/// Where files named by a command (delay profiles) are looked up, and the
+/// settings whose AQM defaults fill parameters a command leaves out.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Context<'p> {
     pub base_dir: Option<&'p Path>,
+    /// `None`: FreeBSD's built-in defaults.
+    pub settings: Option<&'p Settings>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,17 +57,20 @@ impl Object {
 }
 
 const LINK_OPTIONS: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
+#[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
-    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight",
+    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "red", "gred", "codel",
+    "pie", "ecn",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "queue", "plr", "mask", "buckets", "noerror",
-    "droptail", "weight",
+    "droptail", "weight", "red", "gred", "codel", "pie", "ecn",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
-    "pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail",
+    "pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail", "red",
+    "gred", "codel", "pie", "ecn",
 ];
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
@@ -74,8 +81,6 @@ const MASK_FIELDS: &[&str] = &[
     "all", "dst-ip", "src-ip", "dst-ip6", "src-ip6", "dst-port", "src-port", "proto", "flow-id",
 ];
 
-/// FreeBSD's AQMs, none of which this build has yet.
-const AQMS: &[&str] = &["red", "gred", "codel", "pie"];
 /// FreeBSD's scheduler types, for telling "not built" from "misspelt".
 #[rustfmt::skip]
 const FREEBSD_SCHEDULERS: &[&str] = &[
@@ -172,25 +177,31 @@ fn parse_config(
     match obj {
         Object::Pipe => {
             let mut cfg = PipeConfig::default();
+            let mut aq = AqmWords::new(ctx);
             while let Some(t) = cur.peek() {
+                let after = aq.last.take();
                 if !(link_option(cur, &mut cfg.link, ctx)?
-                    || flowset_option(cur, &mut cfg.flowset)?)
+                    || flowset_option(cur, &mut cfg.flowset, &mut aq)?)
                 {
-                    return Err(unknown_option(cur, t, obj, None));
+                    return Err(unknown_option(cur, t, obj, None, after));
                 }
             }
+            aq.finish(cur, &mut cfg.flowset)?;
             Ok(Command::ConfigPipe(n, cfg))
         }
         Object::Queue => {
             let mut cfg = QueueConfig::default();
+            let mut aq = AqmWords::new(ctx);
             while let Some(t) = cur.peek() {
+                let after = aq.last.take();
                 if t.is("pipe") || t.is("sched") {
                     cur.bump();
                     cfg.sched = Some(object_number(cur, Object::Sched)?);
-                } else if !flowset_option(cur, &mut cfg.flowset)? {
-                    return Err(unknown_option(cur, t, obj, None));
+                } else if !flowset_option(cur, &mut cfg.flowset, &mut aq)? {
+                    return Err(unknown_option(cur, t, obj, None, after));
                 }
             }
+            aq.finish(cur, &mut cfg.flowset)?;
             Ok(Command::ConfigQueue(n, cfg))
         }
         Object::Sched => parse_sched_config(cur, n, ctx).map(|cfg| Command::ConfigSched(n, cfg)),
@@ -248,7 +259,7 @@ fn parse_sched_config(
         } else if LINK_OPTIONS.iter().any(|o| t.is(o)) {
             link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx)?;
         } else {
-            return Err(unknown_option(cur, t, Object::Sched, ty));
+            return Err(unknown_option(cur, t, Object::Sched, ty, None));
         }
     }
     cfg.link = link;
@@ -308,8 +319,57 @@ fn link_option(
     Ok(true)
 }
 
+/// What the AQM words of one `pipe`/`queue config` have said so far.
+struct AqmWords<'a> {
+    defaults: Settings,
+    /// The flowset's own `ecn` (for RED/GRED), kept to point errors at it.
+    ecn: Option<Token<'a>>,
+    /// `codel` or `pie` if the option just parsed was one, so that an unknown
+    /// word after it is reported as a bad parameter of that AQM.
+    last: Option<&'static str>,
+}
+
+impl<'a> AqmWords<'a> {
+    fn new(ctx: Context<'_>) -> Self {
+        AqmWords {
+            defaults: ctx.settings.copied().unwrap_or_default(),
+            ecn: None,
+            last: None,
+        }
+    }
+
+    /// FreeBSD's flowset `ecn` flag is RED's: CoDel and PIE take `ecn`
+    /// among their own parameters, after their name.
+    fn finish(&self, cur: &Cursor<'_>, fs: &mut FlowsetConfig) -> Result<(), ParseError> {
+        let Some(t) = self.ecn else {
+            return Ok(());
+        };
+        match &mut fs.aqm {
+            AqmConfig::Red(c) | AqmConfig::Gred(c) => {
+                c.ecn = true;
+                Ok(())
+            }
+            AqmConfig::Codel(_) | AqmConfig::Pie(_) => Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "this `ecn` is RED's flag; for codel or pie write it after the AQM \
+                 (`codel ecn`, `pie ecn`)",
+            )),
+            AqmConfig::DropTail => Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "`ecn` needs an AQM that marks: `red`/`gred ... ecn`, `codel ecn` or `pie ecn`",
+            )),
+        }
+    }
+}
+
 /// Applies a queue option if one is next; false if the next word is not one.
-fn flowset_option(cur: &mut Cursor<'_>, fs: &mut FlowsetConfig) -> Result<bool, ParseError> {
+fn flowset_option<'a>(
+    cur: &mut Cursor<'a>,
+    fs: &mut FlowsetConfig,
+    aq: &mut AqmWords<'a>,
+) -> Result<bool, ParseError> {
     let Some(t) = cur.peek() else {
         return Ok(false);
     };
@@ -332,7 +392,15 @@ fn flowset_option(cur: &mut Cursor<'_>, fs: &mut FlowsetConfig) -> Result<bool, 
         "buckets" => fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32,
         "weight" => fs.weight = cur.number("weight", 1, u64::from(MAX_WEIGHT))? as u32,
         "noerror" => fs.noerror = true,
-        _ => fs.aqm = AqmConfig::DropTail,
+        "ecn" => aq.ecn = Some(t),
+        _ => {
+            fs.aqm = aqm::parse(cur, t, &aq.defaults)?;
+            aq.last = match fs.aqm {
+                AqmConfig::Codel(_) => Some("codel"),
+                AqmConfig::Pie(_) => Some("pie"),
+                _ => None,
+            };
+        }
     }
     Ok(true)
 }
@@ -396,17 +464,21 @@ fn unknown_option(
     t: Token<'_>,
     obj: Object,
     ty: Option<&SchedType>,
+    after_aqm: Option<&'static str>,
 ) -> ParseError {
     let kw = t.text.to_ascii_lowercase();
     let what = obj.name();
-    if AQMS.contains(&kw.as_str()) {
-        return cur.error_at(
+    if let Some(name) = after_aqm {
+        let params = aqm::params_of(name);
+        let mut candidates: Vec<&'static str> = params.to_vec();
+        candidates.extend(obj.options().iter().copied());
+        return cur.expected_at(
             t,
-            ErrorKind::Unavailable,
-            format!(
-                "AQM `{}` is not available in this build (queues use droptail)",
-                t.text
+            &format!(
+                "a {name} parameter ({}) or a {what} option",
+                params.join(", ")
             ),
+            &candidates,
         );
     }
     if FREEBSD_SCHEDULERS.contains(&kw.as_str()) && sched::lookup(&kw).is_none() {

@@ -28,15 +28,17 @@
 //! units but not references or limits that depend on state (a queue size
 //! above `pipe_slot_limit`, a rule sending to a pipe that does not exist);
 //! [`dummynet_engine::Engine::apply`] checks those. FreeBSD features the engine
-//! lacks (RED, CoDel, `keep-state`, NAT...) are recognised and refused with an
+//! lacks (`keep-state`, NAT...) are recognised and refused with an
 //! error saying so, rather than misread as typos.
 
 #![forbid(unsafe_code)]
 
 use std::path::Path;
 
+use dummynet_engine::config::Settings;
 use dummynet_engine::Command;
 
+mod aqm;
 mod command;
 mod dnparse;
 mod error;
@@ -106,7 +108,19 @@ pub struct Parsed {
 ///
 /// A `profile FILE` is read relative to the current directory.
 pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
-    let parsed = command::parse_line(line, Mode::Line, Context::default())?;
+    parse_command_with(line, &Settings::default())
+}
+
+/// [`parse_command`] under `settings`: a `codel` or `pie` that leaves a
+/// parameter out takes the default those settings hold (FreeBSD's
+/// `net.inet.ip.dummynet.codel.*` / `pie.*` sysctls), as the kernel fills them
+/// in FreeBSD. Pass the engine's [`settings`](dummynet_engine::Engine::settings).
+pub fn parse_command_with(line: &str, settings: &Settings) -> Result<Parsed, ParseError> {
+    let ctx = Context {
+        base_dir: None,
+        settings: Some(settings),
+    };
+    let parsed = command::parse_line(line, Mode::Line, ctx)?;
     Ok(parsed.unwrap_or(Parsed {
         flags: Flags::default(),
         statement: Statement::Nop("empty line"),
@@ -123,8 +137,22 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
 /// [`parse_args`] for a command typed elsewhere: a `profile FILE` is read
 /// relative to `base_dir` (the daemon uses the client's working directory).
 pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed, ParseError> {
+    parse_args_with(args, base_dir, &Settings::default())
+}
+
+/// [`parse_args_in`] under `settings`, whose AQM defaults fill what a
+/// `codel` or `pie` leaves out (see [`parse_command_with`]).
+pub fn parse_args_with(
+    args: &[String],
+    base_dir: Option<&Path>,
+    settings: &Settings,
+) -> Result<Parsed, ParseError> {
     let line = args.join(" ");
-    match command::parse_line(&line, Mode::Argv, Context { base_dir })? {
+    let ctx = Context {
+        base_dir,
+        settings: Some(settings),
+    };
+    match command::parse_line(&line, Mode::Argv, ctx)? {
         Some(p) => Ok(p),
         None => Err(ParseError::new(
             ErrorKind::Syntax,
@@ -141,12 +169,36 @@ pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed,
 /// follows, so commenting a command out works). Returns each command with its
 /// 1-based line number; stops at the first error. Profiles are read relative
 /// to `base_dir` (usually the file's directory), else the current directory.
+///
+/// A `sysctl` line for an AQM default applies to the lines after it, as it
+/// would on FreeBSD running the file line by line.
 pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Parsed)>, FileError> {
-    let ctx = Context { base_dir };
+    parse_file_with(text, base_dir, &Settings::default())
+}
+
+/// [`parse_file`] starting from `settings` (the engine's current ones).
+pub fn parse_file_with(
+    text: &str,
+    base_dir: Option<&Path>,
+    settings: &Settings,
+) -> Result<Vec<(usize, Parsed)>, FileError> {
+    let mut settings = *settings;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        let ctx = Context {
+            base_dir,
+            settings: Some(&settings),
+        };
         let parsed = command::parse_line(line, Mode::File, ctx)
             .map_err(|error| FileError { line: i + 1, error })?;
+        if let Some(Parsed {
+            statement: Statement::Apply(Command::Set(s)),
+            ..
+        }) = &parsed
+        {
+            // A value the engine will refuse stops the file there anyway.
+            let _ = settings.set(*s);
+        }
         out.extend(parsed.map(|p| (i + 1, p)));
     }
     Ok(out)

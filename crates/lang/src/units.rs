@@ -257,6 +257,68 @@ pub(crate) fn probability(s: &str) -> Result<Probability, ValueError> {
     })
 }
 
+/// A decimal fraction in `lo..=hi` (`lo` excluded when `open_lo`), for
+/// RED's `w_q`/`max_p` and PIE's `alpha`/`beta`/`max_ecnth`. `what` names
+/// the parameter in the message.
+pub(crate) fn fraction(
+    s: &str,
+    what: &str,
+    (lo, hi): (f64, f64),
+    open_lo: bool,
+) -> Result<f64, ValueError> {
+    let range = if open_lo {
+        format!("{lo} < {what} <= {hi}")
+    } else {
+        format!("{lo} <= {what} <= {hi}")
+    };
+    let (value, _) = split_number(s)
+        .filter(|(_, rest)| rest.is_empty())
+        .ok_or_else(|| {
+            Malformed(format!(
+                "expected a decimal number for `{what}` ({range}), found `{s}`"
+            ))
+        })?;
+    let v = value.as_f64();
+    if v > hi || v < lo || (open_lo && v == lo) {
+        return Err(OutOfRange(format!(
+            "`{what}` must be in {range}, found `{s}`"
+        )));
+    }
+    Ok(v)
+}
+
+/// A time for an AQM parameter, as FreeBSD's `time_to_us` reads it: a bare
+/// number is milliseconds, `us`, `ms` and `s` suffixes (and `ns` here).
+pub(crate) fn aqm_time(s: &str, what: &str) -> Result<Nanos, ValueError> {
+    delay(s).map_err(|e| match e {
+        Malformed(_) => Malformed(format!(
+            "expected a time for `{what}` such as 5, 5ms, 500us or 1s \
+             (a bare number is ms; units us, ms, s), found `{s}`"
+        )),
+        OutOfRange(_) => OutOfRange(format!("`{what}` time `{s}` is too large")),
+    })
+}
+
+/// A RED threshold: a whole number, times 1024 with a `K` suffix, as ipfw
+/// reads `min_th` and `max_th`.
+pub(crate) fn red_threshold(s: &str, what: &str) -> Result<u64, ValueError> {
+    let (digits, mult) = match s.strip_suffix(['k', 'K']) {
+        Some(d) => (d, 1024u64),
+        None => (s, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Malformed(format!(
+            "expected a whole number for `{what}`, optionally with K (x1024), found `{s}`"
+        )));
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n <= u64::from(u32::MAX))
+        .ok_or_else(|| OutOfRange(format!("`{what}` `{s}` is too large")))
+}
+
 /// A probability written so that it parses back to the same value: FreeBSD's
 /// six decimals when they suffice, more digits otherwise.
 pub(crate) fn format_probability(p: Probability) -> String {

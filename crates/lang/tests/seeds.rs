@@ -3,13 +3,13 @@
 //! `router # ` prompts of seed 004 taken off.
 
 use dummynet_engine::config::{
-    Action, AddrMatch, Command, Cond, CondKind, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
-    QueueLimit, RuleSpec, Setting,
+    Action, AddrMatch, AqmConfig, CodelConfig, Command, Cond, CondKind, FlowsetConfig, LinkConfig,
+    PipeConfig, QueueConfig, QueueLimit, RuleSpec, Setting, Settings,
 };
 use dummynet_engine::flow::{proto, FlowMask};
 use dummynet_engine::time::NS_PER_MS;
 use dummynet_engine::Direction;
-use dummynet_lang::{parse_command, ErrorKind, ShowRequest, Statement};
+use dummynet_lang::{parse_command, parse_command_with, ErrorKind, ShowRequest, Statement};
 
 fn apply(line: &str) -> Command {
     match parse_command(line) {
@@ -19,6 +19,16 @@ fn apply(line: &str) -> Command {
         },
         Err(e) => panic!("{line}:\n{e}"),
     }
+}
+
+/// The settings after applying one `sysctl` line to the defaults.
+fn apply_setting(line: &str) -> Settings {
+    let Command::Set(s) = apply(line) else {
+        panic!("{line}: not a setting")
+    };
+    let mut settings = Settings::default();
+    settings.set(s).unwrap();
+    settings
 }
 
 fn net(s: &str, prefix: u8) -> AddrMatch {
@@ -200,36 +210,97 @@ fn seed_001_dummynet_project_page() {
     );
 }
 
-/// Lines of seed 002 that configure CoDel or FQ-CoDel: none is available yet,
-/// and each must say so rather than call the keyword unknown.
-pub const SEED_002_AQM_LINES: &[(&str, &str)] = &[
-    ("ipfw pipe 1 config bw 1mbits/s codel", "codel"),
-    ("ipfw queue 1 config pipe 1 codel target 7 ecn", "codel"),
-    (
-        "ipfw queue 2 config pipe 1 codel target 8 interval 160 ecn",
-        "codel",
-    ),
-    (
-        "ipfw sched 1 config pipe 1 type fq_codel target 7 quantum 2000 flows 2048",
-        "fq_codel",
-    ),
-    (
-        "ipfw sched 1 config pipe 1 type fq_codel interval 150 ecn",
-        "fq_codel",
-    ),
-    ("/usr/src/sbin/ipfw/ipfw pipe 1 config codel", "codel"),
-];
+fn codel(target_ms: u64, interval_ms: u64, ecn: bool) -> AqmConfig {
+    AqmConfig::Codel(CodelConfig {
+        target: target_ms * NS_PER_MS,
+        interval: interval_ms * NS_PER_MS,
+        ecn,
+    })
+}
 
 #[test]
 fn seed_002_codel_report() {
-    for &(line, culprit) in SEED_002_AQM_LINES {
-        let e = parse_command(line).expect_err(line);
-        assert_eq!(e.kind, ErrorKind::Unavailable, "{line}: {e}");
-        assert_eq!(e.found(), Some(culprit), "{line}: {e}");
-        assert!(
-            e.message.contains("not available in this build"),
-            "{line}: {e}"
-        );
+    // Section III-C, example 1: the CoDel defaults of Table I (5 ms, 100 ms, no ECN).
+    let mut one = pipe(1_000_000, 0, None);
+    one.flowset.aqm = codel(5, 100, false);
+    assert_eq!(
+        apply("ipfw pipe 1 config bw 1mbits/s codel"),
+        Command::ConfigPipe(1, one)
+    );
+    // Example 2: two queues on pipe 1, each with its own CoDel; a bare time is ms.
+    let q = |aqm| QueueConfig {
+        sched: Some(1),
+        flowset: FlowsetConfig {
+            aqm,
+            ..FlowsetConfig::default()
+        },
+    };
+    assert_eq!(
+        apply("ipfw queue 1 config pipe 1 codel target 7 ecn"),
+        Command::ConfigQueue(1, q(codel(7, 100, true)))
+    );
+    assert_eq!(
+        apply("ipfw queue 2 config pipe 1 codel target 8 interval 160 ecn"),
+        Command::ConfigQueue(2, q(codel(8, 160, true)))
+    );
+    // Section V-B: `pipe 1 config codel` through the full path of the patched ipfw.
+    let mut plain = pipe(0, 0, None);
+    plain.flowset.aqm = codel(5, 100, false);
+    assert_eq!(
+        apply("/usr/src/sbin/ipfw/ipfw pipe 1 config codel"),
+        Command::ConfigPipe(1, plain)
+    );
+    // Table I's sysctls change what a later `codel` without values gets.
+    let settings = apply_setting("sysctl net.inet.ip.dummynet.codel.target=7000");
+    let settings = {
+        let mut s = settings;
+        s.set(Setting::CodelInterval(150 * NS_PER_MS)).unwrap();
+        s
+    };
+    let parsed = parse_command_with("ipfw pipe 1 config codel", &settings).unwrap();
+    let Statement::Apply(Command::ConfigPipe(1, cfg)) = parsed.statement else {
+        panic!("{parsed:?}")
+    };
+    assert_eq!(cfg.flowset.aqm, codel(7, 150, false));
+    // Section IV-C: fq_codel lines. The scheduler type parses once registered,
+    // with the report's parameters; until then it is refused as unavailable.
+    for (line, params) in [
+        (
+            "ipfw sched 1 config pipe 1 type fq_codel target 7 quantum 2000 flows 2048",
+            vec![
+                ("target", 7 * NS_PER_MS),
+                ("quantum", 2000),
+                ("flows", 2048),
+            ],
+        ),
+        (
+            "ipfw sched 1 config pipe 1 type fq_codel interval 150 ecn",
+            vec![("interval", 150 * NS_PER_MS), ("ecn", 1)],
+        ),
+    ] {
+        match parse_command(line) {
+            Ok(p) => {
+                let Statement::Apply(Command::ConfigSched(1, cfg)) = p.statement else {
+                    panic!("{line}: {p:?}")
+                };
+                assert_eq!(cfg.kind.as_deref(), Some("fq_codel"), "{line}");
+                for (k, v) in params {
+                    assert!(
+                        cfg.params.contains(&(k.to_string(), v)),
+                        "{line}: {k} {v} not in {:?}",
+                        cfg.params
+                    );
+                }
+            }
+            Err(e) => {
+                assert!(dummynet_engine::sched::lookup("fq_codel").is_none(), "{e}");
+                assert_eq!(
+                    (e.kind, e.found()),
+                    (ErrorKind::Unavailable, Some("fq_codel")),
+                    "{line}"
+                );
+            }
+        }
     }
     // The report's example 1 runs two commands together on one line.
     assert_eq!(
