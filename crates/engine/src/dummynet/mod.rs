@@ -26,7 +26,7 @@ use crate::config::{FlowsetConfig, LinkConfig, DN_MAX_ID};
 use crate::flow::{FlowKey, FlowMask};
 use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::Rng;
-use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::stats::{DropReason, FlowCounters};
 use crate::time::Nanos;
 
@@ -149,6 +149,9 @@ struct Instance<P> {
     params: LinkParams,
     /// Its type's [`SchedType::idle_bypass`].
     bypass: bool,
+    /// Packets it may hold across its queues, for a flow-queueing type
+    /// ([`SubQueues::limit`]); its flowsets' own limits do not apply then.
+    limit: Option<u32>,
     link_timer: Option<Nanos>,
     dline: VecDeque<Held<P>>,
     dline_timer: Option<Nanos>,
@@ -165,6 +168,8 @@ struct Sched {
     mask: FlowMask,
     link: LinkParams,
     instances: FxHashMap<FlowKey, InstId>,
+    /// Its type's [`SchedType::sub_queues`] for its parameters.
+    sub: Option<SubQueues>,
 }
 
 struct Flowset {
@@ -312,7 +317,7 @@ impl<P: Payload> Dummynet<P> {
         }
         // FreeBSD compares the bytes already queued, so one packet may
         // overshoot a byte limit; kept for identical drop counts.
-        if reason.is_none() && aqm::queue_full(limit, state) {
+        if reason.is_none() && instance.limit.is_none() && aqm::queue_full(limit, state) {
             reason = Some(DropReason::QueueFull);
         }
         if let Some(reason) = reason {
@@ -335,8 +340,46 @@ impl<P: Payload> Dummynet<P> {
             return Ok(());
         }
         self.push(q, inst, held);
+        if let Some(instance) = self.instances.get(inst) {
+            if instance.limit.is_some_and(|l| instance.backlog > l) {
+                self.drop_longest(now, inst);
+            }
+        }
         self.kick(now, inst, None, rng);
         Ok(())
+    }
+
+    /// A flow-queueing instance holds more than its limit: drops the head
+    /// packet of its longest queue (by packets; the first found on a tie), as
+    /// FreeBSD's fq_codel and fq_pie do, which is seldom the queue of the
+    /// light flow that just arrived. The scan is over the instance's queues,
+    /// at most `flows` of them, and only on overflow.
+    fn drop_longest(&mut self, now: Nanos, inst: InstId) {
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return;
+        };
+        let mut longest: Option<(usize, QueueId)> = None;
+        for &q in &instance.queues {
+            let n = self.queues.get(q).map_or(0, |queue| queue.pkts.len());
+            if n > longest.map_or(0, |(m, _)| m) {
+                longest = Some((n, q));
+            }
+        }
+        let Some(queue) = longest.and_then(|(_, q)| self.queues.get_mut(q)) else {
+            return;
+        };
+        let Some(held) = queue.pkts.pop_front() else {
+            return;
+        };
+        queue.bytes = queue.bytes.saturating_sub(u64::from(held.info.len));
+        queue.drops += 1;
+        instance.backlog = instance.backlog.saturating_sub(1);
+        instance.counters.drops += 1;
+        self.exits.push_back(Exit {
+            held,
+            at: now,
+            drop: Some(DropReason::QueueFull),
+        });
     }
 
     /// Appends to a queue and tells its scheduler.
@@ -559,6 +602,7 @@ impl<P: Payload> Dummynet<P> {
                     link: LinkState::default(),
                     params: sched.link.clone(),
                     bypass: sched.kind.idle_bypass,
+                    limit: sched.sub.as_ref().map(|s| s.limit),
                     link_timer: None,
                     dline: VecDeque::new(),
                     dline_timer: None,
@@ -570,10 +614,22 @@ impl<P: Payload> Dummynet<P> {
                 i
             }
         };
-        let qid = fs.cfg.mask.apply(key);
+        // A flow-queueing type hashes the 5-tuple into its own buckets and
+        // manages them with its own AQM; the flowset's mask and AQM step aside.
+        let qid = match &sched.sub {
+            Some(sub) => FlowKey {
+                src: u128::from(sched::bucket_of(key, sub.buckets)),
+                ..FlowKey::default()
+            },
+            None => fs.cfg.mask.apply(key),
+        };
         if let Some(&q) = fs.queues.get(&(inst, qid)) {
             return (inst, q);
         }
+        let aqm = match &sched.sub {
+            Some(sub) => aqm::new_state(&sub.aqm, sub.aqm_limit),
+            None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
+        };
         let q = self.queues.insert(FlowQueue {
             pkts: VecDeque::new(),
             bytes: 0,
@@ -584,7 +640,7 @@ impl<P: Payload> Dummynet<P> {
             tot_bytes: 0,
             drops: 0,
             marks: 0,
-            aqm: aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
+            aqm,
             touched: true,
         });
         if let Some(instance) = self.instances.get_mut(inst) {
@@ -595,7 +651,7 @@ impl<P: Payload> Dummynet<P> {
             }
         }
         fs.queues.insert((inst, qid), q);
-        if fs.cfg.mask.is_empty() && sched.mask.is_empty() {
+        if fs.cfg.mask.is_empty() && sched.mask.is_empty() && sched.sub.is_none() {
             fs.solo = Some(q);
         }
         (inst, q)
@@ -831,21 +887,37 @@ impl<P: Payload> Dummynet<P> {
             .get(&(n % DN_MAX_ID))
             .map(LinkParams::from_config)
             .unwrap_or_default();
+        let sub = kind.sub_queues.map(|f| f(&params));
         match self.scheds.get_mut(&n) {
             Some(s) => {
                 let remask = s.mask != mask;
+                // Queues made for other buckets or another AQM go (they are
+                // drained); the refill makes them again under the new rules.
+                let requeue = s.sub != sub;
                 s.kind = kind;
                 s.params = params;
                 s.mask = mask;
                 s.link = link;
+                s.sub = sub;
                 for &i in s.instances.values() {
                     if let Some(inst) = self.instances.get_mut(i) {
                         inst.params = s.link.clone();
                         inst.bypass = kind.idle_bypass;
+                        inst.limit = s.sub.as_ref().map(|s| s.limit);
                     }
                 }
                 if remask {
                     self.retire_instances(n);
+                } else if requeue {
+                    let fed: Vec<u32> = self
+                        .flowsets
+                        .iter()
+                        .filter(|(_, f)| f.sched == n)
+                        .map(|(&nr, _)| nr)
+                        .collect();
+                    for nr in fed {
+                        self.remove_queues_of(nr);
+                    }
                 }
             }
             None => {
@@ -857,6 +929,7 @@ impl<P: Payload> Dummynet<P> {
                         mask,
                         link,
                         instances: FxHashMap::default(),
+                        sub,
                     },
                 );
             }
@@ -876,7 +949,7 @@ impl<P: Payload> Dummynet<P> {
                 fs.sched = sched;
                 if rekey {
                     self.remove_queues_of(n);
-                } else if aqm_changed {
+                } else if aqm_changed && self.scheds.get(&sched).is_none_or(|s| s.sub.is_none()) {
                     let (fresh, limit) = self
                         .flowsets
                         .get(&n)
@@ -1004,6 +1077,7 @@ impl<P: Payload> Dummynet<P> {
             inst.policy = new_policy(sched.kind, &sched.params);
             inst.params = sched.link.clone();
             inst.bypass = sched.kind.idle_bypass;
+            inst.limit = sched.sub.as_ref().map(|s| s.limit);
             for &q in &inst.queues {
                 if let Some(queue) = self.queues.get_mut(q) {
                     let weight = self

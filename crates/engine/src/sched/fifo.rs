@@ -19,6 +19,8 @@ pub static TYPE: SchedType = SchedType {
     idle_bypass: true,
     // Its slot -> queue table entry; arrival order costs only while busy.
     queue_state_bytes: std::mem::size_of::<QueueId>(),
+    sub_queues: None,
+    describe: None,
 };
 
 /// Arrival order as a list of queue ids, one entry per queued packet.

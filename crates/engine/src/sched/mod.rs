@@ -7,6 +7,8 @@
 //! implementing [`SchedInstance`] plus one line in [`REGISTRY`].
 
 pub mod fifo;
+pub mod fq_codel;
+pub mod fq_pie;
 mod prio;
 mod qfq;
 mod rr;
@@ -14,6 +16,9 @@ mod wf2q;
 pub mod workload;
 
 pub use fifo::Fifo;
+
+use crate::config::{AqmConfig, QueueLimit};
+use crate::flow::FlowKey;
 
 /// An engine-wide handle to a flow queue.
 pub type QueueId = u32;
@@ -98,6 +103,10 @@ impl ParamSpec {
     }
 }
 
+/// A scheduler's parameters as configured: `(name, value)` in the unit of
+/// each one's [`ParamKind`].
+pub type Params = [(String, u64)];
+
 /// Why a scheduler refused its parameters.
 pub type ParamError = String;
 
@@ -124,11 +133,67 @@ pub struct SchedType {
     /// Bytes of state an instance keeps per queue, idle or not (for the
     /// memory-per-flow figure that `expire` keeps in check).
     pub queue_state_bytes: usize,
+    /// Flow queueing (fq_codel, fq_pie): the type, not the flowset, decides
+    /// how packets are split into queues and how those queues are managed.
+    /// `None` for every other type.
+    pub sub_queues: Option<fn(&Params) -> SubQueues>,
+    /// The parameter line `sched show` prints under the scheduler, in
+    /// FreeBSD's format; `None` prints the parameters as `name value`.
+    pub describe: Option<fn(&Params) -> String>,
+}
+
+/// How a flow-queueing type wants its queues made, as FreeBSD's fq_codel and
+/// fq_pie do inside their instances: the engine hashes each packet's 5-tuple
+/// into one of `buckets` queues (in place of the flowset's mask), gives every
+/// such queue its own state of `aqm` (in place of the flowset's AQM), and
+/// holds at most `limit` packets across the instance's queues (in place of
+/// the flowset's per-queue limit); on overflow it drops the head packet of
+/// the longest queue. The scheduler itself only orders the queues.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubQueues {
+    /// Number of hash buckets (`flows`), at least 1.
+    pub buckets: u32,
+    /// Packets held across all buckets of one instance (`limit`).
+    pub limit: u32,
+    /// Queue management of each bucket.
+    pub aqm: AqmConfig,
+    /// The queue limit that AQM is told about (PIE sizes its `onoff`
+    /// threshold from it).
+    pub aqm_limit: QueueLimit,
+}
+
+/// The bucket of `key` among `buckets`: a fixed mix of protocol, addresses
+/// and ports, so a run can be replayed (FreeBSD seeds its Jenkins hash with a
+/// random perturbation per instance; this one has none).
+pub fn bucket_of(key: &FlowKey, buckets: u32) -> u32 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = u64::from(key.proto);
+    for w in [
+        key.src as u64,
+        (key.src >> 64) as u64,
+        key.dst as u64,
+        (key.dst >> 64) as u64,
+        u64::from(key.sport) << 16 | u64::from(key.dport),
+    ] {
+        h = (h ^ w).wrapping_mul(K);
+        h ^= h >> 29;
+    }
+    h = h.wrapping_mul(K);
+    h ^= h >> 32;
+    // Multiply-shift maps the hash onto 0..buckets without a division.
+    ((u128::from(h) * u128::from(buckets.max(1))) >> 64) as u32
 }
 
 /// Every scheduler type, one line each.
-pub static REGISTRY: &[&SchedType] =
-    &[&fifo::TYPE, &wf2q::TYPE, &rr::TYPE, &qfq::TYPE, &prio::TYPE];
+pub static REGISTRY: &[&SchedType] = &[
+    &fifo::TYPE,
+    &wf2q::TYPE,
+    &rr::TYPE,
+    &qfq::TYPE,
+    &prio::TYPE,
+    &fq_codel::TYPE,
+    &fq_pie::TYPE,
+];
 
 /// The scheduler a new `sched N` or `pipe N` gets: WF2Q+ as in FreeBSD, once registered.
 pub const DEFAULT_TYPE: &str = "wf2q+";

@@ -44,6 +44,8 @@ pub static TYPE: SchedType = SchedType {
     // instance idle would be served at once.
     idle_bypass: true,
     queue_state_bytes: std::mem::size_of::<Member>(),
+    sub_queues: None,
+    describe: None,
 };
 
 /// Priority of a queue of weight `weight`: FreeBSD's bound to 0..=63.

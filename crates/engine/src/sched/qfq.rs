@@ -97,6 +97,8 @@ pub static TYPE: SchedType = SchedType {
     // V and every class's finish time must see each packet.
     idle_bypass: false,
     queue_state_bytes: std::mem::size_of::<Class>(),
+    sub_queues: None,
+    describe: None,
 };
 
 fn lmax_param(params: &[(String, u64)]) -> Result<u32, String> {

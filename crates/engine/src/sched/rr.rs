@@ -47,6 +47,8 @@ pub static TYPE: SchedType = SchedType {
     // leave nothing behind.
     idle_bypass: true,
     queue_state_bytes: std::mem::size_of::<Member>(),
+    sub_queues: None,
+    describe: None,
 };
 
 /// The quantum base from `lmax N` or `quantum N` (the last one given).

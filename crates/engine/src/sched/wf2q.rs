@@ -66,6 +66,8 @@ pub static TYPE: SchedType = SchedType {
     // Its flow record. (An idle queue also has a heap entry until V passes
     // its finish time, which takes one packet time at most.)
     queue_state_bytes: std::mem::size_of::<Flow>(),
+    sub_queues: None,
+    describe: None,
 };
 
 /// Virtual time: bytes × 2^32 per unit of weight, since the instance last
