@@ -359,3 +359,147 @@ fn default_rule_follows_default_to_accept() {
     );
     assert_eq!(format_rules(&Snapshot::default(), &[], true, false), "");
 }
+
+/// `pipe show` after configuring through the parser and the engine, so the
+/// text is what a user sees for the AQM options they typed.
+fn shown_after(lines: &[&str], show: fn(&Snapshot, &[u32]) -> String) -> String {
+    let mut e: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+    for line in lines {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c)
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    show(&e.snapshot(), &[])
+}
+
+// FreeBSD's print_flowset_parms ends the flowset line with the AQM text:
+// `droptail`, or the CoDel/PIE parameters on the same line, or RED/GRED on a
+// line of its own (a newline, a tab, and ` RED` / `GRED`), ` (ecn)` when the
+// flowset marks. FreeBSD shows no mark count here; `dummynet stats` has them.
+
+#[test]
+fn pipe_with_codel() {
+    let expected = "\
+00001:  10.000 Mbit/s   20 ms burst 0
+q131073  50 sl. 0 flows (1 buckets) sched 65537 weight 0 lmax 0 pri 0 AQM CoDel target 7ms interval 160ms ECN
+ sched 65537 type FIFO flags 0x0 0 buckets 0 active
+";
+    let lines = ["pipe 1 config bw 10Mbit/s delay 20ms codel target 7 interval 160 ecn"];
+    assert_eq!(shown_after(&lines, format_pipes), expected);
+}
+
+#[test]
+fn pipe_with_pie_options() {
+    let expected = "\
+00002:   1.000 Mbit/s    0 ms burst 0
+q131074  50 sl. 0 flows (1 buckets) sched 65538 weight 0 lmax 0 pri 0 AQM type PIE target 20ms tupdate 30ms alpha 0.25 beta 2 max_burst 100ms max_ecnth 0.2 ECN NoCapDrop OnOff TS NoDerand
+ sched 65538 type FIFO flags 0x0 0 buckets 0 active
+";
+    let lines = [
+        "pipe 2 config bw 1Mbit/s pie target 20ms tupdate 30 max_burst 100 \
+                  max_ecnth 0.2 alpha 0.25 beta 2 ecn nocapdrop onoff ts noderand",
+    ];
+    assert_eq!(shown_after(&lines, format_pipes), expected);
+}
+
+#[test]
+fn pipe_with_red_in_slots() {
+    let expected = "\
+00003: unlimited    0 ms burst 0
+q131075  50 sl. 0 flows (1 buckets) sched 65539 weight 0 lmax 0 pri 0 \n\t  RED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000
+ sched 65539 type FIFO flags 0x0 0 buckets 0 active
+";
+    let lines = ["pipe 3 config queue 50 red 0.002/5/15/0.1"];
+    assert_eq!(shown_after(&lines, format_pipes), expected);
+}
+
+#[test]
+fn pipe_with_gred_in_bytes_and_ecn() {
+    let expected = "\
+00004: unlimited    0 ms burst 0
+q131076 100 KB 0 flows (1 buckets) sched 65540 weight 0 lmax 0 pri 0 \n\t GRED w_q 0.005000 min_th 10240 max_th 30720 max_p 0.200000 (ecn)
+ sched 65540 type FIFO flags 0x0 0 buckets 0 active
+";
+    let lines = ["pipe 4 config queue 100KB gred 0.005/10K/30K/0.2 ecn"];
+    assert_eq!(shown_after(&lines, format_pipes), expected);
+    // GRED in slots, without ecn.
+    let slots = shown_after(&["pipe 4 config gred 0.01/10/40/0.05"], format_pipes);
+    assert!(
+        slots.contains("pri 0 \n\t GRED w_q 0.010000 min_th 10 max_th 40 max_p 0.050000\n"),
+        "{slots}"
+    );
+}
+
+#[test]
+fn queues_with_default_codel_and_pie() {
+    let expected = "\
+q00005  50 sl. 0 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 AQM CoDel target 5ms interval 100ms NoECN
+q00006  50 sl. 0 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms max_ecnth 0.1 NoECN CapDrop DRE Derand
+q00007  50 sl. 0 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 droptail
+";
+    let lines = [
+        "pipe 1 config bw 1Mbit/s",
+        "queue 5 config pipe 1 codel",
+        "queue 6 config pipe 1 pie",
+        "queue 7 config pipe 1 codel droptail",
+    ];
+    assert_eq!(shown_after(&lines, format_queues), expected);
+}
+
+/// Parse, apply, show, and parse the shown values again: the same config.
+#[test]
+fn aqm_options_round_trip_through_show() {
+    for line in [
+        "pipe 1 config codel target 7 interval 160 ecn",
+        "pipe 1 config codel target 500us interval 2s",
+        "pipe 1 config pie target 20ms tupdate 30 max_burst 100 max_ecnth 0.2 alpha 0.25 beta 2 ecn nocapdrop onoff ts noderand",
+        "pipe 1 config pie",
+        "pipe 1 config red 0.002/5/15/0.1",
+        "pipe 1 config queue 100KB gred 0.005/10K/30K/0.2 ecn",
+    ] {
+        let shown = shown_after(&[line], format_pipes);
+        let flowset = shown
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with(" sched"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let aqm_text = flowset
+            .split_once(" pri 0 ")
+            .map(|(_, a)| a)
+            .unwrap_or_else(|| panic!("{shown}"));
+        // The shown words, turned back into ipfw syntax.
+        let words: Vec<&str> = aqm_text.split_whitespace().collect();
+        let again = if let Some(rest) = aqm_text.strip_prefix("AQM CoDel ") {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            format!("pipe 1 config codel target {} interval {} {}", w[1], w[3], w[4].to_lowercase())
+        } else if let Some(rest) = aqm_text.strip_prefix("AQM type PIE ") {
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            let flags: Vec<String> = w[12..].iter().map(|f| f.to_lowercase()).collect();
+            format!(
+                "pipe 1 config pie target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} {}",
+                w[1], w[3], w[5], w[7], w[9], w[11], flags.join(" ")
+            )
+        } else {
+            let kind = if words[0] == "GRED" { "gred" } else { "red" };
+            let queue = if line.contains("100KB") { "queue 100KB " } else { "" };
+            let ecn = if aqm_text.ends_with("(ecn)") { " ecn" } else { "" };
+            format!(
+                "pipe 1 config {queue}{kind} {}/{}/{}/{}{ecn}",
+                words[2], words[4], words[6], words[8]
+            )
+        };
+        assert_eq!(
+            shown_after(&[&again], format_pipes),
+            shown,
+            "{line}\n -> {again}"
+        );
+        let cfg = |l: &str| match parse_command(l).unwrap().statement {
+            Statement::Apply(Command::ConfigPipe(_, c)) => c.flowset.aqm,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(cfg(&again), cfg(line), "{line}\n -> {again}");
+    }
+}
