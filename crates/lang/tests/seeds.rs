@@ -471,3 +471,28 @@ fn seed_004_packet_scheduling_article() {
         );
     }
 }
+
+/// Seed 002's example 2, applied: pipe 1 at 10 Mbit/s and 20 ms, and two
+/// queues on it with their own CoDel, as the report describes.
+#[test]
+fn seed_002_example_2_configures_the_engine() {
+    let mut e: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+    for line in [
+        "ipfw pipe 1 config bw 10mbits/s delay 20ms",
+        "ipfw queue 1 config pipe 1 codel target 7 ecn",
+        "ipfw queue 2 config pipe 1 codel target 8 interval 160 ecn",
+        "ipfw add 100 queue 1 from 192.168.0.0/16 to 192.168.0.0/16",
+        "ipfw add 200 queue 2 from 172.16.0.0/16 to 172.16.0.0/16",
+    ] {
+        e.apply(0, apply(line))
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    let shown = dummynet_lang::format_queues(&e.snapshot(), &[]);
+    assert_eq!(
+        shown,
+        "\
+q00001  50 sl. 0 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 AQM CoDel target 7ms interval 100ms ECN
+q00002  50 sl. 0 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 AQM CoDel target 8ms interval 160ms ECN
+"
+    );
+}
