@@ -19,6 +19,11 @@
 //! - FreeBSD syntax for rules (`add`, `delete`, `flush`, `zero`, `show`,
 //!   `list`), for `pipe`, `queue` and `sched` objects, and for the sysctls the
 //!   engine mirrors; units as FreeBSD reads them (`queue 200kb` is 204800 bytes).
+//! - Queue management as ipfw writes it (`droptail`, `red`/`gred
+//!   w_q/min_th/max_th/max_p`, `codel ...`, `pie ...`, the flowset's `ecn`);
+//!   what a `codel` or `pie` leaves out comes from the AQM default sysctls,
+//!   which the `_with` entry points take from the caller (the engine's
+//!   current [`Settings`]) and [`parse_file`] follows line by line.
 //! - Errors that quote the offending token, show its column with a caret,
 //!   and suggest the keyword that was probably meant.
 //! - A canonical text for every rule: printing a parsed rule and parsing it

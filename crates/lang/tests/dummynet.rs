@@ -590,6 +590,25 @@ mod properties {
         "fq_codel",
         "codel",
         "red",
+        "gred",
+        "pie",
+        "ecn",
+        "noecn",
+        "target",
+        "interval",
+        "tupdate",
+        "max_burst",
+        "max_ecnth",
+        "alpha",
+        "onoff",
+        "ts",
+        "0.002/5/15/0.1",
+        "0.5/1K/é/1",
+        "//",
+        "5parsecs",
+        "1.5",
+        "net.inet.ip.dummynet.codel.target=5000",
+        "net.inet.ip.dummynet.pie.alpha=é",
         "quantum",
         "profile",
         "",
@@ -616,7 +635,7 @@ mod properties {
         #[test]
         fn dummynet_soup_never_panics(words in prop::collection::vec(prop::sample::select(SOUP), 0..12)) {
             let line = words.join(" ");
-            for l in [line.clone(), format!("ipfw {line}"), format!("pipe 1 config {line}"), format!("sched 1 config {line}")] {
+            for l in [line.clone(), format!("ipfw {line}"), format!("pipe 1 config {line}"), format!("queue 1 config {line}"), format!("sched 1 config {line}")] {
                 if let Err(e) = parse_command(&l) {
                     prop_assert!(e.offset + e.len <= l.len());
                     let _ = e.to_string();
