@@ -236,7 +236,12 @@ fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
         u8::from(masked),
         sc.instances.len()
     );
-    if !sc.params.is_empty() {
+    // FreeBSD prints FQ_CODEL's and FQ_PIE's parameter line, defaults
+    // included, under the scheduler line; other types list what was given.
+    let describe = dummynet_engine::sched::lookup(sc.kind).and_then(|t| t.describe);
+    if let Some(describe) = describe {
+        let _ = writeln!(out, "{}", describe(&sc.params));
+    } else if !sc.params.is_empty() {
         let params: Vec<String> = sc.params.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "   {}", params.join(" "));
     }

@@ -271,7 +271,7 @@ fn sched_show() {
 00001:  10.000 Mbit/s   10 ms burst 0
  sched 1 type WF2Q+ flags 0x0 0 buckets 0 active
  sched 2 type FQ_CODEL flags 0x0 0 buckets 0 active
-   quantum 1514 flows 1024
+ FQ_CODEL target 5ms interval 100ms quantum 1514 limit 10240 flows 1024 NoECN
  sched 3 type WF2Q+ flags 0x1 64 buckets 0 active
     mask:  0x00 0xffffff00/0x0000 -> 0x00000000/0x0000
 "
@@ -502,4 +502,35 @@ fn aqm_options_round_trip_through_show() {
         };
         assert_eq!(cfg(&again), cfg(line), "{line}\n -> {again}");
     }
+}
+
+/// Seed 002's FQ-CoDel example 1, shown: FreeBSD's FQ_CODEL line under the
+/// scheduler, with what was given and the defaults for the rest.
+#[test]
+fn sched_with_fq_codel_and_fq_pie() {
+    let lines = [
+        "pipe 1 config bw 10mbits/s",
+        "sched 1 config pipe 1 type fq_codel target 7 quantum 2000 flows 2048",
+        "queue 1 config sched 1",
+    ];
+    assert_eq!(
+        shown_after(&lines, format_scheds),
+        "\
+00001:  10.000 Mbit/s    0 ms burst 0
+ sched 1 type FQ_CODEL flags 0x0 0 buckets 0 active
+ FQ_CODEL target 7ms interval 100ms quantum 2000 limit 10240 flows 2048 NoECN
+"
+    );
+    let lines = [
+        "pipe 2 config bw 10mbits/s",
+        "sched 2 config pipe 2 type fq_pie target 20 ecn",
+    ];
+    let shown = shown_after(&lines, format_scheds);
+    assert!(
+        shown.contains(
+            "\n  FQ_PIE target 20ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms \
+             max_ecnth 0.1 quantum 1514 limit 10240 flows 1024 ECN"
+        ),
+        "{shown}"
+    );
 }
