@@ -1278,3 +1278,71 @@ fn udp_blast(fx: &Fixture, count: u64, limit: Duration) -> Result<(u64, u64), St
     let received = join(sink)?;
     Ok((sent, received))
 }
+
+/// The reader's cost per frame, ring against recvmmsg, without the
+/// scheduling that dominates a live flood on a small VM: `frames` 64-byte
+/// frames are sent from A while a port on pa does not read, then the port
+/// drains them with `recv_batch` (64 at a time, buffers recycled) and the
+/// drain is timed. Returns (ns per frame, frames read, kernel drops).
+fn drain_cost(fx: &Fixture, opts: PortOptions, frames: usize) -> Result<(f64, usize, u64), String> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (sent_tx, sent_rx) = mpsc::channel::<()>();
+    let sink = in_netns(&fx.m, move || {
+        let mut port = Port::open("pa", opts).map_err(|e| e.to_string())?;
+        let _ = ready_tx.send(());
+        sent_rx.recv_timeout(LIMIT).map_err(|e| e.to_string())?;
+        let mut batch = Vec::with_capacity(64);
+        let mut read = 0;
+        let start = Instant::now();
+        let mut last = start;
+        while read < frames && last.elapsed() < Duration::from_millis(100) {
+            let n = port.recv_batch(&mut batch, 64).map_err(|e| e.to_string())?;
+            if n > 0 {
+                read += n;
+                last = Instant::now();
+            }
+            for f in batch.drain(..) {
+                port.recycle(f.data);
+            }
+        }
+        let ns = (last - start).as_nanos() as f64 / read.max(1) as f64;
+        let drops = port.stats().map_err(|e| e.to_string())?.kernel_drops;
+        Ok((ns, read, drops))
+    });
+    ready_rx.recv_timeout(LIMIT).map_err(|e| e.to_string())?;
+    let burst = (0..frames)
+        .map(|i| (test_frame(64, &[], i as u8), None))
+        .collect();
+    join(send_from_a(fx, burst))?;
+    let _ = sent_tx.send(());
+    join(sink)
+}
+
+/// `cargo test -p dummynet-io --release --test afpacket measure_receive_cost
+/// -- --ignored --nocapture`. Prints, asserts nothing about speed.
+#[test]
+#[ignore]
+fn measure_receive_cost() {
+    let Some(fx) = fixture("measure_receive_cost") else {
+        return;
+    };
+    quiet_a(&fx).expect("IPv6 off on va");
+    const FRAMES: usize = 30_000;
+    let ring = PortOptions {
+        rx_ring_frames: 32 * 1024,
+        ..PortOptions::default()
+    };
+    let recvmmsg = PortOptions {
+        rx_ring_frames: 0,
+        socket_buffer: 64 << 20,
+        ..PortOptions::default()
+    };
+    for round in 0..3 {
+        for (name, opts) in [("recvmmsg", &recvmmsg), ("ring", &ring)] {
+            let (ns, read, drops) = drain_cost(&fx, opts.clone(), FRAMES).expect("drain");
+            println!(
+                "round {round} {name:8}: {ns:6.1} ns per 64-byte frame ({read} read, {drops} kernel drops)"
+            );
+        }
+    }
+}
