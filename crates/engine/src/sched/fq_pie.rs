@@ -14,10 +14,13 @@
 //! 1024. Bounds: target and tupdate 1 us..5 s, max_burst 0..5 s; quantum,
 //! limit and flows as fq_codel's.
 //!
-//! Not yet here: `alpha`, `beta` and `max_ecnth` are fractions, and a
-//! scheduler parameter can only be a count, a time or a flag so far, so they
-//! keep their defaults. `onoff` has no negative keyword in ipfw; `noonoff`
-//! is this engine's, so that the flag table can express it.
+//! Not yet in the language: `alpha`, `beta` and `max_ecnth` are fractions,
+//! and a scheduler parameter can only be a count, a time or a flag so far.
+//! The type accepts them in thousandths (`alpha 125` is 0.125), the unit of
+//! FreeBSD's `net.inet.ip.dummynet.fqpie.*` sysctls, for a caller that fills
+//! them from those settings; they are left out of [`TYPE`]'s parameter table
+//! so that `alpha 0.125` is not misread. `onoff` has no negative keyword in
+//! ipfw; `noonoff` is this engine's, so that the flag table can express it.
 
 use super::fq_codel::{
     fq_param, time_in, FqDrr, DEFAULT_FLOWS, DEFAULT_LIMIT, DEFAULT_QUANTUM, FLOW_STATE_BYTES,
@@ -95,6 +98,9 @@ impl FqPieParams {
                 "onoff" => p.pie.onoff = on,
                 "dre" => p.pie.dre = on,
                 "derand" => p.pie.derand = on,
+                "alpha" => p.pie.alpha = thousandths("alpha", *v, 7000)?,
+                "beta" => p.pie.beta = thousandths("beta", *v, 7000)?,
+                "max_ecnth" => p.pie.max_ecnth = thousandths("max_ecnth", *v, 1000)?,
                 other => {
                     if !fq_param(
                         &mut p.quantum,
@@ -152,6 +158,15 @@ impl FqPieParams {
     }
 }
 
+/// A fraction given in thousandths, within FreeBSD's bound.
+fn thousandths(k: &str, v: u64, max: u64) -> Result<f64, String> {
+    if v <= max {
+        Ok(v as f64 / 1000.0)
+    } else {
+        Err(format!("fq_pie {k} is in thousandths, at most {max}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,8 +185,16 @@ mod tests {
             ("onoff".into(), 1),
             ("dre".into(), 1),
             ("ecn".into(), 1),
+            ("alpha".into(), 250),
+            ("max_ecnth".into(), 200),
         ])
         .unwrap();
+        assert!(
+            p.describe().contains("alpha 0.25 beta 1.25"),
+            "{}",
+            p.describe()
+        );
+        assert!(p.describe().contains("max_ecnth 0.2 "), "{}", p.describe());
         assert!(
             p.describe().ends_with("ECN CapDrop OnOff DRE Derand"),
             "{}",
@@ -185,6 +208,8 @@ mod tests {
             ("tupdate", 0),
             ("max_burst", 6 * NS_PER_SEC),
             ("interval", NS_PER_MS),
+            ("beta", 7001),
+            ("max_ecnth", 1001),
         ] {
             assert!(
                 (TYPE.new_instance)(&[(bad.0.into(), bad.1)]).is_err(),
