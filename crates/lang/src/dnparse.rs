@@ -263,7 +263,45 @@ fn parse_sched_config(
         }
     }
     cfg.link = link;
+    if let Some(ty) = ty {
+        fill_type_defaults(
+            ty,
+            &mut cfg.params,
+            &ctx.settings.copied().unwrap_or_default(),
+        );
+    }
     Ok(cfg)
+}
+
+/// FQ-CoDel's and FQ-PIE's parameters left out take the current defaults
+/// (`net.inet.ip.dummynet.fqcodel.*` / `fqpie.*`), as FreeBSD's kernel fills
+/// them when the scheduler is configured. Only parameters the type declares
+/// are filled; PIE's fractions are not scheduler parameters yet.
+fn fill_type_defaults(ty: &SchedType, params: &mut Vec<(String, u64)>, s: &Settings) {
+    let defaults: &[(&str, u64)] = match ty.name {
+        "fq_codel" => &[
+            ("target", s.fqcodel_target),
+            ("interval", s.fqcodel_interval),
+            ("quantum", u64::from(s.fqcodel_quantum)),
+            ("limit", u64::from(s.fqcodel_limit)),
+            ("flows", u64::from(s.fqcodel_flows)),
+        ],
+        "fq_pie" => &[
+            ("target", s.fqpie_target),
+            ("tupdate", s.fqpie_tupdate),
+            ("max_burst", s.fqpie_max_burst),
+            ("quantum", u64::from(s.fqpie_quantum)),
+            ("limit", u64::from(s.fqpie_limit)),
+            ("flows", u64::from(s.fqpie_flows)),
+        ],
+        _ => &[],
+    };
+    for &(name, value) in defaults {
+        let declared = ty.params.iter().any(|p| p.name == name);
+        if declared && !params.iter().any(|(k, _)| k == name) {
+            params.push((name.to_string(), value));
+        }
+    }
 }
 
 fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {

@@ -385,3 +385,34 @@ fn a_refused_aqm_changes_nothing() {
     }
     assert_eq!(e.settings(), Settings::default());
 }
+
+/// `fqcodel.*` / `fqpie.*` fill what `type fq_codel` / `type fq_pie` leave
+/// out; what the command gives wins.
+#[test]
+fn sysctls_set_what_fq_schedulers_leave_out() {
+    let mut s = Settings::default();
+    for x in [
+        Setting::FqCodelQuantum(2000),
+        Setting::FqCodelTarget(7 * MS),
+        Setting::FqPieFlows(64),
+    ] {
+        s.set(x).unwrap();
+    }
+    let params = |line: &str| match parse_command_with(line, &s).map(|p| p.statement) {
+        Ok(Statement::Apply(Command::ConfigSched(_, c))) => c.params,
+        other => panic!("{line}: {other:?}"),
+    };
+    if dummynet_engine::sched::lookup("fq_codel").is_some() {
+        let p = params("sched 1 config type fq_codel target 9");
+        assert!(p.contains(&("target".into(), 9 * MS)), "{p:?}");
+        assert!(p.contains(&("quantum".into(), 2000)), "{p:?}");
+        assert!(p.contains(&("flows".into(), 1024)), "{p:?}");
+    }
+    if dummynet_engine::sched::lookup("fq_pie").is_some() {
+        let p = params("sched 1 config type fq_pie");
+        assert!(p.contains(&("flows".into(), 64)), "{p:?}");
+        assert!(p.contains(&("target".into(), 15 * MS)), "{p:?}");
+    }
+    // Without a type there is nothing to fill.
+    assert_eq!(params("sched 1 config bw 1Mbit/s"), vec![]);
+}
