@@ -18,7 +18,8 @@ use crate::aqm;
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
 use crate::units::{
-    bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit, ValueError,
+    bandwidth, bytes, delay, field_mask, fraction, ipv4_mask, ipv6_mask, probability, queue_limit,
+    ValueError,
 };
 use crate::{ShowRequest, Statement};
 
@@ -241,6 +242,22 @@ fn parse_sched_config(
                     ),
                 ));
             }
+        } else if let Some(&(kw, range)) = ty
+            .filter(|ty| ty.name == "fq_pie")
+            .and_then(|_| FQ_PIE_FRACTIONS.iter().find(|(k, _)| t.is(k)))
+        {
+            // fq_pie takes PIE's fractions in thousandths (the fqpie sysctls'
+            // unit); the command line writes them as decimals, as ipfw does.
+            cur.bump();
+            let v = value(
+                cur,
+                kw,
+                &format!("a number in 0..{} such as 0.125", range.1),
+                |s| fraction(s, kw, range, false),
+            )?;
+            cfg.params.retain(|(k, _)| k != kw);
+            cfg.params
+                .push((kw.to_string(), (v * 1000.0).round() as u64));
         } else if let Some(spec) =
             ty.and_then(|ty| ty.params.iter().find(|p| p.keywords().any(|k| t.is(k))))
         {
@@ -273,10 +290,17 @@ fn parse_sched_config(
     Ok(cfg)
 }
 
+/// PIE's fractions on `type fq_pie`, with their ranges.
+const FQ_PIE_FRACTIONS: &[(&str, (f64, f64))] = &[
+    ("alpha", (0.0, 7.0)),
+    ("beta", (0.0, 7.0)),
+    ("max_ecnth", (0.0, 1.0)),
+];
+
 /// FQ-CoDel's and FQ-PIE's parameters left out take the current defaults
 /// (`net.inet.ip.dummynet.fqcodel.*` / `fqpie.*`), as FreeBSD's kernel fills
 /// them when the scheduler is configured. Only parameters the type declares
-/// are filled; PIE's fractions are not scheduler parameters yet.
+/// are filled (and fq_pie's fractions, in thousandths).
 fn fill_type_defaults(ty: &SchedType, params: &mut Vec<(String, u64)>, s: &Settings) {
     let defaults: &[(&str, u64)] = match ty.name {
         "fq_codel" => &[
@@ -293,11 +317,16 @@ fn fill_type_defaults(ty: &SchedType, params: &mut Vec<(String, u64)>, s: &Setti
             ("quantum", u64::from(s.fqpie_quantum)),
             ("limit", u64::from(s.fqpie_limit)),
             ("flows", u64::from(s.fqpie_flows)),
+            ("alpha", u64::from(s.fqpie_alpha)),
+            ("beta", u64::from(s.fqpie_beta)),
+            ("max_ecnth", u64::from(s.fqpie_max_ecnth)),
         ],
         _ => &[],
     };
     for &(name, value) in defaults {
-        let declared = ty.params.iter().any(|p| p.name == name);
+        // fq_pie's fractions are accepted (in thousandths) though not in its table.
+        let declared = ty.params.iter().any(|p| p.name == name)
+            || (ty.name == "fq_pie" && FQ_PIE_FRACTIONS.iter().any(|(k, _)| *k == name));
         if declared && !params.iter().any(|(k, _)| k == name) {
             params.push((name.to_string(), value));
         }

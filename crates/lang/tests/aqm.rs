@@ -412,6 +412,13 @@ fn sysctls_set_what_fq_schedulers_leave_out() {
         let p = params("sched 1 config type fq_pie");
         assert!(p.contains(&("flows".into(), 64)), "{p:?}");
         assert!(p.contains(&("target".into(), 15 * MS)), "{p:?}");
+        // PIE's fractions, written as decimals, travel in thousandths.
+        let p = params("sched 1 config type fq_pie alpha 0.25 max_ecnth 0.2");
+        for (k, v) in [("alpha", 250), ("max_ecnth", 200), ("beta", 1250)] {
+            assert!(p.contains(&(k.into(), v)), "{k}: {p:?}");
+        }
+        let e = err("sched 1 config type fq_pie beta 7.5");
+        assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("7.5")));
     }
     // Without a type there is nothing to fill.
     assert_eq!(params("sched 1 config bw 1Mbit/s"), vec![]);

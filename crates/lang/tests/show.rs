@@ -523,13 +523,13 @@ fn sched_with_fq_codel_and_fq_pie() {
     );
     let lines = [
         "pipe 2 config bw 10mbits/s",
-        "sched 2 config pipe 2 type fq_pie target 20 ecn",
+        "sched 2 config pipe 2 type fq_pie target 20 alpha 0.25 max_ecnth 0.2 ecn",
     ];
     let shown = shown_after(&lines, format_scheds);
     assert!(
         shown.contains(
-            "\n  FQ_PIE target 20ms tupdate 15ms alpha 0.125 beta 1.25 max_burst 150ms \
-             max_ecnth 0.1 quantum 1514 limit 10240 flows 1024 ECN"
+            "\n  FQ_PIE target 20ms tupdate 15ms alpha 0.25 beta 1.25 max_burst 150ms \
+             max_ecnth 0.2 quantum 1514 limit 10240 flows 1024 ECN"
         ),
         "{shown}"
     );
