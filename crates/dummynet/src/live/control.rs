@@ -233,24 +233,36 @@ fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
     conn.write_all(text.as_bytes())
 }
 
+/// Parses a command line under the engine's current settings and applies it.
+pub fn run_command<P: Payload>(
+    engine: &mut Engine<P>,
+    now: Nanos,
+    argv: &[String],
+    cwd: Option<&Path>,
+) -> Reply {
+    match dummynet_lang::parse_args_with(argv, cwd, &engine.settings()) {
+        Ok(parsed) => execute(engine, now, &parsed),
+        Err(e) => {
+            let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
+                EX_UNAVAILABLE
+            } else {
+                EX_USAGE
+            };
+            Reply::err(status, format!("ipfw: {e}\n"))
+        }
+    }
+}
+
 fn dispatch(req: ClientRequest, requests: &Sender<Request>, wake: &mut UnixStream) -> Reply {
     let kind = if req.stats {
         RequestKind::Stats
     } else {
-        let parsed = match &req.cwd {
-            Some(dir) => dummynet_lang::parse_args_in(&req.argv, Some(dir)),
-            None => dummynet_lang::parse_args(&req.argv),
-        };
-        match parsed {
-            Ok(p) => RequestKind::Statement(Box::new(p)),
-            Err(e) => {
-                let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
-                    EX_UNAVAILABLE
-                } else {
-                    EX_USAGE
-                };
-                return Reply::err(status, format!("ipfw: {e}\n"));
-            }
+        // Parsed on the data-plane thread, against the engine's current
+        // settings: a `sysctl ...codel.target=` sent earlier sets what a
+        // later `codel` leaves out.
+        RequestKind::Command {
+            argv: req.argv,
+            cwd: req.cwd,
         }
     };
     let (tx, rx) = mpsc::channel();
@@ -313,5 +325,40 @@ impl TakeLimitedOwned for UnixStream {
     fn take_limited_owned(self) -> std::io::Take<UnixStream> {
         // `show` of a million flows is large; 256 MiB bounds a broken peer.
         std::io::Read::take(self, 256 << 20)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(engine: &mut Engine<()>, line: &str) -> Reply {
+        let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+        run_command(engine, 0, &argv, None)
+    }
+
+    #[test]
+    fn a_sysctl_sets_the_default_of_a_later_command() {
+        let mut engine: Engine<()> = Engine::new(1);
+        let r = run(&mut engine, "pipe 1 config codel");
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        let show = run(&mut engine, "pipe 1 show").stdout;
+        assert!(show.contains("AQM CoDel target 5ms"), "{show}");
+
+        // FreeBSD's unit for this sysctl is microseconds.
+        let r = run(&mut engine, "sysctl net.inet.ip.dummynet.codel.target=7000");
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        run(&mut engine, "pipe 2 config codel");
+        let show = run(&mut engine, "pipe 2 show").stdout;
+        assert!(show.contains("AQM CoDel target 7ms"), "{show}");
+    }
+
+    #[test]
+    fn a_bad_command_is_a_usage_error_and_changes_nothing() {
+        let mut engine: Engine<()> = Engine::new(1);
+        let r = run(&mut engine, "pipe 1 config codel target 5parsecs");
+        assert_eq!(r.status, EX_USAGE);
+        assert!(r.stderr.contains("5parsecs"), "{}", r.stderr);
+        assert!(run(&mut engine, "pipe show").stdout.is_empty());
     }
 }

@@ -81,8 +81,12 @@ pub struct Request {
 }
 
 pub enum RequestKind {
-    /// An ipfw/dnctl command line, already parsed.
-    Statement(Box<dummynet_lang::Parsed>),
+    /// An ipfw/dnctl command line, parsed on the data-plane thread against
+    /// the engine's settings.
+    Command {
+        argv: Vec<String>,
+        cwd: Option<std::path::PathBuf>,
+    },
     /// `dummynet stats`.
     Stats,
 }
@@ -326,7 +330,9 @@ impl DataPlane {
         for req in pending {
             let now = self.clock.now();
             let reply = match req.kind {
-                RequestKind::Statement(parsed) => control::execute(&mut self.engine, now, &parsed),
+                RequestKind::Command { argv, cwd } => {
+                    control::run_command(&mut self.engine, now, &argv, cwd.as_deref())
+                }
                 RequestKind::Stats => Reply::ok(self.report().to_string()),
             };
             // The client may have gone; nothing to do about it.
