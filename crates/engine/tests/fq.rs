@@ -592,3 +592,44 @@ fn both_types_are_registered_with_freebsd_defaults() {
         }
     }
 }
+
+#[test]
+fn changing_type_or_parameters_with_packets_inside_loses_none() {
+    let mut h = fq_link("fq_codel", BW, &[]);
+    let ports = distinct_ports(3, 1024);
+    let mut t = 0;
+    for (kind, p) in [
+        ("fq_codel", &[("flows", 4)][..]),
+        ("fifo", &[][..]),
+        ("fq_pie", &[("quantum", 300)][..]),
+        ("fq_codel", &[][..]),
+        ("rr", &[][..]),
+        ("fq_codel", &[("limit", 5)][..]),
+    ] {
+        for i in 0..30 {
+            h.send(t, flow_packet(ports[i % 3], 1000));
+        }
+        t += 10 * MS;
+        h.apply_at(
+            t,
+            Command::ConfigSched(
+                1,
+                SchedConfig {
+                    kind: Some(kind.into()),
+                    params: params(p),
+                    ..Default::default()
+                },
+            ),
+        );
+        h.check();
+    }
+    for i in 0..30 {
+        h.send(t, flow_packet(ports[i % 3], 1000));
+    }
+    h.finish();
+    // Only the last type's limit of 5 drops (the refill does not re-apply
+    // limits), and nothing is lost in the changes.
+    let t = h.e.totals();
+    assert_eq!(t.dropped(), t.drops_for(DropReason::QueueFull));
+    assert_eq!(t.delivered + t.dropped(), h.sent.len() as u64);
+}
