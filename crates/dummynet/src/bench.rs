@@ -104,6 +104,13 @@ fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
             None => vec![1, 100, 10_000, 1_000_000],
         };
         for n in flows {
+            if let Some(why) = cannot_hold(kind, n) {
+                if args.flows.is_some() {
+                    return Err(why);
+                }
+                eprintln!("skipping {n} flows: {why}");
+                continue;
+            }
             out.push(sched_cost(kind, n, args.packets, args.size)?);
         }
         return Ok(out);
@@ -314,6 +321,47 @@ fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
 /// virtual time by exactly one packet time and offers one packet to the next
 /// flow in turn, so one packet leaves per packet that arrives and the backlog
 /// stays at `2 × flows`.
+/// The bench keeps two packets per flow queued. A type with its own packet
+/// limit (fq_codel, fq_pie: at most 20480) cannot hold that for every size.
+fn cannot_hold(kind: &str, flows: u32) -> Option<String> {
+    let max = fq_max_limit(kind)?;
+    (u64::from(flows) * 2 > u64::from(max)).then(|| {
+        format!(
+            "{kind} holds at most {max} packets, and the bench keeps 2 per flow queued ({})",
+            u64::from(flows) * 2
+        )
+    })
+}
+
+/// The largest `limit` an fq type accepts.
+fn fq_max_limit(kind: &str) -> Option<u32> {
+    match kind {
+        "fq_codel" | "fq_pie" => Some(dummynet_engine::sched::fq_codel::MAX_LIMIT),
+        _ => None,
+    }
+}
+
+/// Parameters that let an fq type hold the bench's backlog without its AQM
+/// dropping: the largest limit, as many buckets as flows, and a target out
+/// of reach (the bench measures the scheduler, not the AQM).
+fn fq_params(kind: &str, flows: u32) -> Vec<(String, u64)> {
+    let Some(max) = fq_max_limit(kind) else {
+        return Vec::new();
+    };
+    let mut p = vec![
+        ("limit".to_string(), u64::from(max)),
+        ("flows".to_string(), u64::from(flows.clamp(1, 65536))),
+        ("target".to_string(), 5 * dummynet_engine::time::NS_PER_SEC),
+    ];
+    if kind == "fq_codel" {
+        p.push((
+            "interval".to_string(),
+            100 * dummynet_engine::time::NS_PER_SEC,
+        ));
+    }
+    p
+}
+
 pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Report, String> {
     let mut e: Engine<u32> = Engine::new(1);
     let tx: Nanos = 100;
@@ -326,6 +374,7 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
             1,
             SchedConfig {
                 kind: Some(kind.to_string()),
+                params: fq_params(kind, flows),
                 ..Default::default()
             },
         ),
