@@ -90,7 +90,11 @@ pub fn wait(
             std::hint::spin_loop();
         }
     }
+    // The busy poll may have run into the deadline.
     let now = clock.now();
+    if now >= until {
+        return (Woke::Deadline, 0);
+    }
     let sleep = (until - now).saturating_sub(spin).min(MAX_NAP);
     let mut slept = 0;
     if sleep > 0 {
@@ -260,6 +264,22 @@ impl std::fmt::Display for LatenessSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_poll_that_runs_into_the_deadline_wakes_for_it() {
+        // Deadlines just past the end of the busy poll: the wait must notice
+        // the deadline went by while polling (it once computed a negative
+        // sleep there, a panic in debug builds and a 100 ms nap in release).
+        let clock = Clock::new();
+        for k in 0..2000u64 {
+            let busy = 2_000;
+            let until = clock.now() + busy + k % 2000;
+            let (woke, slept) = wait(&clock, &[], Some(until), 1_000, busy);
+            assert_eq!(woke, Woke::Deadline);
+            assert_eq!(slept, 0);
+            assert!(clock.now() >= until);
+        }
+    }
 
     #[test]
     fn percentiles_of_known_samples() {
