@@ -274,10 +274,13 @@ mod tests {
         for k in 0..2000u64 {
             let busy = 2_000;
             let until = clock.now() + busy + k % 2000;
-            let (woke, slept) = wait(&clock, &[], Some(until), 1_000, busy);
+            // (Past the busy poll it may also nap in the kernel first.)
+            let (woke, _slept) = wait(&clock, &[], Some(until), 1_000, busy);
             assert_eq!(woke, Woke::Deadline);
-            assert_eq!(slept, 0);
-            assert!(clock.now() >= until);
+            let now = clock.now();
+            assert!(now >= until);
+            // Woken for this deadline, not after a long nap.
+            assert!(now - until < 50_000_000, "woke {} ns late", now - until);
         }
     }
 
