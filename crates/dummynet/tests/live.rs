@@ -1232,3 +1232,350 @@ fn shell_passes_the_command_status_on() {
     );
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
 }
+
+// ---------------------------------------------------------------------------
+// Seed 002: CoDel and FQ-CoDel with real TCP
+// ---------------------------------------------------------------------------
+
+/// Seed 002's bottleneck: 10 Mbit/s each way (of IP packets).
+const SEED002_LINK_BPS: f64 = 10e6;
+/// The seed's 1000-packet buffer, in bytes (about 680 full packets: the
+/// pipe's slot limit is 100, its byte limit 1 MiB). CoDel runs and
+/// droptail runs get the same buffer, so the AQM is the only difference.
+const SEED002_BUFFER: &str = "queue 1000KBytes";
+
+/// What one seed 002 run measured.
+#[derive(Debug)]
+struct Seed002Run {
+    /// Every TCP client's report (`iperf3 -J`), in start order.
+    tcp: Vec<String>,
+    /// The pings sent through the bottleneck while TCP ran.
+    ping: Ping,
+    /// `dummynet stats` at the end of the run.
+    stats: String,
+}
+
+impl Seed002Run {
+    /// The ping RTTs' median, ms.
+    fn ping_median(&self) -> f64 {
+        // Behind a full droptail buffer some pings are dropped with the
+        // TCP packets (seen: up to 8 of 25); the rest still tell the
+        // queue's delay.
+        assert!(
+            self.ping.received >= self.ping.transmitted / 3,
+            "most pings lost under load: {:?}",
+            self.ping
+        );
+        median(&self.ping.rtts())
+    }
+}
+
+/// One seed 002 run in a shell with the ipfw commands `config`: TCP
+/// clients (`iperf3 -C cc`) started at `starts` seconds, each lasting
+/// `secs` s (iperf3 takes whole seconds), and `pings` pings every 0.1 s
+/// from `ping_at` s, all through the bottleneck. `prep` runs first in the
+/// command's namespace.
+#[allow(clippy::too_many_arguments)]
+fn seed002_run(
+    name: &str,
+    config: &str,
+    prep: &str,
+    cc: &str,
+    starts: &[f64],
+    secs: u32,
+    ping_at: f64,
+    pings: u32,
+) -> Seed002Run {
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let conf = scratch.write("ipfw.conf", config);
+    let ports: Vec<u16> = starts.iter().map(|_| unique_port()).collect();
+    let _servers: Vec<Proc> = ports.iter().map(|&p| iperf3_server_json(&ns, p)).collect();
+    // Each client sleeps until its start; the server's report (0.5 s
+    // intervals) gives [`iperf3_span_bps`] what arrived when.
+    let mut script = format!("{prep}pids=; ");
+    for (k, (&start, port)) in starts.iter().zip(&ports).enumerate() {
+        script += &format!(
+            "(sleep {start}; exec iperf3 -c $DUMMYNET_PEER -p {port} -t {secs} -C {cc} -J --get-server-output \
+             > $OUT/tcp{k}.json) & pids=\"$pids $!\"; "
+        );
+    }
+    script += &format!(
+        "sleep {ping_at}; ping -c {pings} -i 0.1 -W 2 $DUMMYNET_PEER > $OUT/ping.txt; \
+         s=0; for p in $pids; do wait $p || s=1; done; \"$DN\" stats > $OUT/stats.txt; exit $s"
+    );
+    shell_ok(
+        &ns,
+        &scratch,
+        &["--config", conf.to_str().expect("a UTF-8 path")],
+        &script,
+    );
+    let run = Seed002Run {
+        tcp: (0..starts.len())
+            .map(|k| scratch.read(&format!("tcp{k}.json")))
+            .collect(),
+        ping: Ping::parse(&scratch.read("ping.txt")),
+        stats: scratch.read("stats.txt"),
+    };
+    let rates: Vec<String> = run
+        .tcp
+        .iter()
+        .map(|j| format!("{:.2}", mbit(iperf3_received_bps(j))))
+        .collect();
+    println!(
+        "seed 002 {name}: TCP {} Mbit/s; ping lost {} of {}, median {:.1} ms, RTTs {:?}\n{}",
+        rates.join(" + "),
+        run.ping.lost(),
+        run.ping.transmitted,
+        median(&run.ping.rtts()),
+        run.ping.rtts(),
+        run.stats
+    );
+    run
+}
+
+/// Seed 002's CoDel config: pipe 1 up and pipe 2 down, each 10 Mbit/s with
+/// half the base RTT and the seed's buffer, and `aqm` on both (the seed's
+/// router ran CoDel on the bottleneck in each direction).
+fn seed002_pipes(one_way_ms: u32, aqm: &str) -> String {
+    let link = format!("bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER} {aqm}");
+    format!(
+        "pipe 1 config {link}\n\
+         pipe 2 config {link}\n\
+         add 100 pipe 1 ip from any to any in recv app\n\
+         add 200 pipe 2 ip from any to any in recv peer\n\
+         add 65000 allow ip from any to any\n"
+    )
+}
+
+/// Seed 002's scenarios 1 and 2: one NewReno flow (`-C reno`) over a
+/// 10 Mbit/s bottleneck with `base_rtt` ms of path RTT, CoDel at its
+/// defaults (target 5 ms, interval 100 ms, no ECN), against the same
+/// buffer with droptail. 5 s of TCP; 25 pings from 1.5 s on, after slow
+/// start, measure the RTT under load.
+///
+/// - Goodput, CoDel: at least `min_share` of the link (the payload
+///   ceiling is 10 × 1448/1500 = 9.65 Mbit/s). CoDel keeps only a few
+///   packets queued, so after each drop Reno's halved window is below the
+///   path's BDP and the link idles until it grows back by one packet per
+///   RTT. At 20 ms (BDP 17 packets) the window comes back in about 8 RTTs,
+///   0.16 s, and most of each drop interval runs full: 80%. At 40 ms (BDP
+///   33 packets) it takes about 0.6 s, and the seed itself notes that the
+///   defaults "can degrade TCP throughput" when the RTT is high: 70%.
+/// - RTT under load, CoDel: the median ping at most `base_rtt` + 25 ms.
+///   CoDel holds the standing queue near its 5 ms target; above it the
+///   queue grows for up to an interval (100 ms) before a drop: Reno adds
+///   one packet per RTT (1.2 ms of queue at 10 Mbit/s), about 5 packets
+///   (6 ms) in 100 ms at 20 ms RTT, so the queue swings between 0 and
+///   about 5 + 6 + a slow-start overshoot. 25 ms is twice that.
+/// - Droptail on the same buffer (about 800 ms at 10 Mbit/s): Reno fills
+///   it until it overflows, so the median ping must wait at least 100 ms
+///   more than with CoDel (bufferbloat), and nothing is dropped by an AQM.
+/// - CoDel's drops are `aqm` drops in `stats`, and there are some.
+fn seed002_codel_vs_droptail(one_way_ms: u32, min_share: f64) {
+    let base = 2.0 * f64::from(one_way_ms);
+    let name = format!("CoDel, {base} ms RTT");
+    let codel = seed002_run(
+        &name,
+        &seed002_pipes(one_way_ms, "codel"),
+        "",
+        "reno",
+        &[0.0],
+        5,
+        1.5,
+        25,
+    );
+    let name = format!("droptail, {base} ms RTT");
+    let droptail = seed002_run(
+        &name,
+        &seed002_pipes(one_way_ms, ""),
+        "",
+        "reno",
+        &[0.0],
+        5,
+        1.5,
+        25,
+    );
+    let bps = iperf3_received_bps(&codel.tcp[0]);
+    assert!(
+        bps >= min_share * SEED002_LINK_BPS,
+        "CoDel at {base} ms RTT: TCP received {:.2} Mbit/s, under {min_share} of 10",
+        mbit(bps)
+    );
+    let (c, d) = (codel.ping_median(), droptail.ping_median());
+    assert!(
+        c <= base + 25.0,
+        "CoDel at {base} ms RTT: median RTT under load {c:.1} ms > {base} + 25"
+    );
+    assert!(
+        d >= c + 100.0,
+        "droptail at {base} ms RTT: median RTT under load {d:.1} ms, not clearly \
+         above CoDel's {c:.1} ms (+100 ms)"
+    );
+    assert!(
+        stats_drops_for(&codel.stats, "aqm") > 0,
+        "CoDel dropped nothing:\n{}",
+        codel.stats
+    );
+    assert_eq!(
+        stats_drops_for(&droptail.stats, "aqm"),
+        0,
+        "droptail run with AQM drops:\n{}",
+        droptail.stats
+    );
+}
+
+#[test]
+fn seed002_shell_codel_20ms_rtt_keeps_delay_near_target() {
+    if !ready(
+        "seed002_shell_codel_20ms_rtt_keeps_delay_near_target",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_codel_vs_droptail(10, 0.8);
+}
+
+#[test]
+fn seed002_shell_codel_40ms_rtt_keeps_delay_near_target() {
+    if !ready(
+        "seed002_shell_codel_40ms_rtt_keeps_delay_near_target",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_codel_vs_droptail(20, 0.7);
+}
+
+/// Seed 002's FQ-CoDel config: pipe 1 up and pipe 2 down at 10 Mbit/s with
+/// half the base RTT each, each scheduled by its own `type fq_codel` at
+/// the seed's parameters (Table II's defaults, written out: target 5 ms,
+/// interval 100 ms, quantum 1514, limit 10240, 1024 flows, no ECN). The
+/// scheduler hashes each 5-tuple into a sub-queue of its own; the queue
+/// needs no mask, as in the seed's examples.
+fn seed002_fq_codel(one_way_ms: u32) -> String {
+    let fq = "type fq_codel target 5ms interval 100ms quantum 1514 limit 10240 flows 1024 noecn";
+    format!(
+        "pipe 1 config bw 10Mbit/s delay {one_way_ms}ms\n\
+         pipe 2 config bw 10Mbit/s delay {one_way_ms}ms\n\
+         sched 1 config pipe 1 {fq}\n\
+         sched 2 config pipe 2 {fq}\n\
+         queue 1 config sched 1\n\
+         queue 2 config sched 2\n\
+         add 100 queue 1 ip from any to any in recv app\n\
+         add 200 queue 2 ip from any to any in recv peer\n\
+         add 65000 allow ip from any to any\n"
+    )
+}
+
+/// Seed 002's scenario 4: four CUBIC flows (`-C cubic`, as the seed ran)
+/// with staggered starts and ends, each lasting 4 s from 0, 0.5, 1 and
+/// 1.5 s (the seed's 60 s from 0, 10, 20 and 30 s, scaled), over 10 Mbit/s
+/// and 20 ms RTT with FQ-CoDel; 20 pings from 2 s on. Against the same
+/// flows through one droptail FIFO with the seed's buffer.
+///
+/// - Fair shares: from 2 to 4 s all four run (the last has had 0.5 s, 25
+///   RTTs, to start); over that span, from the servers' 0.5 s intervals,
+///   each flow gets between 0.6 and 1.4 of the four's mean. DRR gives each
+///   backlogged sub-queue one quantum per round, so while every flow keeps
+///   a packet queued the shares are equal; what moves them is a flow whose
+///   window, halved by a CoDel drop, briefly cannot keep its sub-queue
+///   backlogged (a quarter of the 17-packet BDP is about 4 packets).
+/// - Together they carry at least 80% of the link (8 Mbit/s of payload of
+///   the 9.65 it can carry).
+/// - The pings are a sparse flow: each arrives at an empty sub-queue, goes
+///   on the new list and is served next, behind at most the packet on the
+///   wire (1.2 ms). The median stays within 10 ms of the base RTT; through
+///   the FIFO it waits behind the whole standing queue, at least 100 ms
+///   more.
+/// - FQ-CoDel drops (`aqm` in `stats`): each sub-queue's CoDel acts.
+fn seed002_fq_codel_vs_fifo(one_way_ms: u32) {
+    let base = 2.0 * f64::from(one_way_ms);
+    let starts = [0.0, 0.5, 1.0, 1.5];
+    let (from, to) = (2.0, 4.0);
+    let fq = seed002_run(
+        &format!("FQ-CoDel, 4 flows, {base} ms RTT"),
+        &seed002_fq_codel(one_way_ms),
+        "",
+        "cubic",
+        &starts,
+        4,
+        from,
+        20,
+    );
+    let fifo = seed002_run(
+        &format!("FIFO, 4 flows, {base} ms RTT"),
+        &seed002_pipes(one_way_ms, ""),
+        "",
+        "cubic",
+        &starts,
+        4,
+        from,
+        20,
+    );
+    // Each flow's span in its own test's time.
+    let span = |run: &Seed002Run| -> Vec<f64> {
+        run.tcp
+            .iter()
+            .zip(starts)
+            .map(|(j, s)| iperf3_span_bps(j, from - s, to - s))
+            .collect()
+    };
+    let rates = span(&fq);
+    let total: f64 = rates.iter().sum();
+    let mean = total / rates.len() as f64;
+    let round = |v: &[f64]| -> Vec<f64> {
+        v.iter()
+            .map(|&b| (mbit(b) * 100.0).round() / 100.0)
+            .collect()
+    };
+    println!(
+        "seed 002 at {base} ms RTT, {from}..{to} s, Mbit/s: FQ-CoDel {:?} (total {:.2}); \
+         FIFO {:?}",
+        round(&rates),
+        mbit(total),
+        round(&span(&fifo)),
+    );
+    assert!(
+        total >= 0.8 * SEED002_LINK_BPS,
+        "FQ-CoDel: the four flows carried {:.2} Mbit/s, under 80% of 10",
+        mbit(total)
+    );
+    for (k, &t) in rates.iter().enumerate() {
+        let share = t / mean;
+        assert!(
+            (0.6..=1.4).contains(&share),
+            "FQ-CoDel: flow {k} got {:.2} Mbit/s, {share:.2} of the mean {:.2}",
+            mbit(t),
+            mbit(mean)
+        );
+    }
+    let (f, d) = (fq.ping_median(), fifo.ping_median());
+    assert!(
+        f <= base + 10.0,
+        "FQ-CoDel: median ping RTT under load {f:.1} ms > {base} + 10"
+    );
+    assert!(
+        d >= f + 100.0,
+        "FIFO: median ping RTT under load {d:.1} ms, not clearly above FQ-CoDel's {f:.1} (+100)"
+    );
+    assert!(
+        stats_drops_for(&fq.stats, "aqm") > 0,
+        "FQ-CoDel dropped nothing:\n{}",
+        fq.stats
+    );
+}
+
+#[test]
+fn seed002_shell_fq_codel_4_flows_share_and_keep_ping_fast() {
+    if !ready(
+        "seed002_shell_fq_codel_4_flows_share_and_keep_ping_fast",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_fq_codel_vs_fifo(10);
+}

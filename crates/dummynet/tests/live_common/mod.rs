@@ -893,3 +893,78 @@ pub fn iperf3_udp_counts(json: &str) -> UdpCounts {
         lost: get("sum_received", "lost_packets"),
     }
 }
+
+/// The count of drops for `reason` (`aqm`, `queue-full`, ...) on `dummynet
+/// stats`' `drops:` line; 0 when the line or the reason is absent (the
+/// line lists non-zero reasons only).
+pub fn stats_drops_for(stats: &str, reason: &str) -> u64 {
+    let Some(line) = stats.lines().find_map(|l| l.strip_prefix("drops:")) else {
+        return 0;
+    };
+    line.split(',')
+        .filter_map(|item| item.trim().rsplit_once(' '))
+        .find(|(r, _)| *r == reason)
+        .map(|(_, n)| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("no count after `{reason}` in `drops:{line}`"))
+        })
+        .unwrap_or(0)
+}
+
+/// The `(N ECN-marked)` of `dummynet stats`' first line; 0 when absent.
+pub fn stats_ecn_marked(stats: &str) -> u64 {
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("packets:"))
+        .unwrap_or_else(|| panic!("no `packets:` line in dummynet stats:\n{stats}"));
+    let Some(i) = line.find(" ECN-marked)") else {
+        return 0;
+    };
+    let open = line[..i].rfind('(').expect("`(` before ECN-marked");
+    line[open + 1..i]
+        .parse()
+        .unwrap_or_else(|_| panic!("no count before ECN-marked in {line}"))
+}
+
+/// [`iperf3_server`] that reports in JSON (`-J`) every 0.5 s: a client's
+/// `--get-server-output` then carries the server's report as
+/// `server_output_json`.
+pub fn iperf3_server_json(ns: &TestNs, port: u16) -> Proc {
+    let port_s = port.to_string();
+    let mut cmd = ns.command("iperf3", &["-s", "-1", "-J", "-i", "0.5", "-p", &port_s]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let p = Proc::spawn(cmd, &format!("iperf3 -J server on port {port}"));
+    wait_listening(ns, port);
+    p
+}
+
+/// The receiver's payload bit/s of an `iperf3 -J --get-server-output` TCP
+/// client (of an [`iperf3_server_json`]) from `from` to `to` seconds of its
+/// test, from the server's own report (`server_output_json`): the bytes of
+/// the server's intervals inside that span (50 ms of slack at each end),
+/// over their total length. (The client's intervals count bytes written
+/// into its socket, which run ahead of what arrives by the send buffer.)
+pub fn iperf3_span_bps(json: &str, from: f64, to: f64) -> f64 {
+    let v = iperf3_json(json);
+    let intervals = v["server_output_json"]["intervals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no server_output_json.intervals in the iperf3 report:\n{json}"));
+    let (mut bytes, mut secs) = (0.0, 0.0);
+    for i in intervals {
+        let s = &i["sum"];
+        let (Some(start), Some(stop), Some(b)) =
+            (s["start"].as_f64(), s["end"].as_f64(), s["bytes"].as_f64())
+        else {
+            continue;
+        };
+        if start >= from - 0.05 && stop <= to + 0.05 {
+            bytes += b;
+            secs += stop - start;
+        }
+    }
+    assert!(
+        secs >= 0.5 * (to - from),
+        "server intervals cover {secs} s of {from}..{to} s in:\n{json}"
+    );
+    8.0 * bytes / secs
+}
