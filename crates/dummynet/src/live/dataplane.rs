@@ -112,6 +112,8 @@ pub struct Report {
     pub lateness: LatenessSummary,
     /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
     pub scheduling: &'static str,
+    /// The process's memory is locked (no page faults on the data path).
+    pub memory_locked: bool,
     /// Rests a `SCHED_FIFO` data plane forced on itself, and their total
     /// length in ns (see [`Rest`]).
     pub rests: u64,
@@ -139,6 +141,9 @@ impl std::fmt::Display for Report {
             writeln!(f, "drops: {}", list.join(", "))?;
         }
         write!(f, "{} ({}", self.lateness, self.scheduling)?;
+        if self.memory_locked {
+            write!(f, ", memory locked")?;
+        }
         if self.rests > 0 {
             write!(
                 f,
@@ -178,6 +183,7 @@ pub struct DataPlane {
     busy: bool,
     priority: Priority,
     scheduling: &'static str,
+    memory_locked: bool,
 }
 
 impl DataPlane {
@@ -201,6 +207,7 @@ impl DataPlane {
             busy: false,
             priority: Priority::default(),
             scheduling: "normal",
+            memory_locked: false,
         }
     }
 
@@ -217,6 +224,9 @@ impl DataPlane {
 
     pub fn run(mut self) -> Report {
         clock::tighten_timer_slack();
+        // Best effort, like the scheduling below (needs CAP_IPC_LOCK or a
+        // large enough RLIMIT_MEMLOCK); `stats` says whether it worked.
+        self.memory_locked = dummynet_io::rt::lock_memory().is_ok();
         // Best effort: without CAP_SYS_NICE the thread keeps normal
         // scheduling, and `stats` says so.
         self.scheduling = match self.priority {
@@ -379,6 +389,7 @@ impl DataPlane {
             marked: t.marks,
             lateness: self.lateness.summary(),
             scheduling: self.scheduling,
+            memory_locked: self.memory_locked,
             rests: self.rest.as_ref().map_or(0, |r| r.rests),
             rest_ns: self.rest.as_ref().map_or(0, |r| r.rest_ns),
             backends: self
