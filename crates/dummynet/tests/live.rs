@@ -1334,11 +1334,10 @@ fn seed002_run(
     run
 }
 
-/// Seed 002's CoDel config: pipe 1 up and pipe 2 down, each 10 Mbit/s with
-/// half the base RTT and the seed's buffer, and `aqm` on both (the seed's
-/// router ran CoDel on the bottleneck in each direction).
-fn seed002_pipes(one_way_ms: u32, aqm: &str) -> String {
-    let link = format!("bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER} {aqm}");
+/// Seed 002's CoDel config: pipe 1 up and pipe 2 down, each configured
+/// with `link` (the seed's router ran its AQM on the bottleneck in each
+/// direction).
+fn seed002_pipes(link: &str) -> String {
     format!(
         "pipe 1 config {link}\n\
          pipe 2 config {link}\n\
@@ -1377,7 +1376,9 @@ fn seed002_codel_vs_droptail(one_way_ms: u32, min_share: f64) {
     let name = format!("CoDel, {base} ms RTT");
     let codel = seed002_run(
         &name,
-        &seed002_pipes(one_way_ms, "codel"),
+        &seed002_pipes(&format!(
+            "bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER} codel"
+        )),
         "",
         "reno",
         &[0.0],
@@ -1388,7 +1389,9 @@ fn seed002_codel_vs_droptail(one_way_ms: u32, min_share: f64) {
     let name = format!("droptail, {base} ms RTT");
     let droptail = seed002_run(
         &name,
-        &seed002_pipes(one_way_ms, ""),
+        &seed002_pipes(&format!(
+            "bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER}"
+        )),
         "",
         "reno",
         &[0.0],
@@ -1449,17 +1452,17 @@ fn seed002_shell_codel_40ms_rtt_keeps_delay_near_target() {
     seed002_codel_vs_droptail(20, 0.7);
 }
 
-/// Seed 002's FQ-CoDel config: pipe 1 up and pipe 2 down at 10 Mbit/s with
-/// half the base RTT each, each scheduled by its own `type fq_codel` at
+/// Seed 002's FQ-CoDel config: pipe 1 up and pipe 2 down configured with
+/// `link`, each scheduled by its own `type fq_codel` at
 /// the seed's parameters (Table II's defaults, written out: target 5 ms,
 /// interval 100 ms, quantum 1514, limit 10240, 1024 flows, no ECN). The
 /// scheduler hashes each 5-tuple into a sub-queue of its own; the queue
 /// needs no mask, as in the seed's examples.
-fn seed002_fq_codel(one_way_ms: u32) -> String {
+fn seed002_fq_codel(link: &str) -> String {
     let fq = "type fq_codel target 5ms interval 100ms quantum 1514 limit 10240 flows 1024 noecn";
     format!(
-        "pipe 1 config bw 10Mbit/s delay {one_way_ms}ms\n\
-         pipe 2 config bw 10Mbit/s delay {one_way_ms}ms\n\
+        "pipe 1 config {link}\n\
+         pipe 2 config {link}\n\
          sched 1 config pipe 1 {fq}\n\
          sched 2 config pipe 2 {fq}\n\
          queue 1 config sched 1\n\
@@ -1470,34 +1473,36 @@ fn seed002_fq_codel(one_way_ms: u32) -> String {
     )
 }
 
-/// Seed 002's scenario 4: four CUBIC flows (`-C cubic`, as the seed ran)
-/// with staggered starts and ends, each lasting 4 s from 0, 0.5, 1 and
-/// 1.5 s (the seed's 60 s from 0, 10, 20 and 30 s, scaled), over 10 Mbit/s
-/// and 20 ms RTT with FQ-CoDel; 20 pings from 2 s on. Against the same
-/// flows through one droptail FIFO with the seed's buffer.
+/// Seed 002's scenarios 4 and 5: four CUBIC flows (`-C cubic`, as the seed
+/// ran) with staggered starts and ends, each lasting 4 s from 0, 0.5, 1
+/// and 1.5 s (the seed's 60 s from 0, 10, 20 and 30 s, scaled), over
+/// `bw_bps` and 20 ms RTT with FQ-CoDel; 20 pings from 2 s on. Against the
+/// same flows through one droptail FIFO of `fifo_queue`.
 ///
-/// - Fair shares: from 2 to 4 s all four run (the last has had 0.5 s, 25
-///   RTTs, to start); over that span, from the servers' 0.5 s intervals,
-///   each flow gets between 0.6 and 1.4 of the four's mean. DRR gives each
+/// - Fair shares: from 2 to 4 s all four run (the last has had 0.5 s to
+///   start); over that span, from the servers' 0.5 s intervals, each flow
+///   gets between 0.75 and 1.25 of the four's mean. DRR gives each
 ///   backlogged sub-queue one quantum per round, so while every flow keeps
 ///   a packet queued the shares are equal; what moves them is a flow whose
 ///   window, halved by a CoDel drop, briefly cannot keep its sub-queue
-///   backlogged (a quarter of the 17-packet BDP is about 4 packets).
-/// - Together they carry at least 80% of the link (8 Mbit/s of payload of
-///   the 9.65 it can carry).
+///   backlogged, and the span's edges (a flow's 0.5 s interval is not
+///   exactly the others'). Through the FIFO the first flow keeps most of
+///   the link (printed: 7.0 of 9.7 Mbit/s at 10 Mbit/s).
+/// - Together they carry at least 80% of the link's payload (1448 of each
+///   1500 bytes: 9.65 Mbit/s at 10, 0.965 at 1).
 /// - The pings are a sparse flow: each arrives at an empty sub-queue, goes
 ///   on the new list and is served next, behind at most the packet on the
-///   wire (1.2 ms). The median stays within 10 ms of the base RTT; through
-///   the FIFO it waits behind the whole standing queue, at least 100 ms
-///   more.
+///   wire (1.2 ms at 10 Mbit/s, 12 ms at 1). The median stays within
+///   `ping_slack` ms of the base RTT; through the FIFO it waits behind the
+///   whole standing queue, at least 100 ms more.
 /// - FQ-CoDel drops (`aqm` in `stats`): each sub-queue's CoDel acts.
-fn seed002_fq_codel_vs_fifo(one_way_ms: u32) {
-    let base = 2.0 * f64::from(one_way_ms);
+fn seed002_fq_codel_vs_fifo(bw: &str, bw_bps: f64, fifo_queue: &str, ping_slack: f64) {
+    let (one_way_ms, base) = (10, 20.0);
     let starts = [0.0, 0.5, 1.0, 1.5];
     let (from, to) = (2.0, 4.0);
     let fq = seed002_run(
-        &format!("FQ-CoDel, 4 flows, {base} ms RTT"),
-        &seed002_fq_codel(one_way_ms),
+        &format!("FQ-CoDel, 4 flows, {bw}"),
+        &seed002_fq_codel(&format!("bw {bw} delay {one_way_ms}ms")),
         "",
         "cubic",
         &starts,
@@ -1506,8 +1511,8 @@ fn seed002_fq_codel_vs_fifo(one_way_ms: u32) {
         20,
     );
     let fifo = seed002_run(
-        &format!("FIFO, 4 flows, {base} ms RTT"),
-        &seed002_pipes(one_way_ms, ""),
+        &format!("FIFO, 4 flows, {bw}"),
+        &seed002_pipes(&format!("bw {bw} delay {one_way_ms}ms {fifo_queue}")),
         "",
         "cubic",
         &starts,
@@ -1528,38 +1533,40 @@ fn seed002_fq_codel_vs_fifo(one_way_ms: u32) {
     let mean = total / rates.len() as f64;
     let round = |v: &[f64]| -> Vec<f64> {
         v.iter()
-            .map(|&b| (mbit(b) * 100.0).round() / 100.0)
+            .map(|&b| (mbit(b) * 1000.0).round() / 1000.0)
             .collect()
     };
     println!(
-        "seed 002 at {base} ms RTT, {from}..{to} s, Mbit/s: FQ-CoDel {:?} (total {:.2}); \
-         FIFO {:?}",
+        "seed 002 at {bw}, {from}..{to} s, Mbit/s: FQ-CoDel {:?} (total {:.3}); FIFO {:?}",
         round(&rates),
         mbit(total),
         round(&span(&fifo)),
     );
+    let ceiling = bw_bps * 1448.0 / 1500.0;
     assert!(
-        total >= 0.8 * SEED002_LINK_BPS,
-        "FQ-CoDel: the four flows carried {:.2} Mbit/s, under 80% of 10",
-        mbit(total)
+        total >= 0.8 * ceiling,
+        "FQ-CoDel: the four flows carried {:.3} Mbit/s, under 80% of {:.3}",
+        mbit(total),
+        mbit(ceiling)
     );
     for (k, &t) in rates.iter().enumerate() {
         let share = t / mean;
         assert!(
-            (0.6..=1.4).contains(&share),
-            "FQ-CoDel: flow {k} got {:.2} Mbit/s, {share:.2} of the mean {:.2}",
+            (0.75..=1.25).contains(&share),
+            "FQ-CoDel at {bw}: flow {k} got {:.3} Mbit/s, {share:.2} of the mean {:.3}",
             mbit(t),
             mbit(mean)
         );
     }
     let (f, d) = (fq.ping_median(), fifo.ping_median());
     assert!(
-        f <= base + 10.0,
-        "FQ-CoDel: median ping RTT under load {f:.1} ms > {base} + 10"
+        f <= base + ping_slack,
+        "FQ-CoDel at {bw}: median ping RTT under load {f:.1} ms > {base} + {ping_slack}"
     );
     assert!(
         d >= f + 100.0,
-        "FIFO: median ping RTT under load {d:.1} ms, not clearly above FQ-CoDel's {f:.1} (+100)"
+        "FIFO at {bw}: median ping RTT under load {d:.1} ms, not clearly above \
+         FQ-CoDel's {f:.1} (+100)"
     );
     assert!(
         stats_drops_for(&fq.stats, "aqm") > 0,
@@ -1568,6 +1575,9 @@ fn seed002_fq_codel_vs_fifo(one_way_ms: u32) {
     );
 }
 
+/// Scenario 4, 10 Mbit/s, against a FIFO with the seed's buffer. A ping
+/// may wait for one 1500-byte packet on the wire (1.2 ms) and for the
+/// reply's turn at the other end: 10 ms of slack.
 #[test]
 fn seed002_shell_fq_codel_4_flows_share_and_keep_ping_fast() {
     if !ready(
@@ -1577,5 +1587,85 @@ fn seed002_shell_fq_codel_4_flows_share_and_keep_ping_fast() {
         return;
     }
     let _serial = serial();
-    seed002_fq_codel_vs_fifo(10);
+    seed002_fq_codel_vs_fifo("10Mbit/s", 10e6, SEED002_BUFFER, 10.0);
+}
+
+/// Scenario 5, 1 Mbit/s. The FIFO gets the default 50 slots (600 ms at
+/// 1 Mbit/s), not the seed's buffer: 1000 KB would be 8 s of queue, and
+/// iperf3's own end-of-test exchange behind it would outlast the test's
+/// time limit. A ping may wait for one packet on the wire (12 ms) and its
+/// own serialisation (0.7 ms each way): 25 ms of slack.
+#[test]
+fn seed002_shell_fq_codel_1mbit_4_flows_share_and_keep_ping_fast() {
+    if !ready(
+        "seed002_shell_fq_codel_1mbit_4_flows_share_and_keep_ping_fast",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_fq_codel_vs_fifo("1Mbit/s", 1e6, "", 25.0);
+}
+
+/// Seed 002's scenario 3: one CUBIC flow over 10 Mbit/s and 20 ms RTT with
+/// `codel target 10ms interval 100ms ecn`, and ECN on in the client's TCP
+/// (`net.ipv4.tcp_ecn=1`, set in the shell's namespace only; the server's
+/// default, 2, accepts ECN when asked). The seed "confirmed that ECN is
+/// functional with nothing dropped". Here:
+///
+/// - CoDel marks (`ECN-marked` in `stats`), and drops at most as many
+///   packets as it marks: what it drops instead of marking is what is not
+///   ECN-capable (the pings, and TCP retransmissions, which Linux never
+///   sends as ECT), while every one of its signals to the flow is a mark.
+/// - Goodput at least 80% of the link, as with CoDel dropping at 20 ms.
+/// - The median ping at most 20 + 30 ms: the standing queue stays near the
+///   10 ms target, and swings above it as in the dropping case (25 ms of
+///   slack there, with a 5 ms target).
+///
+/// It fails: the live data plane's payload (`Carrier`, in
+/// `src/live/mod.rs`) does not expose its IP bytes (`impl Payload for
+/// Carrier {}`), so the engine sees every live packet as Not-ECT and CoDel
+/// drops where it should mark. Measured: the SYN and SYN-ACK negotiate ECN
+/// (flags ECE|CWR, then SYN|ACK|ECE), data leaves the client as ECT(0)
+/// (TOS 0x02) and reaches the server as ECT(0), never CE; `stats`: 12-16
+/// `aqm` drops, 0 ECN-marked. The same with `type fq_codel ... ecn`.
+#[test]
+#[ignore = "the live data plane does not expose IP bytes to the engine (impl Payload for \
+            Carrier {}): ECT packets are dropped, never marked CE"]
+fn seed002_shell_codel_ecn_marks_instead_of_dropping() {
+    if !ready("seed002_shell_codel_ecn_marks_instead_of_dropping", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let run = seed002_run(
+        "CoDel ECN, 20 ms RTT",
+        &seed002_pipes(&format!(
+            "bw 10Mbit/s delay 10ms {SEED002_BUFFER} codel target 10ms interval 100ms ecn"
+        )),
+        "echo 1 > /proc/sys/net/ipv4/tcp_ecn || exit 98; ",
+        "cubic",
+        &[0.0],
+        5,
+        1.5,
+        25,
+    );
+    let marked = stats_ecn_marked(&run.stats);
+    let dropped = stats_drops_for(&run.stats, "aqm");
+    assert!(marked > 0, "CoDel with ecn marked nothing:\n{}", run.stats);
+    assert!(
+        dropped <= marked,
+        "CoDel with ecn dropped {dropped} packets and marked {marked}:\n{}",
+        run.stats
+    );
+    let bps = iperf3_received_bps(&run.tcp[0]);
+    assert!(
+        bps >= 0.8 * SEED002_LINK_BPS,
+        "CoDel ECN: TCP received {:.2} Mbit/s, under 80% of 10",
+        mbit(bps)
+    );
+    let m = run.ping_median();
+    assert!(
+        m <= 20.0 + 30.0,
+        "CoDel ECN: median RTT under load {m:.1} ms > 20 + 30"
+    );
 }
