@@ -1,7 +1,8 @@
 //! The live emulator end to end, with real `ping` and `iperf3`: the seeds'
 //! experiments (000: delay and BDP-sized queues; 001: per-protocol pipes,
-//! per-host masks, the link to the moon; 004: FIFO vs WF2Q+ under a UDP
-//! flood, and WF2Q+'s 70/30 share) through `dummynet shell`, then
+//! per-host masks, the link to the moon; 002: CoDel and FQ-CoDel against
+//! droptail with real TCP; 004: FIFO vs WF2Q+ under a UDP flood, and
+//! WF2Q+'s 70/30 share) through `dummynet shell`, then
 //! `dummynet run --bridge` and `dummynet run --host`, reconfiguration
 //! under load, and nested shells.
 //!
@@ -16,7 +17,7 @@
 //! `dummynet shell` is itself started inside such a namespace, so the veth
 //! it adds to its caller's namespace lands there. Traffic only goes to
 //! addresses inside those namespaces. Every ping has a count, every iperf3
-//! run lasts at most 4 s, every wait has a deadline.
+//! run lasts at most 5 s, every wait has a deadline.
 //!
 //! Timing: the tests hold one lock for their whole run (see
 //! [`live_common::serial`]): on a 2-vCPU machine, two bandwidth tests at once
