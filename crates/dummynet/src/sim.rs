@@ -188,6 +188,9 @@ pub struct Packet {
 }
 
 impl Payload for Packet {
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        self.frame.get(self.ip_offset..)
+    }
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         self.frame.get_mut(self.ip_offset..)
     }

@@ -1623,16 +1623,10 @@ fn seed002_shell_fq_codel_1mbit_4_flows_share_and_keep_ping_fast() {
 ///   10 ms target, and swings above it as in the dropping case (25 ms of
 ///   slack there, with a 5 ms target).
 ///
-/// It fails: the live data plane's payload (`Carrier`, in
-/// `src/live/mod.rs`) does not expose its IP bytes (`impl Payload for
-/// Carrier {}`), so the engine sees every live packet as Not-ECT and CoDel
-/// drops where it should mark. Measured: the SYN and SYN-ACK negotiate ECN
-/// (flags ECE|CWR, then SYN|ACK|ECE), data leaves the client as ECT(0)
-/// (TOS 0x02) and reaches the server as ECT(0), never CE; `stats`: 12-16
-/// `aqm` drops, 0 ECN-marked. The same with `type fq_codel ... ecn`.
+/// This test found that the live payload did not expose its IP bytes to the
+/// engine, so every live packet looked Not-ECT and CoDel dropped where it
+/// should have marked (now `impl Payload for Carrier` in `src/live/mod.rs`).
 #[test]
-#[ignore = "the live data plane does not expose IP bytes to the engine (impl Payload for \
-            Carrier {}): ECT packets are dropped, never marked CE"]
 fn seed002_shell_codel_ecn_marks_instead_of_dropping() {
     if !ready("seed002_shell_codel_ecn_marks_instead_of_dropping", TOOLS) {
         return;

@@ -33,7 +33,12 @@ pub struct PacketInfo {
 /// Payload types the engine can carry. The engine only moves payloads around;
 /// the hook exists so AQMs can mark ECN on payloads that expose their bytes.
 pub trait Payload {
-    /// The packet bytes starting at the IP header, if the payload has them.
+    /// The packet bytes starting at the IP header, if the payload has them,
+    /// to read (an AQM asks whether the packet is ECN-capable).
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        None
+    }
+    /// The same bytes to change (an AQM sets ECN CE).
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         None
     }

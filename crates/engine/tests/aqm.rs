@@ -121,6 +121,9 @@ struct Pkt {
 }
 
 impl Payload for Pkt {
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        self.bytes.as_deref()
+    }
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         self.bytes.as_deref_mut()
     }

@@ -474,6 +474,9 @@ impl Ip4 {
 }
 
 impl Payload for Ip4 {
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        Some(&self.0)
+    }
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         Some(&mut self.0)
     }

@@ -54,8 +54,45 @@ pub enum Body {
     Host(HostPacket),
 }
 
-// ECN marking (a later AQM feature) will expose the IP bytes here.
-impl Payload for Carrier {}
+/// ECN marking: an AQM reads and sets the ECN field of the IP header. A
+/// bridged frame's IP header follows its Ethernet header (and VLAN tags);
+/// a host packet is IP from the start. On a GSO super-packet the kernel
+/// copies the marked header into every segment. A host packet the kernel
+/// will not take back modified (an unfinished checksum) is not marked, and
+/// the AQM drops it instead.
+impl Payload for Carrier {
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Frame { buf, .. } => buf.get(ip_offset(buf)?..),
+            Body::Host(p) => Some(p.payload()),
+        }
+    }
+
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match &mut self.body {
+            Body::Frame { buf, .. } => {
+                let at = ip_offset(buf)?;
+                buf.get_mut(at..)
+            }
+            Body::Host(p) => p.payload_mut().ok(),
+        }
+    }
+}
+
+/// Where the IP header of an Ethernet frame starts, past up to two VLAN
+/// tags; `None` if the frame does not carry IPv4 or IPv6.
+fn ip_offset(frame: &[u8]) -> Option<usize> {
+    let mut at = 12;
+    for _ in 0..3 {
+        let ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+        match ethertype {
+            0x0800 | 0x86dd => return Some(at + 2),
+            0x8100 | 0x88a8 => at += 4,
+            _ => return None,
+        }
+    }
+    None
+}
 
 /// A packet source and sink around the engine.
 pub trait Backend: Send {
@@ -76,4 +113,39 @@ pub trait Backend: Send {
     /// First step of a shutdown: stop taking packets from the system (the
     /// host backend removes its iptables rules) so nothing is black-holed.
     fn stop_intercepting(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(tags: &[u16], ethertype: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        for t in tags {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0, 7]);
+        }
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(&[0x45, 0x02]);
+        f
+    }
+
+    #[test]
+    fn the_ip_header_is_found_past_vlan_tags() {
+        assert_eq!(ip_offset(&frame(&[], 0x0800)), Some(14));
+        assert_eq!(ip_offset(&frame(&[0x8100], 0x86dd)), Some(18));
+        assert_eq!(ip_offset(&frame(&[0x88a8, 0x8100], 0x0800)), Some(22));
+        assert_eq!(ip_offset(&frame(&[], 0x0806)), None, "ARP is not IP");
+        assert_eq!(ip_offset(&[0u8; 13]), None, "too short");
+        let c = Carrier {
+            backend: 0,
+            out_pass: None,
+            body: Body::Frame {
+                buf: frame(&[0x8100], 0x0800),
+                vnet: None,
+                port: 0,
+            },
+        };
+        assert_eq!(c.ip_bytes(), Some(&[0x45, 0x02][..]));
+    }
 }

@@ -300,7 +300,7 @@ impl<P: Payload> Dummynet<P> {
             let arrival = Arrival {
                 now,
                 len,
-                ect: ecn::capable(held.payload.ip_bytes_mut().map(|b| &*b)),
+                ect: ecn::capable(held.payload.ip_bytes()),
                 queue: state,
                 link_bw: instance.params.bw,
             };
@@ -788,7 +788,7 @@ impl<P: Payload> QueueOps for Ops<'_, P> {
                         now: self.now,
                         enqueued_at: h.enq_time,
                         len: h.info.len,
-                        ect: ecn::capable(h.payload.ip_bytes_mut().map(|b| &*b)),
+                        ect: ecn::capable(h.payload.ip_bytes()),
                         queue: state,
                         resumed,
                     };
