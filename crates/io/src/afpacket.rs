@@ -3,9 +3,11 @@
 //! A [`Port`] is one `AF_PACKET`/`SOCK_RAW` socket bound to one interface. It
 //! sees every frame that arrives on the interface (promiscuous, so frames for
 //! the MAC addresses on the *other* side of the bridge are not filtered out by
-//! the NIC) and can put whole Ethernet frames on it. Reading and writing are
-//! batched: one `recvmmsg(2)` or `sendmmsg(2)` moves up to
-//! [`PortOptions::batch`] frames, so the cost of a system call is shared.
+//! the NIC) and can put whole Ethernet frames on it. Frames are read from a
+//! memory-mapped ring without system calls (or, optionally, with
+//! `recvmmsg(2)`), and written with `sendmmsg(2)`, up to
+//! [`PortOptions::batch`] frames a call, so the cost of a system call is
+//! shared.
 //!
 //! # What the kernel does for us, and what it does not
 //!
@@ -198,9 +200,12 @@ pub struct PortOptions {
     /// kernel on the way out. When false, received frames are plain: the port
     /// finishes their checksums itself. Sending takes a header either way.
     pub vnet_hdr: bool,
-    /// Frames per `recvmmsg`/`sendmmsg`, 1 to [`MAX_BATCH`].
+    /// Most frames one [`Port::recv_batch`] returns and one `sendmmsg` (or
+    /// `recvmmsg`) moves, 1 to [`MAX_BATCH`].
     pub batch: usize,
-    /// Size of each receive slot: the longest frame delivered whole.
+    /// The longest frame delivered whole; longer ones are dropped and counted
+    /// ([`PortStats::rx_truncated`]). It is the size of each `recvmmsg` slot
+    /// and, with a ring, of the one slot that takes `TP_STATUS_COPY` frames.
     pub frame_capacity: usize,
     /// Bytes asked for `SO_RCVBUF` and `SO_SNDBUF` (the `FORCE` variants when
     /// allowed, which ignore `net.core.rmem_max`/`wmem_max`). 0 keeps the
@@ -750,7 +755,8 @@ impl Port {
     /// appends them to `out`. Returns how many were appended; 0 means nothing
     /// was waiting (the socket is non-blocking: poll [`Port::as_fd`] for
     /// `POLLIN`). Frames too long for a slot are dropped and counted, never
-    /// delivered cut.
+    /// delivered cut. On an error (the interface went away, mostly), frames
+    /// read before it are already in `out`.
     pub fn recv_batch(&mut self, out: &mut Vec<RxFrame>, max: usize) -> Result<usize, PortError> {
         let want = max.min(self.opts.batch);
         if self.ring.is_some() {
