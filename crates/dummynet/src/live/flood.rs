@@ -83,8 +83,10 @@ pub fn flood(a: &FloodArgs) -> Result<FloodReport, String> {
     }
     let dst_mac = parse_mac(&a.dst_mac)?;
     let frame = udp_frame(dst_mac, a.src, a.dst, a.size);
+    // Send only: no promiscuous mode, and no receive ring to fill.
     let opts = PortOptions {
         promiscuous: false,
+        rx_ring_frames: 0,
         ..PortOptions::default()
     };
     let mut port = Port::open(&a.iface, opts).map_err(|e| e.to_string())?;
