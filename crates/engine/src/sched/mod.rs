@@ -12,6 +12,8 @@ pub mod fq_pie;
 mod prio;
 mod qfq;
 mod rr;
+#[cfg(test)]
+mod testkit;
 mod wf2q;
 pub mod workload;
 

@@ -816,31 +816,7 @@ mod tests {
 
     use super::*;
 
-    #[derive(Default)]
-    struct Queues {
-        q: Vec<VecDeque<u32>>,
-        aqm_drops: Vec<QueueId>,
-        served: Vec<(QueueId, u32)>,
-        aqm_dropped: Vec<u32>,
-        empty_pops: usize,
-    }
-
-    impl QueueOps for Queues {
-        fn head_len(&self, q: QueueId) -> Option<u32> {
-            self.q[q as usize].front().copied()
-        }
-        fn pop(&mut self, q: QueueId) -> Option<u32> {
-            if let Some(i) = self.aqm_drops.iter().position(|&d| d == q) {
-                self.aqm_drops.swap_remove(i);
-                self.aqm_dropped.extend(self.q[q as usize].drain(..));
-            } else if self.q[q as usize].is_empty() {
-                self.empty_pops += 1;
-            }
-            let len = self.q[q as usize].pop_front()?;
-            self.served.push((q, len));
-            Some(len)
-        }
-    }
+    use super::super::testkit::Queues;
 
     struct Rig {
         s: Qfq,
