@@ -313,6 +313,84 @@ fn the_flowset_limit_and_aqm_do_not_apply() {
     assert_eq!(h.e.totals().dropped(), 0);
 }
 
+// ------------------------------------------------------------ reactivation
+
+/// When the first of flow `port`'s packets that arrived at or after `from`
+/// was dropped by the AQM.
+fn first_aqm_drop(h: &Harness, port: u16, from: Nanos) -> Option<Nanos> {
+    h.sent
+        .iter()
+        .zip(&h.fates)
+        .filter(|((t, info), _)| info.key.sport == port && *t >= from)
+        .filter_map(|(_, fate)| match fate {
+            Some(Fate::Dropped {
+                at,
+                reason: DropReason::Aqm,
+            }) => Some(*at),
+            _ => None,
+        })
+        .min()
+}
+
+#[test]
+fn fq_codel_restarts_a_returning_flows_codel() {
+    // FreeBSD's fq_codel_enqueue clears `dropping` and `first_above_time`
+    // when an inactive flow gets a packet. Flow A's queue is emptied by
+    // overflow drops (not by dequeues, which would clear the state anyway)
+    // while its CoDel has been above target for long, so that state is stale
+    // when A comes back. Target 1 ms, below the 1.5 ms A's first packet back
+    // waits behind C's: with the stale state, that first dequeue would find
+    // the sojourn "above target since long ago" and drop at once.
+    let p = [("target", MS), ("limit", 10)];
+    let ports = distinct_ports(15, 1024);
+    let (a, c, others) = (ports[0], ports[1], &ports[2..]);
+    let back = 400 * MS;
+    let mut comeback = vec![(back, c, 1500)];
+    comeback.extend((0..5).map(|_| (back + US, a, 1500)));
+    comeback.extend(cbr(a, 10_000_000, 1500, back + 2 * MS, back + 400 * MS));
+
+    // A at 10 Mbit/s for 300 ms, then twelve one-packet flows at once push
+    // its last packets out over the limit of 10; then A is idle for 80 ms.
+    let mut history = cbr(a, 10_000_000, 1500, 0, 300 * MS);
+    history.extend(others.iter().map(|&p| (300 * MS, p, 200)));
+    let mut h = fq_link("fq_codel", BW, &p);
+    run(&mut h, [history, comeback.clone()].concat());
+    assert!(first_aqm_drop(&h, a, 0).is_some_and(|t| t < 300 * MS));
+
+    let mut fresh = fq_link("fq_codel", BW, &p);
+    run(&mut fresh, comeback);
+    let want = first_aqm_drop(&fresh, a, back);
+    // A fresh CoDel first drops an interval after the sojourn went above
+    // target; the returning flow's does the same.
+    assert!(want.is_some_and(|t| t >= back + 100 * MS), "{want:?}");
+    assert_eq!(first_aqm_drop(&h, a, back), want);
+}
+
+#[test]
+fn fq_pie_restarts_a_returning_flows_pie() {
+    // FreeBSD's fq_pie_enqueue re-initialises an inactive flow's PIE when it
+    // gets a packet: drop probability 0 and a full burst allowance
+    // (max_burst, 150 ms), so nothing is dropped early in its first 150 ms
+    // back, however hard it was being dropped before it went idle.
+    let ports = distinct_ports(1, 1024);
+    let a = ports[0];
+    let back = 2_100 * MS;
+    let comeback = cbr(a, 12_000_000, 1500, back, back + 500 * MS);
+    for history in [cbr(a, 12_000_000, 1500, 0, 2 * SEC), Vec::new()] {
+        let had_history = !history.is_empty();
+        let mut h = fq_link("fq_pie", BW, &[]);
+        run(&mut h, [history, comeback.clone()].concat());
+        if had_history {
+            assert!(first_aqm_drop(&h, a, 0).is_some_and(|t| t < 2 * SEC));
+        }
+        let first = first_aqm_drop(&h, a, back);
+        assert!(
+            first.is_some_and(|t| t >= back + 150 * MS),
+            "history {had_history}: first drop back at {first:?}"
+        );
+    }
+}
+
 // ------------------------------------------------------------ hashing
 
 #[test]

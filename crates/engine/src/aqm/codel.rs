@@ -210,6 +210,16 @@ impl AqmState for Codel {
             Pending::None => AqmVerdict::Accept,
         }
     }
+
+    /// FreeBSD's fq_codel_enqueue, for a flow that was inactive: out of the
+    /// dropping state, and not above target (a sojourn must stay above it
+    /// for a whole interval again). `count`, `drop_next` and `maxpacket`
+    /// stay, as there.
+    fn restart(&mut self, _now: Nanos) {
+        self.dropping = false;
+        self.first_above_time = 0;
+        self.pending = Pending::None;
+    }
 }
 
 /// `AQM CoDel target 5ms interval 100ms NoECN`.

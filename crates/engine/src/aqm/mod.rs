@@ -95,6 +95,12 @@ pub trait AqmState: Send + std::fmt::Debug {
     /// The head packet is about to leave. After a `Drop` the engine calls
     /// again with the next packet (`resumed` set) at the same time.
     fn on_dequeue(&mut self, d: &Departure, rng: &mut Rng) -> AqmVerdict;
+    /// The queue's flow comes back into a flow-queueing scheduler's service
+    /// lists after having left them, at `now`, before its packet's
+    /// `on_enqueue`. FreeBSD's fq_codel and fq_pie re-initialise the flow's
+    /// AQM then (see [`crate::sched::SchedInstance::is_idle`]); a flowset's
+    /// own AQM is never told.
+    fn restart(&mut self, _now: Nanos) {}
 }
 
 /// Whether a queue in state `q` refuses one more packet: FreeBSD compares

@@ -324,6 +324,14 @@ impl AqmState for Pie {
         }
         AqmVerdict::Accept
     }
+
+    /// FreeBSD's fq_activate_pie, for a flow that was inactive: on, with
+    /// probability 0, a full burst allowance, a new departure rate
+    /// measurement and the update clock started at `now`.
+    fn restart(&mut self, now: Nanos) {
+        self.started = true;
+        self.activate(now);
+    }
 }
 
 /// `AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst

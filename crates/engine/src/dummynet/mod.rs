@@ -297,6 +297,13 @@ impl<P: Payload> Dummynet<P> {
         if !plr.is_zero() && rng.chance(plr) {
             reason = Some(DropReason::Plr);
         } else if let Some(a) = queue.aqm.as_mut() {
+            // A flow-queueing policy takes an idle queue back as a new flow:
+            // FreeBSD's fq_codel and fq_pie restart its AQM then. Done before
+            // the AQM sees the packet, which matches FreeBSD's fq_pie, where
+            // the PIE of an idle flow is off and so cannot drop it.
+            if state.len_pkts == 0 && instance.policy.is_idle(queue.slot) {
+                a.restart(now);
+            }
             let arrival = Arrival {
                 now,
                 len,
@@ -434,12 +441,18 @@ impl<P: Payload> Dummynet<P> {
         };
         let mut last: Option<usize> = None;
         // `backlog` guards the loop so an emptied instance costs no extra
-        // call into its policy.
+        // call into its policy, except for a flow-queueing one (`limit`):
+        // FreeBSD's fq_codel and fq_pie learn that their flows went idle
+        // from the dequeue that finds them empty, which takes each out of
+        // its list, so a returning flow is new again (and its AQM restarted).
+        let flow_queueing = instance.limit.is_some();
         while instance.link.credit >= 0 {
             let mut held = match first.take() {
                 Some(h) => h,
                 None => {
-                    if instance.backlog == 0 || instance.policy.dequeue(&mut ops).is_none() {
+                    if (instance.backlog == 0 && !flow_queueing)
+                        || instance.policy.dequeue(&mut ops).is_none()
+                    {
                         break;
                     }
                     let Some(h) = ops.popped.take() else {

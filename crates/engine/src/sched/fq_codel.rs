@@ -21,15 +21,16 @@
 //! unless `ecn`: RFC 8290 turns it on, FreeBSD does not), its bounds, a flow
 //! sends while its deficit is not negative (`deficit < 0` ends its turn), one
 //! packet dropped from the longest queue (by packets) per packet over the
-//! limit, and the flowset's own queue limit and AQM ignored.
+//! limit, and the flowset's own queue limit and AQM ignored. Also kept: a
+//! queue that comes back from idle (out of both lists, so to the new list)
+//! gets a full quantum and a restarted CoDel, out of the dropping state with
+//! `first_above_time` cleared, as `fq_codel_enqueue` does (fq_pie restarts
+//! its PIE there the same way); Linux keeps a returning flow's CoDel state.
+//! The engine owns the CoDel; [`SchedInstance::is_idle`] tells it when.
 //!
 //! Where this departs from FreeBSD, on purpose:
 //! * Out-of-range parameters are refused instead of clamped.
 //! * The hash is fixed, not perturbed per instance, so runs replay.
-//! * FreeBSD resets a queue's CoDel `dropping` state when the queue comes
-//!   back to the new list; here the queue's CoDel keeps its state (the
-//!   engine owns it), and leaves the dropping state on its own once a packet
-//!   goes out below target, as RFC 8289 does.
 //! * Two flowsets feeding one instance get separate queues for the same
 //!   bucket (FreeBSD's instance has one array for all its flowsets).
 
@@ -342,6 +343,13 @@ impl SchedInstance for FqDrr {
 
     /// FreeBSD's fq schedulers have no weights: every queue gets `quantum`.
     fn set_weight(&mut self, _slot: Slot, _weight: u32) {}
+
+    #[inline]
+    fn is_idle(&self, slot: Slot) -> bool {
+        self.flows
+            .get(slot as usize)
+            .is_some_and(|f| f.list == List::Idle && !f.vacant)
+    }
 
     #[inline]
     fn enqueue(&mut self, slot: Slot, _len: u32, _was_empty: bool) {

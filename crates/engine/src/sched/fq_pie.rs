@@ -4,7 +4,9 @@
 //! The same scheduler as [`super::fq_codel`] (5-tuple hashed into `flows`
 //! queues, RFC 8290's deficit round robin over new and old lists, `limit`
 //! packets across the instance with the longest queue's head dropped on
-//! overflow), with a PIE controller per queue instead of CoDel.
+//! overflow), with a PIE controller per queue instead of CoDel. As in
+//! FreeBSD (`fq_activate_pie`), a queue that comes back from idle gets its
+//! PIE restarted: probability 0, full burst allowance, update clock from now.
 //!
 //! FreeBSD's defaults (`fq_pie_sysctl`): `target` 15 ms, `tupdate` 15 ms,
 //! `max_burst` 150 ms, `max_ecnth` 0.1, `alpha` 0.125, `beta` 1.25,

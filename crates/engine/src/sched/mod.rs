@@ -52,6 +52,14 @@ pub trait SchedInstance: Send {
     /// Picks a queue and pops its head packet with `ops.pop`; returns the queue
     /// served, or `None` if nothing is backlogged.
     fn dequeue(&mut self, ops: &mut dyn QueueOps) -> Option<QueueId>;
+    /// The queue at `slot` is out of every list the policy serves, so its
+    /// next packet brings it back as a new flow (fq_codel, fq_pie); the
+    /// engine then restarts the queue's AQM ([`crate::aqm::AqmState::restart`]).
+    /// Asked only when the queue is empty. Policies without such lists keep
+    /// the default, false.
+    fn is_idle(&self, _slot: Slot) -> bool {
+        false
+    }
 }
 
 /// One parameter of a scheduler type. Values reach
