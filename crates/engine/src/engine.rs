@@ -349,6 +349,12 @@ impl<P: Payload> Engine<P> {
                 check_number("pipe", n)?;
                 self.check_link(&cfg.link)?;
                 self.check_flowset(&cfg.flowset)?;
+                if cfg.flowset.weight == 0 {
+                    return err(format!(
+                        "pipe {n}: weight 0 is a priority, only for queues of a prio \
+                         scheduler; a pipe's own queue is served FIFO (weight 1..{MAX_WEIGHT})"
+                    ));
+                }
                 let (kind, params) = match self.dn.sched_kind(n) {
                     Some(k) => (
                         k,
@@ -374,6 +380,16 @@ impl<P: Payload> Engine<P> {
                 let sched = cfg.sched.unwrap_or(1);
                 check_number("scheduler", sched)?;
                 self.check_flowset(&cfg.flowset)?;
+                match self.dn.sched_kind(sched) {
+                    Some(kind) if cfg.flowset.weight == 0 && !takes_priority_zero(kind) => {
+                        return err(format!(
+                            "queue {n}: weight 0 is a priority, only for queues of a prio \
+                             scheduler; scheduler {sched} is {} (weight 1..{MAX_WEIGHT})",
+                            kind.display
+                        ));
+                    }
+                    _ => {}
+                }
                 self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
                 Ok(())
             }
@@ -393,6 +409,15 @@ impl<P: Payload> Engine<P> {
                 };
                 if let Err(e) = (kind.new_instance)(&cfg.params) {
                     return err(format!("sched {n} type {}: {e}", kind.name));
+                }
+                if !takes_priority_zero(kind) {
+                    if let Some((q, _)) = self.dn.flowsets_of(n).find(|(_, f)| f.weight == 0) {
+                        return err(format!(
+                            "sched {n} type {}: queue {q} has weight 0, a priority only \
+                             prio takes; give it a weight of 1..{MAX_WEIGHT} first",
+                            kind.name
+                        ));
+                    }
                 }
                 if let Some(link) = &cfg.link {
                     self.check_link(link)?;
@@ -549,9 +574,9 @@ impl<P: Payload> Engine<P> {
     }
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
-        if f.weight == 0 || f.weight > MAX_WEIGHT {
+        if f.weight > MAX_WEIGHT {
             return err(format!(
-                "weight {} is out of range 1..{MAX_WEIGHT}",
+                "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",
                 f.weight
             ));
         }
@@ -639,6 +664,14 @@ fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
         rule: Some(held.rule.number),
         target: Some(held.target),
     }
+}
+
+/// FreeBSD's prio takes a queue's weight as its priority, from 0 (served
+/// first) to 63 (`prio_new_fsk` bounds it to `0..MAXPRIO-1`); every other
+/// scheduler bumps a weight below 1 to its default of 1, so a 0 there is a
+/// mistake this engine refuses rather than rewrites.
+fn takes_priority_zero(kind: &SchedType) -> bool {
+    kind.name == "prio"
 }
 
 fn check_number(what: &str, n: u32) -> Result<(), ConfigError> {

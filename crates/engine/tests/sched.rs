@@ -498,6 +498,64 @@ fn prio_is_strict_and_fifo_within_a_level() {
     }
 }
 
+#[test]
+fn prio_serves_priority_0_before_1() {
+    // FreeBSD's prio takes the weight as the priority, 0 (its default and
+    // best) to 63. Class 1 (weight 1) is backlogged first; class 0's
+    // packets, arriving later at weight 0, all go before class 1's rest.
+    let weights = [0, 1];
+    let mut h = weighted_link("prio", vec![], &weights);
+    let ones: Vec<u64> = (0..10).map(|_| h.send(0, class_packet(1, 1000))).collect();
+    let zeros: Vec<u64> = (0..5)
+        .map(|_| h.send(100 * US, class_packet(0, 1000)))
+        .collect();
+    h.finish();
+    assert_eq!(h.delivered(), 15);
+    // Packet 0 of class 1 took the link at t = 0 (1 ms per packet).
+    let last_zero = zeros.iter().map(|&id| h.departure(id)).max().unwrap();
+    assert_eq!(last_zero, 6 * MS);
+    assert!(ones[1..].iter().all(|&id| h.departure(id) > last_zero));
+}
+
+#[test]
+fn weight_0_is_only_for_prio_queues() {
+    let mut h = weighted_link("prio", vec![], &[0, 5]);
+    // Another type under a weight-0 queue is refused, and so is a weight-0
+    // queue under another type, and on a pipe (its own queue is FIFO).
+    let to_wf2q = Command::ConfigSched(
+        1,
+        SchedConfig {
+            kind: Some("wf2q+".into()),
+            ..Default::default()
+        },
+    );
+    let e = h.e.apply(0, to_wf2q.clone()).unwrap_err().to_string();
+    assert!(e.contains("queue 10 has weight 0"), "{e}");
+    set_class(&mut h, 0, 1);
+    h.apply(to_wf2q);
+    let zero = |sched| {
+        Command::ConfigQueue(
+            11,
+            QueueConfig {
+                sched: Some(sched),
+                flowset: FlowsetConfig {
+                    weight: 0,
+                    ..Default::default()
+                },
+            },
+        )
+    };
+    let e = h.e.apply(0, zero(1)).unwrap_err().to_string();
+    assert!(e.contains("scheduler 1 is WF2Q+"), "{e}");
+    // A scheduler that does not exist yet is checked when it is configured.
+    h.apply(zero(7));
+    let mut p = pipe(2, BW, 0);
+    if let Command::ConfigPipe(_, cfg) = &mut p {
+        cfg.flowset.weight = 0;
+    }
+    assert!(h.e.apply(0, p).unwrap_err().to_string().contains("FIFO"));
+}
+
 /// `mask all` on one flowset of weight `w`: a queue per flow, by source port.
 fn masked_link(kind: &str, weight: u32, limit: u32) -> Harness {
     let mut h = Harness::new(3);

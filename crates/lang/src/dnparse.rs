@@ -457,7 +457,8 @@ fn flowset_option<'a>(
         "plr" => fs.plr = value(cur, &kw, "a loss probability such as 0.01", probability)?,
         "mask" => fs.mask = parse_mask(cur)?,
         "buckets" => fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32,
-        "weight" => fs.weight = cur.number("weight", 1, u64::from(MAX_WEIGHT))? as u32,
+        // 0 is a priority, for prio's queues; the engine refuses it elsewhere.
+        "weight" => fs.weight = cur.number("weight", 0, u64::from(MAX_WEIGHT))? as u32,
         "noerror" => fs.noerror = true,
         "ecn" => aq.ecn = Some(t),
         _ => {

@@ -1019,6 +1019,14 @@ impl<P: Payload> Dummynet<P> {
         self.flowsets.keys().copied().collect()
     }
 
+    /// The flowsets feeding scheduler `sched`, with their configuration.
+    pub fn flowsets_of(&self, sched: u32) -> impl Iterator<Item = (u32, &FlowsetConfig)> {
+        self.flowsets
+            .iter()
+            .filter(move |(_, fs)| fs.sched == sched)
+            .map(|(&n, fs)| (n, &fs.cfg))
+    }
+
     fn remove_queues_of(&mut self, fs_nr: u32) {
         let Some(fs) = self.flowsets.get_mut(&fs_nr) else {
             return;

@@ -4,9 +4,11 @@
 //! (FreeBSD takes the first set bit of its bitmap: "highest priority is 0").
 //! FreeBSD allows as many levels as an `unsigned long` has bits, 64 on the
 //! 64-bit systems it runs on today, and clamps a larger value to the last
-//! level, 63; so here weights 63..=100 all share the lowest priority. (This
-//! engine's flowset weights are 1..=100, so priority 0, FreeBSD's default,
-//! is never used; the order between levels is what counts.)
+//! level, 63; so here weights 63..=100 all share the lowest priority.
+//! Weight 0, the best priority, is accepted for queues of a prio scheduler
+//! only (the engine refuses it for other types, where FreeBSD would bump it
+//! to 1). One difference remains: a queue given no weight is at priority 1
+//! here, where FreeBSD's unset weight becomes priority 0.
 //!
 //! Within a level, packets leave in arrival order whatever queue they are in:
 //! FreeBSD appends every packet of a level to the first backlogged queue of
