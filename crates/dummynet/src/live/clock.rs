@@ -125,6 +125,13 @@ pub fn wait(
     }
 }
 
+/// Spins until the clock reads `t`, looking at nothing else.
+pub fn spin_until(clock: &Clock, t: Nanos) {
+    while clock.now() < t {
+        std::hint::spin_loop();
+    }
+}
+
 /// Keeps a `SCHED_FIFO` data plane from taking a whole CPU.
 ///
 /// A real-time thread that never sleeps is stopped by the kernel for about
@@ -201,6 +208,7 @@ pub struct Lateness {
     next: usize,
     count: u64,
     max: u64,
+    early: u64,
 }
 
 const LATENESS_RING: usize = 1 << 16;
@@ -213,10 +221,18 @@ pub struct LatenessSummary {
     pub p99_ns: u64,
     pub max_recent_ns: u64,
     pub max_ns: u64,
+    /// Hand-overs before their time: a bug if ever non-zero (they count as
+    /// 0 late in the percentiles).
+    pub early: u64,
 }
 
 impl Lateness {
-    pub fn record(&mut self, late: Nanos) {
+    /// A hand-over at `now` of departures due from `due` on.
+    pub fn record(&mut self, now: Nanos, due: Nanos) {
+        if now < due {
+            self.early += 1;
+        }
+        let late = now.saturating_sub(due);
         if self.ring.len() < LATENESS_RING {
             self.ring.push(late);
         } else {
@@ -243,6 +259,7 @@ impl Lateness {
             p99_ns: pct(99),
             max_recent_ns: v.last().copied().unwrap_or(0),
             max_ns: self.max,
+            early: self.early,
         }
     }
 }
@@ -257,7 +274,11 @@ impl std::fmt::Display for LatenessSummary {
             us(self.p50_ns),
             us(self.p99_ns),
             us(self.max_ns)
-        )
+        )?;
+        if self.early > 0 {
+            write!(f, ", {} early", self.early)?;
+        }
+        Ok(())
     }
 }
 
@@ -288,13 +309,18 @@ mod tests {
     fn percentiles_of_known_samples() {
         let mut l = Lateness::default();
         for i in 1..=100 {
-            l.record(i * 1000);
+            l.record(5_000 + i * 1000, 5_000);
         }
         let s = l.summary();
         assert_eq!(s.samples, 100);
         assert_eq!(s.p50_ns, 50_000);
         assert_eq!(s.p99_ns, 99_000);
         assert_eq!(s.max_ns, 100_000);
+        assert_eq!(s.early, 0);
+        // Handed over before its time: counted apart, 0 late.
+        l.record(4_000, 5_000);
+        assert_eq!(l.summary().early, 1);
+        assert!(l.summary().to_string().ends_with(", 1 early"));
     }
 
     #[test]
@@ -318,9 +344,9 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_recent_samples_and_the_all_time_max() {
         let mut l = Lateness::default();
-        l.record(1_000_000);
+        l.record(1_000_000, 0);
         for _ in 0..LATENESS_RING {
-            l.record(5);
+            l.record(5, 0);
         }
         let s = l.summary();
         assert_eq!(s.max_recent_ns, 5);

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
 
-use super::clock::{self, Clock, Lateness, LatenessSummary, Rest};
+use super::clock::{self, Clock, Lateness, LatenessSummary, Rest, Woke};
 use super::control::{self, Reply};
 use super::{Backend, Carrier};
 
@@ -41,6 +41,16 @@ pub const BUSY_POLL: Nanos = 50_000;
 /// middle of it are handed to the kernel once the earliest has waited this
 /// long, instead of at the end of the batch.
 const FLUSH_SLACK: Nanos = 5_000;
+
+/// The data plane wakes this long before a departure to release it from
+/// the engine and run its `out` pass ahead of time, then spins until the
+/// departure's time and only hands it to the kernel then (see
+/// [`DataPlane::stage`]). Measured with pings through a bridge at 10 ms each
+/// way: after a 10 ms sleep the release took 2.1-2.5 µs at p50 and about
+/// 4 µs at p90 (cold caches), all of which was lateness; staged, the p50
+/// hand-over is 0.1 µs after the deadline. The price: a packet arriving in
+/// these last microseconds is read once the departure has gone.
+const STAGE_LEAD: Nanos = 8_000;
 
 /// How the data plane runs: its scheduling and how long it spins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,7 +257,9 @@ impl DataPlane {
             self.receive_all();
             self.flush_all();
             self.serve_control();
-            self.wait();
+            if let Some(d) = self.wait() {
+                self.stage(d);
+            }
         }
         for b in &mut self.backends {
             b.stop_intercepting();
@@ -297,9 +309,8 @@ impl DataPlane {
     /// Everything due by `now` leaves the engine (into the backends' send
     /// batches; [`Self::flush_all`] hands those to the kernel).
     fn release(&mut self, now: Nanos) {
-        match self.engine.next_deadline() {
-            Some(d) if d <= now => self.due = Some(self.due.map_or(d, |e| e.min(d))),
-            _ => return,
+        if self.engine.next_deadline().is_none_or(|d| d > now) {
+            return;
         }
         while let Some(out) = self.engine.poll(now) {
             if out.delivered() {
@@ -309,7 +320,13 @@ impl DataPlane {
                     payload: out.payload,
                     rule: out.rule.unwrap_or(0),
                 };
-                settle(&mut self.engine, &mut self.backends, now, out.info, pass);
+                // Lateness is counted for what goes to the kernel now, not
+                // for the engine's inner timers (the end of a transmission
+                // before the delay line) nor for a packet the `out` pass
+                // sends into another pipe.
+                if settle(&mut self.engine, &mut self.backends, now, out.info, pass) {
+                    self.due = Some(self.due.map_or(out.at, |e| e.min(out.at)));
+                }
             } else {
                 complete(&mut self.backends, out.payload, false);
             }
@@ -323,7 +340,7 @@ impl DataPlane {
         // (on a veth, the receiver's whole stack, inline) is not the
         // emulator's delay.
         if let Some(due) = self.due.take() {
-            self.lateness.record(self.clock.now().saturating_sub(due));
+            self.lateness.record(self.clock.now(), due);
         }
         for b in &mut self.backends {
             b.flush();
@@ -350,26 +367,41 @@ impl DataPlane {
         }
     }
 
-    fn wait(&mut self) {
+    /// Waits for an arrival, a control request or the next departure.
+    /// Returns that departure's time when it woke for it, which it does
+    /// [`STAGE_LEAD`] ahead of time for [`Self::stage`].
+    fn wait(&mut self) -> Option<Nanos> {
         let deadline = self.engine.next_deadline();
-        {
-            let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
-            for b in &self.backends {
-                fds.extend(b.fds());
-            }
-            if let Some(inbox) = &self.inbox {
-                fds.push(inbox.wake.as_fd());
-            }
-            let busy = if self.busy { BUSY_POLL } else { 0 };
-            let (_, slept) = clock::wait(&self.clock, &fds, deadline, self.spin, busy);
-            if let Some(rest) = &mut self.rest {
-                rest.slept(slept);
-            }
+        let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+        for b in &self.backends {
+            fds.extend(b.fds());
         }
+        if let Some(inbox) = &self.inbox {
+            fds.push(inbox.wake.as_fd());
+        }
+        let busy = if self.busy { BUSY_POLL } else { 0 };
+        let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
+        let (woke, slept) = clock::wait(&self.clock, &fds, stage_at, self.spin, busy);
         if let Some(rest) = &mut self.rest {
+            rest.slept(slept);
             if let Some(owed) = rest.due(self.clock.now()) {
                 rest.take(owed);
+                // Whatever fell due meanwhile goes at the top of the loop.
+                return None;
             }
+        }
+        deadline.filter(|_| woke == Woke::Deadline)
+    }
+
+    /// Releases what falls due at `d` ahead of time (the engine's work and
+    /// the `out` pass, slow after a sleep has let the caches go cold), spins
+    /// until `d` without looking at the ports, and only then hands it to
+    /// the kernel. Never early: the hand-over waits for the clock.
+    fn stage(&mut self, d: Nanos) {
+        self.release(d);
+        if self.due.is_some() {
+            clock::spin_until(&self.clock, d);
+            self.flush_all();
         }
     }
 
@@ -410,19 +442,23 @@ fn complete(backends: &mut [Box<dyn Backend>], carrier: Carrier, deliver: bool) 
 
 /// Acts on an immediate verdict: a bridged frame that passed its `in` pass
 /// runs its `out` pass at once; anything else is sent on or discarded.
+/// True if the packet went into a backend's send batch.
 fn settle(
     engine: &mut Engine<Carrier>,
     backends: &mut [Box<dyn Backend>],
     now: Nanos,
     info: PacketInfo,
     verdict: Verdict<Carrier>,
-) {
+) -> bool {
     let mut verdict = verdict;
     let mut info = info;
     loop {
         match verdict {
-            Verdict::Queued { .. } => return,
-            Verdict::Drop { payload, .. } => return complete(backends, payload, false),
+            Verdict::Queued { .. } => return false,
+            Verdict::Drop { payload, .. } => {
+                complete(backends, payload, false);
+                return false;
+            }
             Verdict::Pass { mut payload, .. } => match payload.out_pass.take() {
                 Some(xmit) => {
                     info = PacketInfo {
@@ -432,8 +468,123 @@ fn settle(
                     };
                     verdict = engine.input(now, info, payload);
                 }
-                None => return complete(backends, payload, true),
+                None => {
+                    complete(backends, payload, true);
+                    return true;
+                }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use dummynet_engine::FlowKey;
+
+    use super::*;
+    use crate::live::Body;
+
+    /// A port that delivers `burst` frames on its first read and counts
+    /// what the data plane sends through it.
+    struct Port {
+        burst: Vec<(PacketInfo, Carrier)>,
+        pending: u64,
+        sent: Arc<Mutex<(u64, u64)>>,
+    }
+
+    impl Backend for Port {
+        fn describe(&self) -> String {
+            "test port".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            Vec::new()
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<(PacketInfo, Carrier)>) {
+            arrivals.append(&mut self.burst);
+        }
+        fn complete(&mut self, _: Carrier, deliver: bool) {
+            assert!(deliver, "nothing here should be dropped");
+            self.pending += 1;
+        }
+        fn flush(&mut self) {
+            if self.pending > 0 {
+                let mut sent = self.sent.lock().unwrap();
+                sent.0 += self.pending;
+                sent.1 += 1;
+                self.pending = 0;
+            }
+        }
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    fn frame(n: u16) -> (PacketInfo, Carrier) {
+        let info = PacketInfo {
+            len: 1000,
+            key: FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                17,
+                n,
+                9,
+            ),
+            dir: Direction::In,
+            recv_if: None,
+            xmit_if: None,
+        };
+        let carrier = Carrier {
+            backend: 0,
+            out_pass: None,
+            body: Body::Frame {
+                buf: vec![0; 1000],
+                vnet: None,
+                port: 0,
+            },
+        };
+        (info, carrier)
+    }
+
+    #[test]
+    fn staged_departures_leave_one_by_one_and_never_early() {
+        let mut engine = Engine::new(1);
+        for cmd in [
+            "pipe 1 config bw 2Mbit/s delay 1ms",
+            "add 100 pipe 1 ip from any to any",
+        ] {
+            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let reply = control::run_command(&mut engine, 0, &argv, None);
+            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
+        }
+        // 8 frames of 1000 bytes at 2 Mbit/s: departures 4 ms apart, each
+        // one woken for, staged and handed over on its own.
+        let sent = Arc::new(Mutex::new((0, 0)));
+        let port = Port {
+            burst: (0..8).map(frame).collect(),
+            pending: 0,
+            sent: sent.clone(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
+            PlaneOptions {
+                priority: Priority::Nice,
+                spin: DEFAULT_SPIN,
+            },
+        );
+        let thread = std::thread::spawn(move || plane.run());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while sent.lock().unwrap().0 < 8 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        assert_eq!(*sent.lock().unwrap(), (8, 8), "{report}");
+        assert_eq!((report.arrived, report.delivered, report.inside), (8, 8, 0));
+        assert_eq!(report.lateness.samples, 8, "{report}");
+        assert_eq!(report.lateness.early, 0, "{report}");
     }
 }
