@@ -46,6 +46,12 @@ pub struct BenchArgs {
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the engine: measure this machine's floor under the live
+    /// data plane's release lateness, over SECONDS (default 6): how often
+    /// and how long a spinning thread loses the CPU, and how late its wait
+    /// wakes for a deadline (see `live::floor`).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "6")]
+    pub clock: Option<u64>,
 }
 
 /// One measured result.
@@ -74,6 +80,19 @@ pub struct Report {
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
+    if let Some(seconds) = args.clock {
+        if !(1..=3600).contains(&seconds) {
+            eprintln!("dummynet bench: --clock {seconds} is out of range 1..3600 seconds");
+            return ExitCode::FAILURE;
+        }
+        let floor = crate::live::floor::measure(std::time::Duration::from_secs(seconds));
+        if args.json {
+            println!("{}", serde_json::to_string(&floor).unwrap_or_default());
+        } else {
+            println!("{floor}");
+        }
+        return ExitCode::SUCCESS;
+    }
     match run_inner(&args) {
         Ok(reports) => {
             print_reports(&reports, args.json);
@@ -499,6 +518,7 @@ mod tests {
             packets: 10,
             size: 128,
             json: true,
+            clock: None,
         };
         assert!(run_inner(&args).is_err());
         let args = BenchArgs {
@@ -508,6 +528,7 @@ mod tests {
             packets: 10,
             size: 5,
             json: true,
+            clock: None,
         };
         assert!(run_inner(&args).is_err());
     }

@@ -9,6 +9,8 @@
 //!   the `ipfw`/`dnctl` names of the binary.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are seed 000's table of typical links.
+//! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
+//!   release a packet at its time, with no packets at all.
 
 use std::os::fd::BorrowedFd;
 
@@ -23,6 +25,7 @@ pub mod control;
 pub mod dataplane;
 pub mod demo;
 pub mod flood;
+pub mod floor;
 pub mod host;
 pub mod presets;
 pub mod probe;
