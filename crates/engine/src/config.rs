@@ -445,6 +445,11 @@ pub const MAX_QUEUE_BYTES: u64 = 1024 * 1024;
 pub const DEFAULT_BUCKETS: u32 = 64;
 pub const MAX_BUCKETS: u32 = 65536;
 pub const MAX_WEIGHT: u32 = 100;
+/// The widest `lmax` any scheduler takes (RR's 2048); each type narrows it
+/// ([`crate::sched::lmax_range`]).
+pub const MAX_LMAX: u32 = 2048;
+/// `pri` is a C `int` in FreeBSD, unchecked.
+pub const MAX_PRI: u32 = i32::MAX as u32;
 
 impl Default for QueueLimit {
     fn default() -> Self {
@@ -591,8 +596,18 @@ impl Default for PieConfig {
 /// Parameters shared by a pipe's implicit queue and a `queue N` flowset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowsetConfig {
-    /// 1..=100 (FreeBSD); only meaningful for weighted schedulers.
+    /// 1..=100 (FreeBSD); only meaningful for weighted schedulers, and the
+    /// priority under prio, where 0 (the best) is allowed too.
     pub weight: u32,
+    /// `lmax L`: the largest packet its queues expect, in bytes (FreeBSD's
+    /// `fs.par[1]`), 0 when not given. RR makes a queue's quantum
+    /// `weight × lmax` (64..=2048, default 1500); QFQ sizes a queue's group
+    /// from `lmax / weight` (1..=2000, default 1500); other types ignore it.
+    /// Unset, a queue takes its scheduler's `lmax` parameter, or 1500.
+    pub lmax: u32,
+    /// `pri P` (FreeBSD's `fs.par[2]`): stored and shown as ipfw does, and
+    /// read by no scheduler; PRIO's priority is the weight.
+    pub pri: u32,
     pub limit: QueueLimit,
     /// `plr`: probability of dropping a packet as it arrives.
     pub plr: Probability,
@@ -609,6 +624,8 @@ impl Default for FlowsetConfig {
     fn default() -> Self {
         FlowsetConfig {
             weight: 1,
+            lmax: 0,
+            pri: 0,
             limit: QueueLimit::default(),
             plr: Probability::ZERO,
             mask: FlowMask::default(),

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use crate::classifier::{self, Decision, Interfaces, Ruleset};
 use crate::config::{
     Action, Command, FlowsetConfig, LinkConfig, QueueLimit, RuleSpec, Setting, Settings,
-    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
+    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
@@ -380,15 +380,14 @@ impl<P: Payload> Engine<P> {
                 let sched = cfg.sched.unwrap_or(1);
                 check_number("scheduler", sched)?;
                 self.check_flowset(&cfg.flowset)?;
-                match self.dn.sched_kind(sched) {
-                    Some(kind) if cfg.flowset.weight == 0 && !takes_priority_zero(kind) => {
+                // An unlinked queue is checked when its scheduler appears.
+                if let Some(kind) = self.dn.sched_kind(sched) {
+                    if let Err(e) = fits_type(kind, &cfg.flowset) {
                         return err(format!(
-                            "queue {n}: weight 0 is a priority, only for queues of a prio \
-                             scheduler; scheduler {sched} is {} (weight 1..{MAX_WEIGHT})",
+                            "queue {n}: {e}; scheduler {sched} is {}",
                             kind.display
                         ));
                     }
-                    _ => {}
                 }
                 self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
                 Ok(())
@@ -410,14 +409,15 @@ impl<P: Payload> Engine<P> {
                 if let Err(e) = (kind.new_instance)(&cfg.params) {
                     return err(format!("sched {n} type {}: {e}", kind.name));
                 }
-                if !takes_priority_zero(kind) {
-                    if let Some((q, _)) = self.dn.flowsets_of(n).find(|(_, f)| f.weight == 0) {
-                        return err(format!(
-                            "sched {n} type {}: queue {q} has weight 0, a priority only \
-                             prio takes; give it a weight of 1..{MAX_WEIGHT} first",
-                            kind.name
-                        ));
-                    }
+                if let Some((q, e)) = self
+                    .dn
+                    .flowsets_of(n)
+                    .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
+                {
+                    return err(format!(
+                        "sched {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
+                        kind.name
+                    ));
                 }
                 if let Some(link) = &cfg.link {
                     self.check_link(link)?;
@@ -580,6 +580,15 @@ impl<P: Payload> Engine<P> {
                 f.weight
             ));
         }
+        if f.lmax > MAX_LMAX {
+            return err(format!(
+                "lmax {} is out of range 0..{MAX_LMAX} bytes (0: the scheduler's default)",
+                f.lmax
+            ));
+        }
+        if f.pri > MAX_PRI {
+            return err(format!("pri {} is out of range 0..{MAX_PRI}", f.pri));
+        }
         match f.limit {
             QueueLimit::Slots(s) if s == 0 || s > self.settings.pipe_slot_limit => {
                 return err(format!(
@@ -666,12 +675,29 @@ fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
     }
 }
 
-/// FreeBSD's prio takes a queue's weight as its priority, from 0 (served
-/// first) to 63 (`prio_new_fsk` bounds it to `0..MAXPRIO-1`); every other
-/// scheduler bumps a weight below 1 to its default of 1, so a 0 there is a
-/// mistake this engine refuses rather than rewrites.
-fn takes_priority_zero(kind: &SchedType) -> bool {
-    kind.name == "prio"
+/// Whether a flowset's weight and `lmax` suit a scheduler of type `kind`;
+/// the reason if not. FreeBSD's prio takes the weight as a priority from 0
+/// (served first) to 63 (`prio_new_fsk` bounds it to `0..MAXPRIO-1`), while
+/// every other type bumps a weight below 1 to 1; RR and QFQ bound `lmax`
+/// ([`sched::lmax_range`]). FreeBSD rewrites such values silently; this
+/// engine refuses them.
+fn fits_type(kind: &SchedType, f: &FlowsetConfig) -> Result<(), String> {
+    if f.weight == 0 && kind.name != "prio" {
+        return Err(format!(
+            "weight 0 is a priority, only for queues of a prio scheduler (other types \
+             take 1..{MAX_WEIGHT})"
+        ));
+    }
+    match sched::lmax_range(kind) {
+        Some(r) if f.lmax != 0 && !r.contains(&f.lmax) => Err(format!(
+            "lmax {} is out of range {}..{} bytes for {}",
+            f.lmax,
+            r.start(),
+            r.end(),
+            kind.display
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_number(what: &str, n: u32) -> Result<(), ConfigError> {

@@ -160,6 +160,9 @@ pub struct FlowsetView {
     pub sched: u32,
     pub linked: bool,
     pub weight: u32,
+    /// `lmax` and `pri` as configured (0 when not given).
+    pub lmax: u32,
+    pub pri: u32,
     pub limit: QueueLimit,
     pub plr: Probability,
     pub mask: FlowMask,

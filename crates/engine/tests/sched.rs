@@ -530,7 +530,7 @@ fn weight_0_is_only_for_prio_queues() {
         },
     );
     let e = h.e.apply(0, to_wf2q.clone()).unwrap_err().to_string();
-    assert!(e.contains("queue 10 has weight 0"), "{e}");
+    assert!(e.contains("queue 10 does not fit it: weight 0"), "{e}");
     set_class(&mut h, 0, 1);
     h.apply(to_wf2q);
     let zero = |sched| {
@@ -554,6 +554,100 @@ fn weight_0_is_only_for_prio_queues() {
         cfg.flowset.weight = 0;
     }
     assert!(h.e.apply(0, p).unwrap_err().to_string().contains("FIFO"));
+}
+
+/// Class `class` (queue 10 + class) of weight 1 with `lmax` set on its flowset.
+fn set_class_lmax(h: &mut Harness, class: usize, lmax: u32) -> Result<(), String> {
+    let cmd = Command::ConfigQueue(
+        10 + class as u32,
+        QueueConfig {
+            sched: Some(1),
+            flowset: FlowsetConfig {
+                weight: 1,
+                lmax,
+                limit: QueueLimit::Slots(100_000),
+                ..Default::default()
+            },
+        },
+    );
+    h.e.apply(0, cmd).map_err(|e| e.to_string())
+}
+
+/// Bytes each class sent while all were backlogged.
+fn backlogged_bytes(h: &mut Harness, classes: usize, len: u32) -> Vec<u64> {
+    let ids: Vec<Vec<u64>> = (0..classes)
+        .map(|c| (0..400).map(|_| h.send(0, class_packet(c, len))).collect())
+        .collect();
+    h.finish();
+    let first_done = ids
+        .iter()
+        .map(|v| v.iter().map(|&id| h.departure(id)).max().unwrap())
+        .min()
+        .unwrap();
+    ids.iter()
+        .map(|v| {
+            v.iter()
+                .filter(|&&id| h.departure(id) <= first_done)
+                .count() as u64
+                * u64::from(len)
+        })
+        .collect()
+}
+
+#[test]
+fn rr_quantum_is_weight_times_the_queues_lmax() {
+    // FreeBSD's rr_new_queue: quantum = weight × the flowset's lmax. Equal
+    // weights, lmax 500 against the default 1500: a 1:3 share of bytes.
+    let mut h = weighted_link("rr", vec![], &[1, 1]);
+    set_class_lmax(&mut h, 0, 500).unwrap();
+    let bytes = backlogged_bytes(&mut h, 2, 100);
+    let share = bytes[0] as f64 / (bytes[0] + bytes[1]) as f64;
+    assert!((share - 0.25).abs() < 0.01, "{bytes:?}");
+}
+
+#[test]
+fn qfq_groups_each_queue_by_its_lmax() {
+    // QFQ files a class by lmax / weight and counts a packet at most at its
+    // group's size (the safety net for packets over lmax). A queue that
+    // declares lmax 200 but sends 1500-byte packets is counted ~256 bytes a
+    // packet, so it outruns an equal-weight queue filed by the default 1500;
+    // filed alike (the scheduler's lmax for both), they would share evenly.
+    let mut h = weighted_link("qfq", vec![], &[1, 1]);
+    set_class_lmax(&mut h, 0, 200).unwrap();
+    let bytes = backlogged_bytes(&mut h, 2, 1500);
+    let share = bytes[0] as f64 / (bytes[0] + bytes[1]) as f64;
+    assert!(share > 0.75, "{bytes:?}");
+    let mut even = weighted_link("qfq", vec![], &[1, 1]);
+    let bytes = backlogged_bytes(&mut even, 2, 1500);
+    // (Class 0 had the idle link first, and one packet more in hand.)
+    assert!(bytes[0].abs_diff(bytes[1]) <= 2 * 1500, "{bytes:?}");
+}
+
+#[test]
+fn lmax_bounds_are_the_schedulers() {
+    // RR: 64..=2048 (rr_config); QFQ: 1..=2000 (qfq_new_fsk); others ignore it.
+    let mut h = weighted_link("qfq", vec![], &[1]);
+    let e = set_class_lmax(&mut h, 0, 2001).unwrap_err();
+    assert!(
+        e.contains("lmax 2001 is out of range 1..2000 bytes for QFQ"),
+        "{e}"
+    );
+    set_class_lmax(&mut h, 0, 50).unwrap();
+    let to_rr = Command::ConfigSched(
+        1,
+        SchedConfig {
+            kind: Some("rr".into()),
+            ..Default::default()
+        },
+    );
+    let e = h.e.apply(0, to_rr.clone()).unwrap_err().to_string();
+    assert!(e.contains("queue 10 does not fit it: lmax 50"), "{e}");
+    set_class_lmax(&mut h, 0, 2048).unwrap_err();
+    set_class_lmax(&mut h, 0, 64).unwrap();
+    h.apply(to_rr);
+    set_class_lmax(&mut h, 0, 2048).unwrap();
+    let mut h = weighted_link("wf2q+", vec![], &[1]);
+    set_class_lmax(&mut h, 0, 5).unwrap();
 }
 
 /// `mask all` on one flowset of weight `w`: a queue per flow, by source port.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use dummynet_engine::config::{
     AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig,
-    Settings, MAX_BUCKETS, MAX_NUMBER, MAX_WEIGHT,
+    Settings, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
@@ -60,18 +60,18 @@ impl Object {
 const LINK_OPTIONS: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
 #[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
-    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "red", "gred", "codel",
-    "pie", "ecn",
+    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "lmax", "pri", "priority",
+    "red", "gred", "codel", "pie", "ecn",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "queue", "plr", "mask", "buckets", "noerror",
-    "droptail", "weight", "red", "gred", "codel", "pie", "ecn",
+    "droptail", "weight", "lmax", "pri", "priority", "red", "gred", "codel", "pie", "ecn",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
-    "pipe", "sched", "weight", "queue", "plr", "mask", "buckets", "noerror", "droptail", "red",
-    "gred", "codel", "pie", "ecn",
+    "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets",
+    "noerror", "droptail", "red", "gred", "codel", "pie", "ecn",
 ];
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
@@ -459,6 +459,10 @@ fn flowset_option<'a>(
         "buckets" => fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32,
         // 0 is a priority, for prio's queues; the engine refuses it elsewhere.
         "weight" => fs.weight = cur.number("weight", 0, u64::from(MAX_WEIGHT))? as u32,
+        // FreeBSD's fs.par[1]: the engine checks it against the scheduler's
+        // type (RR 64..2048, QFQ 1..2000); 0 is "not set".
+        "lmax" => fs.lmax = cur.number("lmax in bytes", 0, u64::from(MAX_LMAX))? as u32,
+        "pri" | "priority" => fs.pri = cur.number("pri", 0, u64::from(MAX_PRI))? as u32,
         "noerror" => fs.noerror = true,
         "ecn" => aq.ecn = Some(t),
         _ => {

@@ -201,10 +201,12 @@ fn flowset_lines(fs: &FlowsetView) -> String {
         fs.weight
     };
     let mut out = format!(
-        "q{:05} {qsize}{plr} {} flows ({buckets} buckets) sched {} weight {weight} lmax 0 pri 0 {}\n",
+        "q{:05} {qsize}{plr} {} flows ({buckets} buckets) sched {} weight {weight} lmax {} pri {} {}\n",
         fs.number,
         fs.flows.len(),
         fs.sched,
+        fs.lmax,
+        fs.pri,
         fs.aqm
     );
     out.push_str(&mask_lines(&fs.mask));

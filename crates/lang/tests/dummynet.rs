@@ -138,6 +138,17 @@ fn flowset_options() {
     assert_eq!(pipe("pipe 1 config weight 0").flowset.weight, 0);
     assert_eq!(err("pipe 1 config weight 101").kind, ErrorKind::Range);
     assert!(err("pipe 1 config weight 101").message.contains("0..100"));
+    // lmax and pri are flowset parameters (FreeBSD's fs.par[1] and par[2]),
+    // for pipes and queues alike; the scheduler's type narrows lmax later.
+    let q = queue("queue 3 config sched 1 weight 2 lmax 1000 pri 7").flowset;
+    assert_eq!((q.weight, q.lmax, q.pri), (2, 1000, 7));
+    assert_eq!(queue("queue 3 config priority 4").flowset.pri, 4);
+    assert_eq!(pipe("pipe 1 config lmax 64").flowset.lmax, 64);
+    assert_eq!(FlowsetConfig::default().lmax, 0, "not set");
+    let e = err("queue 3 config lmax 2049");
+    assert_eq!(e.kind, ErrorKind::Range);
+    assert!(e.message.contains("0..2048"), "{e}");
+    assert_eq!(err("queue 3 config pri -1").found(), Some("-1"));
 }
 
 #[test]

@@ -32,6 +32,8 @@ fn flowset(number: u32, sched: u32, limit: QueueLimit) -> FlowsetView {
         sched,
         linked: true,
         weight: 1,
+        lmax: 0,
+        pri: 0,
         limit,
         plr: Probability::ZERO,
         mask: FlowMask::default(),
@@ -205,6 +207,8 @@ BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp
 fn queue_show_with_ipv4_and_ipv6_flows() {
     let mut q = flowset(100, 1, QueueLimit::Slots(50));
     q.weight = 69;
+    q.lmax = 1000;
+    q.pri = 2;
     q.mask = FlowMask::ALL;
     q.flows = vec![
         FlowView {
@@ -238,7 +242,7 @@ fn queue_show_with_ipv4_and_ipv6_flows() {
         format_queues(&s, &[]),
         "\
 q00005 4000 B plr 0.010000 0 flows (1 buckets) sched 2 weight 1 lmax 0 pri 0 droptail
-q00100  50 sl. 2 flows (64 buckets) sched 1 weight 69 lmax 0 pri 0 droptail
+q00100  50 sl. 2 flows (64 buckets) sched 1 weight 69 lmax 1000 pri 2 droptail
     mask:  0xff 0xffffffff/0xffff -> 0xffffffff/0xffff
         mask: proto: 0xff, flow_id: 0x000fffff,  ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/0xffff -> ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/0xffff
 BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp

@@ -657,7 +657,9 @@ impl<P: Payload> Dummynet<P> {
             touched: true,
         });
         if let Some(instance) = self.instances.get_mut(inst) {
-            let slot = instance.policy.add_queue(q, fs.cfg.weight);
+            let slot = instance
+                .policy
+                .add_queue_with_lmax(q, fs.cfg.weight, fs.cfg.lmax);
             instance.queues.push(q);
             if let Some(queue) = self.queues.get_mut(q) {
                 queue.slot = slot;
@@ -1101,11 +1103,11 @@ impl<P: Payload> Dummynet<P> {
             inst.limit = sched.sub.as_ref().map(|s| s.limit);
             for &q in &inst.queues {
                 if let Some(queue) = self.queues.get_mut(q) {
-                    let weight = self
+                    let (weight, lmax) = self
                         .flowsets
                         .get(&queue.flowset)
-                        .map_or(1, |f| f.cfg.weight);
-                    queue.slot = inst.policy.add_queue(q, weight);
+                        .map_or((1, 0), |f| (f.cfg.weight, f.cfg.lmax));
+                    queue.slot = inst.policy.add_queue_with_lmax(q, weight, lmax);
                 }
             }
         }
@@ -1203,6 +1205,8 @@ impl<P: Payload> Dummynet<P> {
             sched: fs.sched,
             linked: self.scheds.contains_key(&fs.sched),
             weight: fs.cfg.weight,
+            lmax: fs.cfg.lmax,
+            pri: fs.cfg.pri,
             limit: fs.cfg.limit,
             plr: fs.cfg.plr,
             mask: fs.cfg.mask,

@@ -42,6 +42,12 @@ pub trait QueueOps {
 pub trait SchedInstance: Send {
     /// A queue of weight `weight` joins this instance (it is still empty).
     fn add_queue(&mut self, q: QueueId, weight: u32) -> Slot;
+    /// As [`Self::add_queue`], with the flowset's `lmax` (bytes: the largest
+    /// packet the queue expects; 0 when not set). FreeBSD's RR and QFQ read
+    /// it per flowset (`fs.par[1]`); the other types ignore it, as here.
+    fn add_queue_with_lmax(&mut self, q: QueueId, weight: u32, _lmax: u32) -> Slot {
+        self.add_queue(q, weight)
+    }
     /// The queue at `slot` leaves; it is empty when this is called.
     fn remove_queue(&mut self, slot: Slot);
     /// The flowset's weight changed.
@@ -192,6 +198,21 @@ pub fn bucket_of(key: &FlowKey, buckets: u32) -> u32 {
     h ^= h >> 32;
     // Multiply-shift maps the hash onto 0..buckets without a division.
     ((u128::from(h) * u128::from(buckets.max(1))) >> 64) as u32
+}
+
+/// The `lmax` a flowset may give a queue of a `kind` scheduler, for the
+/// types that read it: RR's quantum base 64..=2048 (`rr_config`), QFQ's
+/// maximum packet 1..=2000 (`qfq_new_fsk`). `None`: the type ignores it.
+/// (FreeBSD bumps a value below the range to 1500 and clamps one above;
+/// this engine refuses both.)
+pub fn lmax_range(kind: &SchedType) -> Option<std::ops::RangeInclusive<u32>> {
+    if std::ptr::eq(kind, &rr::TYPE) {
+        Some(rr::MIN_QUANTUM..=rr::MAX_QUANTUM)
+    } else if std::ptr::eq(kind, &qfq::TYPE) {
+        Some(1..=qfq::MAX_LMAX)
+    } else {
+        None
+    }
 }
 
 /// Every scheduler type, one line each.

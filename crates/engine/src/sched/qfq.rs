@@ -25,8 +25,9 @@
 //!
 //! Constants and limits are FreeBSD's: 32 buckets, groups 0..=19, 30
 //! fractional bits, `MTU_SHIFT` 11; `weight` 1..=65536 (2^16) and `lmax`
-//! 1..=2000 bytes, default 1500. This engine has no per-flowset `lmax`, so
-//! it is a parameter of the scheduler: `sched N config type qfq lmax 1500`.
+//! 1..=2000 bytes, default 1500, per flowset (`queue N config ... lmax L`,
+//! FreeBSD's `fs.par[1]`). A queue whose flowset sets no `lmax` takes the
+//! scheduler's `sched N config type qfq lmax L`, this engine's own default.
 //!
 //! Where this departs from FreeBSD, on purpose:
 //! * `V` advances by `len / Σw`, where `Σw` sums the weights of the queues
@@ -284,6 +285,9 @@ pub struct Qfq {
     classes: Vec<Class>,
     free: Vec<Slot>,
     lmax: u32,
+    /// Per slot, the `lmax` its class was grouped by (its flowset's, else
+    /// `lmax`), kept for a change of weight.
+    class_lmax: Vec<u32>,
     /// Times a class was pulled back into the bucket window, or a rotation
     /// refused: safety nets that fixed weights never need.
     clamps: u64,
@@ -304,6 +308,7 @@ impl Qfq {
             classes: Vec::new(),
             free: Vec::new(),
             lmax: lmax.clamp(1, MAX_LMAX),
+            class_lmax: Vec::new(),
             clamps: 0,
             repairs: 0,
         }
@@ -639,10 +644,21 @@ impl Qfq {
 
 impl SchedInstance for Qfq {
     fn add_queue(&mut self, q: QueueId, weight: u32) -> Slot {
+        self.add_queue_with_lmax(q, weight, 0)
+    }
+
+    /// FreeBSD's QFQ takes `lmax` per flowset (`qfq_new_fsk`, `fs.par[1]`);
+    /// 0 (not set) falls back to the instance's.
+    fn add_queue_with_lmax(&mut self, q: QueueId, weight: u32, lmax: u32) -> Slot {
+        let lmax = if lmax == 0 {
+            self.lmax
+        } else {
+            lmax.clamp(1, MAX_LMAX)
+        };
         let w = weight.clamp(1, MAX_QFQ_WEIGHT);
         let inv_w = (ONE / u64::from(w)) as u32;
         let eff = (ONE / u64::from(inv_w)) as u32;
-        let index = group_index(inv_w, self.lmax);
+        let index = group_index(inv_w, lmax);
         self.ensure_group(index);
         self.set_wsum(self.wsum + u64::from(eff));
         let class = Class {
@@ -661,13 +677,16 @@ impl SchedInstance for Qfq {
             active: false,
             vacant: false,
         };
-        if let Some(s) = self.free.pop() {
+        let slot = if let Some(s) = self.free.pop() {
             self.classes[s as usize] = class;
             s
         } else {
             self.classes.push(class);
             (self.classes.len() - 1) as Slot
-        }
+        };
+        self.class_lmax.resize(self.classes.len(), self.lmax);
+        self.class_lmax[slot as usize] = lmax;
+        slot
     }
 
     fn remove_queue(&mut self, slot: Slot) {
@@ -695,7 +714,12 @@ impl SchedInstance for Qfq {
         let w = weight.clamp(1, MAX_QFQ_WEIGHT);
         let inv_w = (ONE / u64::from(w)) as u32;
         let eff = (ONE / u64::from(inv_w)) as u32;
-        let index = group_index(inv_w, self.lmax);
+        let lmax = self
+            .class_lmax
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(self.lmax);
+        let index = group_index(inv_w, lmax);
         self.ensure_group(index);
         let c = &mut self.classes[slot as usize];
         let old = u64::from(c.weight);

@@ -8,12 +8,14 @@
 //! `weight × base` bytes and the link is shared in proportion to weights.
 //! Each packet costs O(1) when the quantum is at least the largest packet.
 //!
-//! FreeBSD's parameters, kept: the quantum base (`lmax`, the flowset's
-//! second parameter) defaults to 1500 bytes within 64..=2048; the weight is
+//! FreeBSD's parameters, kept: the quantum base is the flowset's `lmax`
+//! (`queue N config ... lmax L`, FreeBSD's `fs.par[1]`, read per queue by
+//! `rr_new_queue`), 1500 bytes by default within 64..=2048; the weight is
 //! 1..=65536 (this engine's flowsets allow 1..=100); a queue joining the ring
-//! starts with one quantum of credit. Since this engine has no per-flowset
-//! `lmax`, the base is a parameter of the scheduler: `sched N config type rr
-//! lmax 1500` (`quantum` is accepted as another name for it).
+//! starts with one quantum of credit. A queue whose flowset sets no `lmax`
+//! takes the scheduler's `sched N config type rr lmax B` (`quantum` is
+//! another name for it), this engine's own default: FreeBSD reads a
+//! scheduler's `lmax` only for its internal FIFO flowset.
 //!
 //! Where this departs from FreeBSD, on purpose:
 //! * A queue that empties leaves the ring at once, as in Shreedhar &
@@ -79,6 +81,8 @@ struct Member {
     credit: u64,
     /// `weight × base`, at most 2^27.
     quantum: u32,
+    /// Its flowset's `lmax` (0: the instance's base).
+    lmax: u16,
     queue: QueueId,
     /// Ring neighbours while `in_ring`.
     next: u32,
@@ -110,14 +114,21 @@ impl Rr {
         }
     }
 
-    /// FreeBSD bumps a weight below 1 to the default, 1, and clamps above.
-    fn quantum_for(&self, weight: u32) -> u32 {
+    /// FreeBSD bumps a weight below 1 to the default, 1, and clamps above;
+    /// the base is the flowset's `lmax` if set (clamped to FreeBSD's
+    /// bounds), else the instance's.
+    fn quantum_for(&self, weight: u32, lmax: u16) -> u32 {
         let w = if weight == 0 {
             1
         } else {
             weight.min(MAX_RR_WEIGHT)
         };
-        w * self.base
+        let base = if lmax == 0 {
+            self.base
+        } else {
+            u32::from(lmax).clamp(MIN_QUANTUM, MAX_QUANTUM)
+        };
+        w * base
     }
 
     /// Appends `s` at the tail of the ring (just behind the head).
@@ -201,9 +212,15 @@ impl Rr {
 
 impl SchedInstance for Rr {
     fn add_queue(&mut self, q: QueueId, weight: u32) -> Slot {
+        self.add_queue_with_lmax(q, weight, 0)
+    }
+
+    fn add_queue_with_lmax(&mut self, q: QueueId, weight: u32, lmax: u32) -> Slot {
+        let lmax = u16::try_from(lmax.min(MAX_QUANTUM)).unwrap_or(0);
         let m = Member {
             credit: 0,
-            quantum: self.quantum_for(weight),
+            quantum: self.quantum_for(weight, lmax),
+            lmax,
             queue: q,
             next: NIL,
             prev: NIL,
@@ -232,7 +249,10 @@ impl SchedInstance for Rr {
     }
 
     fn set_weight(&mut self, slot: Slot, weight: u32) {
-        let quantum = self.quantum_for(weight);
+        let Some(lmax) = self.members.get(slot as usize).map(|m| m.lmax) else {
+            return;
+        };
+        let quantum = self.quantum_for(weight, lmax);
         if let Some(m) = self.members.get_mut(slot as usize) {
             // Applies from the next grant; the credit in hand is kept.
             m.quantum = quantum;
@@ -357,9 +377,31 @@ mod tests {
     #[test]
     fn quantum_is_weight_times_base() {
         let r = Rr::new(1000);
-        assert_eq!(r.quantum_for(1), 1000);
-        assert_eq!(r.quantum_for(0), 1000, "below 1: FreeBSD's default");
-        assert_eq!(r.quantum_for(70_000), 65536 * 1000, "clamped");
+        assert_eq!(r.quantum_for(1, 0), 1000);
+        assert_eq!(r.quantum_for(0, 0), 1000, "below 1: FreeBSD's default");
+        assert_eq!(r.quantum_for(70_000, 0), 65536 * 1000, "clamped");
+        // The flowset's lmax, when set, is the base.
+        assert_eq!(r.quantum_for(3, 500), 1500);
+        assert_eq!(r.quantum_for(1, 2048), 2048);
+    }
+
+    #[test]
+    fn each_queue_uses_its_flowsets_lmax() {
+        // Instance base 1000; queue 1's flowset says lmax 300, so each round
+        // it sends 300 bytes (three 100-byte packets) to queue 0's 1000.
+        let mut s = Rr::new(1000);
+        let mut ops = Queues::default();
+        ops.q.push(VecDeque::new());
+        ops.q.push(VecDeque::new());
+        let slots = [s.add_queue(0, 1), s.add_queue_with_lmax(1, 1, 300)];
+        for _ in 0..20 {
+            for (q, &slot) in slots.iter().enumerate() {
+                ops.q[q].push_back(100);
+                s.enqueue(slot, 100, false);
+            }
+        }
+        let order: Vec<QueueId> = (0..13).map(|_| s.dequeue(&mut ops).unwrap()).collect();
+        assert_eq!(order, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
     }
 
     #[test]
