@@ -141,6 +141,9 @@ struct Instance<P> {
     policy: Box<dyn SchedInstance>,
     /// Queues attached to this instance.
     queues: Vec<QueueId>,
+    /// A flow-queueing type's bucket → queue table, per flowset feeding the
+    /// instance (see [`BucketTable`]).
+    tables: Vec<BucketTable>,
     /// Packets waiting in those queues.
     backlog: u32,
     link: LinkState,
@@ -161,6 +164,20 @@ struct Instance<P> {
     /// Had an arrival since the last expiry sweep.
     touched: bool,
 }
+
+/// Where a flow-queueing instance keeps the queue of each bucket for one
+/// flowset, so that a packet finds its queue with one index instead of a
+/// probe of the flowset's queue map (a table of `flows` ids, as FreeBSD's
+/// instance holds an array of `flows` queues). It mirrors the map: a queue
+/// enters both when made, and leaves the table when it leaves the map.
+#[derive(Debug)]
+struct BucketTable {
+    flowset: u32,
+    queues: Vec<QueueId>,
+}
+
+/// An empty [`BucketTable`] entry.
+const NO_QUEUE: QueueId = QueueId::MAX;
 
 struct Sched {
     kind: &'static SchedType,
@@ -611,6 +628,7 @@ impl<P: Payload> Dummynet<P> {
                     id: sid,
                     policy: new_policy(sched.kind, &sched.params),
                     queues: Vec::new(),
+                    tables: Vec::new(),
                     backlog: 0,
                     link: LinkState::default(),
                     params: sched.link.clone(),
@@ -629,14 +647,24 @@ impl<P: Payload> Dummynet<P> {
         };
         // A flow-queueing type hashes the 5-tuple into its own buckets and
         // manages them with its own AQM; the flowset's mask and AQM step aside.
-        let qid = match &sched.sub {
-            Some(sub) => FlowKey {
-                src: u128::from(sched::bucket_of(key, sub.buckets)),
+        let buckets = sched.sub.as_ref().map_or(0, |sub| sub.buckets);
+        let bucket = sched.sub.as_ref().map(|_| sched::bucket_of(key, buckets));
+        if let Some(b) = bucket {
+            if let Some(q) = bucket_queue(&self.instances, &self.queues, inst, fs_nr, b) {
+                return (inst, q);
+            }
+        }
+        let qid = match bucket {
+            Some(b) => FlowKey {
+                src: u128::from(b),
                 ..FlowKey::default()
             },
             None => fs.cfg.mask.apply(key),
         };
         if let Some(&q) = fs.queues.get(&(inst, qid)) {
+            if let Some(b) = bucket {
+                set_bucket_queue(&mut self.instances, inst, fs_nr, (b, buckets), q);
+            }
             return (inst, q);
         }
         let aqm = match &sched.sub {
@@ -669,6 +697,9 @@ impl<P: Payload> Dummynet<P> {
         if fs.cfg.mask.is_empty() && sched.mask.is_empty() && sched.sub.is_none() {
             fs.solo = Some(q);
         }
+        if let Some(b) = bucket {
+            set_bucket_queue(&mut self.instances, inst, fs_nr, (b, buckets), q);
+        }
         (inst, q)
     }
 
@@ -681,7 +712,7 @@ impl<P: Payload> Dummynet<P> {
     /// instances were freed.
     pub fn expire_idle(&mut self) -> (usize, usize) {
         let mut freed_queues = 0;
-        for fs in self.flowsets.values_mut() {
+        for (&fs_nr, fs) in self.flowsets.iter_mut() {
             let sched_masked = self
                 .scheds
                 .get(&fs.sched)
@@ -691,13 +722,15 @@ impl<P: Payload> Dummynet<P> {
             }
             let queues = &mut self.queues;
             let instances = &mut self.instances;
-            fs.queues.retain(|_, &mut q| {
+            fs.queues.retain(|&(inst, qid), &mut q| {
                 let Some(queue) = queues.get(q) else {
+                    forget_bucket(instances, inst, fs_nr, &qid, q);
                     return false;
                 };
                 if queue.touched || !queue.pkts.is_empty() {
                     return true;
                 }
+                forget_bucket(instances, inst, fs_nr, &qid, q);
                 if let Some(inst) = instances.get_mut(queue.inst) {
                     inst.policy.remove_queue(queue.slot);
                     inst.queues.retain(|&x| x != q);
@@ -759,6 +792,83 @@ impl<P: Payload> Dummynet<P> {
             .sum();
         queued + lines + self.exits.len() as u64
     }
+}
+
+/// The queue of `bucket` for flowset `fs_nr` in flow-queueing instance
+/// `inst`, if its [`BucketTable`] knows it.
+#[inline]
+fn bucket_queue<P>(
+    instances: &Slab<Instance<P>>,
+    queues: &Slab<FlowQueue<P>>,
+    inst: InstId,
+    fs_nr: u32,
+    bucket: u32,
+) -> Option<QueueId> {
+    let q = *instances
+        .get(inst)?
+        .tables
+        .iter()
+        .find(|t| t.flowset == fs_nr)?
+        .queues
+        .get(bucket as usize)?;
+    queues
+        .get(q)
+        .is_some_and(|queue| queue.inst == inst && queue.flowset == fs_nr)
+        .then_some(q)
+}
+
+/// Queue `q`, made for key `qid` of flowset `fs_nr` in `inst`, is leaving:
+/// its [`BucketTable`] entry goes, so that a reused id is never found there.
+/// (A flow-queueing queue's key holds its bucket in `src`; for any other
+/// queue no entry names `q`.)
+fn forget_bucket<P>(
+    instances: &mut Slab<Instance<P>>,
+    inst: InstId,
+    fs_nr: u32,
+    qid: &FlowKey,
+    q: QueueId,
+) {
+    let Some(instance) = instances.get_mut(inst) else {
+        return;
+    };
+    let entry = instance
+        .tables
+        .iter_mut()
+        .find(|t| t.flowset == fs_nr)
+        .and_then(|t| t.queues.get_mut(usize::try_from(qid.src).ok()?));
+    if let Some(e) = entry.filter(|e| **e == q) {
+        *e = NO_QUEUE;
+    }
+}
+
+/// Records `q` as the queue of `bucket` (of `buckets`) for flowset `fs_nr`
+/// in `inst`.
+fn set_bucket_queue<P>(
+    instances: &mut Slab<Instance<P>>,
+    inst: InstId,
+    fs_nr: u32,
+    (bucket, buckets): (u32, u32),
+    q: QueueId,
+) {
+    let Some(instance) = instances.get_mut(inst) else {
+        return;
+    };
+    let i = match instance.tables.iter().position(|t| t.flowset == fs_nr) {
+        Some(i) => i,
+        None => {
+            instance.tables.push(BucketTable {
+                flowset: fs_nr,
+                queues: Vec::new(),
+            });
+            instance.tables.len() - 1
+        }
+    };
+    let table = &mut instance.tables[i].queues;
+    let b = bucket as usize;
+    if table.len() <= b {
+        table.resize((buckets as usize).max(b + 1), NO_QUEUE);
+    }
+    table[b] = q;
 }
 
 fn new_policy(kind: &SchedType, params: &[(String, u64)]) -> Box<dyn SchedInstance> {
@@ -1034,8 +1144,9 @@ impl<P: Payload> Dummynet<P> {
             return;
         };
         fs.solo = None;
-        let qs: Vec<QueueId> = fs.queues.drain().map(|(_, q)| q).collect();
-        for q in qs {
+        let qs: Vec<((InstId, FlowKey), QueueId)> = fs.queues.drain().collect();
+        for ((inst, qid), q) in qs {
+            forget_bucket(&mut self.instances, inst, fs_nr, &qid, q);
             self.remove_queue(q);
         }
     }
@@ -1061,6 +1172,7 @@ impl<P: Payload> Dummynet<P> {
         for &i in &ids {
             if let Some(inst) = self.instances.get_mut(i) {
                 inst.retired = true;
+                inst.tables.clear();
                 doomed.extend(inst.queues.iter().copied());
             }
         }
