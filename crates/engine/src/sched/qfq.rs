@@ -161,20 +161,23 @@ fn max_len(inv_w: u32, index: usize) -> u32 {
     u32::try_from(len).unwrap_or(u32::MAX)
 }
 
+/// 32 bytes, two to a cache line: with a million classes, the class state
+/// read per packet is a cache miss, and the fewer lines and pages they
+/// span the cheaper. The finish time and the weight are therefore not
+/// stored but computed: `s + charge(head_len)` and `ONE / inv_w`.
 #[derive(Debug, Clone)]
+#[repr(align(32))]
 struct Class {
-    /// Exact virtual start and finish of the head packet.
+    /// Exact virtual start of the head packet while `active`; while idle,
+    /// the finish of the last packet sent.
     s: u64,
-    f: u64,
     /// `ONE / weight`.
     inv_w: u32,
-    /// `ONE / inv_w`, the weight as counted in `Σw`.
-    weight: u32,
     /// Longest packet counted in full: one slot of the group's worth
     /// (`2^slot_shift / inv_w`, at least `lmax`).
     max_len: u32,
     queue: QueueId,
-    /// The length `f` was computed from.
+    /// The length the head packet was priced at.
     head_len: u32,
     /// Where the class is filed in its bucket's list, while `active`.
     pos: u32,
@@ -195,6 +198,13 @@ struct Group {
     front: u8,
     heads: [u32; MAX_SLOTS as usize],
     tails: [u32; MAX_SLOTS as usize],
+}
+
+impl Class {
+    /// The weight as counted in `Σw`.
+    fn weight(&self) -> u32 {
+        (ONE / u64::from(self.inv_w.max(1))) as u32
+    }
 }
 
 impl Default for Group {
@@ -575,7 +585,8 @@ impl Qfq {
     /// `V`, but no earlier than the finish of a group it would otherwise
     /// overtake in ER.
     fn update_start(&mut self, c: usize) {
-        let (f, index) = (self.classes[c].f, usize::from(self.classes[c].group));
+        // Idle, its `s` is the finish of its last packet.
+        let (f, index) = (self.classes[c].s, usize::from(self.classes[c].group));
         let shift = slot_shift(index);
         let rounded_f = round_down(f, shift);
         let limit = round_down(self.v, shift).wrapping_add(1 << shift);
@@ -610,7 +621,6 @@ impl Qfq {
                 .wrapping_sub(u64::from(MAX_SLOTS - 2) << shift);
             let cl = &mut self.classes[c as usize];
             cl.s = cl.s.wrapping_sub(back);
-            cl.f = cl.f.wrapping_sub(back);
             offset = u64::from(MAX_SLOTS - 2);
             self.clamps += 1;
         }
@@ -626,8 +636,7 @@ impl Qfq {
         let ci = c as usize;
         self.classes[ci].head_len = len;
         self.update_start(ci);
-        let cl = &mut self.classes[ci];
-        cl.f = cl.s.wrapping_add(Self::charge(cl, len));
+        let cl = &self.classes[ci];
         let index = usize::from(cl.group);
         let shift = slot_shift(index);
         let mut rounded = round_down(cl.s, shift);
@@ -649,7 +658,6 @@ impl Qfq {
                 let forward = to.wrapping_sub(rounded);
                 let cl = &mut self.classes[ci];
                 cl.s = cl.s.wrapping_add(forward);
-                cl.f = cl.f.wrapping_add(forward);
                 rounded = to;
                 self.clamps += 1;
             }
@@ -772,10 +780,8 @@ impl Qfq {
             let off = g.offset(bucket);
             g.full &= !(1 << off);
         }
-        let cl = &mut self.classes[ci];
-        cl.active = false;
-        // Its head was never sent: no charge.
-        cl.f = cl.s;
+        // Its head was never sent: no charge, `s` stays.
+        self.classes[ci].active = false;
         if !was_front && self.group(index).full != 0 {
             return;
         }
@@ -811,9 +817,7 @@ impl SchedInstance for Qfq {
         let class = Class {
             // A finish at V reads as stale: the first packet starts at V.
             s: self.v,
-            f: self.v,
             inv_w,
-            weight: eff,
             max_len: max_len(inv_w, index),
             queue: q,
             head_len: 0,
@@ -845,7 +849,7 @@ impl SchedInstance for Qfq {
         self.deactivate(slot);
         let c = &mut self.classes[slot as usize];
         c.vacant = true;
-        let w = u64::from(c.weight);
+        let w = u64::from(c.weight());
         self.set_wsum(self.wsum.saturating_sub(w));
         self.free.push(slot);
     }
@@ -868,10 +872,9 @@ impl SchedInstance for Qfq {
         let index = group_index(inv_w, lmax);
         self.ensure_group(index);
         let c = &mut self.classes[slot as usize];
-        let old = u64::from(c.weight);
+        let old = u64::from(c.weight());
         c.inv_w = inv_w;
         c.max_len = max_len(inv_w, index);
-        c.weight = eff;
         c.group = index as u8;
         let head_len = c.head_len;
         self.set_wsum(self.wsum.saturating_sub(old) + u64::from(eff));
@@ -917,13 +920,10 @@ impl SchedInstance for Qfq {
             let popped = ops.pop(q);
             let next = match popped {
                 Some(len) => {
+                    // Charged for what left, which queue management may
+                    // have made another packet than the head we priced.
                     let cl = &mut self.classes[ci];
-                    if len != cl.head_len {
-                        // Queue management sent another packet than the
-                        // head we priced: charge what left.
-                        cl.f = cl.s.wrapping_add(Self::charge(cl, len));
-                    }
-                    cl.s = cl.f;
+                    cl.s = cl.s.wrapping_add(Self::charge(cl, len));
                     let counted = len.min(cl.max_len);
                     self.advance_v(counted);
                     ops.head_len(q)
@@ -931,8 +931,6 @@ impl SchedInstance for Qfq {
                 None => {
                     // Everything was dropped by queue management: nothing
                     // sent, nothing charged; the class goes idle.
-                    let cl = &mut self.classes[ci];
-                    cl.f = cl.s;
                     None
                 }
             };
@@ -952,7 +950,6 @@ impl SchedInstance for Qfq {
                 Some(next_len) => {
                     let cl = &mut self.classes[ci];
                     cl.head_len = next_len;
-                    cl.f = cl.s.wrapping_add(Self::charge(cl, next_len));
                     let rounded = round_down(cl.s, shift);
                     let g = &mut self.groups[usize::from(self.group_at[index])];
                     let front = g.front;
@@ -1045,6 +1042,12 @@ mod tests {
         assert!(lmax_param(&[("quantum".into(), 100)]).is_err());
         assert_eq!(super::super::lookup("QFQ").unwrap().display, "QFQ");
         assert_eq!(MIN_SLOT_SHIFT, 22);
+    }
+
+    #[test]
+    fn a_class_is_half_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Class>(), 32);
+        assert_eq!(std::mem::align_of::<Class>(), 32);
     }
 
     #[test]
