@@ -9,10 +9,12 @@
 //!   namespaces.
 //! - [`afpacket`]: AF_PACKET ports for the bridge, batched I/O.
 //! - [`nfqueue`]: NFQUEUE host interception and the iptables chain it needs.
+//! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 
 pub mod afpacket;
 pub mod netns;
 pub mod nfqueue;
+pub mod rawip;
 pub mod rt;
 pub mod rtnl;

@@ -1228,6 +1228,10 @@ pub struct InterceptSpec {
     pub loopback: bool,
     /// Force a backend instead of [`Backend::detect`].
     pub backend: Option<Backend>,
+    /// Packets carrying this netfilter mark leave the chain before the
+    /// NFQUEUE rule: the daemon's own copies, sent back with this mark
+    /// (see [`crate::rawip`]), must not be queued a second time.
+    pub pass_mark: Option<u32>,
 }
 
 impl InterceptSpec {
@@ -1243,6 +1247,7 @@ impl InterceptSpec {
             matches: Vec::new(),
             loopback: false,
             backend: None,
+            pass_mark: None,
         }
     }
 
@@ -1281,6 +1286,7 @@ struct Jump {
 ///
 /// ```text
 /// -N DUMMYNET-<q>
+/// [-A DUMMYNET-<q> -m mark --mark <pass_mark> -j RETURN]
 /// -A DUMMYNET-<q> <matches> -j NFQUEUE --queue-num <q> [--queue-bypass]
 /// -I INPUT 1 [! -i lo] -j DUMMYNET-<q>
 /// -I OUTPUT 1 [! -o lo] -j DUMMYNET-<q>
@@ -1465,6 +1471,14 @@ impl Interception {
         for &f in &families {
             iptables(backend, f, &["-N", &chain])?;
             this.families.push(f);
+            if let Some(mark) = spec.pass_mark {
+                let mark = format!("{mark:#x}");
+                iptables(
+                    backend,
+                    f,
+                    &["-A", &chain, "-m", "mark", "--mark", &mark, "-j", "RETURN"],
+                )?;
+            }
             let mut rule: Vec<&str> = vec!["-A", &chain];
             rule.extend(spec.matches.iter().map(String::as_str));
             rule.extend(["-j", "NFQUEUE", "--queue-num", &queue_num]);

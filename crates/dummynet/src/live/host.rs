@@ -5,6 +5,22 @@
 //!
 //! Hooks map to ipfw's directions: INPUT is `in` (with `recv` the incoming
 //! interface), OUTPUT is `out` (with `xmit`), FORWARD is `out` with both.
+//!
+//! The host's own outgoing packets (OUTPUT) are the exception to "held by
+//! the kernel": by default they travel as copies. The kernel charges a
+//! packet to the socket that sent it until the packet is freed, and Linux's
+//! TCP Small Queues let a TCP socket have only about a millisecond of its
+//! pacing rate (at least two packets) charged at once. A packet held in the
+//! queue for its pipe's delay stays charged, so TCP through `delay 10ms`
+//! could keep only a few packets in the pipe: 2.0 Mbit/s through 10 Mbit/s.
+//! So the data plane takes a copy of such a packet, lets the kernel free
+//! the original at once (TCP already counts it as sent: queueing succeeded),
+//! and sends the copy into the output path from a raw socket when it leaves
+//! its pipe, with a mark that the interception chain lets through. The
+//! kernel segments GSO packets and completes checksums before queueing, so
+//! every copy is a wire packet. `run --host --hold-output` keeps the
+//! originals instead (their socket mark and priority then survive, at the
+//! cost above).
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -12,37 +28,70 @@ use std::os::fd::{AsFd, BorrowedFd};
 use dummynet_engine::wire::{self, LinkType};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::nfqueue::{
-    Hook, HostPacket, HostQueue, InterceptSpec, Interception, Interface, NfqError, QueueOptions,
-    Verdict,
+    Hook, HostPacket, HostQueue, InterceptSpec, Interception, Interface, QueueOptions, Verdict,
 };
+use dummynet_io::rawip::RawSender;
 
 use super::{Backend, Body, Carrier};
 
 /// Packets read from the queue per turn of the data plane.
 const RX_BATCH: usize = 64;
 
+/// The netfilter mark of the copies the daemon sends (ASCII "dn"), unless
+/// `run --copy-mark` says otherwise.
+pub const DEFAULT_COPY_MARK: u32 = 0x646e;
+
 pub struct Host {
     queue: HostQueue,
     interception: Option<Interception>,
     ifaces: HashMap<u32, IfaceId>,
     verdicts: Vec<(HostPacket, Verdict)>,
+    /// Sends the copies of outgoing packets; `None` with `--hold-output`.
+    copies: Option<RawSender>,
+    /// Copies that left their pipe, sent at the next flush.
+    outbox: Vec<Vec<u8>>,
     not_ip: u64,
     read_errors: u64,
+    copies_sent: u64,
+    copy_errors: u64,
 }
 
 impl Host {
     /// Binds the queue first, then installs the iptables rules, so no packet
-    /// is queued before someone reads the queue.
-    pub fn open(spec: &InterceptSpec) -> Result<Host, NfqError> {
-        let queue = HostQueue::open(spec.queue, QueueOptions::default())?;
-        let interception = Interception::install(spec)?;
+    /// is queued before someone reads the queue. With `copy_mark`, the
+    /// host's own outgoing packets travel as copies sent with that mark
+    /// (see the module documentation).
+    pub fn open(spec: &InterceptSpec, copy_mark: Option<u32>) -> Result<Host, String> {
+        let copies = match copy_mark {
+            Some(mark) => Some(RawSender::open(mark).map_err(|e| {
+                format!(
+                    "opening the raw sockets that send outgoing copies: {e} (or use --hold-output)"
+                )
+            })?),
+            None => None,
+        };
+        let opts = QueueOptions {
+            // Copies must be wire packets with their checksums done.
+            gso: copies.is_none(),
+            ..QueueOptions::default()
+        };
+        let queue = HostQueue::open(spec.queue, opts).map_err(|e| e.to_string())?;
+        let spec = InterceptSpec {
+            pass_mark: copy_mark,
+            ..spec.clone()
+        };
+        let interception = Interception::install(&spec).map_err(|e| e.to_string())?;
         Ok(Host {
             queue,
             interception: Some(interception),
             ifaces: HashMap::new(),
             verdicts: Vec::new(),
+            copies,
+            outbox: Vec::new(),
             not_ip: 0,
             read_errors: 0,
+            copies_sent: 0,
+            copy_errors: 0,
         })
     }
 
@@ -57,6 +106,28 @@ impl Host {
         };
         self.ifaces.insert(i.index, id);
         Some(id)
+    }
+}
+
+/// Whether the kernel can route a copy of `packet` by its destination
+/// alone. Multicast, broadcast and IPv6 link-local destinations need the
+/// interface the original was leaving by, which a raw send does not name;
+/// such packets (neighbour discovery, MLD, DHCP...) are few and stay held
+/// as originals.
+fn routable_by_destination(packet: &[u8]) -> bool {
+    match packet.first().map(|b| b >> 4) {
+        Some(4) => match packet.get(16..20) {
+            Some(&[a, b, c, d]) => {
+                let dst = std::net::Ipv4Addr::new(a, b, c, d);
+                !dst.is_multicast() && !dst.is_broadcast()
+            }
+            _ => false,
+        },
+        Some(6) => match packet.get(24..26) {
+            Some(&[a, b]) => a != 0xff && !(a == 0xfe && b & 0xc0 == 0x80),
+            _ => false,
+        },
+        _ => false,
     }
 }
 
@@ -97,27 +168,55 @@ impl Backend for Host {
                 recv_if: self.iface(engine, recv_if.as_ref()),
                 xmit_if: self.iface(engine, xmit_if.as_ref()),
             };
+            let body = if self.copies.is_some()
+                && pkt.hook() == Hook::Output
+                && !pkt.is_truncated()
+                && !pkt.is_gso()
+                && routable_by_destination(pkt.payload())
+            {
+                // The original is freed now (its socket's charge with it);
+                // the copy goes out when it leaves its pipe.
+                let mut pkt = pkt;
+                let copy = pkt.take_payload();
+                self.verdicts.push((pkt, Verdict::Drop));
+                Body::Ip(copy)
+            } else {
+                Body::Host(pkt)
+            };
             let carrier = Carrier {
                 backend: 0,
                 out_pass: None,
-                body: Body::Host(pkt),
+                body,
             };
             arrivals.push((info, carrier));
         }
     }
 
     fn complete(&mut self, carrier: Carrier, deliver: bool) {
-        if let Body::Host(pkt) = carrier.body {
-            let v = if deliver {
-                Verdict::Accept
-            } else {
-                Verdict::Drop
-            };
-            self.verdicts.push((pkt, v));
+        match carrier.body {
+            Body::Host(pkt) => {
+                let v = if deliver {
+                    Verdict::Accept
+                } else {
+                    Verdict::Drop
+                };
+                self.verdicts.push((pkt, v));
+            }
+            Body::Ip(copy) if deliver => self.outbox.push(copy),
+            // A dropped copy: its original is already gone.
+            Body::Ip(_) | Body::Frame { .. } => {}
         }
     }
 
     fn flush(&mut self) {
+        if let Some(sender) = &self.copies {
+            for copy in self.outbox.drain(..) {
+                match sender.send(&copy) {
+                    Ok(()) => self.copies_sent += 1,
+                    Err(_) => self.copy_errors += 1,
+                }
+            }
+        }
         if !self.verdicts.is_empty() {
             // A failed batch is counted by the queue (verdict_errors); the
             // kernel then drops or, with fail-open, accepts those packets.
@@ -136,6 +235,11 @@ impl Backend for Host {
             ("verdict_errors".to_string(), c.verdict_errors),
             ("read_errors".to_string(), self.read_errors),
         ];
+        if self.copies.is_some() {
+            // Each copy's original counts among `dropped` above.
+            out.push(("copies_sent".into(), self.copies_sent));
+            out.push(("copy_errors".into(), self.copy_errors));
+        }
         if let Some(k) = self.queue.kernel_stats() {
             out.push(("kernel_queue_dropped".into(), u64::from(k.queue_dropped)));
             out.push(("kernel_user_dropped".into(), u64::from(k.user_dropped)));
@@ -149,5 +253,40 @@ impl Backend for Host {
                 eprintln!("dummynet: removing the iptables rules: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(dst: [u8; 4]) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1];
+        p.extend_from_slice(&dst);
+        p
+    }
+
+    fn v6(dst: [u8; 2]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, 17, 64];
+        p.extend_from_slice(&[0; 16]);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&[0; 14]);
+        p
+    }
+
+    #[test]
+    fn only_destinations_that_need_no_interface_are_copied() {
+        assert!(routable_by_destination(&v4([10, 0, 0, 2])));
+        assert!(!routable_by_destination(&v4([224, 0, 0, 251])));
+        assert!(!routable_by_destination(&v4([255, 255, 255, 255])));
+        assert!(routable_by_destination(&v6([0x20, 0x01])));
+        assert!(!routable_by_destination(&v6([0xff, 0x02])));
+        assert!(!routable_by_destination(&v6([0xfe, 0x80])));
+        assert!(!routable_by_destination(&v6([0xfe, 0xbf])));
+        assert!(routable_by_destination(&v6([0xfe, 0xc0])));
+        // Too short, or not IP: never.
+        assert!(!routable_by_destination(&v4([10, 0, 0, 2])[..19]));
+        assert!(!routable_by_destination(&[0x50; 40]));
+        assert!(!routable_by_destination(&[]));
     }
 }

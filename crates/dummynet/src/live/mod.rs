@@ -55,6 +55,9 @@ pub enum Body {
     },
     /// A packet held by the kernel until we give a verdict.
     Host(HostPacket),
+    /// A copy of one of the host's own outgoing IP packets (the original is
+    /// already freed), sent from a raw socket when it leaves its pipe.
+    Ip(Vec<u8>),
 }
 
 /// ECN marking: an AQM reads and sets the ECN field of the IP header. A
@@ -68,6 +71,7 @@ impl Payload for Carrier {
         match &self.body {
             Body::Frame { buf, .. } => buf.get(ip_offset(buf)?..),
             Body::Host(p) => Some(p.payload()),
+            Body::Ip(buf) => Some(buf),
         }
     }
 
@@ -78,6 +82,7 @@ impl Payload for Carrier {
                 buf.get_mut(at..)
             }
             Body::Host(p) => p.payload_mut().ok(),
+            Body::Ip(buf) => Some(buf),
         }
     }
 }

@@ -45,6 +45,16 @@ pub struct RunArgs {
     /// --host: directions to intercept: in, out, forward (comma-separated).
     #[arg(long, default_value = "in,out")]
     pub hooks: String,
+    /// --host: hold the host's own outgoing packets in the kernel until they
+    /// leave their pipe, instead of freeing them at once and sending copies
+    /// (TCP Small Queues then limit a TCP sender through a delay to a few
+    /// packets in flight).
+    #[arg(long)]
+    pub hold_output: bool,
+    /// --host: the netfilter mark of the copies of outgoing packets, which
+    /// the interception chain lets pass.
+    #[arg(long, default_value_t = super::host::DEFAULT_COPY_MARK, value_parser = parse_mark)]
+    pub copy_mark: u32,
     /// An ipfw commands file applied at start.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -190,6 +200,20 @@ where
     Ok(running)
 }
 
+/// A netfilter mark: decimal or 0x-prefixed hexadecimal, not zero (an
+/// unmarked packet has mark 0).
+fn parse_mark(s: &str) -> Result<u32, String> {
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("`{s}` is not a 32-bit mark (decimal or 0x hexadecimal)"))?;
+    if v == 0 {
+        return Err("mark 0 is every unmarked packet's; choose another".into());
+    }
+    Ok(v)
+}
+
 /// The `--host` interception spec from the command line.
 fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
     let mut spec = InterceptSpec::new(args.queue);
@@ -267,8 +291,9 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         })
     } else {
         let spec = intercept_spec(args)?;
+        let copy_mark = (!args.hold_output).then_some(args.copy_mark);
         Box::new(move |_| {
-            let host = Host::open(&spec).map_err(|e| e.to_string())?;
+            let host = Host::open(&spec, copy_mark)?;
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };
@@ -294,4 +319,20 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(running.stop())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_marks_are_decimal_or_hex_and_never_zero() {
+        assert_eq!(parse_mark("0x646e"), Ok(0x646e));
+        assert_eq!(parse_mark("0XFF"), Ok(255));
+        assert_eq!(parse_mark("25710"), Ok(25710));
+        assert_eq!(parse_mark("4294967295"), Ok(u32::MAX));
+        for bad in ["0", "0x0", "", "0x", "-1", "4294967296", "dn"] {
+            assert!(parse_mark(bad).is_err(), "{bad:?}");
+        }
+    }
 }
