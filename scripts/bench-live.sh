@@ -15,7 +15,10 @@
 #   - CPU time of the dummynet process per packet;
 #   - the delay error at 10 ms each way: the data plane's own release
 #     lateness (p50/p99/max, from `dummynet stats`) under TCP and idle, and
-#     ping's RTT minus 20 ms next to the same path's RTT without delay.
+#     ping's RTT minus 20 ms next to the same path's RTT without delay;
+#     and, first, the machine's own floor under that lateness (`dummynet
+#     bench --clock`: how often a spinning real-time thread loses its CPU,
+#     and how late the data plane's wait wakes with no packets at all).
 # Needs root, ip, iperf3, ping. Usage: scripts/bench-live.sh [path/to/dummynet]
 set -euo pipefail
 
@@ -89,6 +92,8 @@ print('avg %+.0f us, mdev %.0f us, min %+.0f us, max %+.0f us' % (avg - base, md
 RT=$(command -v chrt >/dev/null && echo "chrt -f 5" || true)
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
 
+echo "== this machine's clock floor (no packets)"
+"$DN" bench --clock 6
 echo "== kernel bridge (reference)"
 ip -n $M link add br0 type bridge
 ip -n $M link set m-a master br0; ip -n $M link set m-b master br0; ip -n $M link set br0 up
