@@ -398,8 +398,9 @@ fn fq_max_limit(kind: &str) -> Option<u32> {
 }
 
 /// Parameters that let an fq type hold the bench's backlog without its AQM
-/// dropping: the largest limit, as many buckets as flows, and a target out
-/// of reach (the bench measures the scheduler, not the AQM).
+/// dropping: the largest limit, as many buckets as flows (each flow gets a
+/// bucket of its own, see [`flow_infos`]), and a target out of reach (the
+/// bench measures the scheduler, not the AQM).
 fn fq_params(kind: &str, flows: u32) -> Vec<(String, u64)> {
     let Some(max) = fq_max_limit(kind) else {
         return Vec::new();
@@ -454,7 +455,7 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
         ),
     )?;
     apply(&mut e, to_all(1, Action::Queue))?;
-    let infos: Vec<PacketInfo> = (0..flows).map(|i| packet(i, size)).collect();
+    let infos = flow_infos(kind, flows, size)?;
     let mut now: Nanos = 0;
     for round in 0..2 {
         for (i, info) in infos.iter().enumerate() {
@@ -490,6 +491,39 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
         policy_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Equal)?),
         policy_mixed_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Mixed)?),
     })
+}
+
+/// The bench's `flows` flows, one 5-tuple each. For an fq type, tuples that
+/// hash into distinct buckets of its `flows` buckets, so that every flow has
+/// a queue of its own, as under `mask all` with the other types: hashed at
+/// random, N flows would share about 63% of N buckets, and fewer, longer
+/// queues flatter the fq types.
+fn flow_infos(kind: &str, flows: u32, size: u32) -> Result<Vec<PacketInfo>, String> {
+    let buckets = flows.clamp(1, 65536);
+    if fq_max_limit(kind).is_none() || flows > buckets {
+        return Ok((0..flows).map(|i| packet(i, size)).collect());
+    }
+    let mut taken = vec![false; buckets as usize];
+    let mut infos = Vec::with_capacity(flows as usize);
+    // Collecting every bucket takes about N ln N candidates (coupon
+    // collector); the bound only stops a hash gone wrong.
+    let bound = u64::from(flows) * 64 + 1_000_000;
+    let mut i: u32 = 0;
+    while infos.len() < flows as usize {
+        if u64::from(i) >= bound {
+            return Err(format!(
+                "found no 5-tuples for all {flows} buckets of {kind} in {bound} tries"
+            ));
+        }
+        let p = packet(i, size);
+        let b = sched::bucket_of(&p.key, buckets) as usize;
+        if let Some(t) = taken.get_mut(b).filter(|t| !**t) {
+            *t = true;
+            infos.push(p);
+        }
+        i += 1;
+    }
+    Ok(infos)
 }
 
 /// ns per packet of the scheduler policy alone ([`PolicyWorkload`]), best of
@@ -543,6 +577,18 @@ mod tests {
             assert!(r.delivered_pps.unwrap() > 0.0);
         }
         assert!(sched_cost("nope", 1, 10, 128).is_err());
+    }
+
+    #[test]
+    fn fq_flows_get_a_bucket_each() {
+        for n in [1, 100, 10_000] {
+            let infos = flow_infos("fq_codel", n, 128).unwrap();
+            let mut buckets: Vec<u32> = infos.iter().map(|p| sched::bucket_of(&p.key, n)).collect();
+            buckets.sort_unstable();
+            buckets.dedup();
+            assert_eq!(buckets.len(), n as usize);
+        }
+        assert_eq!(flow_infos("rr", 3, 128).unwrap()[2].key, packet(2, 128).key);
     }
 
     #[test]
