@@ -261,16 +261,23 @@ impl Chunks {
 
     /// Position of the first word of a new chunk. Freed chunks are reused
     /// last-in first-out, while they are still in cache.
+    #[inline]
     fn alloc(&mut self) -> u32 {
-        let chunk = self.free.pop().unwrap_or_else(|| {
-            self.chunks.push(Chunk([NIL; CHUNK as usize]));
-            // One chunk per `LINK` filed classes (plus one per bucket), and
-            // classes are indexed by u32: this stays below 2^32 / CHUNK.
-            (self.chunks.len() - 1) as u32
-        });
-        chunk * CHUNK
+        match self.free.pop() {
+            Some(chunk) => chunk * CHUNK,
+            None => self.grow(),
+        }
     }
 
+    #[cold]
+    fn grow(&mut self) -> u32 {
+        self.chunks.push(Chunk([NIL; CHUNK as usize]));
+        // One chunk per `LINK` filed classes (plus one per bucket), and
+        // classes are indexed by u32: this stays below 2^32 / CHUNK.
+        (self.chunks.len() - 1) as u32 * CHUNK
+    }
+
+    #[inline]
     fn release(&mut self, pos: u32) {
         self.free.push(pos / CHUNK);
     }
@@ -294,7 +301,7 @@ impl Group {
     }
 
     /// Bucket `b` is empty or its last chunk full: a chunk for its tail.
-    #[cold]
+    #[inline]
     fn new_chunk(&mut self, chunks: &mut Chunks, b: usize) -> u32 {
         let pos = chunks.alloc();
         if self.heads[b] == NIL {
@@ -318,7 +325,7 @@ impl Group {
     }
 
     /// The first class of bucket `b` was the last of its chunk.
-    #[cold]
+    #[inline]
     fn leave_chunk(&mut self, chunks: &mut Chunks, b: usize, next: u32) -> bool {
         if next == self.tails[b] {
             chunks.release(next - 1);
