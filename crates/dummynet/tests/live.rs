@@ -686,7 +686,10 @@ fn seed004_bridge_wf2q_keeps_ping_alive_and_shares_70_30() {
 #[test]
 fn seed004_host_wf2q_keeps_ping_alive_and_shares_70_30() {
     let tools = Mode::Host.tools(TOOLS);
-    if !ready("seed004_host_wf2q_keeps_ping_alive_and_shares_70_30", &tools) {
+    if !ready(
+        "seed004_host_wf2q_keeps_ping_alive_and_shares_70_30",
+        &tools,
+    ) {
         return;
     }
     let _serial = serial();
@@ -1253,13 +1256,14 @@ impl Seed002Run {
     }
 }
 
-/// One seed 002 run in a shell with the ipfw commands `config`: TCP
-/// clients (`iperf3 -C cc`) started at `starts` seconds, each lasting
-/// `secs` s (iperf3 takes whole seconds), and `pings` pings every 0.1 s
-/// from `ping_at` s, all through the bottleneck. `prep` runs first in the
-/// command's namespace.
+/// One seed 002 run on `bed` with the ipfw commands `config` (a
+/// [`Testbed::rules`] template): TCP clients (`iperf3 -C cc`) started at
+/// `starts` seconds, each lasting `secs` s (iperf3 takes whole seconds),
+/// and `pings` pings every 0.1 s from `ping_at` s, all through the
+/// bottleneck. `prep` runs first in the client's namespace.
 #[allow(clippy::too_many_arguments)]
 fn seed002_run(
+    bed: &Testbed,
     name: &str,
     config: &str,
     prep: &str,
@@ -1269,11 +1273,11 @@ fn seed002_run(
     ping_at: f64,
     pings: u32,
 ) -> Seed002Run {
-    let ns = TestNs::new();
-    let scratch = Scratch::new();
-    let conf = scratch.write("ipfw.conf", config);
     let ports: Vec<u16> = starts.iter().map(|_| unique_port()).collect();
-    let _servers: Vec<Proc> = ports.iter().map(|&p| iperf3_server_json(&ns, p)).collect();
+    let _servers: Vec<Proc> = ports
+        .iter()
+        .map(|&p| iperf3_server_json(&bed.far, p))
+        .collect();
     // Each client sleeps until its start; the server's report (0.5 s
     // intervals) gives [`iperf3_span_bps`] what arrived when.
     let mut script = format!("{prep}pids=; ");
@@ -1283,22 +1287,19 @@ fn seed002_run(
              > $OUT/tcp{k}.json) & pids=\"$pids $!\"; "
         );
     }
+    // `-U`: the time the reply reaches ping, after the host mode's `in`
+    // pipe (plain ping stamps it as it reaches the interface, before).
     script += &format!(
-        "sleep {ping_at}; ping -c {pings} -i 0.1 -W 2 $DUMMYNET_PEER > $OUT/ping.txt; \
+        "sleep {ping_at}; ping -U -c {pings} -i 0.1 -W 2 $DUMMYNET_PEER > $OUT/ping.txt; \
          s=0; for p in $pids; do wait $p || s=1; done; \"$DN\" stats > $OUT/stats.txt; exit $s"
     );
-    shell_ok(
-        &ns,
-        &scratch,
-        &["--config", conf.to_str().expect("a UTF-8 path")],
-        &script,
-    );
+    bed.run_ok(config, &script);
     let run = Seed002Run {
         tcp: (0..starts.len())
-            .map(|k| scratch.read(&format!("tcp{k}.json")))
+            .map(|k| bed.scratch.read(&format!("tcp{k}.json")))
             .collect(),
-        ping: Ping::parse(&scratch.read("ping.txt")),
-        stats: scratch.read("stats.txt"),
+        ping: Ping::parse(&bed.scratch.read("ping.txt")),
+        stats: bed.scratch.read("stats.txt"),
     };
     let rates: Vec<String> = run
         .tcp
@@ -1306,7 +1307,8 @@ fn seed002_run(
         .map(|j| format!("{:.2}", mbit(iperf3_received_bps(j))))
         .collect();
     println!(
-        "seed 002 {name}: TCP {} Mbit/s; ping lost {} of {}, median {:.1} ms, RTTs {:?}\n{}",
+        "seed 002 {:?} {name}: TCP {} Mbit/s; ping lost {} of {}, median {:.1} ms, RTTs {:?}\n{}",
+        bed.mode,
         rates.join(" + "),
         run.ping.lost(),
         run.ping.transmitted,
@@ -1324,8 +1326,8 @@ fn seed002_pipes(link: &str) -> String {
     format!(
         "pipe 1 config {link}\n\
          pipe 2 config {link}\n\
-         add 100 pipe 1 ip from any to any in recv app\n\
-         add 200 pipe 2 ip from any to any in recv peer\n\
+         add 100 pipe 1 ip from any to any {{up}}\n\
+         add 200 pipe 2 ip from any to any {{down}}\n\
          add 65000 allow ip from any to any\n"
     )
 }
@@ -1354,10 +1356,12 @@ fn seed002_pipes(link: &str) -> String {
 ///   it until it overflows, so the median ping must wait at least 100 ms
 ///   more than with CoDel (bufferbloat), and nothing is dropped by an AQM.
 /// - CoDel's drops are `aqm` drops in `stats`, and there are some.
-fn seed002_codel_vs_droptail(one_way_ms: u32, min_share: f64) {
+fn seed002_codel_vs_droptail(mode: Mode, one_way_ms: u32, min_share: f64) {
+    let bed = Testbed::new(mode);
     let base = 2.0 * f64::from(one_way_ms);
     let name = format!("CoDel, {base} ms RTT");
     let codel = seed002_run(
+        &bed,
         &name,
         &seed002_pipes(&format!(
             "bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER} codel"
@@ -1371,6 +1375,7 @@ fn seed002_codel_vs_droptail(one_way_ms: u32, min_share: f64) {
     );
     let name = format!("droptail, {base} ms RTT");
     let droptail = seed002_run(
+        &bed,
         &name,
         &seed002_pipes(&format!(
             "bw 10Mbit/s delay {one_way_ms}ms {SEED002_BUFFER}"
@@ -1420,7 +1425,7 @@ fn seed002_shell_codel_20ms_rtt_keeps_delay_near_target() {
         return;
     }
     let _serial = serial();
-    seed002_codel_vs_droptail(10, 0.8);
+    seed002_codel_vs_droptail(Mode::Shell, 10, 0.8);
 }
 
 #[test]
@@ -1432,7 +1437,7 @@ fn seed002_shell_codel_40ms_rtt_keeps_delay_near_target() {
         return;
     }
     let _serial = serial();
-    seed002_codel_vs_droptail(20, 0.7);
+    seed002_codel_vs_droptail(Mode::Shell, 20, 0.7);
 }
 
 /// Seed 002's FQ-CoDel config: pipe 1 up and pipe 2 down configured with
@@ -1450,8 +1455,8 @@ fn seed002_fq_codel(link: &str) -> String {
          sched 2 config pipe 2 {fq}\n\
          queue 1 config sched 1\n\
          queue 2 config sched 2\n\
-         add 100 queue 1 ip from any to any in recv app\n\
-         add 200 queue 2 ip from any to any in recv peer\n\
+         add 100 queue 1 ip from any to any {{up}}\n\
+         add 200 queue 2 ip from any to any {{down}}\n\
          add 65000 allow ip from any to any\n"
     )
 }
@@ -1479,11 +1484,13 @@ fn seed002_fq_codel(link: &str) -> String {
 ///   `ping_slack` ms of the base RTT; through the FIFO it waits behind the
 ///   whole standing queue, at least 100 ms more.
 /// - FQ-CoDel drops (`aqm` in `stats`): each sub-queue's CoDel acts.
-fn seed002_fq_codel_vs_fifo(bw: &str, bw_bps: f64, fifo_queue: &str, ping_slack: f64) {
+fn seed002_fq_codel_vs_fifo(mode: Mode, bw: &str, bw_bps: f64, fifo_queue: &str, ping_slack: f64) {
+    let bed = Testbed::new(mode);
     let (one_way_ms, base) = (10, 20.0);
     let starts = [0.0, 0.5, 1.0, 1.5];
     let (from, to) = (2.0, 4.0);
     let fq = seed002_run(
+        &bed,
         &format!("FQ-CoDel, 4 flows, {bw}"),
         &seed002_fq_codel(&format!("bw {bw} delay {one_way_ms}ms")),
         "",
@@ -1494,6 +1501,7 @@ fn seed002_fq_codel_vs_fifo(bw: &str, bw_bps: f64, fifo_queue: &str, ping_slack:
         20,
     );
     let fifo = seed002_run(
+        &bed,
         &format!("FIFO, 4 flows, {bw}"),
         &seed002_pipes(&format!("bw {bw} delay {one_way_ms}ms {fifo_queue}")),
         "",
@@ -1570,7 +1578,7 @@ fn seed002_shell_fq_codel_4_flows_share_and_keep_ping_fast() {
         return;
     }
     let _serial = serial();
-    seed002_fq_codel_vs_fifo("10Mbit/s", 10e6, SEED002_BUFFER, 10.0);
+    seed002_fq_codel_vs_fifo(Mode::Shell, "10Mbit/s", 10e6, SEED002_BUFFER, 10.0);
 }
 
 /// Scenario 5, 1 Mbit/s. The FIFO gets the default 50 slots (600 ms at
@@ -1587,12 +1595,69 @@ fn seed002_shell_fq_codel_1mbit_4_flows_share_and_keep_ping_fast() {
         return;
     }
     let _serial = serial();
-    seed002_fq_codel_vs_fifo("1Mbit/s", 1e6, "", 25.0);
+    seed002_fq_codel_vs_fifo(Mode::Shell, "1Mbit/s", 1e6, "", 25.0);
+}
+
+/// Scenario 1 with the emulator as a bridge between the client's and the
+/// server's namespaces.
+#[test]
+fn seed002_bridge_codel_20ms_rtt_keeps_delay_near_target() {
+    if !ready(
+        "seed002_bridge_codel_20ms_rtt_keeps_delay_near_target",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_codel_vs_droptail(Mode::Bridge, 10, 0.8);
+}
+
+/// Scenario 1 on the client's own host: its TCP sender's packets go out
+/// as copies (see `src/live/host.rs`), or TCP Small Queues would keep the
+/// flow far below the link.
+#[test]
+fn seed002_host_codel_20ms_rtt_keeps_delay_near_target() {
+    let tools = Mode::Host.tools(TOOLS);
+    if !ready(
+        "seed002_host_codel_20ms_rtt_keeps_delay_near_target",
+        &tools,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_codel_vs_droptail(Mode::Host, 10, 0.8);
+}
+
+/// Scenario 4 through a bridge.
+#[test]
+fn seed002_bridge_fq_codel_4_flows_share_and_keep_ping_fast() {
+    if !ready(
+        "seed002_bridge_fq_codel_4_flows_share_and_keep_ping_fast",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_fq_codel_vs_fifo(Mode::Bridge, "10Mbit/s", 10e6, SEED002_BUFFER, 10.0);
+}
+
+/// Scenario 4 on the client's own host.
+#[test]
+fn seed002_host_fq_codel_4_flows_share_and_keep_ping_fast() {
+    let tools = Mode::Host.tools(TOOLS);
+    if !ready(
+        "seed002_host_fq_codel_4_flows_share_and_keep_ping_fast",
+        &tools,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    seed002_fq_codel_vs_fifo(Mode::Host, "10Mbit/s", 10e6, SEED002_BUFFER, 10.0);
 }
 
 /// Seed 002's scenario 3: one CUBIC flow over 10 Mbit/s and 20 ms RTT with
 /// `codel target 10ms interval 100ms ecn`, and ECN on in the client's TCP
-/// (`net.ipv4.tcp_ecn=1`, set in the shell's namespace only; the server's
+/// (`net.ipv4.tcp_ecn=1`, set in the client's namespace only; the server's
 /// default, 2, accepts ECN when asked). The seed "confirmed that ECN is
 /// functional with nothing dropped". Here:
 ///
@@ -1615,6 +1680,7 @@ fn seed002_shell_codel_ecn_marks_instead_of_dropping() {
     }
     let _serial = serial();
     let run = seed002_run(
+        &Testbed::new(Mode::Shell),
         "CoDel ECN, 20 ms RTT",
         &seed002_pipes(&format!(
             "bw 10Mbit/s delay 10ms {SEED002_BUFFER} codel target 10ms interval 100ms ecn"
