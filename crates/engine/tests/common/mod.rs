@@ -3,6 +3,8 @@
 //! conservation law after every step.
 #![allow(dead_code)]
 
+pub mod tcp;
+
 use std::net::Ipv4Addr;
 
 use dummynet_engine::config::*;
