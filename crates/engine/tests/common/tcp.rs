@@ -21,6 +21,16 @@
 //! through the engine). The model is deterministic: no randomness, and ties
 //! at the same instant are broken by flow index and arrival order.
 //!
+//! Without SACK the model shares NewReno's known weakness: a window that
+//! loses many segments (slow start overshooting a large drop-tail buffer
+//! loses every other one) is repaired one hole per RTT until the timer
+//! fires, and then by going back over data the receiver may already hold,
+//! while duplicate ACKs below `recover` cannot start a fast retransmit. A
+//! flow in a shared drop-tail FIFO can so be shut out for seconds. Under
+//! CoDel and FQ-CoDel, which drop single packets far apart, this does not
+//! arise; the drop-tail runs are there for their queueing delay, which it
+//! does not lower.
+//!
 //! Time is the engine's: `u64` nanoseconds, virtual.
 #![allow(dead_code)]
 
