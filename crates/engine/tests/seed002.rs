@@ -192,8 +192,10 @@ fn codel_peak(bw: u64, rtt: Nanos, n: u64) -> Nanos {
 
 // ------------------------------------------------------------ scenarios 1, 2
 
-/// One flow for 30 s; measured from 5 s on, after slow start (which ends
-/// within a second or two: the window doubles every RTT).
+/// One flow for 30 s; measured from 5 s on, after slow start under CoDel
+/// (which ends within a second: the window doubles every RTT). Under drop
+/// tail, slow start's overshoot into the 1000-packet buffer and its repair
+/// last longer; they are part of what is measured.
 fn one_flow(rtt: Nanos, aqm: AqmConfig) -> Measured {
     let one_way = rtt / 2;
     let engine = single_queue(MBIT10, one_way, aqm);
@@ -228,7 +230,7 @@ fn one_flow(rtt: Nanos, aqm: AqmConfig) -> Measured {
 ///   queued; Reno then halves its window, which leaves about half the
 ///   buffer standing (the BDP is only 17–33 segments), and the window grows
 ///   back until the buffer is full again. A timeout empties the queue, but
-///   slow start refills it within a second. So the median queueing delay
+///   slow start refills it within a couple of seconds. So the median queueing delay
 ///   is at least a quarter of the buffer, 300 ms: bufferbloat, 20 times
 ///   CoDel's.
 fn codel_vs_droptail(rtt: Nanos, min_util: f64) {
