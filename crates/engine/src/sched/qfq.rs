@@ -196,6 +196,8 @@ struct Group {
     /// Bit `k`: bucket `(front + k) % 32` is not empty.
     full: u32,
     front: u8,
+    /// Per physical bucket, the position in [`Chunks`] of its first class
+    /// and the one after its last; both `NIL` while it is empty.
     heads: [u32; MAX_SLOTS as usize],
     tails: [u32; MAX_SLOTS as usize],
 }
