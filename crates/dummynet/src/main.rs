@@ -13,6 +13,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// Large blocks (the engine's per-flow tables at high flow counts) on huge
+// pages where the kernel wants to be asked: see dummynet_io::hugealloc.
+#[global_allocator]
+static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
+
 mod bench;
 mod capture;
 mod gen;

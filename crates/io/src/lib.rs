@@ -11,8 +11,10 @@
 //! - [`nfqueue`]: NFQUEUE host interception and the iptables chain it needs.
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
+//! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
 
 pub mod afpacket;
+pub mod hugealloc;
 pub mod netns;
 pub mod nfqueue;
 pub mod rawip;
