@@ -3,12 +3,14 @@
 //! A delay emulator must release a packet within microseconds of its time;
 //! under load, the normal scheduler may leave a runnable thread waiting for
 //! milliseconds. Two remedies, with different costs:
-//! - [`set_nice`] `-20`: first in line among ordinary tasks, never stopped
-//!   for using the CPU. The default.
-//! - [`set_fifo`]: `SCHED_FIFO`, ahead of every ordinary task; but the
-//!   kernel's RT throttling (`kernel.sched_rt_runtime_us`, 950 ms per second
-//!   by default) stops a thread that keeps the CPU busy for the rest of the
-//!   second, a 50 ms stall that a fully loaded data plane does hit.
+//! - [`set_fifo`]: `SCHED_FIFO`, ahead of every ordinary task; the data
+//!   plane's default. But the kernel's RT throttling
+//!   (`kernel.sched_rt_runtime_us`, 950 ms per second by default) stops a
+//!   thread that keeps the CPU busy for the rest of the second, a 50 ms
+//!   stall; the data plane keeps enough idle time to stay under the budget
+//!   (`dummynet::live::clock::Rest`).
+//! - [`set_nice`] `-20`: first in line among ordinary tasks (of its cgroup),
+//!   never stopped for using the CPU, but milliseconds late on a busy VM.
 
 #![allow(unsafe_code)]
 

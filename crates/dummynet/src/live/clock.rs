@@ -55,19 +55,21 @@ const MAX_NAP: Nanos = 100_000_000;
 /// that finds the data plane awake spares its sender the cost of waking it
 /// (on a veth, the sender pays for that wake-up inline).
 ///
-/// Returns why it woke, and how long it slept in the kernel (the rest of
-/// the time it was spinning).
+/// Returns why it woke. (Not how long it slept: a `ppoll` that finds a
+/// descriptor ready returns at once, yet millions of those add up to
+/// seconds of wall time that were all CPU. [`thread_cpu`] says how busy the
+/// thread really was.)
 pub fn wait(
     clock: &Clock,
     fds: &[BorrowedFd<'_>],
     deadline: Option<Nanos>,
     spin: Nanos,
     busy: Nanos,
-) -> (Woke, Nanos) {
+) -> Woke {
     let now = clock.now();
     let until = deadline.unwrap_or(u64::MAX);
     if until <= now {
-        return (Woke::Deadline, 0);
+        return Woke::Deadline;
     }
     // Built once: the spins below poll the same set many times.
     let mut pfds: Vec<PollFd<'_>> = fds
@@ -78,11 +80,11 @@ pub fn wait(
     if busy > 0 {
         loop {
             if poll_fds(&mut pfds, Some(0)) {
-                return (Woke::Ready, 0);
+                return Woke::Ready;
             }
             let t = clock.now();
             if t >= until {
-                return (Woke::Deadline, 0);
+                return Woke::Deadline;
             }
             if t >= busy_until {
                 break;
@@ -93,16 +95,14 @@ pub fn wait(
     // The busy poll may have run into the deadline.
     let now = clock.now();
     if now >= until {
-        return (Woke::Deadline, 0);
+        return Woke::Deadline;
     }
     let sleep = (until - now).saturating_sub(spin).min(MAX_NAP);
-    let mut slept = 0;
     if sleep > 0 {
         let ready = poll_fds(&mut pfds, Some(sleep));
         let after = clock.now();
-        slept = after.saturating_sub(now);
         if ready {
-            return (Woke::Ready, slept);
+            return Woke::Ready;
         }
         if deadline.is_none() || after + spin < until {
             let woke = if after >= until {
@@ -110,16 +110,16 @@ pub fn wait(
             } else {
                 Woke::Nap
             };
-            return (woke, slept);
+            return woke;
         }
     }
     // The last stretch: check the ports without sleeping until it is time.
     loop {
         if clock.now() >= until {
-            return (Woke::Deadline, slept);
+            return Woke::Deadline;
         }
         if poll_fds(&mut pfds, Some(0)) {
-            return (Woke::Ready, slept);
+            return Woke::Ready;
         }
         std::hint::spin_loop();
     }
@@ -134,44 +134,121 @@ pub fn spin_until(clock: &Clock, t: Nanos) {
 
 /// Keeps a `SCHED_FIFO` data plane from taking a whole CPU.
 ///
-/// A real-time thread that never sleeps is stopped by the kernel for about
-/// 50 ms a second so that ordinary tasks run (RT throttling, or the fair
-/// server of newer kernels), which would hold every queued packet for
-/// 50 ms. On the 2-vCPU VMs this was measured on, a thread that sleeps 7%
-/// of every 10 ms was never stopped, and one that slept 3% was. So the data
-/// plane counts how long it slept in each 10 ms window, and when the window
-/// is about to end short of [`Self::MIN_REST`] it sleeps the difference
-/// (without watching its ports: the kernel's rings hold the arrivals).
-/// A data plane with any idle time never notices; a saturated one trades
-/// 7% of its time for never stalling.
-#[derive(Debug, Clone, Default)]
+/// The kernel lets real-time threads take only `sched_rt_runtime_us` of
+/// every `sched_rt_period_us` (950 ms of 1 s by default) and stops them for
+/// the rest of the period once they have had it: a data plane that spins
+/// without a break is stopped for 50 ms once a second, holding every queued
+/// packet that long. (Kernels without RT group scheduling do much the same
+/// through the fair server.) Measured on the 2-vCPU VMs this runs on: a
+/// `SCHED_FIFO` thread that never sleeps is stopped 50 ms a second, one that
+/// sleeps 3% of every 10 ms is stopped 20 ms a second, one that sleeps 7% is
+/// never stopped.
+///
+/// So the data plane keeps its idle time, measured as wall time minus its
+/// own CPU time (which is what the kernel's budget counts), at the kernel's
+/// share plus [`Self::MARGIN`] in every [`Self::WINDOW`]:
+/// - while it is behind that pace it waits with a short spin
+///   ([`Pace::Behind`]), so that gaps between departures, which a long
+///   spin would burn, are slept instead. This costs a little lateness on a
+///   few departures and no forced stops.
+/// - only when the window is about to end short of its share anyway, with
+///   no gap to sleep in (a flood), it sleeps the difference without
+///   watching its ports ([`Pace::Rest`]): the kernel's rings hold the
+///   arrivals meanwhile.
+///
+/// With `sched_rt_runtime_us` at -1 (no limit: a core given to the data
+/// plane), there is nothing to keep ([`Self::for_this_kernel`] is `None`).
+#[derive(Debug, Clone)]
 pub struct Rest {
+    /// Idle share to keep, in parts per million.
+    share_ppm: u64,
     window_start: Nanos,
-    slept: Nanos,
+    cpu_start: Nanos,
     /// Forced rests taken, and their total length.
     pub rests: u64,
     pub rest_ns: u64,
 }
 
+/// What [`Rest::pace`] asks of the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// On pace: wait as usual.
+    Fine,
+    /// Behind on idle time: sleep through gaps (a short spin).
+    Behind,
+    /// Sleep this long now.
+    Rest(Nanos),
+}
+
 impl Rest {
     pub const WINDOW: Nanos = 10_000_000;
-    pub const MIN_REST: Nanos = 700_000;
+    /// Kept on top of the kernel's share: the budget is counted per CPU and
+    /// period, not per window, and a rest ends a little late.
+    pub const MARGIN_PPM: u64 = 20_000;
 
-    /// Time slept (in the kernel) since the last call.
-    pub fn slept(&mut self, ns: Nanos) {
-        self.slept = self.slept.saturating_add(ns);
+    /// Keeps `share_ppm` of every window idle.
+    pub fn with_share(share_ppm: u64) -> Rest {
+        Rest {
+            share_ppm: share_ppm.min(500_000),
+            window_start: 0,
+            cpu_start: 0,
+            rests: 0,
+            rest_ns: 0,
+        }
     }
 
-    /// How long to rest now, if at all.
-    pub fn due(&mut self, now: Nanos) -> Option<Nanos> {
+    /// The share this kernel's real-time budget asks for, from
+    /// `/proc/sys/kernel/sched_rt_{runtime,period}_us`; `None` when the
+    /// budget is off. A kernel that does not say gets the default budget's
+    /// 5% (plus the margin).
+    pub fn for_this_kernel() -> Option<Rest> {
+        let read = |name: &str| -> Option<i64> {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        Self::for_budget(read("sched_rt_runtime_us"), read("sched_rt_period_us"))
+    }
+
+    fn for_budget(runtime_us: Option<i64>, period_us: Option<i64>) -> Option<Rest> {
+        let idle_ppm = match (runtime_us, period_us) {
+            (Some(r), _) if r < 0 => return None,
+            (Some(r), Some(p)) if p > 0 && r <= p => {
+                let (r, p) = (r as u64, p as u64);
+                (p - r) * 1_000_000 / p
+            }
+            _ => 50_000,
+        };
+        Some(Self::with_share(idle_ppm + Self::MARGIN_PPM))
+    }
+
+    /// Idle time the window asks for.
+    pub fn per_window(&self) -> Nanos {
+        Self::WINDOW * self.share_ppm / 1_000_000
+    }
+
+    /// Where the data plane stands at wall time `now`, having used `cpu` ns
+    /// of CPU (its thread's CPU clock) since it started.
+    pub fn pace(&mut self, now: Nanos, cpu: Nanos) -> Pace {
         let elapsed = now.saturating_sub(self.window_start);
         if elapsed >= Self::WINDOW {
             self.window_start = now;
-            self.slept = 0;
-            return None;
+            self.cpu_start = cpu;
+            return Pace::Fine;
         }
-        let owed = Self::MIN_REST.saturating_sub(self.slept);
-        (owed > 0 && Self::WINDOW - elapsed <= owed).then_some(owed)
+        let idle = elapsed.saturating_sub(cpu.saturating_sub(self.cpu_start));
+        let owed = self.per_window().saturating_sub(idle);
+        if owed == 0 {
+            Pace::Fine
+        } else if Self::WINDOW - elapsed <= owed {
+            Pace::Rest(owed)
+        } else if idle * 1_000_000 < elapsed * self.share_ppm {
+            Pace::Behind
+        } else {
+            Pace::Fine
+        }
     }
 
     /// Sleeps `ns` without watching anything, and counts it.
@@ -179,8 +256,16 @@ impl Rest {
         std::thread::sleep(Duration::from_nanos(ns));
         self.rests += 1;
         self.rest_ns = self.rest_ns.saturating_add(ns);
-        self.slept(ns);
     }
+}
+
+/// CPU time this thread has used, in ns (0 if the kernel will not say).
+pub fn thread_cpu() -> Nanos {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .ok()
+        .and_then(|t| u64::try_from(Duration::from(t).as_nanos()).ok())
+        .unwrap_or(0)
 }
 
 /// `ppoll` with a nanosecond timeout; true if any descriptor is readable.
@@ -296,7 +381,7 @@ mod tests {
             let busy = 2_000;
             let until = clock.now() + busy + k % 2000;
             // (Past the busy poll it may also nap in the kernel first.)
-            let (woke, _slept) = wait(&clock, &[], Some(until), 1_000, busy);
+            let woke = wait(&clock, &[], Some(until), 1_000, busy);
             assert_eq!(woke, Woke::Deadline);
             let now = clock.now();
             assert!(now >= until);
@@ -324,21 +409,38 @@ mod tests {
     }
 
     #[test]
-    fn rest_is_owed_only_at_the_end_of_a_busy_window() {
-        let mut r = Rest::default();
-        assert_eq!(r.due(0), None);
-        // Busy, but early in the window: nothing yet.
-        assert_eq!(r.due(5_000_000), None);
-        // 9.5 ms into the window with no sleep: owe the whole rest.
-        assert_eq!(r.due(9_500_000), Some(Rest::MIN_REST));
-        // Having slept 0.5 ms, owe the remaining 0.2 ms only near the end.
-        r.slept(500_000);
-        assert_eq!(r.due(9_700_000), None);
-        assert_eq!(r.due(9_800_000), Some(200_000));
-        // A new window starts clean.
-        assert_eq!(r.due(10_000_001), None);
-        r.slept(Rest::MIN_REST);
-        assert_eq!(r.due(19_999_999), None);
+    fn the_share_follows_the_kernel_budget() {
+        let share = |r, p| Rest::for_budget(r, p).map(|r| r.per_window());
+        // 950 ms of 1 s: 5% + 2% of 10 ms.
+        assert_eq!(share(Some(950_000), Some(1_000_000)), Some(700_000));
+        assert_eq!(share(Some(900_000), Some(1_000_000)), Some(1_200_000));
+        // No budget, nothing to keep.
+        assert_eq!(share(Some(-1), Some(1_000_000)), None);
+        // Unreadable or nonsense: the default budget.
+        assert_eq!(share(None, None), Some(700_000));
+        assert_eq!(share(Some(2_000_000), Some(1_000_000)), Some(700_000));
+    }
+
+    #[test]
+    fn a_busy_window_is_paced_then_rested() {
+        let mut r = Rest::with_share(70_000);
+        assert_eq!(r.pace(0, 0), Pace::Fine);
+        // 2 ms, 1 ms of it idle: ahead of 7%.
+        assert_eq!(r.pace(2_000_000, 1_000_000), Pace::Fine);
+        // 6 ms, of which still 1 ms idle but the 0.7 ms was had: fine to the end.
+        assert_eq!(r.pace(6_000_000, 5_000_000), Pace::Fine);
+        assert_eq!(r.pace(9_999_999, 8_999_999), Pace::Fine);
+        // A new window, busy from the start: behind at once...
+        assert_eq!(r.pace(10_000_000, 9_000_000), Pace::Fine);
+        assert_eq!(r.pace(11_000_000, 10_000_000), Pace::Behind);
+        // ...back on pace after a sleep of 0.1 ms in 1.2 ms...
+        assert_eq!(r.pace(11_200_000, 10_100_000), Pace::Fine);
+        // ...and short of its 0.7 ms near the end: rest the rest.
+        assert_eq!(r.pace(19_000_000, 17_900_000), Pace::Behind);
+        assert_eq!(r.pace(19_400_000, 18_300_000), Pace::Rest(600_000));
+        // The window after starts clean.
+        assert_eq!(r.pace(20_100_000, 18_400_000), Pace::Fine);
+        assert_eq!(r.pace(20_200_000, 18_450_000), Pace::Fine);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
 
-use super::clock::{self, Clock, Lateness, LatenessSummary, Rest, Woke};
+use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, Woke};
 use super::control::{self, Reply};
 use super::{Backend, Carrier};
 
@@ -25,6 +25,11 @@ use super::{Backend, Carrier};
 /// 300 µs the median lateness is about 1 µs. It costs a core only while
 /// deadlines are closer together than that, i.e. under load.
 pub const DEFAULT_SPIN: Nanos = 300_000;
+
+/// The spin of a `SCHED_FIFO` data plane that is behind on its idle time
+/// ([`Pace::Behind`]): long enough for most timer wake-ups, short enough
+/// that a gap of a few hundred µs between departures is mostly slept.
+pub const SHORT_SPIN: Nanos = 100_000;
 
 /// `SCHED_FIFO` priority of the data-plane thread when asked for: above
 /// ordinary tasks, below the kernel's own real-time threads (50 and up).
@@ -76,8 +81,8 @@ pub enum Priority {
     /// default: measured on a 2-vCPU VM with other work running, a thread
     /// at nice -20 still woke milliseconds late at p99 (nice only orders
     /// tasks within one cgroup), and a `SCHED_FIFO` one 7-13 µs late. It
-    /// keeps 7% of its CPU free ([`clock::Rest`]) so the kernel never
-    /// stops it.
+    /// keeps the kernel's share of idle time (7% by default, see
+    /// [`clock::Rest`]) so the kernel never stops it.
     #[default]
     Realtime,
     /// Nice -20 only.
@@ -241,7 +246,7 @@ impl DataPlane {
         // scheduling, and `stats` says so.
         self.scheduling = match self.priority {
             Priority::Realtime if dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok() => {
-                self.rest = Some(Rest::default());
+                self.rest = Rest::for_this_kernel();
                 "SCHED_FIFO"
             }
             _ if dummynet_io::rt::set_nice(-20).is_ok() => "nice -20",
@@ -352,8 +357,23 @@ impl DataPlane {
             return;
         };
         let mut buf = [0u8; 64];
-        while matches!(inbox.wake.read(&mut buf), Ok(n) if n > 0) {}
+        let hung_up = loop {
+            match inbox.wake.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // WouldBlock: drained.
+                Err(_) => break false,
+            }
+        };
         let pending: Vec<Request> = inbox.requests.try_iter().collect();
+        if hung_up {
+            // The control plane is gone (or there never was one: a demo or
+            // shell without a socket), so nothing more will come. A socket
+            // whose peer has closed polls readable forever, and left in the
+            // wait it would turn every sleep into a spin.
+            self.inbox = None;
+        }
         for req in pending {
             let now = self.clock.now();
             let reply = match req.kind {
@@ -379,17 +399,23 @@ impl DataPlane {
         if let Some(inbox) = &self.inbox {
             fds.push(inbox.wake.as_fd());
         }
-        let busy = if self.busy { BUSY_POLL } else { 0 };
-        let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
-        let (woke, slept) = clock::wait(&self.clock, &fds, stage_at, self.spin, busy);
-        if let Some(rest) = &mut self.rest {
-            rest.slept(slept);
-            if let Some(owed) = rest.due(self.clock.now()) {
-                rest.take(owed);
+        let pace = match &mut self.rest {
+            Some(rest) => rest.pace(self.clock.now(), clock::thread_cpu()),
+            None => Pace::Fine,
+        };
+        let (spin, busy) = match pace {
+            Pace::Fine => (self.spin, if self.busy { BUSY_POLL } else { 0 }),
+            Pace::Behind => (self.spin.min(SHORT_SPIN), 0),
+            Pace::Rest(ns) => {
+                if let Some(rest) = &mut self.rest {
+                    rest.take(ns);
+                }
                 // Whatever fell due meanwhile goes at the top of the loop.
                 return None;
             }
-        }
+        };
+        let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
+        let woke = clock::wait(&self.clock, &fds, stage_at, spin, busy);
         deadline.filter(|_| woke == Woke::Deadline)
     }
 
@@ -547,6 +573,39 @@ mod tests {
             },
         };
         (info, carrier)
+    }
+
+    #[test]
+    fn a_control_plane_that_hangs_up_is_answered_then_no_longer_watched() {
+        let (req_tx, req_rx) = std::sync::mpsc::channel();
+        let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        wake_rx.set_nonblocking(true).unwrap();
+        let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+        req_tx
+            .send(Request {
+                kind: RequestKind::Stats,
+                reply: reply_tx,
+            })
+            .unwrap();
+        drop((req_tx, wake_tx));
+        let inbox = Inbox {
+            requests: req_rx,
+            wake: wake_rx,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
+        plane.serve_control();
+        // The last request is still answered...
+        let reply = reply_rx.try_recv().expect("the stats request was answered");
+        assert_eq!(reply.status, 0);
+        assert!(
+            reply.stdout.contains("packets: 0 arrived"),
+            "{}",
+            reply.stdout
+        );
+        // ...and the closed socket, which would poll readable forever, is
+        // out of the wait.
+        assert!(plane.inbox.is_none());
     }
 
     #[test]

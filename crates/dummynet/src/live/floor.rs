@@ -110,13 +110,14 @@ pub fn measure(duration: Duration) -> Floor {
     worker.join().unwrap_or_default()
 }
 
-/// Spins on the clock for `total` ns (in stretches that leave
-/// [`Rest::MIN_REST`] of every [`Rest::WINDOW`] to others) and records
-/// every gap between readings longer than [`GAP`].
+/// Spins on the clock for `total` ns (in stretches that leave the share of
+/// every [`Rest::WINDOW`] the data plane would leave to others, see
+/// [`Rest`]) and records every gap between readings longer than [`GAP`].
 fn interruptions(clock: &Clock, total: Nanos) -> (Nanos, Lateness, Nanos) {
     let mut gaps = Lateness::default();
     let (mut spun, mut gap_sum) = (0, 0);
-    let stretch = Rest::WINDOW - Rest::MIN_REST;
+    let rest = Rest::for_this_kernel().map_or(0, |r| r.per_window());
+    let stretch = Rest::WINDOW - rest;
     while spun < total {
         let start = clock.now();
         let end = start + stretch;
@@ -130,7 +131,9 @@ fn interruptions(clock: &Clock, total: Nanos) -> (Nanos, Lateness, Nanos) {
             last = t;
         }
         spun += last - start;
-        std::thread::sleep(Duration::from_nanos(Rest::MIN_REST));
+        if rest > 0 {
+            std::thread::sleep(Duration::from_nanos(rest));
+        }
     }
     (spun, gaps, gap_sum)
 }

@@ -65,8 +65,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Run the data plane at nice -20 instead of SCHED_FIFO (the default,
-    /// when permitted: far lower lateness on a busy machine; it leaves 7%
-    /// of its CPU to other tasks so the kernel never throttles it).
+    /// when permitted: far lower lateness on a busy machine; it leaves the
+    /// kernel's share of its CPU, 7% by default, to other tasks so that the
+    /// kernel never throttles it).
     #[arg(long)]
     pub nice: bool,
     /// Microseconds the data plane spins before each deadline instead of
