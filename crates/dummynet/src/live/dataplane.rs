@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
 
-use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, Woke};
+use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, TimerWatch, Woke};
 use super::control::{self, Reply};
 use super::{Backend, Carrier};
 
@@ -27,9 +27,12 @@ use super::{Backend, Carrier};
 pub const DEFAULT_SPIN: Nanos = 300_000;
 
 /// The spin of a `SCHED_FIFO` data plane that is behind on its idle time
-/// ([`Pace::Behind`]): long enough for most timer wake-ups, short enough
-/// that a gap of a few hundred µs between departures is mostly slept.
+/// ([`Pace::Behind`]) before its timer has said how late it wakes: short
+/// enough that a gap of a few hundred µs between departures is mostly
+/// slept. After that, the spin covers the worst of the recent wake-ups
+/// ([`TimerWatch`]), at least [`MIN_SHORT_SPIN`].
 pub const SHORT_SPIN: Nanos = 100_000;
+pub const MIN_SHORT_SPIN: Nanos = 20_000;
 
 /// `SCHED_FIFO` priority of the data-plane thread when asked for: above
 /// ordinary tasks, below the kernel's own real-time threads (50 and up).
@@ -194,6 +197,7 @@ pub struct DataPlane {
     due: Option<Nanos>,
     /// The share of the CPU a `SCHED_FIFO` data plane leaves to others.
     rest: Option<Rest>,
+    timer: TimerWatch,
     /// The last turn received something: poll a while before sleeping.
     busy: bool,
     priority: Priority,
@@ -219,6 +223,7 @@ impl DataPlane {
             arrivals: Vec::with_capacity(256),
             due: None,
             rest: None,
+            timer: TimerWatch::default(),
             busy: false,
             priority: Priority::default(),
             scheduling: "normal",
@@ -405,7 +410,10 @@ impl DataPlane {
         };
         let (spin, busy) = match pace {
             Pace::Fine => (self.spin, if self.busy { BUSY_POLL } else { 0 }),
-            Pace::Behind => (self.spin.min(SHORT_SPIN), 0),
+            Pace::Behind => {
+                let short = self.timer.spin_needed().unwrap_or(SHORT_SPIN);
+                (short.clamp(MIN_SHORT_SPIN.min(self.spin), self.spin), 0)
+            }
             Pace::Rest(ns) => {
                 if let Some(rest) = &mut self.rest {
                     rest.take(ns);
@@ -415,7 +423,7 @@ impl DataPlane {
             }
         };
         let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
-        let woke = clock::wait(&self.clock, &fds, stage_at, spin, busy);
+        let woke = clock::wait(&self.clock, &fds, stage_at, spin, busy, &mut self.timer);
         deadline.filter(|_| woke == Woke::Deadline)
     }
 

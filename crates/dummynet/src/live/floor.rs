@@ -143,13 +143,14 @@ fn interruptions(clock: &Clock, total: Nanos) -> (Nanos, Lateness, Nanos) {
 /// ns, and records how late each wait returned.
 fn wakes(clock: &Clock, total: Nanos, spin: Nanos) -> Lateness {
     let mut late = Lateness::default();
+    let mut timer = clock::TimerWatch::default();
     let end = clock.now() + total;
     let mut k: u64 = 0;
     while clock.now() < end {
         k += 1;
         let ahead = 1_000_000 + k.wrapping_mul(2_654_435_761) % 9_000_000;
         let deadline = clock.now() + ahead;
-        let _ = clock::wait(clock, &[], Some(deadline), spin, 0);
+        let _ = clock::wait(clock, &[], Some(deadline), spin, 0, &mut timer);
         late.record(clock.now(), deadline);
     }
     late
