@@ -33,7 +33,11 @@
 //! packets would stay in the kernel without a verdict. [`HostQueue::open`]
 //! protects itself anyway: once configured, it accepts, in one batch
 //! verdict, every packet the kernel queued before that point (see
-//! [`QueueCounters::accepted_at_open`]).
+//! [`QueueCounters::accepted_at_open`]). What it cannot save is a packet
+//! that reaches the queue between the bind and the next message, which
+//! sets the copy mode: the kernel binds with copy mode "none" and drops
+//! such a packet (it is not bypassed, and gets no id). Hence rules, even
+//! stale ones, go in only after the queue is open.
 //!
 //! # Not done
 //!

@@ -150,6 +150,26 @@ fn bind_rx(addr: &str) -> UdpSocket {
     rx
 }
 
+/// IPv4 packets this thread's namespace was asked to send and did not
+/// transmit (`Ip: OutRequests - OutTransmits` in its snmp counters): held
+/// in a queue, or dropped on the way out. 0 on a kernel that does not
+/// count `OutTransmits`.
+fn ip_out_not_transmitted() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").expect("snmp");
+    let mut ip = snmp.lines().filter(|l| l.starts_with("Ip:"));
+    let (Some(names), Some(values)) = (ip.next(), ip.next()) else {
+        return 0;
+    };
+    let field = |name: &str| -> Option<u64> {
+        let i = names.split_whitespace().position(|n| n == name)?;
+        values.split_whitespace().nth(i)?.parse().ok()
+    };
+    match (field("OutRequests"), field("OutTransmits")) {
+        (Some(req), Some(tx)) => req.saturating_sub(tx),
+        _ => 0,
+    }
+}
+
 /// Sends datagrams numbered `from..to` (4-byte big-endian index, padded to
 /// `size` bytes).
 fn send(to: SocketAddr, range: std::ops::Range<u32>, size: usize) {
@@ -773,8 +793,17 @@ fn verdicts_for_released_packets_are_counted_not_fatal() {
 
 /// Traffic is already flowing (with `--queue-bypass`) when the queue is
 /// opened: packets that were queued while `open` configured the queue
-/// must not stay stuck in the kernel. Every datagram sent must arrive,
-/// and at the end the kernel holds nothing.
+/// must not stay stuck in the kernel. Every packet that entered the queue
+/// must come out of it and arrive, and at the end the kernel holds nothing.
+///
+/// One loss is the kernel's, not ours: a queue is bound with copy mode
+/// "none", and a packet that reaches it before the copy mode is set (the
+/// next message) is dropped, not bypassed (`-EINVAL` in
+/// `nfqnl_enqueue_packet`, before it gets an id). That is why `Host::open`
+/// removes stale rules and binds before it intercepts. Here it happened
+/// about once in 40 runs, to one or two datagrams; they are told apart by
+/// the namespace's own counters: sent by the stack, never transmitted, and
+/// never queued.
 #[test]
 fn opening_under_traffic_leaves_nothing_stuck() {
     require!(Backend::Legacy);
@@ -807,6 +836,7 @@ fn opening_under_traffic_leaves_nothing_stuck() {
             let start = Instant::now();
             let mut buf = [0u8; 64];
             let mut delivered = 0u32;
+            let mut arrived = vec![false; 3000];
             let mut sent = None;
             while start.elapsed() < MAX_WAIT {
                 let mut pkts = Vec::new();
@@ -814,26 +844,54 @@ fn opening_under_traffic_leaves_nothing_stuck() {
                     pkts.push((p, Verdict::Accept));
                 }
                 q.verdict_batch(pkts).expect("verdicts");
-                while rx.recv(&mut buf).is_ok() {
+                while let Ok(n) = rx.recv(&mut buf) {
                     delivered += 1;
+                    let index = buf.get(..4).filter(|_| n >= 4).map(|b| {
+                        u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+                    });
+                    if let Some(seen) = index.and_then(|i| arrived.get_mut(i)) {
+                        *seen = true;
+                    }
                 }
                 if let Some(done) = sender.take_if(|h| h.is_finished()) {
                     sent = Some(done.join().expect("sender"));
                 }
-                if sent == Some(delivered) {
-                    break;
+                if let Some(n) = sent {
+                    let held = q.kernel_stats().expect("stats").queue_total;
+                    if held == 0 && u64::from(delivered) + ip_out_not_transmitted() >= u64::from(n) {
+                        break;
+                    }
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
             stop.store(true, Ordering::Relaxed);
             let c = q.counters();
+            let k = q.kernel_stats().expect("stats");
+            let not_transmitted = ip_out_not_transmitted();
             eprintln!(
-                "sent {sent:?}, delivered {delivered}, through the queue {}, accepted at open through id {:?}, skipped {}",
+                "sent {sent:?}, delivered {delivered}, through the queue {}, accepted at open through id {:?}, skipped {}, dropped by the kernel on the way out {not_transmitted}",
                 c.received, c.accepted_at_open, c.skipped_at_open
             );
-            assert_eq!(sent, Some(delivered));
+            let sent = sent.expect("the sender finished");
+            // Nothing stuck, and every packet that entered the queue (ids
+            // 1..=id_sequence) came out of it, at open or read.
+            assert_eq!(k.queue_total, 0);
             assert!(c.received > 0, "the queue saw part of the traffic");
-            assert_eq!(q.kernel_stats().expect("stats").queue_total, 0);
+            assert_eq!(
+                u64::from(k.id_sequence),
+                u64::from(c.accepted_at_open.unwrap_or(0)) + c.received
+            );
+            // What did not arrive was dropped by the kernel on the way out,
+            // in the bind window (see above): one run of consecutive
+            // datagrams, a burst or two of the sender's.
+            let lost = u64::from(sent - delivered);
+            assert_eq!(lost, not_transmitted);
+            let missing: Vec<usize> = (0..sent as usize).filter(|&i| !arrived[i]).collect();
+            assert_eq!(missing.len() as u64, lost, "{missing:?}");
+            if let (Some(first), Some(last)) = (missing.first(), missing.last()) {
+                assert_eq!(last - first + 1, missing.len(), "not one window: {missing:?}");
+            }
+            assert!(lost <= 32, "{lost} datagrams lost: {missing:?}");
         });
     });
 }

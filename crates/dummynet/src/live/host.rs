@@ -28,7 +28,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 use dummynet_engine::wire::{self, LinkType};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::nfqueue::{
-    Hook, HostPacket, HostQueue, InterceptSpec, Interception, Interface, QueueOptions, Verdict,
+    Backend as TableBackend, Hook, HostPacket, HostQueue, InterceptSpec, Interception, Interface,
+    QueueOptions, Verdict,
 };
 use dummynet_io::rawip::RawSender;
 
@@ -75,6 +76,15 @@ impl Host {
             gso: copies.is_none(),
             ..QueueOptions::default()
         };
+        // A daemon that died may have left its rules in place, letting
+        // traffic through with --queue-bypass. Take them out before binding:
+        // the kernel drops (does not bypass) a packet that reaches a queue
+        // between its bind and its copy mode.
+        let tables = match spec.backend {
+            Some(b) => b,
+            None => TableBackend::detect().map_err(|e| e.to_string())?,
+        };
+        Interception::remove_stale_with(tables, spec.queue).map_err(|e| e.to_string())?;
         let queue = HostQueue::open(spec.queue, opts).map_err(|e| e.to_string())?;
         let spec = InterceptSpec {
             pass_mark: copy_mark,
