@@ -179,7 +179,7 @@ pub fn spin_until(clock: &Clock, t: Nanos) {
 ///
 /// So the data plane keeps its idle time, measured as wall time minus its
 /// own CPU time (which is what the kernel's budget counts), at the kernel's
-/// share plus [`Self::MARGIN`] in every [`Self::WINDOW`]:
+/// share plus [`Self::MARGIN_PPM`] in every [`Self::WINDOW`]:
 /// - while it is behind that pace it waits with a short spin
 ///   ([`Pace::Behind`]), so that gaps between departures, which a long
 ///   spin would burn, are slept instead. This costs a little lateness on a
@@ -191,6 +191,8 @@ pub fn spin_until(clock: &Clock, t: Nanos) {
 ///
 /// With `sched_rt_runtime_us` at -1 (no limit: a core given to the data
 /// plane), there is nothing to keep ([`Self::for_this_kernel`] is `None`).
+/// (A kernel whose fair server is its only limit still stops a thread
+/// that starves ordinary tasks on its CPU; leave the default there.)
 #[derive(Debug, Clone)]
 pub struct Rest {
     /// Idle share to keep, in parts per million.

@@ -405,22 +405,22 @@ impl DataPlane {
             fds.push(inbox.wake.as_fd());
         }
         let pace = match &mut self.rest {
-            Some(rest) => rest.pace(self.clock.now(), clock::thread_cpu()),
+            Some(rest) => match rest.pace(self.clock.now(), clock::thread_cpu()) {
+                Pace::Rest(ns) => {
+                    rest.take(ns);
+                    // Whatever fell due meanwhile goes at the top of the loop.
+                    return None;
+                }
+                pace => pace,
+            },
             None => Pace::Fine,
         };
         let (spin, busy) = match pace {
-            Pace::Fine => (self.spin, if self.busy { BUSY_POLL } else { 0 }),
             Pace::Behind => {
                 let short = self.timer.spin_needed().unwrap_or(SHORT_SPIN);
                 (short.clamp(MIN_SHORT_SPIN.min(self.spin), self.spin), 0)
             }
-            Pace::Rest(ns) => {
-                if let Some(rest) = &mut self.rest {
-                    rest.take(ns);
-                }
-                // Whatever fell due meanwhile goes at the top of the loop.
-                return None;
-            }
+            _ => (self.spin, if self.busy { BUSY_POLL } else { 0 }),
         };
         let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
         let woke = clock::wait(&self.clock, &fds, stage_at, spin, busy, &mut self.timer);
