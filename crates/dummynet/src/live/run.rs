@@ -72,6 +72,9 @@ pub struct RunArgs {
     pub nice: bool,
     /// Microseconds the data plane spins before each deadline instead of
     /// sleeping: more is more exact on a busy machine, and burns more CPU.
+    /// Under SCHED_FIFO, while short of the idle time the kernel's RT
+    /// budget asks for, it spins only as long as its timer has lately
+    /// needed (at most this).
     #[arg(long, default_value_t = 300)]
     pub spin_us: u64,
 }
