@@ -628,37 +628,8 @@ mod tests {
 
     use proptest::prelude::*;
 
+    use super::super::testkit::Queues;
     use super::*;
-
-    /// Queues of packet lengths, indexed by queue id, as the engine would
-    /// hold them; `aqm_drops` makes the next `pop` of a queue discard it all,
-    /// as CoDel may.
-    #[derive(Default)]
-    struct Queues {
-        q: Vec<VecDeque<u32>>,
-        aqm_drops: Vec<QueueId>,
-        served: Vec<(QueueId, u32)>,
-        aqm_dropped: Vec<u32>,
-        /// Pops of a queue that was empty with no AQM to blame.
-        empty_pops: usize,
-    }
-
-    impl QueueOps for Queues {
-        fn head_len(&self, q: QueueId) -> Option<u32> {
-            self.q[q as usize].front().copied()
-        }
-        fn pop(&mut self, q: QueueId) -> Option<u32> {
-            if let Some(i) = self.aqm_drops.iter().position(|&d| d == q) {
-                self.aqm_drops.swap_remove(i);
-                self.aqm_dropped.extend(self.q[q as usize].drain(..));
-            } else if self.q[q as usize].is_empty() {
-                self.empty_pops += 1;
-            }
-            let len = self.q[q as usize].pop_front()?;
-            self.served.push((q, len));
-            Some(len)
-        }
-    }
 
     /// A scheduler plus its queues, queue id == index.
     struct Rig {
