@@ -6,7 +6,17 @@
 
 use std::net::IpAddr;
 
+use std::sync::Arc;
+
 use crate::flow::FlowMask;
+pub use crate::impair::correlated::Correlated;
+pub use crate::impair::dist::{DistTable, Distribution};
+pub use crate::impair::jitter::Jitter;
+pub use crate::impair::loss::LossModel;
+pub use crate::impair::overhead::Overhead;
+pub use crate::impair::reorder::Reorder;
+pub use crate::impair::slot::Slot;
+pub use crate::impair::trace::{Trace, TraceMode};
 use crate::rng::Probability;
 use crate::time::Nanos;
 
@@ -35,6 +45,17 @@ pub enum Command {
     ConfigQueue(u32, QueueConfig),
     /// `sched N config ...`
     ConfigSched(u32, SchedConfig),
+    /// `pipe N modify ...`: only the options in [`Fields`] change; the rest
+    /// of the pipe and every queued packet stay.
+    ModifyPipe(u32, PipeConfig, Fields),
+    /// `queue N modify ...` (a `sched M` or `pipe M` in it is [`Field::Sched`]).
+    ModifyQueue(u32, QueueConfig, Fields),
+    /// `sched N modify ...`: the type, mask and link options given; scheduler
+    /// parameters given replace those of the same name.
+    ModifySched(u32, SchedConfig, Fields),
+    /// `at T COMMAND` lines (and `repeat every P`): commands applied later,
+    /// at times counted from when this command is applied.
+    Schedule(Schedule),
     /// `pipe N delete`: the link, its schedulers and its implicit queue.
     DeletePipes(Vec<u32>),
     DeleteQueues(Vec<u32>),
@@ -43,6 +64,75 @@ pub enum Command {
     FlushDummynet,
     /// `sysctl NAME=VALUE` / `kenv NAME=VALUE`.
     Set(Setting),
+}
+
+/// One option group of a `modify`: which parts of a configuration it sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Field {
+    // link
+    Bw,
+    Delay,
+    Burst,
+    Profile,
+    Jitter,
+    Reorder,
+    Overhead,
+    Slot,
+    Trace,
+    // flowset
+    Limit,
+    Plr,
+    Loss,
+    Duplicate,
+    Corrupt,
+    Mask,
+    Buckets,
+    Weight,
+    Lmax,
+    Pri,
+    Aqm,
+    Noerror,
+    // queue
+    Sched,
+    // scheduler
+    Type,
+    Params,
+}
+
+/// The option groups a `modify` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Fields(u64);
+
+impl Fields {
+    pub fn insert(&mut self, f: Field) {
+        self.0 |= 1 << (f as u32);
+    }
+    pub fn contains(self, f: Field) -> bool {
+        self.0 & (1 << (f as u32)) != 0
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl FromIterator<Field> for Fields {
+    fn from_iter<I: IntoIterator<Item = Field>>(iter: I) -> Self {
+        let mut f = Fields::default();
+        iter.into_iter().for_each(|x| f.insert(x));
+        f
+    }
+}
+
+/// Commands to apply at later times: `at T COMMAND` lines of a commands
+/// file, or `ipfw at T COMMAND` sent to a running daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// Offsets from when the schedule is applied, nondecreasing, with the
+    /// command to apply at each. Commands at one offset apply in order.
+    pub steps: Vec<(Nanos, Command)>,
+    /// `repeat every P`: the steps run again every `P` (which exceeds the
+    /// last offset), forever.
+    pub every: Option<Nanos>,
 }
 
 /// Run-time settings, named after the FreeBSD sysctls they mirror.
@@ -402,7 +492,8 @@ pub enum IfaceSpec {
 
 // ---------------------------------------------------------------- dummynet
 
-/// The link of a pipe (`bw`, `delay`, `burst`, `profile`).
+/// The link of a pipe (`bw`, `delay`, `burst`, `profile`), with netem's and
+/// mahimahi's link impairments (see [`crate::impair`]).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LinkConfig {
     /// Bits per second; 0 means unlimited.
@@ -412,6 +503,16 @@ pub struct LinkConfig {
     /// FreeBSD `burst`: bytes an idle link may send at line speed.
     pub burst: u64,
     pub profile: Option<Profile>,
+    /// `jitter J ...` on top of `delay`.
+    pub jitter: Option<Jitter>,
+    /// `reorder P [correlation C] [gap N]`.
+    pub reorder: Option<Reorder>,
+    /// `overhead N [cellsize C [celloverhead O]]`.
+    pub overhead: Option<Overhead>,
+    /// `slot MIN [MAX] [packets N] [bytes B]`.
+    pub slot: Option<Slot>,
+    /// `trace FILE [once|loop]`: delivery opportunities instead of `bw`.
+    pub trace: Option<Arc<Trace>>,
 }
 
 /// A delay profile in FreeBSD's file format (`ipfw pipe N config profile FILE`).
@@ -611,6 +712,12 @@ pub struct FlowsetConfig {
     pub limit: QueueLimit,
     /// `plr`: probability of dropping a packet as it arrives.
     pub plr: Probability,
+    /// `loss ...`: netem's loss models, at arrival after `plr`.
+    pub loss: Option<LossModel>,
+    /// `duplicate P [correlation C]`.
+    pub duplicate: Option<Correlated>,
+    /// `corrupt P [correlation C]`.
+    pub corrupt: Option<Correlated>,
     /// `mask ...`: one queue per masked flow id.
     pub mask: FlowMask,
     pub buckets: u32,
@@ -628,6 +735,9 @@ impl Default for FlowsetConfig {
             pri: 0,
             limit: QueueLimit::default(),
             plr: Probability::ZERO,
+            loss: None,
+            duplicate: None,
+            corrupt: None,
             mask: FlowMask::default(),
             buckets: DEFAULT_BUCKETS,
             aqm: AqmConfig::default(),

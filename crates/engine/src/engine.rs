@@ -1,14 +1,19 @@
 //! The engine: the ruleset in front of dummynet, the event queue behind it,
 //! and the accounting that follows every packet.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use crate::classifier::{self, Decision, Interfaces, Ruleset};
 use crate::config::{
-    Action, Command, FlowsetConfig, LinkConfig, QueueLimit, RuleSpec, Setting, Settings,
-    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    Action, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
+    RuleSpec, SchedConfig, Schedule, Setting, Settings, DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS,
+    MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 use crate::rng::Rng;
 use crate::sched::{self, SchedType};
@@ -36,6 +41,9 @@ pub const MAX_DELAY: Nanos = 3600 * NS_PER_SEC;
 /// once per period, so an idle engine does no work and sets no timer for it.
 pub const EXPIRE_IDLE: Nanos = NS_PER_SEC;
 
+/// Schedules running at once, at most (each repeating one runs forever).
+pub const MAX_SCHEDULES: usize = 4096;
+
 /// ipfw + dummynet on a caller-driven clock. `P` is whatever the caller wants
 /// back with each packet (buffer, index, handle).
 pub struct Engine<P> {
@@ -55,6 +63,39 @@ pub struct Engine<P> {
     now: Nanos,
     /// When the next idle-flow sweep is due (`expire`).
     next_expiry: Nanos,
+    /// Scheduled commands by due time: (time, order, schedule, step).
+    plan: BinaryHeap<Reverse<(Nanos, u64, u32, u32)>>,
+    plan_seq: u64,
+    schedules: FxHashMap<u32, Plan>,
+    next_plan_id: u32,
+    schedule_stats: ScheduleStats,
+}
+
+/// A schedule being carried out.
+struct Plan {
+    steps: Vec<(Nanos, Command)>,
+    every: Option<Nanos>,
+    /// Steps still to run (one-shot schedules end when it reaches 0).
+    pending: usize,
+}
+
+/// What the engine's scheduled commands have done so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScheduleStats {
+    /// Steps waiting for their time.
+    pub pending: usize,
+    /// Steps applied.
+    pub applied: u64,
+    /// Steps the engine refused when their time came (the configuration
+    /// had changed underneath: a pipe deleted...); nothing changed for them.
+    pub failed: u64,
+    /// The last refusal: when, and why.
+    pub last_error: Option<(Nanos, String)>,
+    /// How long after its time a step was applied, at worst: 0 on a
+    /// virtual clock; live, how late the data plane reached the engine.
+    pub max_late: Nanos,
+    /// The same, for the last step applied.
+    pub last_late: Nanos,
 }
 
 impl<P: Payload> Engine<P> {
@@ -77,6 +118,11 @@ impl<P: Payload> Engine<P> {
             spare_exits: VecDeque::new(),
             now: 0,
             next_expiry: EXPIRE_IDLE,
+            plan: BinaryHeap::new(),
+            plan_seq: 0,
+            schedules: FxHashMap::default(),
+            next_plan_id: 0,
+            schedule_stats: ScheduleStats::default(),
         }
     }
 
@@ -217,19 +263,130 @@ impl<P: Payload> Engine<P> {
                 }
                 return Some(out);
             }
-            if !self.dn.run_timer(now, &mut self.rng) {
+            if !self.run_one(now) {
                 return None;
             }
-            self.process_exits();
         }
     }
 
-    /// When [`Self::poll`] next has something to return, if ever.
+    /// When [`Self::poll`] next has something to return, or a scheduled
+    /// command is due, if ever.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        match (self.ready.front(), self.dn.exits.front()) {
+        let packets = match (self.ready.front(), self.dn.exits.front()) {
             (Some(o), _) => Some(o.at),
             (None, Some(e)) => Some(e.at),
             (None, None) => self.dn.next_deadline(),
+        };
+        let plan = self.plan.peek().map(|Reverse((t, ..))| *t);
+        match (packets, plan) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the earliest event due by `now`: a scheduled command (first, on
+    /// a tie, so a change at T applies to what happens at T) or a dummynet
+    /// timer. False when nothing is due.
+    fn run_one(&mut self, now: Nanos) -> bool {
+        let step = self.plan.peek().map(|Reverse((t, ..))| *t);
+        if let Some(t) = step.filter(|&t| t <= now) {
+            if self.dn.next_deadline().is_none_or(|d| t <= d) {
+                self.run_step(now);
+                return true;
+            }
+        }
+        if !self.dn.run_timer(now, &mut self.rng) {
+            return false;
+        }
+        self.process_exits();
+        true
+    }
+
+    /// Applies the earliest scheduled step, at its own time.
+    fn run_step(&mut self, now: Nanos) {
+        let Some(Reverse((at, _, id, i))) = self.plan.pop() else {
+            return;
+        };
+        let Some(plan) = self.schedules.get_mut(&id) else {
+            return;
+        };
+        let Some(cmd) = plan.steps.get(i as usize).map(|(_, c)| c.clone()) else {
+            return;
+        };
+        match plan.every {
+            Some(every) => {
+                self.plan_seq += 1;
+                self.plan
+                    .push(Reverse((at.saturating_add(every), self.plan_seq, id, i)));
+            }
+            None => {
+                plan.pending -= 1;
+                if plan.pending == 0 {
+                    self.schedules.remove(&id);
+                }
+            }
+        }
+        let late = now.saturating_sub(at);
+        let st = &mut self.schedule_stats;
+        st.max_late = st.max_late.max(late);
+        st.last_late = late;
+        match self.apply_now(at, cmd) {
+            Ok(()) => self.schedule_stats.applied += 1,
+            Err(ConfigError(e)) => {
+                self.schedule_stats.failed += 1;
+                self.schedule_stats.last_error = Some((at, e));
+            }
+        }
+    }
+
+    /// Accepts a schedule at `now`: its steps count from `now`.
+    fn schedule(&mut self, now: Nanos, sch: Schedule) -> Result<(), ConfigError> {
+        let last = sch.steps.iter().map(|(t, _)| *t).max().unwrap_or(0);
+        if sch.steps.is_empty() {
+            return err("a schedule needs at least one `at T COMMAND` step");
+        }
+        if let Some(every) = sch.every {
+            if every == 0 || every < last {
+                return err(format!(
+                    "repeat every {} ms is shorter than the schedule's last step at {} ms; \
+                     the period must be at least as long as the block it repeats",
+                    every / 1_000_000,
+                    last / 1_000_000
+                ));
+            }
+        }
+        if self.schedules.len() >= MAX_SCHEDULES {
+            return err(format!(
+                "{MAX_SCHEDULES} schedules are already running; no more can be added"
+            ));
+        }
+        let id = self.next_plan_id;
+        self.next_plan_id = self.next_plan_id.wrapping_add(1);
+        for (i, (t, _)) in sch.steps.iter().enumerate() {
+            self.plan_seq += 1;
+            self.plan.push(Reverse((
+                now.saturating_add(*t),
+                self.plan_seq,
+                id,
+                i as u32,
+            )));
+        }
+        self.schedules.insert(
+            id,
+            Plan {
+                pending: sch.steps.len(),
+                steps: sch.steps,
+                every: sch.every,
+            },
+        );
+        Ok(())
+    }
+
+    /// What the scheduled commands have done (and how many wait).
+    pub fn schedule_stats(&self) -> ScheduleStats {
+        ScheduleStats {
+            pending: self.plan.len(),
+            ..self.schedule_stats.clone()
         }
     }
 
@@ -243,9 +400,7 @@ impl<P: Payload> Engine<P> {
 
     fn run_timers(&mut self, now: Nanos) {
         self.now = self.now.max(now);
-        while self.dn.run_timer(now, &mut self.rng) {
-            self.process_exits();
-        }
+        while self.run_one(now) {}
     }
 
     /// Packets leaving dummynet: delivered, dropped, or (with `one_pass` 0)
@@ -317,6 +472,11 @@ impl<P: Payload> Engine<P> {
     /// (reported by `poll` with [`DropReason::Deleted`]).
     pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.run_timers(now);
+        self.apply_now(now, cmd)
+    }
+
+    /// [`Self::apply`] once every event before `now` has run.
+    fn apply_now(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         match cmd {
             Command::AddRule(spec) => self.add_rule(spec),
             Command::DeleteRules(nums) => {
@@ -345,95 +505,78 @@ impl<P: Payload> Engine<P> {
                 nums.iter().for_each(|&n| self.rules.zero(Some(n)));
                 Ok(())
             }
-            Command::ConfigPipe(n, cfg) => {
-                check_number("pipe", n)?;
-                self.check_link(&cfg.link)?;
-                self.check_flowset(&cfg.flowset)?;
-                if cfg.flowset.weight == 0 {
+            Command::ConfigPipe(n, cfg) => self.config_pipe(now, n, cfg),
+            Command::ConfigQueue(n, cfg) => self.config_queue(now, n, cfg),
+            Command::ConfigSched(n, cfg) => self.config_sched(now, n, cfg),
+            Command::ModifyPipe(n, cfg, f) => {
+                let (Some(link), Some((fs, _))) = (
+                    self.dn.link_params(n),
+                    self.dn.flowset_config(n + 2 * DN_MAX_ID),
+                ) else {
                     return err(format!(
-                        "pipe {n}: weight 0 is a priority, only for queues of a prio \
-                         scheduler; a pipe's own queue is served FIFO (weight 1..{MAX_WEIGHT})"
+                        "pipe {n} does not exist; `modify` changes an existing pipe \
+                         (create it with `pipe {n} config`)"
                     ));
-                }
-                let (kind, params) = match self.dn.sched_kind(n) {
-                    Some(k) => (
-                        k,
-                        self.dn
-                            .sched_params(n)
-                            .map(<[_]>::to_vec)
-                            .unwrap_or_default(),
-                    ),
-                    None => (default_type(), Vec::new()),
                 };
-                let fifo = fifo_type();
-                let mask = cfg.flowset.mask;
-                self.reconfigure(now, |dn| {
-                    dn.set_link(n, cfg.link);
-                    dn.set_sched(n, kind, params, mask);
-                    dn.set_sched(n + DN_MAX_ID, fifo, Vec::new(), mask);
-                    dn.set_flowset(n + 2 * DN_MAX_ID, cfg.flowset, n + DN_MAX_ID);
+                let merged = PipeConfig {
+                    link: modify::link(link, &cfg.link, f),
+                    flowset: modify::flowset(fs, &cfg.flowset, f),
+                };
+                self.config_pipe(now, n, merged)
+            }
+            Command::ModifyQueue(n, cfg, f) => {
+                let Some((fs, sched)) = self.dn.flowset_config(n).filter(|_| n <= MAX_NUMBER)
+                else {
+                    return err(format!(
+                        "queue {n} does not exist; `modify` changes an existing queue \
+                         (create it with `queue {n} config`)"
+                    ));
+                };
+                let merged = QueueConfig {
+                    sched: Some(if f.contains(Field::Sched) {
+                        cfg.sched.unwrap_or(1)
+                    } else {
+                        sched
+                    }),
+                    flowset: modify::flowset(fs, &cfg.flowset, f),
+                };
+                self.config_queue(now, n, merged)
+            }
+            Command::ModifySched(n, cfg, f) => {
+                let (Some(kind), Some(params), Some(mask)) = (
+                    self.dn.sched_kind(n).filter(|_| n <= MAX_NUMBER),
+                    self.dn.sched_params(n),
+                    self.dn.sched_mask(n),
+                ) else {
+                    return err(format!(
+                        "scheduler {n} does not exist; `modify` changes an existing \
+                         scheduler (create it with `sched {n} config`)"
+                    ));
+                };
+                let type_changed = f.contains(Field::Type)
+                    && cfg.kind.as_deref().and_then(sched::lookup).map(|k| k.name)
+                        != Some(kind.name);
+                let link = modify::touches_link(f).then(|| {
+                    let cur = self.dn.link_params(n).cloned().unwrap_or_default();
+                    modify::link(&cur, &cfg.link.clone().unwrap_or_default(), f)
                 });
-                Ok(())
-            }
-            Command::ConfigQueue(n, cfg) => {
-                check_number("queue", n)?;
-                let sched = cfg.sched.unwrap_or(1);
-                check_number("scheduler", sched)?;
-                self.check_flowset(&cfg.flowset)?;
-                // An unlinked queue is checked when its scheduler appears.
-                if let Some(kind) = self.dn.sched_kind(sched) {
-                    if let Err(e) = fits_type(kind, &cfg.flowset) {
-                        return err(format!(
-                            "queue {n}: {e}; scheduler {sched} is {}",
-                            kind.display
-                        ));
-                    }
-                }
-                self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
-                Ok(())
-            }
-            Command::ConfigSched(n, cfg) => {
-                check_number("scheduler", n)?;
-                let kind = match &cfg.kind {
-                    Some(name) => match sched::lookup(name) {
-                        Some(k) => k,
-                        None => {
-                            return err(format!(
-                                "unknown scheduler type `{name}`; available: {}",
-                                sched::names().join(", ")
-                            ))
-                        }
+                let merged = SchedConfig {
+                    kind: Some(if f.contains(Field::Type) {
+                        cfg.kind.clone().unwrap_or_else(|| kind.name.to_string())
+                    } else {
+                        kind.name.to_string()
+                    }),
+                    mask: if f.contains(Field::Mask) {
+                        cfg.mask
+                    } else {
+                        mask
                     },
-                    None => self.dn.sched_kind(n).unwrap_or_else(default_type),
+                    link,
+                    params: modify::sched_params(params, &cfg, f, type_changed),
                 };
-                if let Err(e) = (kind.new_instance)(&cfg.params) {
-                    return err(format!("sched {n} type {}: {e}", kind.name));
-                }
-                if let Some((q, e)) = self
-                    .dn
-                    .flowsets_of(n)
-                    .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
-                {
-                    return err(format!(
-                        "sched {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
-                        kind.name
-                    ));
-                }
-                if let Some(link) = &cfg.link {
-                    self.check_link(link)?;
-                }
-                let link = cfg
-                    .link
-                    .clone()
-                    .or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
-                self.reconfigure(now, |dn| {
-                    if let Some(link) = link {
-                        dn.set_link(n, link);
-                    }
-                    dn.set_sched(n, kind, cfg.params, cfg.mask);
-                });
-                Ok(())
+                self.config_sched(now, n, merged)
             }
+            Command::Schedule(sch) => self.schedule(now, sch),
             Command::DeletePipes(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.dn.has_link(n)) {
                     return err(format!("pipe {n} does not exist"));
@@ -484,6 +627,98 @@ impl<P: Payload> Engine<P> {
             }
             Command::Set(s) => self.set(s),
         }
+    }
+
+    fn config_pipe(&mut self, now: Nanos, n: u32, cfg: PipeConfig) -> Result<(), ConfigError> {
+        check_number("pipe", n)?;
+        self.check_link(&cfg.link)?;
+        self.check_flowset(&cfg.flowset)?;
+        if cfg.flowset.weight == 0 {
+            return err(format!(
+                "pipe {n}: weight 0 is a priority, only for queues of a prio \
+                 scheduler; a pipe's own queue is served FIFO (weight 1..{MAX_WEIGHT})"
+            ));
+        }
+        let (kind, params) = match self.dn.sched_kind(n) {
+            Some(k) => (
+                k,
+                self.dn
+                    .sched_params(n)
+                    .map(<[_]>::to_vec)
+                    .unwrap_or_default(),
+            ),
+            None => (default_type(), Vec::new()),
+        };
+        let fifo = fifo_type();
+        let mask = cfg.flowset.mask;
+        self.reconfigure(now, |dn| {
+            dn.set_link(n, cfg.link);
+            dn.set_sched(n, kind, params, mask);
+            dn.set_sched(n + DN_MAX_ID, fifo, Vec::new(), mask);
+            dn.set_flowset(n + 2 * DN_MAX_ID, cfg.flowset, n + DN_MAX_ID);
+        });
+        Ok(())
+    }
+
+    fn config_queue(&mut self, now: Nanos, n: u32, cfg: QueueConfig) -> Result<(), ConfigError> {
+        check_number("queue", n)?;
+        let sched = cfg.sched.unwrap_or(1);
+        check_number("scheduler", sched)?;
+        self.check_flowset(&cfg.flowset)?;
+        // An unlinked queue is checked when its scheduler appears.
+        if let Some(kind) = self.dn.sched_kind(sched) {
+            if let Err(e) = fits_type(kind, &cfg.flowset) {
+                return err(format!(
+                    "queue {n}: {e}; scheduler {sched} is {}",
+                    kind.display
+                ));
+            }
+        }
+        self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
+        Ok(())
+    }
+
+    fn config_sched(&mut self, now: Nanos, n: u32, cfg: SchedConfig) -> Result<(), ConfigError> {
+        check_number("scheduler", n)?;
+        let kind = match &cfg.kind {
+            Some(name) => match sched::lookup(name) {
+                Some(k) => k,
+                None => {
+                    return err(format!(
+                        "unknown scheduler type `{name}`; available: {}",
+                        sched::names().join(", ")
+                    ))
+                }
+            },
+            None => self.dn.sched_kind(n).unwrap_or_else(default_type),
+        };
+        if let Err(e) = (kind.new_instance)(&cfg.params) {
+            return err(format!("sched {n} type {}: {e}", kind.name));
+        }
+        if let Some((q, e)) = self
+            .dn
+            .flowsets_of(n)
+            .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
+        {
+            return err(format!(
+                "sched {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
+                kind.name
+            ));
+        }
+        if let Some(link) = &cfg.link {
+            self.check_link(link)?;
+        }
+        let link = cfg
+            .link
+            .clone()
+            .or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
+        self.reconfigure(now, |dn| {
+            if let Some(link) = link {
+                dn.set_link(n, link);
+            }
+            dn.set_sched(n, kind, cfg.params, cfg.mask);
+        });
+        Ok(())
     }
 
     fn set(&mut self, s: Setting) -> Result<(), ConfigError> {

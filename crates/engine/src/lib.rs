@@ -26,6 +26,8 @@ pub mod config;
 pub mod dummynet;
 mod engine;
 pub mod flow;
+pub mod impair;
+pub mod modify;
 pub mod packet;
 pub mod rng;
 pub mod sched;
@@ -34,7 +36,7 @@ pub mod time;
 pub mod wire;
 
 pub use config::{Command, Settings};
-pub use engine::{ConfigError, Engine};
+pub use engine::{ConfigError, Engine, ScheduleStats};
 pub use flow::{FlowKey, FlowMask};
 pub use packet::{Direction, IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 pub use stats::{DropReason, Snapshot, Totals};

@@ -42,12 +42,31 @@ pub trait Payload {
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         None
     }
+    /// All the bytes the packet has on the wire here (the frame at layer 2,
+    /// the IP packet at layer 3), for `corrupt` to flip a bit in.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.ip_bytes_mut()
+    }
+    /// A copy of the packet for `duplicate`, or `None` if this payload
+    /// cannot be copied (the copy is then not made, and counted so).
+    fn duplicate(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
-impl Payload for () {}
-impl Payload for u32 {}
-impl Payload for u64 {}
-impl Payload for usize {}
+macro_rules! copy_payload {
+    ($($t:ty),*) => {$(
+        impl Payload for $t {
+            fn duplicate(&self) -> Option<Self> {
+                Some(*self)
+            }
+        }
+    )*};
+}
+copy_payload!((), u32, u64, usize);
 
 /// A dummynet object a packet was sent to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

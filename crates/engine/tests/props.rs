@@ -60,7 +60,7 @@ fn link() -> impl Strategy<Value = LinkConfig> {
             bw,
             delay,
             burst,
-            profile: None,
+            ..LinkConfig::default()
         })
 }
 

@@ -139,6 +139,7 @@ fn link_line(link: &LinkView) -> String {
         delay,
         burst,
         profile,
+        ..
     } = &link.config;
     let mut line = format!(
         "{:05}: {} {} ms burst {burst}",

@@ -962,6 +962,15 @@ impl<P: Payload> Dummynet<P> {
         self.scheds.get(&n).map(|s| s.kind)
     }
 
+    pub fn sched_mask(&self, n: u32) -> Option<FlowMask> {
+        self.scheds.get(&n).map(|s| s.mask)
+    }
+
+    /// Flowset `n`'s configuration and the scheduler it feeds.
+    pub fn flowset_config(&self, n: u32) -> Option<(&FlowsetConfig, u32)> {
+        self.flowsets.get(&n).map(|f| (&f.cfg, f.sched))
+    }
+
     pub fn sched_params(&self, n: u32) -> Option<&[(String, u64)]> {
         self.scheds.get(&n).map(|s| s.params.as_slice())
     }
