@@ -8,9 +8,55 @@
 //! (`/usr/lib/tc/normal.dist`...), so any of them, or one made with tc's
 //! `maketable` from measurements, loads here unchanged.
 //!
-//! TODO(helper): `parse`, `builtin` and the generated tables.
+//! TODO(helper): `builtin` and the generated tables; tests.
 
 use std::sync::Arc;
+
+use thiserror::Error;
+
+/// Why a `.dist` table was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DistError {
+    #[error(
+        "line {line}: `{token}` is not a table value; expected an integer from -32768 to 32767"
+    )]
+    BadValue { line: usize, token: String },
+    #[error("the table has no values")]
+    Empty,
+    #[error("the table has {0} values; netem takes at most {MAX_ENTRIES}")]
+    TooLong(usize),
+}
+
+/// Reads a table in tc's `.dist` format: `#` comment lines, then integers
+/// separated by white space, any number to a line.
+pub fn parse(name: &str, text: &str) -> Result<DistTable, DistError> {
+    let mut values = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        for token in line.split_whitespace() {
+            let v = token.parse::<i16>().map_err(|_| DistError::BadValue {
+                line: i + 1,
+                token: token.to_string(),
+            })?;
+            values.push(v);
+        }
+    }
+    if values.is_empty() {
+        return Err(DistError::Empty);
+    }
+    if values.len() > MAX_ENTRIES {
+        return Err(DistError::TooLong(values.len()));
+    }
+    Ok(DistTable {
+        name: name.to_string(),
+        values,
+    })
+}
+
+/// The built-in tables by name (`normal`, `pareto`, `paretonormal`).
+pub fn builtin(_name: &str) -> Option<Arc<DistTable>> {
+    None
+}
 
 /// netem's `NETEM_DIST_SCALE`: a table entry of 8192 is one standard deviation.
 pub const DIST_SCALE: i64 = 8192;

@@ -1,8 +1,57 @@
 //! `trace FILE [once|loop]`: mahimahi's trace-driven links.
 //!
-//! TODO(helper): parse, cursor, tests.
+//! TODO(helper): cursor, tests.
 
-use crate::time::Nanos;
+use thiserror::Error;
+
+use crate::time::{Nanos, NS_PER_MS};
+
+/// Why a trace file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TraceError {
+    #[error("line {line}: `{token}` is not a time; expected whole milliseconds (0 or more)")]
+    BadTime { line: usize, token: String },
+    #[error("line {line}: {ms} ms comes after {prev} ms; times must not decrease")]
+    Decreasing { line: usize, ms: u64, prev: u64 },
+    #[error("the trace has no opportunities")]
+    Empty,
+    #[error("the trace lasts 0 ms; its last time must be above 0")]
+    ZeroLength,
+}
+
+/// Reads a mahimahi trace: one whole-millisecond time per line.
+pub fn parse(name: &str, text: &str, mode: TraceMode) -> Result<Trace, TraceError> {
+    let mut times = Vec::new();
+    let mut prev = 0;
+    for (i, line) in text.lines().enumerate() {
+        let token = line.trim();
+        if token.is_empty() {
+            continue;
+        }
+        let ms = token.parse::<u64>().map_err(|_| TraceError::BadTime {
+            line: i + 1,
+            token: token.to_string(),
+        })?;
+        if ms < prev {
+            return Err(TraceError::Decreasing {
+                line: i + 1,
+                ms,
+                prev,
+            });
+        }
+        prev = ms;
+        times.push(ms.saturating_mul(NS_PER_MS));
+    }
+    match times.last() {
+        None => Err(TraceError::Empty),
+        Some(0) => Err(TraceError::ZeroLength),
+        Some(_) => Ok(Trace {
+            name: name.to_string(),
+            times,
+            mode,
+        }),
+    }
+}
 
 /// Bytes one delivery opportunity carries (mahimahi's `PACKET_SIZE`).
 pub const OPPORTUNITY_BYTES: u32 = 1504;
