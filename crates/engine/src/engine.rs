@@ -109,7 +109,7 @@ impl<P: Payload> Engine<P> {
         Engine {
             rules: Ruleset::new(),
             ifaces: Interfaces::default(),
-            dn: Dummynet::default(),
+            dn: Dummynet::new(seed),
             settings,
             rng: Rng::new(seed),
             seq: 0,
@@ -204,7 +204,9 @@ impl<P: Payload> Engine<P> {
             out_time: now,
             lost: false,
         };
-        match self.dn.enqueue(now, held, &mut self.rng) {
+        let verdict = self.dn.enqueue(now, held);
+        self.count_copies();
+        match verdict {
             Ok(()) => {
                 self.totals.inside += 1;
                 self.process_exits();
@@ -223,6 +225,16 @@ impl<P: Payload> Engine<P> {
                 }
             }
         }
+    }
+
+    /// Copies `duplicate` just made are new packets: arrived, and inside
+    /// until `poll` reports them delivered or dropped.
+    #[inline]
+    fn count_copies(&mut self) {
+        let n = std::mem::take(&mut self.dn.new_copies);
+        self.totals.arrived += n;
+        self.totals.inside += n;
+        self.totals.duplicated += n;
     }
 
     /// FreeBSD's `expire`: frees masked flows idle for [`EXPIRE_IDLE`].
@@ -295,7 +307,7 @@ impl<P: Payload> Engine<P> {
                 return true;
             }
         }
-        if !self.dn.run_timer(now, &mut self.rng) {
+        if !self.dn.run_timer(now) {
             return false;
         }
         self.process_exits();
@@ -441,7 +453,9 @@ impl<P: Payload> Engine<P> {
                     Decision::Queue(n) => Target::Queue(n),
                 };
                 held.target = target;
-                if let Err(Rejected { held, reason }) = self.dn.enqueue(at, held, &mut self.rng) {
+                let verdict = self.dn.enqueue(at, held);
+                self.count_copies();
+                if let Err(Rejected { held, reason }) = verdict {
                     self.ready.push_back(output(held, at, Some(reason)));
                 }
             }
@@ -454,6 +468,8 @@ impl<P: Payload> Engine<P> {
     pub fn totals(&self) -> Totals {
         Totals {
             marks: self.dn.marks,
+            duplicate_failed: self.dn.copies_failed,
+            corrupted: self.dn.corrupted,
             ..self.totals
         }
     }
@@ -652,7 +668,7 @@ impl<P: Payload> Engine<P> {
         let fifo = fifo_type();
         let mask = cfg.flowset.mask;
         self.reconfigure(now, |dn| {
-            dn.set_link(n, cfg.link);
+            dn.set_link(n, cfg.link, now);
             dn.set_sched(n, kind, params, mask);
             dn.set_sched(n + DN_MAX_ID, fifo, Vec::new(), mask);
             dn.set_flowset(n + 2 * DN_MAX_ID, cfg.flowset, n + DN_MAX_ID);
@@ -714,7 +730,7 @@ impl<P: Payload> Engine<P> {
             .or_else(|| (!self.dn.has_link(n)).then(LinkConfig::default));
         self.reconfigure(now, |dn| {
             if let Some(link) = link {
-                dn.set_link(n, link);
+                dn.set_link(n, link, now);
             }
             dn.set_sched(n, kind, cfg.params, cfg.mask);
         });
@@ -735,7 +751,7 @@ impl<P: Payload> Engine<P> {
         self.settle_exits();
         let drained = self.dn.drain();
         change(&mut self.dn);
-        for Rejected { held, reason } in self.dn.refill(now, drained, &mut self.rng) {
+        for Rejected { held, reason } in self.dn.refill(now, drained) {
             self.ready.push_back(output(held, now, Some(reason)));
         }
         self.process_exits();
@@ -794,6 +810,7 @@ impl<P: Payload> Engine<P> {
                 MAX_DELAY / 1_000_000
             ));
         }
+        self.check_impairments(l)?;
         if let Some(p) = &l.profile {
             if p.samples.is_empty() {
                 return err(format!("profile `{}` has no samples", p.name));
@@ -808,7 +825,58 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
+    /// netem's and mahimahi's link options: each one's own ranges, and the
+    /// combinations that mean nothing.
+    fn check_impairments(&self, l: &LinkConfig) -> Result<(), ConfigError> {
+        use crate::impair::{overhead, reorder, slot};
+        if let Some(o) = &l.overhead {
+            overhead::validate(o).map_err(ConfigError)?;
+        }
+        if let Some(s) = &l.slot {
+            slot::validate(s).map_err(ConfigError)?;
+        }
+        if let Some(r) = &l.reorder {
+            reorder::validate(r).map_err(ConfigError)?;
+            if l.delay == 0 {
+                return err(
+                    "reorder needs a delay: reordered packets skip the delay to overtake \
+                     the others, so without one nothing can change (add `delay T`)",
+                );
+            }
+        }
+        if let Some(j) = &l.jitter {
+            if j.amount > MAX_DELAY {
+                return err(format!(
+                    "jitter {} ms is above the limit of {} ms (one hour)",
+                    j.amount / 1_000_000,
+                    MAX_DELAY / 1_000_000
+                ));
+            }
+        }
+        if let Some(t) = &l.trace {
+            let other = [
+                (l.bw > 0, "bw"),
+                (l.profile.is_some(), "profile"),
+                (l.burst > 0, "burst"),
+                (l.slot.is_some(), "slot"),
+            ];
+            if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
+                return err(format!(
+                    "`trace` and `{what}` exclude each other: a traced link sends \
+                     only at its trace's opportunities"
+                ));
+            }
+            if t.times.is_empty() {
+                return err(format!("trace `{}` has no opportunities", t.name));
+            }
+        }
+        Ok(())
+    }
+
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
+        if let Some(m) = &f.loss {
+            crate::impair::loss::validate(m).map_err(ConfigError)?;
+        }
         if f.weight > MAX_WEIGHT {
             return err(format!(
                 "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",

@@ -24,10 +24,12 @@ pub enum DropReason {
     Deleted,
     /// Dropped by an AQM (RED, CoDel, PIE...).
     Aqm,
+    /// netem's `loss` models (random, gemodel, state) at the pipe's entry.
+    Loss,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::RuleDeny,
         DropReason::QueueFull,
         DropReason::Plr,
@@ -36,6 +38,7 @@ impl DropReason {
         DropReason::Unlinked,
         DropReason::Deleted,
         DropReason::Aqm,
+        DropReason::Loss,
     ];
 
     /// Stable short name used in logs and summaries.
@@ -49,6 +52,7 @@ impl DropReason {
             DropReason::Unlinked => "unlinked-queue",
             DropReason::Deleted => "deleted",
             DropReason::Aqm => "aqm",
+            DropReason::Loss => "loss",
         }
     }
 
@@ -76,6 +80,13 @@ pub struct Totals {
     /// delivered (or still inside) like any other, so marks are not part of
     /// the conservation law.
     pub marks: u64,
+    /// Copies `duplicate` made. Each is also counted in `arrived`, as a
+    /// packet of its own, and then delivered, dropped or inside.
+    pub duplicated: u64,
+    /// Copies `duplicate` wanted but the payload could not be copied.
+    pub duplicate_failed: u64,
+    /// Packets `corrupt` flipped a bit in (they are delivered as usual).
+    pub corrupted: u64,
 }
 
 impl Totals {

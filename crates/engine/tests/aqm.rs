@@ -7,8 +7,9 @@
 //! packet's fate (delivered at, or dropped at with a reason) and ECN mark
 //! must be identical, which makes drop times, sojourn times and marks equal.
 //! Random decisions use the engine's documented uniform draw
-//! (`aqm::uniform`: one `next_u32` of the seeded RNG scaled by 2^-32), so a
-//! model with the same seed draws the same numbers. Every engine step checks
+//! (`aqm::uniform`: one `next_u32` of the seeded RNG scaled by 2^-32) from
+//! the queue's own stream ([`engine_stream`]), so a model with the same seed
+//! draws the same numbers. Every engine step checks
 //! the accounting: arrived = delivered + dropped + inside.
 
 mod common;
@@ -179,6 +180,15 @@ struct Run {
     /// Delivered carrying CE that it did not carry when sent.
     marked: Vec<bool>,
     sent: usize,
+}
+
+/// The random stream of pipe 1's queue in an engine seeded with `seed`.
+fn engine_stream(seed: u64) -> Rng {
+    dummynet_engine::dummynet::queue_stream(
+        seed,
+        1 + 2 * dummynet_engine::config::DN_MAX_ID,
+        &dummynet_engine::FlowKey::default(),
+    )
 }
 
 impl Run {
@@ -812,7 +822,7 @@ impl PieModel {
         PieModel {
             c: c.clone(),
             limit,
-            rng: Rng::new(seed),
+            rng: engine_stream(seed),
             started: false,
             active: false,
             timer: None,
@@ -1110,7 +1120,7 @@ fn pie_case(cfg: PieConfig, limit: QueueLimit, wires: &[Wire], seed: u64) -> Pie
     // each event, against the model's timer-driven one.
     let mut real = Real {
         a: Pie::new(&cfg, limit),
-        rng: Rng::new(seed),
+        rng: engine_stream(seed),
         link_bw: MBIT10,
         probe: Pie::drop_prob,
         at_events: Vec::new(),
@@ -1219,7 +1229,7 @@ impl RedModel {
             count: -1,
             random: 0.0,
             q_time: 0,
-            rng: Rng::new(seed),
+            rng: engine_stream(seed),
             decays: 0,
         }
     }

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Cmd(Command),
+    Cmd(Box<Command>),
     Packet { dt: Nanos, info: PacketInfo },
     Wait(Nanos),
 }
@@ -155,7 +155,7 @@ fn packet() -> impl Strategy<Value = PacketInfo> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        1 => command().prop_map(Step::Cmd),
+        1 => command().prop_map(|c| Step::Cmd(Box::new(c))),
         8 => (0u64..2_000_000, packet()).prop_map(|(dt, info)| Step::Packet { dt, info }),
         1 => (0u64..100_000_000).prop_map(Step::Wait),
     ]
@@ -173,7 +173,7 @@ fn run(seed: u64, steps: &[Step]) -> Vec<Option<Fate>> {
                 // the command itself could make a difference.
                 h.advance(now);
                 let before = h.e.snapshot();
-                if h.e.apply(now, c.clone()).is_err() {
+                if h.e.apply(now, Command::clone(c)).is_err() {
                     assert_eq!(h.e.snapshot(), before, "a refused {c:?} changed state");
                 }
                 h.advance(now);

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::config::Profile;
+use crate::config::{Jitter, Overhead, Profile, Reorder, Slot, Trace};
 use crate::time::{Nanos, NS_PER_SEC};
 
 /// Units of credit per bit.
@@ -24,16 +24,50 @@ pub(crate) struct LinkParams {
     /// bytes.
     pub burst: u64,
     pub profile: Option<Arc<Profile>>,
+    pub jitter: Option<Jitter>,
+    pub reorder: Option<Reorder>,
+    pub overhead: Option<Overhead>,
+    pub slot: Option<Slot>,
+    pub trace: Option<Arc<Trace>>,
+    /// When the trace started: its opportunities count from here.
+    pub trace_start: Nanos,
+    /// Jitter or reorder: the delay line is more than a FIFO of equal waits.
+    pub shaped_delay: bool,
+    /// Slots or a trace: the link, not the scheduler, decides when a packet
+    /// may start, so no packet is handed to it without queueing.
+    pub gated: bool,
 }
 
 impl LinkParams {
-    pub fn from_config(c: &crate::config::LinkConfig) -> Self {
+    pub fn from_config(c: &crate::config::LinkConfig, trace_start: Nanos) -> Self {
         let bw = c.profile.as_ref().and_then(|p| p.bw).unwrap_or(c.bw);
         LinkParams {
             bw,
             delay: c.delay,
             burst: c.burst,
             profile: c.profile.clone().map(Arc::new),
+            jitter: c.jitter.clone(),
+            reorder: c.reorder,
+            overhead: c.overhead,
+            slot: c.slot,
+            trace: c.trace.clone(),
+            trace_start,
+            shaped_delay: c.jitter.is_some() || c.reorder.is_some(),
+            gated: c.slot.is_some() || c.trace.is_some(),
+        }
+    }
+
+    /// Whether the instance needs its [`super::delayline::LinkFx`].
+    pub fn needs_fx(&self) -> bool {
+        self.shaped_delay || self.gated
+    }
+
+    /// Bytes the link bills for a packet of `len` bytes (`overhead`).
+    #[inline]
+    pub fn billed(&self, len: u32) -> u64 {
+        match &self.overhead {
+            None => u64::from(len),
+            Some(o) => o.billed(len),
         }
     }
 
@@ -45,7 +79,7 @@ impl LinkParams {
             // extra delay is expressed in bits at `bw`, so it vanishes too.
             return 0;
         }
-        i128::from(len) * 8 * PER_BIT + i128::from(extra) * i128::from(self.bw)
+        i128::from(self.billed(len)) * 8 * PER_BIT + i128::from(extra) * i128::from(self.bw)
     }
 }
 

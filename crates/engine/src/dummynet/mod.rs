@@ -9,9 +9,16 @@
 //!   scheduler. Its mask splits traffic into per-flow *queues*, which hold
 //!   the packets and enforce the size limit.
 //!
-//! A packet's path: flowset → queue (limit, plr, AQM) → scheduler instance
-//! policy → link (serialization) → delay line → out.
+//! A packet's path: flowset → queue (plr, loss, duplicate, corrupt, AQM,
+//! limit) → scheduler instance policy → link (serialization, overhead,
+//! slots, or a trace's opportunities) → delay line (delay, jitter,
+//! reorder) → out. The impairments are in [`crate::impair`].
+//!
+//! Randomness: each queue and each scheduler instance draws from its own
+//! stream ([`Rng::stream`]), named by its flowset or scheduler number and its
+//! flow id, so configuring one pipe never changes another pipe's draws.
 
+mod delayline;
 pub(crate) mod link;
 pub mod profile;
 
@@ -24,12 +31,14 @@ use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState
 use crate::classifier::RuleRef;
 use crate::config::{FlowsetConfig, LinkConfig, DN_MAX_ID};
 use crate::flow::{FlowKey, FlowMask};
+use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::Rng;
 use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::stats::{DropReason, FlowCounters};
 use crate::time::Nanos;
 
+use delayline::LinkFx;
 use link::{LinkParams, LinkState};
 
 /// A packet inside dummynet, with what is needed to account for it and to
@@ -129,9 +138,42 @@ struct FlowQueue<P> {
     drops: u64,
     /// Packets its AQM marked with ECN CE (not drops).
     marks: u64,
-    aqm: Option<Box<dyn AqmState>>,
+    /// Its random stream and what draws from it, made only for a queue that
+    /// needs them (an idle flow of a plain pipe stays small).
+    fx: Option<Box<QueueFx>>,
     /// Had an arrival since the last expiry sweep.
     touched: bool,
+}
+
+/// A queue's AQM, its own random stream, and the state of its flowset's
+/// `loss`, `duplicate` and `corrupt`.
+#[derive(Debug)]
+struct QueueFx {
+    rng: Rng,
+    aqm: Option<Box<dyn AqmState>>,
+    loss: LossState,
+    dup: DuplicateState,
+    corrupt: corrupt::CorruptState,
+}
+
+impl QueueFx {
+    fn new(rng: Rng, aqm: Option<Box<dyn AqmState>>) -> Box<Self> {
+        Box::new(QueueFx {
+            rng,
+            aqm,
+            loss: LossState::default(),
+            dup: DuplicateState::default(),
+            corrupt: corrupt::CorruptState::default(),
+        })
+    }
+}
+
+/// Whether a queue of a flowset configured so needs its [`QueueFx`].
+fn needs_queue_fx(cfg: &FlowsetConfig, aqm: bool) -> bool {
+    aqm || !cfg.plr.is_zero()
+        || cfg.loss.is_some()
+        || cfg.duplicate.is_some()
+        || cfg.corrupt.is_some()
 }
 
 /// A scheduler instance with its own link.
@@ -158,11 +200,52 @@ struct Instance<P> {
     link_timer: Option<Nanos>,
     dline: VecDeque<Held<P>>,
     dline_timer: Option<Nanos>,
+    /// Its own random stream: profile, jitter, reorder, slot draws.
+    rng: Rng,
+    /// Jitter, reorder, slot and trace state, and the delay line of packets
+    /// that may overtake; made when the link first has one of them.
+    fx: Option<Box<LinkFx<P>>>,
     counters: FlowCounters,
     /// Its scheduler was deleted or re-masked: it only drains its delay line.
     retired: bool,
     /// Had an arrival since the last expiry sweep.
     touched: bool,
+}
+
+impl<P> Instance<P> {
+    /// Packets past its scheduler: on the link (a trace's head) or on a
+    /// delay line.
+    fn holds_in_flight(&self) -> bool {
+        !self.dline.is_empty() || self.fx.as_ref().is_some_and(|f| f.held() > 0)
+    }
+}
+
+/// The random stream of the queue with id `id` in flowset `flowset` under
+/// engine seed `seed`: what its `plr`, loss, duplicate, corrupt and AQM draw
+/// from. Pipe N's unmasked queue is `queue_stream(seed, N + 2 × 65536,
+/// &FlowKey::default())`. Exposed so that models in tests can draw the
+/// engine's numbers.
+pub fn queue_stream(seed: u64, flowset: u32, id: &FlowKey) -> Rng {
+    Rng::stream(seed, &stream_name(1, flowset, id))
+}
+
+/// The name of a queue's (`kind` 1, flowset `nr`) or an instance's (`kind`
+/// 2, scheduler `nr`) random stream: its object and its flow id. Fixed by
+/// the words alone, never by hashing with a seeded hasher.
+fn stream_name(kind: u64, nr: u32, id: &FlowKey) -> [u64; 8] {
+    [
+        kind,
+        u64::from(nr),
+        id.src as u64,
+        (id.src >> 64) as u64,
+        id.dst as u64,
+        (id.dst >> 64) as u64,
+        u64::from(id.sport)
+            | u64::from(id.dport) << 16
+            | u64::from(id.proto) << 32
+            | u64::from(id.v6) << 40,
+        u64::from(id.flow_label),
+    ]
 }
 
 /// Where a flow-queueing instance keeps the queue of each bucket for one
@@ -210,7 +293,11 @@ type Timer = Reverse<(Nanos, u64, InstId, TimerKind)>;
 // ------------------------------------------------------------ dummynet
 
 pub(crate) struct Dummynet<P> {
+    /// The engine's seed, from which every queue's and instance's stream is named.
+    seed: u64,
     links: FxHashMap<u32, LinkConfig>,
+    /// When each traced link's trace started (its configuration time).
+    trace_starts: FxHashMap<u32, Nanos>,
     scheds: FxHashMap<u32, Sched>,
     flowsets: FxHashMap<u32, Flowset>,
     queues: Slab<FlowQueue<P>>,
@@ -221,6 +308,13 @@ pub(crate) struct Dummynet<P> {
     pub exits: VecDeque<Exit<P>>,
     /// ECN CE marks set by AQMs, engine-wide.
     pub marks: u64,
+    /// Copies made by `duplicate` since the engine last took the count (each
+    /// is a new packet in the books).
+    pub new_copies: u64,
+    /// Copies `duplicate` wanted but the payload could not make.
+    pub copies_failed: u64,
+    /// Packets `corrupt` hit.
+    pub corrupted: u64,
 }
 
 /// Why a packet could not be queued.
@@ -229,9 +323,11 @@ pub(crate) struct Rejected<P> {
     pub reason: DropReason,
 }
 
-impl<P> Default for Dummynet<P> {
-    fn default() -> Self {
+impl<P> Dummynet<P> {
+    pub fn new(seed: u64) -> Self {
         Dummynet {
+            seed,
+            trace_starts: FxHashMap::default(),
             links: FxHashMap::default(),
             scheds: FxHashMap::default(),
             flowsets: FxHashMap::default(),
@@ -241,6 +337,9 @@ impl<P> Default for Dummynet<P> {
             timer_seq: 0,
             exits: VecDeque::new(),
             marks: 0,
+            new_copies: 0,
+            copies_failed: 0,
+            corrupted: 0,
         }
     }
 }
@@ -257,14 +356,11 @@ pub(crate) fn flowset_of(t: Target) -> u32 {
 impl<P: Payload> Dummynet<P> {
     // -------------------------------------------------------- data path
 
-    /// Queues a packet for `held.target`, or says why not.
+    /// Queues a packet for `held.target`, or says why not. A copy made by
+    /// `duplicate` is queued after it (or dropped into `exits`) and counted
+    /// in `new_copies`.
     #[inline]
-    pub fn enqueue(
-        &mut self,
-        now: Nanos,
-        mut held: Held<P>,
-        rng: &mut Rng,
-    ) -> Result<(), Rejected<P>> {
+    pub fn enqueue(&mut self, now: Nanos, mut held: Held<P>) -> Result<(), Rejected<P>> {
         let fs_nr = flowset_of(held.target);
         let Some(fs) = self.flowsets.get(&fs_nr) else {
             return Err(Rejected {
@@ -272,7 +368,9 @@ impl<P: Payload> Dummynet<P> {
                 reason: DropReason::NoSuchTarget,
             });
         };
-        let (plr, limit) = (fs.cfg.plr, fs.cfg.limit);
+        let cfg = &fs.cfg;
+        let (plr, limit) = (cfg.plr, cfg.limit);
+        let (loss, dup, corrupt) = (cfg.loss, cfg.duplicate, cfg.corrupt);
         // Fast path: an unmasked flowset on an unmasked scheduler has one queue.
         let (inst, q) = match fs
             .solo
@@ -289,7 +387,6 @@ impl<P: Payload> Dummynet<P> {
                 self.queue_for(fs_nr, &held.info.key)
             }
         };
-        let len = held.info.len;
         let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
         else {
             return Err(Rejected {
@@ -297,6 +394,7 @@ impl<P: Payload> Dummynet<P> {
                 reason: DropReason::NoSuchTarget,
             });
         };
+        let len = held.info.len;
         queue.tot_pkts += 1;
         queue.tot_bytes += u64::from(len);
         queue.touched = true;
@@ -304,16 +402,104 @@ impl<P: Payload> Dummynet<P> {
         instance.counters.tot_bytes += u64::from(len);
         instance.touched = true;
 
-        // FreeBSD's order in dn_enqueue: random loss, then AQM, then the limit.
+        // FreeBSD's order: random loss, then AQM, then the limit; netem's
+        // loss, duplicate and corrupt follow `plr` as more random loss.
+        let mut copy = None;
+        if let Some(fx) = queue.fx.as_deref_mut() {
+            if !plr.is_zero() && fx.rng.chance(plr) {
+                queue.drops += 1;
+                instance.counters.drops += 1;
+                return Err(Rejected {
+                    held,
+                    reason: DropReason::Plr,
+                });
+            }
+            if let Some(m) = &loss {
+                if fx.loss.lost(m, &mut fx.rng) {
+                    queue.drops += 1;
+                    instance.counters.drops += 1;
+                    return Err(Rejected {
+                        held,
+                        reason: DropReason::Loss,
+                    });
+                }
+            }
+            // The copy is made before corruption, as netem makes it.
+            if dup.is_some_and(|d| fx.dup.copy(d, &mut fx.rng)) {
+                match held.payload.duplicate() {
+                    Some(payload) => {
+                        copy = Some(Held {
+                            payload,
+                            info: held.info,
+                            seq: held.seq,
+                            rule: held.rule,
+                            target: held.target,
+                            enq_time: now,
+                            out_time: now,
+                            lost: false,
+                        })
+                    }
+                    None => self.copies_failed += 1,
+                }
+            }
+            if corrupt.is_some_and(|c| fx.corrupt.hit(c, &mut fx.rng)) {
+                self.corrupted += 1;
+                if let Some(bytes) = held.payload.bytes_mut() {
+                    corrupt::flip_one_bit(bytes, &mut fx.rng);
+                }
+            }
+        }
+        let result = self.admit(now, q, inst, held, limit);
+        if let Some(copy) = copy {
+            self.new_copies += 1;
+            if let (Some(queue), Some(instance)) =
+                (self.queues.get_mut(q), self.instances.get_mut(inst))
+            {
+                queue.tot_pkts += 1;
+                queue.tot_bytes += u64::from(len);
+                instance.counters.tot_pkts += 1;
+                instance.counters.tot_bytes += u64::from(len);
+            }
+            if let Err(Rejected { held, reason }) = self.admit(now, q, inst, copy, limit) {
+                self.exits.push_back(Exit {
+                    held,
+                    at: now,
+                    drop: Some(reason),
+                });
+            }
+        }
+        result
+    }
+
+    /// The rest of the entry for a packet that survived random loss: its
+    /// queue's AQM and limit, then the scheduler (or straight to an idle link).
+    #[inline]
+    fn admit(
+        &mut self,
+        now: Nanos,
+        q: QueueId,
+        inst: InstId,
+        mut held: Held<P>,
+        limit: crate::config::QueueLimit,
+    ) -> Result<(), Rejected<P>> {
+        let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
+        else {
+            return Err(Rejected {
+                held,
+                reason: DropReason::NoSuchTarget,
+            });
+        };
+        let len = held.info.len;
         let state = QueueState {
             len_pkts: queue.pkts.len() as u32,
             len_bytes: queue.bytes,
         };
         let mut reason = None;
         let mut marked = false;
-        if !plr.is_zero() && rng.chance(plr) {
-            reason = Some(DropReason::Plr);
-        } else if let Some(a) = queue.aqm.as_mut() {
+        if let Some(QueueFx {
+            aqm: Some(a), rng, ..
+        }) = queue.fx.as_deref_mut()
+        {
             // A flow-queueing policy takes an idle queue back as a new flow:
             // FreeBSD's fq_codel and fq_pie restart its AQM then. Done before
             // the AQM sees the packet, which matches FreeBSD's fq_pie, where
@@ -355,12 +541,17 @@ impl<P: Payload> Dummynet<P> {
         }
         held.enq_time = now;
         // A queue with an AQM always goes through enqueue and dequeue, so
-        // the AQM sees every departure (as in FreeBSD).
-        if instance.backlog == 0 && !instance.link.active && instance.bypass && queue.aqm.is_none()
+        // the AQM sees every departure (as in FreeBSD). A gated link (slots,
+        // a trace) decides itself when a packet may start.
+        if instance.backlog == 0
+            && !instance.link.active
+            && instance.bypass
+            && queue.fx.as_ref().is_none_or(|f| f.aqm.is_none())
+            && !instance.params.gated
         {
             // Nothing queued and an idle link: the policy would hand this
             // packet straight back, so give it to the link directly.
-            self.kick(now, inst, Some(held), rng);
+            self.kick(now, inst, Some(held));
             return Ok(());
         }
         self.push(q, inst, held);
@@ -369,7 +560,7 @@ impl<P: Payload> Dummynet<P> {
                 self.drop_longest(now, inst);
             }
         }
-        self.kick(now, inst, None, rng);
+        self.kick(now, inst, None);
         Ok(())
     }
 
@@ -424,8 +615,10 @@ impl<P: Payload> Dummynet<P> {
     /// Starts an idle link, granting its burst allowance, and serves it;
     /// `first` is a packet handed over without queueing (see
     /// [`SchedType::idle_bypass`]), sent before anything the policy holds.
+    /// A slotted link waits for a slot; a traced one for its next
+    /// opportunity, those up to now having passed with nothing to send.
     #[inline]
-    fn kick(&mut self, now: Nanos, inst: InstId, first: Option<Held<P>>, rng: &mut Rng) {
+    fn kick(&mut self, now: Nanos, inst: InstId, first: Option<Held<P>>) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
         };
@@ -433,67 +626,135 @@ impl<P: Payload> Dummynet<P> {
             return;
         }
         instance.link.wake(now, &instance.params);
-        self.serve(now, inst, first, rng);
+        if instance.params.gated {
+            let fx = instance.fx.get_or_insert_with(Default::default);
+            if let Some(slot) = &instance.params.slot {
+                fx.slot.wake(now, slot, &mut instance.rng);
+            }
+            if let Some(tr) = &instance.params.trace {
+                let start = instance.params.trace_start;
+                fx.cursor = tr.first_after(start, now);
+                // A finished `once` trace carries nothing more: its packets
+                // stay queued (and are counted inside).
+                if let Some(c) = fx.cursor {
+                    let at = tr.at(start, c);
+                    instance.link.active = true;
+                    instance.link_timer = Some(at);
+                    self.timer_seq += 1;
+                    self.timers
+                        .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+                }
+                return;
+            }
+        }
+        self.serve(now, inst, first);
     }
 
     /// FreeBSD's `serve_sched`: while the link has credit, dequeue and put on
     /// the wire; the packet that overdraws the credit finishes when the credit
-    /// is back to zero, and the link sleeps until then.
-    fn serve(&mut self, now: Nanos, inst: InstId, mut first: Option<Held<P>>, rng: &mut Rng) {
+    /// is back to zero, and the link sleeps until then. A slotted link also
+    /// stops when its slot closes and sleeps until the next one opens.
+    fn serve(&mut self, now: Nanos, inst: InstId, mut first: Option<Held<P>>) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
         };
-        let params = &instance.params;
-        instance.link.active = false;
-        instance.link_timer = None;
-        instance.link.refill(now, params);
-        let dline_was_idle = instance.dline.is_empty();
+        if instance.params.trace.is_some() {
+            self.serve_trace(now, inst);
+            return;
+        }
+        let Instance {
+            params,
+            link,
+            link_timer,
+            policy,
+            backlog,
+            limit,
+            dline,
+            rng,
+            fx,
+            counters,
+            retired,
+            ..
+        } = instance;
+        link.active = false;
+        *link_timer = None;
+        link.refill(now, params);
+        if params.needs_fx() {
+            fx.get_or_insert_with(Default::default);
+        }
+        // A packet a trace was sending when the link was reconfigured goes first.
+        if first.is_none() {
+            first = fx.as_mut().and_then(|f| f.head.take()).map(|(h, _)| h);
+        }
+        let lines_were_idle = dline.is_empty() && fx.as_ref().is_none_or(|f| f.early.is_empty());
         let mut ops = Ops {
             queues: &mut self.queues,
             popped: None,
             now,
-            rng,
             aqm_drops: Vec::new(),
             marks: 0,
         };
-        let mut last: Option<usize> = None;
+        let mut overtook = false;
+        let mut slot_wait = None;
         // `backlog` guards the loop so an emptied instance costs no extra
         // call into its policy, except for a flow-queueing one (`limit`):
         // FreeBSD's fq_codel and fq_pie learn that their flows went idle
         // from the dequeue that finds them empty, which takes each out of
         // its list, so a returning flow is new again (and its AQM restarted).
-        let flow_queueing = instance.limit.is_some();
-        while instance.link.credit >= 0 {
+        let flow_queueing = limit.is_some();
+        while link.credit >= 0 {
+            if let Some(t) = fx
+                .as_ref()
+                .filter(|_| params.slot.is_some())
+                .and_then(|f| f.slot.closed_until(now))
+            {
+                if first.is_some() || *backlog > 0 {
+                    slot_wait = Some(t);
+                }
+                break;
+            }
             let mut held = match first.take() {
                 Some(h) => h,
                 None => {
-                    if (instance.backlog == 0 && !flow_queueing)
-                        || instance.policy.dequeue(&mut ops).is_none()
-                    {
+                    if (*backlog == 0 && !flow_queueing) || policy.dequeue(&mut ops).is_none() {
                         break;
                     }
                     let Some(h) = ops.popped.take() else {
                         break;
                     };
-                    instance.backlog = instance.backlog.saturating_sub(1);
+                    *backlog = backlog.saturating_sub(1);
                     h
                 }
             };
             let mut extra = 0;
             if let Some(pf) = &params.profile {
-                let (e, lost) = profile::draw(pf, ops.rng);
+                let (e, lost) = profile::draw(pf, rng);
                 extra = e;
                 held.lost = lost;
             }
-            instance.link.credit -= params.cost(held.info.len, extra);
-            held.out_time = now + params.delay;
-            if params.delay == 0 && instance.link.credit >= 0 && instance.dline.is_empty() {
+            link.credit -= params.cost(held.info.len, extra);
+            if let (Some(slot), Some(f)) = (&params.slot, fx.as_mut()) {
+                f.slot.sent(now, held.info.len, slot, rng);
+            }
+            // The packet that overdraws the credit is off the wire when the
+            // credit is back to zero.
+            let exit = if link.credit < 0 {
+                now.saturating_add(link.time_to_zero(params))
+            } else {
+                now
+            };
+            if params.delay == 0
+                && !params.shaped_delay
+                && exit == now
+                && dline.is_empty()
+                && fx.as_ref().is_none_or(|f| f.early.is_empty())
+            {
                 // Off the wire at once with no delay to serve: skip the delay
                 // line. (A packet that overdraws the credit still goes there,
                 // to wait for the end of its transmission.)
                 let drop = held.lost.then_some(DropReason::ProfileLoss);
                 if drop.is_some() {
-                    instance.counters.drops += 1;
+                    counters.drops += 1;
                 }
                 self.exits.push_back(Exit {
                     held,
@@ -502,58 +763,175 @@ impl<P: Payload> Dummynet<P> {
                 });
                 continue;
             }
-            instance.dline.push_back(held);
-            last = Some(instance.dline.len() - 1);
+            overtook |= delayline::place(params, fx.as_deref_mut(), rng, dline, held, exit);
         }
         self.marks += ops.marks;
         for d in ops.aqm_drops.drain(..) {
-            instance.backlog = instance.backlog.saturating_sub(1);
-            instance.counters.drops += 1;
+            *backlog = backlog.saturating_sub(1);
+            counters.drops += 1;
             self.exits.push_back(Exit {
                 held: d,
                 at: now,
                 drop: Some(DropReason::Aqm),
             });
         }
-        if instance.link.credit >= 0 {
-            instance.link.idle_time = now;
+        if link.credit >= 0 && slot_wait.is_none() {
+            link.idle_time = now;
         } else {
-            let t = instance.link.time_to_zero(params);
-            if let Some(h) = last.and_then(|i| instance.dline.get_mut(i)) {
-                h.out_time += t;
+            let mut at = if link.credit < 0 {
+                now.saturating_add(link.time_to_zero(params))
+            } else {
+                now
+            };
+            if let Some(t) = slot_wait {
+                at = at.max(t);
+                // No credit builds up while the link waits for its slot: it
+                // is not idle (its packets wait), just not allowed to send.
+                link.credit = link.credit.max(0);
+                link.sched_time = at;
             }
-            instance.link.active = true;
-            let at = now.saturating_add(t);
-            instance.link_timer = Some(at);
+            link.active = true;
+            *link_timer = Some(at);
             self.timer_seq += 1;
             self.timers
                 .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
         }
-        if dline_was_idle {
-            if !instance.dline.is_empty() {
+        let holds = !dline.is_empty() || fx.as_ref().is_some_and(|f| !f.early.is_empty());
+        if lines_were_idle || overtook {
+            if holds {
                 self.release(now, inst);
-            } else if instance.retired {
+            } else if *retired {
                 self.reap(inst);
             }
         }
     }
 
-    /// Moves due packets off the delay line and arms its timer for the next.
+    /// A traced link at one of its opportunities (mahimahi's
+    /// `rationalize`): each opportunity at `now` carries 1504 bytes of the
+    /// queue, a packet larger than what is left finishing in a later one;
+    /// what an opportunity cannot use is lost. The link then sleeps until
+    /// the next opportunity if anything waits, or goes idle.
+    fn serve_trace(&mut self, now: Nanos, inst: InstId) {
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return;
+        };
+        let Instance {
+            params,
+            link,
+            link_timer,
+            policy,
+            backlog,
+            limit,
+            dline,
+            rng,
+            fx,
+            counters,
+            ..
+        } = instance;
+        let Some(tr) = params.trace.clone() else {
+            return;
+        };
+        let start = params.trace_start;
+        link.active = false;
+        *link_timer = None;
+        let fx = fx.get_or_insert_with(Default::default);
+        let lines_were_idle = dline.is_empty() && fx.early.is_empty();
+        // The opportunity this timer was set for; found again if the link
+        // changed underneath.
+        let mut cur = match fx.cursor.filter(|&c| tr.at(start, c) == now) {
+            Some(c) => Some(c),
+            None => tr.first_after(start, now.saturating_sub(1)),
+        };
+        let mut ops = Ops {
+            queues: &mut self.queues,
+            popped: None,
+            now,
+            aqm_drops: Vec::new(),
+            marks: 0,
+        };
+        let flow_queueing = limit.is_some();
+        let mut overtook = false;
+        while let Some(c) = cur.filter(|&c| tr.at(start, c) <= now) {
+            let mut budget = u64::from(trace::OPPORTUNITY_BYTES);
+            while budget > 0 {
+                if fx.head.is_none() {
+                    if (*backlog == 0 && !flow_queueing) || policy.dequeue(&mut ops).is_none() {
+                        break;
+                    }
+                    let Some(h) = ops.popped.take() else {
+                        break;
+                    };
+                    *backlog = backlog.saturating_sub(1);
+                    let bill = params.billed(h.info.len).max(1);
+                    fx.head = Some((h, bill));
+                }
+                let Some((_, left)) = fx.head.as_mut() else {
+                    break;
+                };
+                if *left > budget {
+                    *left -= budget;
+                    budget = 0;
+                } else {
+                    budget -= *left;
+                    if let Some((h, _)) = fx.head.take() {
+                        overtook |= delayline::place(params, Some(&mut *fx), rng, dline, h, now);
+                    }
+                }
+            }
+            cur = tr.next(c);
+        }
+        fx.cursor = cur;
+        self.marks += ops.marks;
+        for d in ops.aqm_drops.drain(..) {
+            *backlog = backlog.saturating_sub(1);
+            counters.drops += 1;
+            self.exits.push_back(Exit {
+                held: d,
+                at: now,
+                drop: Some(DropReason::Aqm),
+            });
+        }
+        if fx.head.is_some() || *backlog > 0 {
+            if let Some(c) = cur {
+                let at = tr.at(start, c);
+                link.active = true;
+                *link_timer = Some(at);
+                self.timer_seq += 1;
+                self.timers
+                    .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+            }
+        }
+        let holds = !dline.is_empty() || !fx.early.is_empty();
+        if (lines_were_idle || overtook) && holds {
+            self.release(now, inst);
+        }
+    }
+
+    /// Moves due packets off the delay lines, in exit order, and arms the
+    /// release for the next.
     fn release(&mut self, now: Nanos, inst: InstId) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
         };
         instance.dline_timer = None;
-        while let Some(h) = instance.dline.front() {
-            if h.out_time > now {
-                let at = h.out_time;
+        while let Some((at, fifo)) = delayline::next_out(&instance.dline, instance.fx.as_deref()) {
+            if at > now {
                 instance.dline_timer = Some(at);
                 self.timer_seq += 1;
                 self.timers
                     .push(Reverse((at, self.timer_seq, inst, TimerKind::DelayLine)));
                 break;
             }
-            let Some(h) = instance.dline.pop_front() else {
+            let h = if fifo {
+                instance.dline.pop_front()
+            } else {
+                instance
+                    .fx
+                    .as_mut()
+                    .and_then(|f| f.early.pop())
+                    .map(|e| e.held)
+            };
+            let Some(h) = h else {
                 break;
             };
             let (at, drop) = (h.out_time, h.lost.then_some(DropReason::ProfileLoss));
@@ -569,7 +947,7 @@ impl<P: Payload> Dummynet<P> {
     fn reap(&mut self, inst: InstId) {
         let done = self.instances.get(inst).is_some_and(|i| {
             i.retired
-                && i.dline.is_empty()
+                && !i.holds_in_flight()
                 && i.backlog == 0
                 && !i.link.active
                 && i.queues.is_empty()
@@ -586,7 +964,7 @@ impl<P: Payload> Dummynet<P> {
 
     /// Runs the earliest timer if it is due at or before `now`. Returns false
     /// when nothing is due. Exits land in `self.exits`.
-    pub fn run_timer(&mut self, now: Nanos, rng: &mut Rng) -> bool {
+    pub fn run_timer(&mut self, now: Nanos) -> bool {
         let Some(&Reverse((at, _, inst, kind))) = self.timers.peek() else {
             return false;
         };
@@ -598,7 +976,7 @@ impl<P: Payload> Dummynet<P> {
             return true;
         };
         match kind {
-            TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, None, rng),
+            TimerKind::Link if i.link_timer == Some(at) => self.serve(at, inst, None),
             TimerKind::DelayLine if i.dline_timer == Some(at) => self.release(at, inst),
             _ => {} // superseded
         }
@@ -623,6 +1001,7 @@ impl<P: Payload> Dummynet<P> {
         let inst = match sched.instances.get(&sid) {
             Some(&i) => i,
             None => {
+                let rng = Rng::stream(self.seed, &stream_name(2, fs.sched, &sid));
                 let i = self.instances.insert(Instance {
                     sched: fs.sched,
                     id: sid,
@@ -637,6 +1016,8 @@ impl<P: Payload> Dummynet<P> {
                     link_timer: None,
                     dline: VecDeque::new(),
                     dline_timer: None,
+                    rng,
+                    fx: None,
                     counters: FlowCounters::default(),
                     retired: false,
                     touched: true,
@@ -671,6 +1052,8 @@ impl<P: Payload> Dummynet<P> {
             Some(sub) => aqm::new_state(&sub.aqm, sub.aqm_limit),
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
+        let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
+        let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm));
         let q = self.queues.insert(FlowQueue {
             pkts: VecDeque::new(),
             bytes: 0,
@@ -681,7 +1064,7 @@ impl<P: Payload> Dummynet<P> {
             tot_bytes: 0,
             drops: 0,
             marks: 0,
-            aqm,
+            fx,
             touched: true,
         });
         if let Some(instance) = self.instances.get_mut(inst) {
@@ -759,7 +1142,7 @@ impl<P: Payload> Dummynet<P> {
                 let idle = !inst.touched
                     && inst.queues.is_empty()
                     && inst.backlog == 0
-                    && inst.dline.is_empty()
+                    && !inst.holds_in_flight()
                     && !inst.link.active;
                 if idle {
                     instances.remove(i);
@@ -788,7 +1171,7 @@ impl<P: Payload> Dummynet<P> {
         let lines: u64 = self
             .instances
             .iter()
-            .map(|(_, i)| i.dline.len() as u64)
+            .map(|(_, i)| (i.dline.len() + i.fx.as_ref().map_or(0, |f| f.held())) as u64)
             .sum();
         queued + lines + self.exits.len() as u64
     }
@@ -882,7 +1265,6 @@ struct Ops<'a, P> {
     queues: &'a mut Slab<FlowQueue<P>>,
     popped: Option<Held<P>>,
     now: Nanos,
-    rng: &'a mut Rng,
     aqm_drops: Vec<Held<P>>,
     /// ECN marks set during this service.
     marks: u64,
@@ -907,8 +1289,10 @@ impl<P: Payload> QueueOps for Ops<'_, P> {
                 len_bytes: queue.bytes,
             };
             queue.bytes -= u64::from(h.info.len);
-            let verdict = match queue.aqm.as_mut() {
-                Some(a) => {
+            let verdict = match queue.fx.as_deref_mut() {
+                Some(QueueFx {
+                    aqm: Some(a), rng, ..
+                }) => {
                     let departure = Departure {
                         now: self.now,
                         enqueued_at: h.enq_time,
@@ -917,7 +1301,7 @@ impl<P: Payload> QueueOps for Ops<'_, P> {
                         queue: state,
                         resumed,
                     };
-                    match a.on_dequeue(&departure, self.rng) {
+                    match a.on_dequeue(&departure, rng) {
                         AqmVerdict::Mark if h.payload.ip_bytes_mut().is_some_and(ecn::set_ce) => {
                             queue.marks += 1;
                             self.marks += 1;
@@ -927,7 +1311,7 @@ impl<P: Payload> QueueOps for Ops<'_, P> {
                         v => v,
                     }
                 }
-                None => AqmVerdict::Accept,
+                _ => AqmVerdict::Accept,
             };
             if verdict == AqmVerdict::Drop {
                 queue.drops += 1;
@@ -991,9 +1375,20 @@ impl<P: Payload> Dummynet<P> {
         out
     }
 
-    /// Sets link `n` and every scheduler driving it.
-    pub fn set_link(&mut self, n: u32, cfg: LinkConfig) {
-        let params = LinkParams::from_config(&cfg);
+    /// Sets link `n` and every scheduler driving it, at `now`: a new or
+    /// changed trace starts then; an unchanged one keeps its clock.
+    pub fn set_link(&mut self, n: u32, cfg: LinkConfig, now: Nanos) {
+        let same_trace = self
+            .links
+            .get(&n)
+            .is_some_and(|old| old.trace.is_some() && old.trace == cfg.trace);
+        if cfg.trace.is_none() {
+            self.trace_starts.remove(&n);
+        } else if !same_trace {
+            self.trace_starts.insert(n, now);
+        }
+        let start = self.trace_starts.get(&n).copied().unwrap_or(0);
+        let params = LinkParams::from_config(&cfg, start);
         for s in [n, n + DN_MAX_ID] {
             if let Some(sched) = self.scheds.get_mut(&s) {
                 sched.link = params.clone();
@@ -1016,10 +1411,11 @@ impl<P: Payload> Dummynet<P> {
         params: Vec<(String, u64)>,
         mask: FlowMask,
     ) {
+        let start = self.trace_starts.get(&(n % DN_MAX_ID)).copied();
         let link = self
             .links
             .get(&(n % DN_MAX_ID))
-            .map(LinkParams::from_config)
+            .map(|c| LinkParams::from_config(c, start.unwrap_or(0)))
             .unwrap_or_default();
         let sub = kind.sub_queues.map(|f| f(&params));
         match self.scheds.get_mut(&n) {
@@ -1083,21 +1479,9 @@ impl<P: Payload> Dummynet<P> {
                 fs.sched = sched;
                 if rekey {
                     self.remove_queues_of(n);
-                } else if aqm_changed && self.scheds.get(&sched).is_none_or(|s| s.sub.is_none()) {
-                    let (fresh, limit) = self
-                        .flowsets
-                        .get(&n)
-                        .map(|f| (f.cfg.aqm.clone(), f.cfg.limit))
-                        .unwrap_or_default();
-                    for item in self
-                        .queues
-                        .items
-                        .iter_mut()
-                        .flatten()
-                        .filter(|q| q.flowset == n)
-                    {
-                        item.aqm = aqm::new_state(&fresh, limit);
-                    }
+                } else {
+                    let own_aqm = self.scheds.get(&sched).is_none_or(|s| s.sub.is_none());
+                    self.refresh_queue_fx(n, aqm_changed && own_aqm);
                 }
             }
             None => {
@@ -1114,6 +1498,35 @@ impl<P: Payload> Dummynet<P> {
         }
     }
 
+    /// Keeps flowset `n`'s queues' [`QueueFx`] in step with its
+    /// configuration: made (with the queue's own stream) where now needed,
+    /// and the AQM state made fresh if `new_aqm`. A queue keeps its stream
+    /// and its loss state across changes, as a pipe keeps its packets.
+    fn refresh_queue_fx(&mut self, n: u32, new_aqm: bool) {
+        let Some(fs) = self.flowsets.get(&n) else {
+            return;
+        };
+        for (&(_, qid), &q) in &fs.queues {
+            let Some(queue) = self.queues.get_mut(q) else {
+                continue;
+            };
+            let has_aqm = queue.fx.as_ref().is_some_and(|f| f.aqm.is_some());
+            let fresh = new_aqm.then(|| aqm::new_state(&fs.cfg.aqm, fs.cfg.limit));
+            let will_have_aqm = fresh.as_ref().map_or(has_aqm, Option::is_some);
+            if queue.fx.is_none() && !needs_queue_fx(&fs.cfg, will_have_aqm) {
+                continue;
+            }
+            match (&mut queue.fx, fresh) {
+                (Some(fx), Some(a)) => fx.aqm = a,
+                (Some(_), None) => {}
+                (None, a) => {
+                    let rng = Rng::stream(self.seed, &stream_name(1, n, &qid));
+                    queue.fx = Some(QueueFx::new(rng, a.flatten()));
+                }
+            }
+        }
+    }
+
     pub fn delete_flowset(&mut self, n: u32) {
         self.remove_queues_of(n);
         self.flowsets.remove(&n);
@@ -1126,6 +1539,7 @@ impl<P: Payload> Dummynet<P> {
 
     pub fn delete_link(&mut self, n: u32) {
         self.links.remove(&n);
+        self.trace_starts.remove(&n);
     }
 
     pub fn link_numbers(&self) -> Vec<u32> {
@@ -1204,7 +1618,7 @@ impl<P: Payload> Dummynet<P> {
     /// the drained packets back, in arrival order, without re-applying limits,
     /// `plr` or AQM (they were accepted once). Packets whose target is gone
     /// come back as `Rejected`.
-    pub fn refill(&mut self, now: Nanos, drained: Vec<Held<P>>, rng: &mut Rng) -> Vec<Rejected<P>> {
+    pub fn refill(&mut self, now: Nanos, drained: Vec<Held<P>>) -> Vec<Rejected<P>> {
         let live: Vec<InstId> = self
             .instances
             .iter()
@@ -1258,7 +1672,7 @@ impl<P: Payload> Dummynet<P> {
         }
         touched.dedup();
         for inst in touched {
-            self.kick(now, inst, None, rng);
+            self.kick(now, inst, None);
         }
         rejected
     }

@@ -30,3 +30,40 @@ pub enum LossModel {
         p14: Probability,
     },
 }
+
+/// Per-queue state (placeholder until the full models land).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LossState {
+    corr: super::correlated::CorrState,
+    bad: bool,
+}
+
+impl LossState {
+    pub fn lost(&mut self, m: &LossModel, rng: &mut crate::rng::Rng) -> bool {
+        match *m {
+            LossModel::Random(c) => self.corr.chance(c, rng),
+            LossModel::GilbertElliott {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            } => {
+                let lost = rng.chance(if self.bad { loss_bad } else { loss_good });
+                if self.bad {
+                    if rng.chance(r) {
+                        self.bad = false;
+                    }
+                } else if rng.chance(p) {
+                    self.bad = true;
+                }
+                lost
+            }
+            LossModel::FourState { p13, .. } => rng.chance(p13),
+        }
+    }
+}
+
+/// Placeholder until the full models land.
+pub fn validate(_m: &LossModel) -> Result<(), String> {
+    Ok(())
+}

@@ -75,3 +75,56 @@ pub struct Trace {
     pub times: Vec<Nanos>,
     pub mode: TraceMode,
 }
+
+/// An opportunity: lap `lap` of the trace, line `index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceCursor {
+    pub lap: u64,
+    pub index: usize,
+}
+
+impl Trace {
+    pub fn period(&self) -> Nanos {
+        self.times.last().copied().unwrap_or(0).max(1)
+    }
+
+    /// The first opportunity strictly after `t`, for a trace started at `start`.
+    pub fn first_after(&self, start: Nanos, t: Nanos) -> Option<TraceCursor> {
+        let (lap, rel) = if t < start {
+            return self.times.first().map(|_| TraceCursor { lap: 0, index: 0 });
+        } else {
+            let rel = t - start;
+            (rel / self.period(), rel % self.period())
+        };
+        let index = self.times.partition_point(|&x| x <= rel);
+        let c = if index < self.times.len() {
+            TraceCursor { lap, index }
+        } else {
+            TraceCursor {
+                lap: lap + 1,
+                index: 0,
+            }
+        };
+        (self.mode == TraceMode::Loop || c.lap == 0).then_some(c)
+    }
+
+    pub fn at(&self, start: Nanos, c: TraceCursor) -> Nanos {
+        let t = self.times.get(c.index).copied().unwrap_or(0);
+        start
+            .saturating_add(c.lap.saturating_mul(self.period()))
+            .saturating_add(t)
+    }
+
+    pub fn next(&self, c: TraceCursor) -> Option<TraceCursor> {
+        if c.index + 1 < self.times.len() {
+            return Some(TraceCursor {
+                lap: c.lap,
+                index: c.index + 1,
+            });
+        }
+        (self.mode == TraceMode::Loop).then_some(TraceCursor {
+            lap: c.lap + 1,
+            index: 0,
+        })
+    }
+}

@@ -1,0 +1,151 @@
+//! What happens to a packet between the end of its transmission and its
+//! exit: the delay line, with netem's jitter and reordering.
+//!
+//! A plain pipe's delay line is a FIFO: every packet waits the same `delay`,
+//! so exit times only grow. Jitter in order (the default) keeps that: a
+//! packet's exit is its own draw or the exit of the packet ahead, whichever
+//! is later. Only packets that may overtake (`reorder`, `jitter ...
+//! unordered`) go to a second line ordered by exit time, and the release
+//! takes from whichever line is due first; a pipe without them never
+//! touches it.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::link::LinkParams;
+use super::Held;
+use crate::impair::jitter::JitterState;
+use crate::impair::reorder::ReorderState;
+use crate::impair::slot::SlotState;
+use crate::impair::trace::TraceCursor;
+use crate::rng::Rng;
+use crate::time::Nanos;
+
+/// An instance's impairment state (made when its link first needs it).
+pub(crate) struct LinkFx<P> {
+    pub jitter: JitterState,
+    pub reorder: ReorderState,
+    pub slot: SlotState,
+    /// A traced link's next opportunity.
+    pub cursor: Option<TraceCursor>,
+    /// A traced link's packet in transmission and the bytes it still needs.
+    pub head: Option<(Held<P>, u64)>,
+    /// Packets that may overtake, by exit time.
+    pub early: BinaryHeap<Early<P>>,
+    early_seq: u64,
+}
+
+impl<P> Default for LinkFx<P> {
+    fn default() -> Self {
+        LinkFx {
+            jitter: JitterState::default(),
+            reorder: ReorderState::default(),
+            slot: SlotState::default(),
+            cursor: None,
+            head: None,
+            early: BinaryHeap::new(),
+            early_seq: 0,
+        }
+    }
+}
+
+impl<P> LinkFx<P> {
+    /// Packets it holds (the early line and a traced link's head).
+    pub fn held(&self) -> usize {
+        self.early.len() + usize::from(self.head.is_some())
+    }
+}
+
+/// A packet on the early line, ordered for a min-heap by exit time, then
+/// by the order it was put there.
+pub(crate) struct Early<P> {
+    key: (Nanos, u64),
+    pub held: Held<P>,
+}
+
+impl<P> Early<P> {
+    pub fn out_time(&self) -> Nanos {
+        self.key.0
+    }
+}
+
+impl<P> PartialEq for Early<P> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<P> Eq for Early<P> {}
+impl<P> PartialOrd for Early<P> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<P> Ord for Early<P> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+/// Puts a packet that leaves the link at `exit` on the delay line. Returns
+/// true if it went to the early line, where it may overtake (the caller
+/// then re-arms the release for it).
+#[inline]
+pub(crate) fn place<P>(
+    params: &LinkParams,
+    fx: Option<&mut LinkFx<P>>,
+    rng: &mut Rng,
+    dline: &mut VecDeque<Held<P>>,
+    mut held: Held<P>,
+    exit: Nanos,
+) -> bool {
+    let Some(fx) = fx.filter(|_| params.shaped_delay) else {
+        held.out_time = exit.saturating_add(params.delay);
+        dline.push_back(held);
+        return false;
+    };
+    if let Some(r) = &params.reorder {
+        if fx.reorder.skip_delay(r, rng) {
+            held.out_time = exit;
+            push_early(fx, held);
+            return true;
+        }
+    }
+    let delay = match &params.jitter {
+        Some(j) => fx.jitter.delay(params.delay, j, rng),
+        None => params.delay,
+    };
+    held.out_time = exit.saturating_add(delay);
+    if params.jitter.as_ref().is_some_and(|j| j.unordered) {
+        push_early(fx, held);
+        return true;
+    }
+    if let Some(ahead) = dline.back() {
+        held.out_time = held.out_time.max(ahead.out_time);
+    }
+    dline.push_back(held);
+    false
+}
+
+fn push_early<P>(fx: &mut LinkFx<P>, held: Held<P>) {
+    fx.early_seq += 1;
+    fx.early.push(Early {
+        key: (held.out_time, fx.early_seq),
+        held,
+    });
+}
+
+/// The line whose head leaves first, and when: `true` for the FIFO line.
+#[inline]
+pub(crate) fn next_out<P>(
+    dline: &VecDeque<Held<P>>,
+    fx: Option<&LinkFx<P>>,
+) -> Option<(Nanos, bool)> {
+    let a = dline.front().map(|h| h.out_time);
+    let b = fx.and_then(|f| f.early.peek()).map(Early::out_time);
+    match (a, b) {
+        (Some(a), Some(b)) if b < a => Some((b, false)),
+        (Some(a), _) => Some((a, true)),
+        (None, Some(b)) => Some((b, false)),
+        (None, None) => None,
+    }
+}
