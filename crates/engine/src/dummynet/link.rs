@@ -122,6 +122,21 @@ impl LinkState {
         self.sched_time = now;
     }
 
+    /// The link's parameters change at `now` from `old` to `new`: the credit
+    /// is brought up to `now` at the old rate, and a packet still on the
+    /// wire keeps the end it was given (its exit time is already set), the
+    /// new rate applying from then on.
+    pub fn change_rate(&mut self, now: Nanos, old: &LinkParams, new: &LinkParams) {
+        if !self.active || old.bw == new.bw {
+            return;
+        }
+        self.refill(now, old);
+        if self.credit < 0 && old.bw > 0 {
+            let left = self.time_to_zero(old);
+            self.credit = -(i128::from(left) * i128::from(new.bw.max(1)));
+        }
+    }
+
     /// Nanoseconds until credit is back to zero (credit < 0, bw > 0).
     #[inline]
     pub fn time_to_zero(&self, p: &LinkParams) -> Nanos {

@@ -1394,6 +1394,7 @@ impl<P: Payload> Dummynet<P> {
                 sched.link = params.clone();
                 for &i in sched.instances.values() {
                     if let Some(inst) = self.instances.get_mut(i) {
+                        inst.link.change_rate(now, &inst.params, &params);
                         inst.params = params.clone();
                     }
                 }
