@@ -3,6 +3,7 @@
 //! Subcommands:
 //! - `sim`: replay pcap captures through the engine on virtual time, offline.
 //! - `gen`: write synthetic constant-rate traffic as a pcap.
+//! - `gen-trace`: write a synthetic mahimahi trace for `trace FILE` pipes.
 //! - `bench`: push synthetic packets through the engine, no I/O.
 //! - `run`: the live daemon (bridge or host mode) with its control socket.
 //! - `shell`: run a command behind an emulated link.
@@ -25,6 +26,7 @@ mod install;
 mod lang;
 mod live;
 mod sim;
+mod tracegen;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,6 +55,11 @@ enum Cmd {
     ///
     /// Deterministic: the same arguments always write the same bytes.
     Gen(gen::GenArgs),
+    /// Write a synthetic mahimahi trace (delivery opportunities, one
+    /// millisecond per line) for `pipe N config trace FILE`.
+    ///
+    /// Deterministic: the same arguments always write the same bytes.
+    GenTrace(tracegen::GenTraceArgs),
     /// Measure the engine's packet rate on synthetic traffic.
     Bench(bench::BenchArgs),
     /// Two namespaces, the emulator between them with a preset (LTE by
@@ -104,6 +111,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Gen(a) => gen::run(a),
+        Cmd::GenTrace(a) => tracegen::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
