@@ -74,8 +74,17 @@ enum Cmd {
     Shell(live::shell::ShellArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
-    /// List the built-in link presets (seed 000's table).
-    Presets,
+    /// List the built-in link presets (seed 000's table, browser and
+    /// mobile test tools' profiles, lossy and traced links).
+    Presets {
+        /// Print them as JSON, with each direction's pipe options.
+        #[arg(long)]
+        json: bool,
+        /// Write the trace presets' trace files into DIR and name them there
+        /// in the options (ready for `dummynet shell --up/--down`).
+        #[arg(long, value_name = "DIR")]
+        traces: Option<std::path::PathBuf>,
+    },
     /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
     Install(install::InstallArgs),
     /// Counters and release lateness (p50/p99/max) of a running daemon.
@@ -117,10 +126,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Flood(a) => live::flood::run(a),
-        Cmd::Presets => {
-            print!("{}", live::presets::table());
-            ExitCode::SUCCESS
-        }
+        Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Stats => live::client::stats(),
         Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
