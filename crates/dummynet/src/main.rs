@@ -3,6 +3,7 @@
 //! Subcommands:
 //! - `sim`: replay pcap captures through the engine on virtual time, offline.
 //! - `gen`: write synthetic constant-rate traffic as a pcap.
+//! - `gen-trace`: write a synthetic mahimahi trace for `trace FILE` pipes.
 //! - `bench`: push synthetic packets through the engine, no I/O.
 //! - `run`: the live daemon (bridge or host mode) with its control socket.
 //! - `shell`: run a command behind an emulated link.
@@ -25,6 +26,7 @@ mod install;
 mod lang;
 mod live;
 mod sim;
+mod tracegen;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,6 +55,11 @@ enum Cmd {
     ///
     /// Deterministic: the same arguments always write the same bytes.
     Gen(gen::GenArgs),
+    /// Write a synthetic mahimahi trace (delivery opportunities, one
+    /// millisecond per line) for `pipe N config trace FILE`.
+    ///
+    /// Deterministic: the same arguments always write the same bytes.
+    GenTrace(tracegen::GenTraceArgs),
     /// Measure the engine's packet rate on synthetic traffic.
     Bench(bench::BenchArgs),
     /// Two namespaces, the emulator between them with a preset (LTE by
@@ -67,8 +74,17 @@ enum Cmd {
     Shell(live::shell::ShellArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
-    /// List the built-in link presets (seed 000's table).
-    Presets,
+    /// List the built-in link presets (seed 000's table, browser and
+    /// mobile test tools' profiles, lossy and traced links).
+    Presets {
+        /// Print them as JSON, with each direction's pipe options.
+        #[arg(long)]
+        json: bool,
+        /// Write the trace presets' trace files into DIR and name them there
+        /// in the options (ready for `dummynet shell --up/--down`).
+        #[arg(long, value_name = "DIR")]
+        traces: Option<std::path::PathBuf>,
+    },
     /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
     Install(install::InstallArgs),
     /// Counters and release lateness (p50/p99/max) of a running daemon.
@@ -104,15 +120,13 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Gen(a) => gen::run(a),
+        Cmd::GenTrace(a) => tracegen::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Flood(a) => live::flood::run(a),
-        Cmd::Presets => {
-            print!("{}", live::presets::table());
-            ExitCode::SUCCESS
-        }
+        Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Stats => live::client::stats(),
         Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
