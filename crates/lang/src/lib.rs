@@ -24,6 +24,16 @@
 //!   what a `codel` or `pie` leaves out comes from the AQM default sysctls,
 //!   which the `_with` entry points take from the caller (the engine's
 //!   current [`Settings`]) and [`parse_file`] follows line by line.
+//! - netem's and mahimahi's impairments as options of the same objects:
+//!   `delay T jitter J` (or netem's `delay T J [C]`) with `correlation`,
+//!   `distribution` (built in or a tc `.dist` file) and `unordered`;
+//!   `reorder`, `overhead`/`cellsize`, `slot` and `trace FILE` on the link;
+//!   `loss` (random, `gemodel`, `state`), `duplicate` and `corrupt` on the
+//!   queue. Probabilities are fractions (`0.01`) or percentages (`1%`);
+//!   unlike tc, a bare number is a fraction. `show` prints what is set on an
+//!   `impair:` line under FreeBSD's.
+//! - `pipe|queue|sched N modify OPTIONS`: only the option groups given
+//!   change ([`Fields`](dummynet_engine::config::Fields)).
 //! - Errors that quote the offending token, show its column with a caret,
 //!   and suggest the keyword that was probably meant.
 //! - A canonical text for every rule: printing a parsed rule and parsing it
@@ -47,6 +57,7 @@ mod aqm;
 mod command;
 mod dnparse;
 mod error;
+mod impair;
 mod lexer;
 mod names;
 mod rule;
