@@ -291,6 +291,34 @@ pub(crate) fn time(s: &str, what: &str) -> Result<Nanos, ValueError> {
     })
 }
 
+/// A time that must carry its unit: `at 5s`, `repeat every 1500ms`. A
+/// bare `5` is refused, since ipfw's bare numbers are milliseconds while a
+/// schedule is naturally written in seconds. Units: `ns`, `us`, `ms`, `s`,
+/// `min`, `h`.
+pub(crate) fn time_with_unit(s: &str, what: &str) -> Result<Nanos, ValueError> {
+    let help = |why: &str| {
+        Malformed(format!(
+            "expected a time with its unit after `{what}`, such as 5s, 1500ms or 2min{why}, \
+             found `{s}`"
+        ))
+    };
+    let (value, unit) = split_number(s).ok_or_else(|| help(""))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" => return Err(help(" (a bare number could mean seconds or milliseconds)")),
+        "ns" | "nsec" => 1,
+        "us" | "µs" | "usec" => NS_PER_US,
+        "ms" | "msec" => NS_PER_MS,
+        "s" | "sec" => NS_PER_SEC,
+        "min" => 60 * NS_PER_SEC,
+        "h" => 3600 * NS_PER_SEC,
+        _ => return Err(help("")),
+    };
+    value
+        .times(u128::from(scale))
+        .and_then(|ns| u64::try_from(ns).ok())
+        .ok_or_else(|| OutOfRange(format!("`{what}` time `{s}` is too large")))
+}
+
 /// A whole number of bytes that may be negative (`overhead -14`), in
 /// `-max..=max`.
 pub(crate) fn signed_in(s: &str, what: &str, max: i64) -> Result<i64, ValueError> {
@@ -551,6 +579,13 @@ mod tests {
         assert_eq!(time("5", "jitter"), Ok(5 * NS_PER_MS));
         assert!(matches!(time("-5ms", "jitter"), Err(OutOfRange(_))));
         assert!(matches!(time("soon", "jitter"), Err(Malformed(_))));
+        assert_eq!(time_with_unit("5s", "at"), Ok(5 * NS_PER_SEC));
+        assert_eq!(time_with_unit("1500ms", "at"), Ok(1_500 * NS_PER_MS));
+        assert_eq!(time_with_unit("2min", "at"), Ok(120 * NS_PER_SEC));
+        assert_eq!(time_with_unit("1h", "at"), Ok(3_600 * NS_PER_SEC));
+        assert_eq!(time_with_unit("0s", "at"), Ok(0));
+        assert!(matches!(time_with_unit("5", "at"), Err(Malformed(m)) if m.contains("bare")));
+        assert!(time_with_unit("5m", "at").is_err());
         assert_eq!(signed_in("-14", "overhead", 100), Ok(-14));
         assert_eq!(signed_in("24", "overhead", 100), Ok(24));
         assert!(matches!(

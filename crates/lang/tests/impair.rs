@@ -1,6 +1,7 @@
 //! netem's and mahimahi's impairments (`jitter`, `reorder`, `overhead`,
-//! `slot`, `trace`, `loss`, `duplicate`, `corrupt`) and `modify`: what
-//! each parses to, defaults included, and where each mistake is pointed.
+//! `slot`, `trace`, `loss`, `duplicate`, `corrupt`), `modify`, and `at`
+//! on a command line: what each parses to, defaults included, and where
+//! each mistake is pointed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use dummynet_engine::config::{
     Command, Correlated, Distribution, Field, Fields, FlowsetConfig, Jitter, LinkConfig, LossModel,
-    Overhead, PipeConfig, QueueConfig, Reorder, SchedConfig, Slot, Trace, TraceMode,
+    Overhead, PipeConfig, QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
 };
 use dummynet_engine::impair::dist;
 use dummynet_engine::rng::Probability;
@@ -1017,4 +1018,204 @@ fn modify_errors() {
         16,
         "is a link option",
     );
+}
+
+// ---------------------------------------------------------------- at
+
+#[test]
+fn at_on_a_command_line_is_one_step() {
+    let Command::ModifyPipe(..) = apply("pipe 1 modify bw 2Mbit/s") else {
+        panic!()
+    };
+    let step = apply("pipe 1 modify bw 2Mbit/s");
+    for line in [
+        "ipfw at 30s pipe 1 modify bw 2Mbit/s",
+        "at 30000ms pipe 1 modify bw 2Mbit/s",
+        "at 0.5min ipfw pipe 1 modify bw 2Mbit/s",
+    ] {
+        assert_eq!(
+            apply(line),
+            Command::Schedule(Schedule {
+                steps: vec![(30 * NS_PER_SEC, step.clone())],
+                every: None
+            }),
+            "{line}"
+        );
+    }
+    let words: Vec<String> = "-q at 1h flush".split(' ').map(String::from).collect();
+    let parsed = parse_args_in(&words, None).unwrap();
+    assert!(parsed.flags.quiet);
+    assert_eq!(
+        parsed.statement,
+        Statement::Apply(Command::Schedule(Schedule {
+            steps: vec![(3600 * NS_PER_SEC, Command::FlushRules)],
+            every: None
+        }))
+    );
+    // A pasted root prompt before `at`, but not a comment that starts with it.
+    assert!(matches!(
+        parse_command("# at 5s pipe 1 delete").unwrap().statement,
+        Statement::Apply(Command::Schedule(_))
+    ));
+    assert!(matches!(
+        parse_command("# at least one pipe").unwrap().statement,
+        Statement::Nop(_)
+    ));
+}
+
+#[test]
+fn at_errors() {
+    use ErrorKind::*;
+    fails(
+        "at 5 pipe 1 delete",
+        Syntax,
+        Some("5"),
+        4,
+        "bare number could mean seconds",
+    );
+    fails(
+        "at soon pipe 1 delete",
+        Syntax,
+        Some("soon"),
+        4,
+        "such as 5s",
+    );
+    fails(
+        "at 5s show",
+        Syntax,
+        Some("show"),
+        7,
+        "`show` cannot be scheduled",
+    );
+    fails(
+        "at 5s pipe 1 show",
+        Syntax,
+        Some("show"),
+        14,
+        "cannot be scheduled",
+    );
+    fails("at 5s list", Syntax, Some("list"), 7, "cannot be scheduled");
+    fails(
+        "at 5s at 6s flush",
+        Syntax,
+        Some("at"),
+        7,
+        "cannot be nested",
+    );
+    fails(
+        "at 5s kldload ipfw",
+        Syntax,
+        Some("kldload"),
+        7,
+        "nothing to schedule",
+    );
+    fails("at 5s", Syntax, None, 6, "a command to run");
+    fails(
+        "at 5s pipe 1 config dleay 5",
+        Syntax,
+        Some("dleay"),
+        21,
+        "a pipe option",
+    );
+    fails(
+        "repeat every 5s",
+        Syntax,
+        Some("repeat"),
+        1,
+        "commands file",
+    );
+}
+
+mod soup {
+    use dummynet_lang::{parse_command, parse_file};
+    use proptest::prelude::*;
+
+    const SOUP: &[&str] = &[
+        "delay",
+        "jitter",
+        "10ms",
+        "5",
+        "-5ms",
+        ".5",
+        "1.5s",
+        "correlation",
+        "corr",
+        "25%",
+        "0.25",
+        "150%",
+        "%",
+        "-",
+        "distribution",
+        "uniform",
+        "normal",
+        "pareto",
+        "nosuch",
+        "unordered",
+        "reorder",
+        "gap",
+        "0",
+        "overhead",
+        "-4",
+        "cellsize",
+        "celloverhead",
+        "slot",
+        "packets",
+        "bytes",
+        "64KB",
+        "trace",
+        "once",
+        "loop",
+        "loss",
+        "random",
+        "gemodel",
+        "state",
+        "duplicate",
+        "corrupt",
+        "bw",
+        "1Mbit/s",
+        "queue",
+        "codel",
+        "plr",
+        "sched",
+        "pipe",
+        "type",
+        "fq_codel",
+        "quantum",
+        "config",
+        "modify",
+        "at",
+        "5s",
+        "repeat",
+        "every",
+        "show",
+        "flush",
+        "é",
+        "",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn impairment_soup_never_panics(words in prop::collection::vec(prop::sample::select(SOUP), 0..12)) {
+            let line = words.join(" ");
+            for l in [
+                format!("pipe 1 config {line}"),
+                format!("pipe 1 modify {line}"),
+                format!("queue 1 modify {line}"),
+                format!("sched 1 modify {line}"),
+                format!("at 1s {line}"),
+                line.clone(),
+            ] {
+                if let Err(e) = parse_command(&l) {
+                    prop_assert!(e.offset + e.len <= l.len());
+                    let _ = e.to_string();
+                }
+            }
+            let file = format!("at 1s pipe 1 modify {line}\n{line}\nrepeat every 2s\n");
+            if let Err(e) = parse_file(&file, None) {
+                prop_assert!(e.error.offset + e.error.len <= e.error.source.len());
+            }
+        }
+    }
 }
