@@ -3,14 +3,20 @@
 //! Lines are often pasted from articles and shell sessions, so a leading
 //! `ipfw`/`dnctl` (or a path to either), `sudo`, a shell prompt and a trailing
 //! `# comment` are all taken off before parsing.
+//!
+//! `at T COMMAND` schedules a command: on a command line it is one step
+//! counted from when the daemon applies it; in a commands file, consecutive
+//! `at` lines form one schedule, which a `repeat every P` line after them
+//! makes cycle (see [`crate::parse_file`]).
 
-use dummynet_engine::config::{Command, Setting, DEFAULT_RULE};
+use dummynet_engine::config::{Command, Schedule, Setting, DEFAULT_RULE};
+use dummynet_engine::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 use crate::dnparse::{self, Context, Object};
 use crate::error::{suggest, ErrorKind, ParseError};
 use crate::lexer::Cursor;
 use crate::rule;
-use crate::units::{number_in, ValueError};
+use crate::units::{number_in, time_with_unit, ValueError};
 use crate::{Flags, Parsed, ShowRequest, Statement};
 
 /// Where a line comes from, which decides what is stripped before parsing.
@@ -29,7 +35,7 @@ pub(crate) enum Mode {
 #[rustfmt::skip]
 const COMMANDS: &[&str] = &[
     "add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv",
-    "kldload",
+    "kldload", "at",
 ];
 
 /// ipfw commands this build does not implement.
@@ -70,12 +76,111 @@ const SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.fqpie.flows",
 ];
 
-/// Parses one line; `Ok(None)` if it holds no command (blank or a comment).
+/// Parses one line typed or given as argv; `Ok(None)` if it holds no
+/// command (blank or a comment). `at T COMMAND` is a schedule of one step.
 pub(crate) fn parse_line(
     line: &str,
     mode: Mode,
     ctx: Context<'_>,
 ) -> Result<Option<Parsed>, ParseError> {
+    let Some((mut cur, flags)) = frame(line, mode)? else {
+        return Ok(None);
+    };
+    if let Some(t) = cur.peek().filter(|t| t.is("repeat")) {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "`repeat every P` belongs in a commands file, on the line after a block of \
+             `at` lines",
+        ));
+    }
+    let statement = if cur.eat("at") {
+        let (offset, command) = parse_at(&mut cur, ctx, None)?;
+        Statement::Apply(Command::Schedule(Schedule {
+            steps: vec![(offset, command)],
+            every: None,
+        }))
+    } else {
+        parse_statement(&mut cur, ctx)?
+    };
+    Ok(Some(Parsed { flags, statement }))
+}
+
+/// What a line of a commands file holds.
+// `At` holds a command inline, like `Statement::Apply`; see its note.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum FileLine {
+    /// A command to apply when the file is (or something to show).
+    Now(Parsed),
+    /// `at T COMMAND`: a step of the block of `at` lines it belongs to.
+    At {
+        flags: Flags,
+        offset: Nanos,
+        command: Command,
+    },
+    /// `repeat every P`: the block just read cycles with period P.
+    Repeat(Nanos),
+}
+
+/// Parses one line of a commands file; `Ok(None)` if it holds no command.
+/// `block` is the last offset of the block of `at` lines open before this
+/// line, if one is: an `at` line may not go back in time from it, and a
+/// `repeat` needs it.
+pub(crate) fn parse_file_line(
+    line: &str,
+    ctx: Context<'_>,
+    block: Option<Nanos>,
+) -> Result<Option<FileLine>, ParseError> {
+    let Some((mut cur, flags)) = frame(line, Mode::File)? else {
+        return Ok(None);
+    };
+    if let Some(t) = cur.peek().filter(|t| t.is("repeat")) {
+        cur.bump();
+        let Some(last) = block else {
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "`repeat` has no block of `at T COMMAND` lines right before it to repeat",
+            ));
+        };
+        if !cur.eat("every") {
+            return Err(cur.expected("`every` after `repeat` (`repeat every P`)", &["every"]));
+        }
+        let p = cur.word("a period such as 10s after `repeat every`")?;
+        let every = time_with_unit(p.text, "repeat every").map_err(|e| cur.value_error(p, e))?;
+        if every == 0 {
+            return Err(cur.error_at(p, ErrorKind::Range, "a period must be above 0"));
+        }
+        if every < last {
+            return Err(cur.error_at(
+                p,
+                ErrorKind::Range,
+                format!(
+                    "the period `{}` is shorter than the block it repeats, whose last step \
+                     is at {}",
+                    p.text,
+                    format_offset(last)
+                ),
+            ));
+        }
+        cur.finish("`repeat every P`")?;
+        return Ok(Some(FileLine::Repeat(every)));
+    }
+    if cur.eat("at") {
+        let (offset, command) = parse_at(&mut cur, ctx, block)?;
+        return Ok(Some(FileLine::At {
+            flags,
+            offset,
+            command,
+        }));
+    }
+    let statement = parse_statement(&mut cur, ctx)?;
+    Ok(Some(FileLine::Now(Parsed { flags, statement })))
+}
+
+/// The tokens of a line's command, after the program word and the flags;
+/// `None` for a line without a command.
+fn frame(line: &str, mode: Mode) -> Result<Option<(Cursor<'_>, Flags)>, ParseError> {
     let (start, end) = command_span(line, mode);
     let mut cur = Cursor::new(line, start, end);
     if cur.at_end() {
@@ -86,8 +191,76 @@ pub(crate) fn parse_line(
         cur.bump();
     }
     let flags = parse_flags(&mut cur)?;
-    let statement = parse_statement(&mut cur, ctx)?;
-    Ok(Some(Parsed { flags, statement }))
+    Ok(Some((cur, flags)))
+}
+
+/// `T COMMAND` after `at`: any command that changes the configuration.
+/// `after` is the offset of the step before it in the same block, which
+/// this one may not precede (the steps of a schedule are in time order,
+/// and a file is read top down).
+fn parse_at(
+    cur: &mut Cursor<'_>,
+    ctx: Context<'_>,
+    after: Option<Nanos>,
+) -> Result<(Nanos, Command), ParseError> {
+    let t = cur.word("a time such as 5s or 1500ms after `at`")?;
+    let offset = time_with_unit(t.text, "at").map_err(|e| cur.value_error(t, e))?;
+    if let Some(last) = after.filter(|&last| offset < last) {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Range,
+            format!(
+                "`at {}` comes before the step above it, at {}; the `at` lines of a block \
+                 must not go back in time",
+                t.text,
+                format_offset(last)
+            ),
+        ));
+    }
+    // `at 5s ipfw pipe 1 ...`, as the command would be written on its own line.
+    if cur.peek_word().is_some_and(is_program) {
+        cur.bump();
+    }
+    let Some(first) = cur.peek() else {
+        return Err(cur.expected("a command to run at that time after `at T`", COMMANDS));
+    };
+    let mark = cur.mark();
+    match parse_statement(cur, ctx)? {
+        Statement::Apply(command) => Ok((offset, command)),
+        Statement::Show(_) => {
+            let verb = cur
+                .tokens_since(mark)
+                .iter()
+                .find(|t| t.is("show") || t.is("list"))
+                .copied()
+                .unwrap_or(first);
+            Err(cur.error_at(
+                verb,
+                ErrorKind::Syntax,
+                format!(
+                    "`{}` cannot be scheduled: `at` takes a command that changes the \
+                     configuration",
+                    verb.text
+                ),
+            ))
+        }
+        Statement::Nop(_) => Err(cur.error_at(
+            first,
+            ErrorKind::Syntax,
+            format!("`{}` has nothing to schedule", first.text),
+        )),
+    }
+}
+
+/// An offset in the largest unit that writes it exactly (`10s`, `1500ms`).
+fn format_offset(ns: Nanos) -> String {
+    match ns {
+        0 => "0s".to_string(),
+        _ if ns.is_multiple_of(NS_PER_SEC) => format!("{}s", ns / NS_PER_SEC),
+        _ if ns.is_multiple_of(NS_PER_MS) => format!("{}ms", ns / NS_PER_MS),
+        _ if ns.is_multiple_of(NS_PER_US) => format!("{}us", ns / NS_PER_US),
+        _ => format!("{ns}ns"),
+    }
 }
 
 /// The byte range of `line` that holds the command.
@@ -105,8 +278,17 @@ fn command_span(line: &str, mode: Mode) -> (usize, usize) {
         // A root prompt as pasted from an article (`# ipfw pipe 1 show`), as
         // long as a command follows; otherwise the line is a comment.
         let after = skip_blanks(start + 1);
-        let first = line[after..].split_whitespace().next().unwrap_or_default();
-        if !starts_command(first) {
+        let mut words = line[after..].split_whitespace();
+        let first = words.next().unwrap_or_default();
+        // `# at 5s pipe 1 ...` is a prompt, `# at least ...` a comment.
+        let is_command = if first.eq_ignore_ascii_case("at") {
+            words
+                .next()
+                .is_some_and(|w| time_with_unit(w, "at").is_ok())
+        } else {
+            starts_command(first)
+        };
+        if !is_command {
             return (line.len(), line.len());
         }
         start = after;
@@ -178,6 +360,14 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
         return Err(cur.expected(
             "a command (add, delete, flush, zero, show, list, pipe, queue, sched)",
             COMMANDS,
+        ));
+    }
+    if kw == "at" {
+        // A line's own `at` was taken off before; this one is inside it.
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "`at` cannot be nested: give the sum of the times to one `at`",
         ));
     }
     cur.bump();

@@ -3,19 +3,24 @@
 //! The three share most options, as in FreeBSD: a pipe is a link plus an
 //! implicit queue, a queue is a flowset, a scheduler drives a link. An option
 //! given to the wrong object gets an error that names the right one.
+//!
+//! `modify` takes the same options as `config` and names the option groups
+//! it was given ([`Fields`]), so the engine changes only those; the parsing
+//! is shared, one place per option group.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dummynet_engine::config::{
-    AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig, SchedConfig,
-    Settings, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    AqmConfig, Command, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig,
+    SchedConfig, Settings, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
-use dummynet_engine::sched::{self, ParamKind, SchedType};
+use dummynet_engine::sched::{self, ParamKind, ParamSpec, SchedType};
 
 use crate::aqm;
 use crate::error::{ErrorKind, ParseError};
+use crate::impair;
 use crate::lexer::{Cursor, Token};
 use crate::units::{
     bandwidth, bytes, delay, field_mask, fraction, ipv4_mask, ipv6_mask, probability, queue_limit,
@@ -57,25 +62,33 @@ impl Object {
     }
 }
 
-const LINK_OPTIONS: &[&str] = &["bw", "bandwidth", "delay", "burst", "profile"];
+/// Link options, the link's impairments included.
+#[rustfmt::skip]
+const LINK_OPTIONS: &[&str] = &[
+    "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
+    "trace",
+];
+/// Flowset options, the flowset's impairments included.
 #[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
     "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "lmax", "pri", "priority",
-    "red", "gred", "codel", "pie", "ecn",
+    "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
-    "bw", "bandwidth", "delay", "burst", "profile", "queue", "plr", "mask", "buckets", "noerror",
-    "droptail", "weight", "lmax", "pri", "priority", "red", "gred", "codel", "pie", "ecn",
+    "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
+    "trace", "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "lmax", "pri",
+    "priority", "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
     "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets",
-    "noerror", "droptail", "red", "gred", "codel", "pie", "ecn",
+    "noerror", "droptail", "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
-    "type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "pipe",
+    "type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder",
+    "overhead", "slot", "trace", "pipe",
 ];
 #[rustfmt::skip]
 const MASK_FIELDS: &[&str] = &[
@@ -103,30 +116,35 @@ pub(crate) fn parse(
         None
     };
     let verbs: &[&str] = if number.is_some() {
-        &["config", "delete", "show", "list"]
+        &["config", "modify", "delete", "show", "list"]
     } else {
         &["flush", "delete", "show", "list"]
     };
-    if let (None, Some(t)) = (number, cur.peek().filter(|t| t.is("config"))) {
+    if let (None, Some(t)) = (
+        number,
+        cur.peek().filter(|t| t.is("config") || t.is("modify")),
+    ) {
+        let verb = t.text.to_ascii_lowercase();
         return Err(cur.error_at(
             t,
             ErrorKind::Syntax,
-            format!("`{what} config` needs a number: `{what} N config ...`"),
+            format!("`{what} {verb}` needs a number: `{what} N {verb} ...`"),
         ));
     }
     let Some(verb) = cur.peek().filter(|t| verbs.iter().any(|v| t.is(v))) else {
         let expected = match number {
-            Some(n) => format!("`config`, `delete` or `show` after `{what} {n}`"),
+            Some(n) => format!("`config`, `modify`, `delete` or `show` after `{what} {n}`"),
             None => format!("a {what} number, `flush`, `delete` or `show` after `{what}`"),
         };
         let mut candidates = verbs.to_vec();
-        candidates.push("config");
+        candidates.extend(["config", "modify"]);
         return Err(cur.expected(&expected, &candidates));
     };
     cur.bump();
     let verb = verb.text.to_ascii_lowercase();
     let statement = match (verb.as_str(), number) {
-        ("config", Some(n)) => Statement::Apply(parse_config(cur, obj, n, ctx)?),
+        ("config", Some(n)) => Statement::Apply(parse_config(cur, obj, n, ctx, false)?),
+        ("modify", Some(n)) => Statement::Apply(parse_config(cur, obj, n, ctx, true)?),
         ("flush", _) => Statement::Apply(Command::FlushDummynet),
         ("delete", first) => {
             let numbers = numbers_after(cur, obj, first)?;
@@ -169,63 +187,103 @@ fn numbers_after(
     Ok(numbers)
 }
 
+/// `config` (every option not given takes its default) or, with `modify`,
+/// the options given and the [`Fields`] naming them.
 fn parse_config(
     cur: &mut Cursor<'_>,
     obj: Object,
     n: u32,
     ctx: Context<'_>,
+    modify: bool,
 ) -> Result<Command, ParseError> {
-    match obj {
+    let mut w = Words::new(ctx);
+    let cmd = match obj {
         Object::Pipe => {
             let mut cfg = PipeConfig::default();
-            let mut aq = AqmWords::new(ctx);
             while let Some(t) = cur.peek() {
-                let after = aq.last.take();
-                if !(link_option(cur, &mut cfg.link, ctx)?
-                    || flowset_option(cur, &mut cfg.flowset, &mut aq)?)
+                let after = w.last.take();
+                if !(link_option(cur, &mut cfg.link, ctx, &mut w)?
+                    || flowset_option(cur, &mut cfg.flowset, &mut w)?)
                 {
-                    return Err(unknown_option(cur, t, obj, None, after));
+                    return Err(unknown_option(cur, t, obj, TypeParams::None, after));
                 }
             }
-            aq.finish(cur, &mut cfg.flowset)?;
-            Ok(Command::ConfigPipe(n, cfg))
+            w.finish(cur, &mut cfg.flowset)?;
+            if modify {
+                Command::ModifyPipe(n, cfg, w.fields)
+            } else {
+                w.check_reorder(cur, &cfg.link)?;
+                Command::ConfigPipe(n, cfg)
+            }
         }
         Object::Queue => {
             let mut cfg = QueueConfig::default();
-            let mut aq = AqmWords::new(ctx);
             while let Some(t) = cur.peek() {
-                let after = aq.last.take();
+                let after = w.last.take();
                 if t.is("pipe") || t.is("sched") {
                     cur.bump();
                     cfg.sched = Some(object_number(cur, Object::Sched)?);
-                } else if !flowset_option(cur, &mut cfg.flowset, &mut aq)? {
-                    return Err(unknown_option(cur, t, obj, None, after));
+                    w.fields.insert(Field::Sched);
+                } else if !flowset_option(cur, &mut cfg.flowset, &mut w)? {
+                    return Err(unknown_option(cur, t, obj, TypeParams::None, after));
                 }
             }
-            aq.finish(cur, &mut cfg.flowset)?;
-            Ok(Command::ConfigQueue(n, cfg))
+            w.finish(cur, &mut cfg.flowset)?;
+            if modify {
+                Command::ModifyQueue(n, cfg, w.fields)
+            } else {
+                Command::ConfigQueue(n, cfg)
+            }
         }
-        Object::Sched => parse_sched_config(cur, n, ctx).map(|cfg| Command::ConfigSched(n, cfg)),
+        Object::Sched => {
+            let cfg = parse_sched_config(cur, n, ctx, &mut w, modify)?;
+            if modify {
+                Command::ModifySched(n, cfg, w.fields)
+            } else {
+                Command::ConfigSched(n, cfg)
+            }
+        }
+    };
+    if modify && w.fields.is_empty() {
+        let what = obj.name();
+        return Err(cur.expected(
+            &format!("an option to change after `{what} {n} modify`"),
+            obj.options(),
+        ));
     }
+    Ok(cmd)
 }
 
-fn parse_sched_config(
-    cur: &mut Cursor<'_>,
+/// `sched N config|modify [type T] [mask ...] [link options] [type
+/// parameters]`. A `modify` without `type` cannot know the scheduler's
+/// type, so it takes the parameters of every registered type; the engine
+/// checks them against the actual type when the command is applied. Only
+/// with `type` are the type's defaults filled in (a `modify` that names
+/// the type sets its parameters afresh, as `config` does).
+fn parse_sched_config<'a>(
+    cur: &mut Cursor<'a>,
     n: u32,
     ctx: Context<'_>,
+    w: &mut Words<'a>,
+    modify: bool,
 ) -> Result<SchedConfig, ParseError> {
     let mut cfg = SchedConfig::default();
     let mut link: Option<LinkConfig> = None;
     let mut ty: Option<&'static SchedType> = None;
     while let Some(t) = cur.peek() {
+        let after = w.last.take();
+        // Without a type, a `modify` reads any type's parameters.
+        let any_type = modify && ty.is_none();
         if t.is("type") {
             cur.bump();
             let found = sched_type(cur)?;
             cfg.kind = Some(found.name.to_string());
             ty = Some(found);
+            w.fields.insert(Field::Type);
         } else if t.is("mask") {
             cur.bump();
             cfg.mask = parse_mask(cur)?;
+            w.fields.insert(Field::Mask);
         } else if t.is("pipe") {
             // FreeBSD's `sched N config pipe N` is accepted for its
             // documentation's sake; scheduler N can drive no other link.
@@ -243,8 +301,9 @@ fn parse_sched_config(
                 ));
             }
         } else if let Some(&(kw, range)) = ty
-            .filter(|ty| ty.name == "fq_pie")
-            .and_then(|_| FQ_PIE_FRACTIONS.iter().find(|(k, _)| t.is(k)))
+            .map_or(any_type, |ty| ty.name == "fq_pie")
+            .then(|| FQ_PIE_FRACTIONS.iter().find(|(k, _)| t.is(k)))
+            .flatten()
         {
             // fq_pie takes PIE's fractions in thousandths (the fqpie sysctls'
             // unit); the command line writes them as decimals, as ipfw does.
@@ -258,9 +317,8 @@ fn parse_sched_config(
             cfg.params.retain(|(k, _)| k != kw);
             cfg.params
                 .push((kw.to_string(), (v * 1000.0).round() as u64));
-        } else if let Some(spec) =
-            ty.and_then(|ty| ty.params.iter().find(|p| p.keywords().any(|k| t.is(k))))
-        {
+            w.fields.insert(Field::Params);
+        } else if let Some(spec) = param_spec(ty, any_type, t) {
             let kw = t.text.to_ascii_lowercase();
             cur.bump();
             let value = match spec.kind {
@@ -273,11 +331,20 @@ fn parse_sched_config(
             // A repeated parameter: the last one counts, as in ipfw.
             cfg.params.retain(|(k, _)| k != spec.name);
             cfg.params.push((spec.name.to_string(), value));
+            w.fields.insert(Field::Params);
         } else if LINK_OPTIONS.iter().any(|o| t.is(o)) {
-            link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx)?;
+            link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx, w)?;
         } else {
-            return Err(unknown_option(cur, t, Object::Sched, ty, None));
+            let params = match ty {
+                Some(ty) => TypeParams::Of(ty),
+                None if any_type => TypeParams::Any,
+                None => TypeParams::None,
+            };
+            return Err(unknown_option(cur, t, Object::Sched, params, after));
         }
+    }
+    if let (Some(link), false) = (&link, modify) {
+        w.check_reorder(cur, link)?;
     }
     cfg.link = link;
     if let Some(ty) = ty {
@@ -288,6 +355,33 @@ fn parse_sched_config(
         );
     }
     Ok(cfg)
+}
+
+/// The scheduler parameter `t` names: of type `ty`, or with `any_type`
+/// of any registered type.
+fn param_spec(
+    ty: Option<&'static SchedType>,
+    any_type: bool,
+    t: Token<'_>,
+) -> Option<&'static ParamSpec> {
+    let matches = |p: &&ParamSpec| p.keywords().any(|k| t.is(k));
+    match ty {
+        Some(ty) => ty.params.iter().find(matches),
+        None if any_type => sched::REGISTRY
+            .iter()
+            .flat_map(|ty| ty.params.iter())
+            .find(matches),
+        None => None,
+    }
+}
+
+/// Which scheduler parameters an error about an unknown word may suggest.
+#[derive(Clone, Copy)]
+enum TypeParams {
+    None,
+    Of(&'static SchedType),
+    /// `modify` without `type`: every type's.
+    Any,
 }
 
 /// PIE's fractions on `type fq_pie`, with their ranges.
@@ -361,10 +455,11 @@ fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {
 }
 
 /// Applies a link option if one is next; false if the next word is not one.
-fn link_option(
-    cur: &mut Cursor<'_>,
+fn link_option<'a>(
+    cur: &mut Cursor<'a>,
     link: &mut LinkConfig,
     ctx: Context<'_>,
+    w: &mut Words<'a>,
 ) -> Result<bool, ParseError> {
     let Some(t) = cur.peek() else {
         return Ok(false);
@@ -373,35 +468,106 @@ fn link_option(
     if !LINK_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
     }
+    // A traced link's rate is its trace: the engine would take one and
+    // drop the other, so both in one command is a mistake worth naming.
+    let other = match kw.as_str() {
+        "bw" | "bandwidth" => w.trace,
+        "trace" => w.bw,
+        _ => None,
+    };
+    if other.is_some() {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "`bw` and `trace` exclude each other: a traced link's rate is its trace",
+        ));
+    }
     cur.bump();
-    match kw.as_str() {
-        "bw" | "bandwidth" => link.bw = value(cur, &kw, "a bandwidth such as 10Mbit/s", bandwidth)?,
-        "delay" => link.delay = value(cur, &kw, "a delay such as 10ms", delay)?,
-        "burst" => link.burst = value(cur, &kw, "a size in bytes such as 64KB", bytes)?,
-        _ => {
+    let field = match kw.as_str() {
+        "bw" | "bandwidth" => {
+            link.bw = value(cur, &kw, "a bandwidth such as 10Mbit/s", bandwidth)?;
+            w.bw = Some(t);
+            Field::Bw
+        }
+        "delay" => {
+            link.delay = value(cur, &kw, "a delay such as 10ms", delay)?;
+            // netem's `delay T J [C]`: a jitter without its keyword.
+            if let Some(j) = impair::positional_jitter(cur, ctx)? {
+                link.jitter = Some(j);
+                w.fields.insert(Field::Jitter);
+                w.last = Some("jitter");
+            }
+            Field::Delay
+        }
+        "burst" => {
+            link.burst = value(cur, &kw, "a size in bytes such as 64KB", bytes)?;
+            Field::Burst
+        }
+        "profile" => {
             let f = cur.word("a profile file name after `profile`")?;
             link.profile = Some(read_profile(cur, f, ctx)?);
+            Field::Profile
         }
-    }
+        "jitter" => {
+            link.jitter = Some(impair::jitter(cur, ctx)?);
+            w.last = Some("jitter");
+            Field::Jitter
+        }
+        "reorder" => {
+            link.reorder = Some(impair::reorder(cur)?);
+            w.reorder = Some(t);
+            w.last = Some("reorder");
+            Field::Reorder
+        }
+        "overhead" => {
+            link.overhead = Some(impair::overhead(cur, t)?);
+            w.last = Some("overhead");
+            Field::Overhead
+        }
+        "slot" => {
+            link.slot = Some(impair::slot(cur, t)?);
+            w.last = Some("slot");
+            Field::Slot
+        }
+        _ => {
+            link.trace = Some(impair::trace(cur, ctx)?);
+            w.trace = Some(t);
+            w.last = Some("trace");
+            Field::Trace
+        }
+    };
+    w.fields.insert(field);
     Ok(true)
 }
 
-/// What the AQM words of one `pipe`/`queue config` have said so far.
-struct AqmWords<'a> {
+/// What the options of one `config` or `modify` have said so far, for the
+/// checks that involve more than one option and for `modify`'s [`Fields`].
+struct Words<'a> {
     defaults: Settings,
     /// The flowset's own `ecn` (for RED/GRED), kept to point errors at it.
     ecn: Option<Token<'a>>,
-    /// `codel` or `pie` if the option just parsed was one, so that an unknown
-    /// word after it is reported as a bad parameter of that AQM.
+    /// `codel`, `pie` or an impairment if the option just parsed was one,
+    /// so that an unknown word after it is reported as a bad parameter of it.
     last: Option<&'static str>,
+    /// `bw` and `trace`, which exclude each other.
+    bw: Option<Token<'a>>,
+    trace: Option<Token<'a>>,
+    /// `reorder`, which needs a delay to reorder against.
+    reorder: Option<Token<'a>>,
+    /// The option groups given.
+    fields: Fields,
 }
 
-impl<'a> AqmWords<'a> {
+impl<'a> Words<'a> {
     fn new(ctx: Context<'_>) -> Self {
-        AqmWords {
+        Words {
             defaults: ctx.settings.copied().unwrap_or_default(),
             ecn: None,
             last: None,
+            bw: None,
+            trace: None,
+            reorder: None,
+            fields: Fields::default(),
         }
     }
 
@@ -429,13 +595,29 @@ impl<'a> AqmWords<'a> {
             )),
         }
     }
+
+    /// A `config` with `reorder` and no delay: reordering lets packets
+    /// skip the delay, so without one it could change nothing (the engine
+    /// refuses it too). Not checked for `modify`, whose pipe may already
+    /// have a delay.
+    fn check_reorder(&self, cur: &Cursor<'_>, link: &LinkConfig) -> Result<(), ParseError> {
+        match self.reorder {
+            Some(t) if link.delay == 0 && link.jitter.is_none() => Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "`reorder` needs a `delay`: reordered packets skip the delay to overtake \
+                 delayed ones (add `delay T`)",
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Applies a queue option if one is next; false if the next word is not one.
 fn flowset_option<'a>(
     cur: &mut Cursor<'a>,
     fs: &mut FlowsetConfig,
-    aq: &mut AqmWords<'a>,
+    w: &mut Words<'a>,
 ) -> Result<bool, ParseError> {
     let Some(t) = cur.peek() else {
         return Ok(false);
@@ -445,35 +627,78 @@ fn flowset_option<'a>(
         return Ok(false);
     }
     cur.bump();
-    match kw.as_str() {
+    let field = match kw.as_str() {
         "queue" => {
             fs.limit = value(
                 cur,
                 &kw,
                 "a queue size: slots (50) or bytes (200kb)",
                 queue_limit,
-            )?
+            )?;
+            Field::Limit
         }
-        "plr" => fs.plr = value(cur, &kw, "a loss probability such as 0.01", probability)?,
-        "mask" => fs.mask = parse_mask(cur)?,
-        "buckets" => fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32,
+        "plr" => {
+            fs.plr = value(cur, &kw, "a loss probability such as 0.01", probability)?;
+            Field::Plr
+        }
+        "mask" => {
+            fs.mask = parse_mask(cur)?;
+            Field::Mask
+        }
+        "buckets" => {
+            fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32;
+            Field::Buckets
+        }
         // 0 is a priority, for prio's queues; the engine refuses it elsewhere.
-        "weight" => fs.weight = cur.number("weight", 0, u64::from(MAX_WEIGHT))? as u32,
+        "weight" => {
+            fs.weight = cur.number("weight", 0, u64::from(MAX_WEIGHT))? as u32;
+            Field::Weight
+        }
         // FreeBSD's fs.par[1]: the engine checks it against the scheduler's
         // type (RR 64..2048, QFQ 1..2000); 0 is "not set".
-        "lmax" => fs.lmax = cur.number("lmax in bytes", 0, u64::from(MAX_LMAX))? as u32,
-        "pri" | "priority" => fs.pri = cur.number("pri", 0, u64::from(MAX_PRI))? as u32,
-        "noerror" => fs.noerror = true,
-        "ecn" => aq.ecn = Some(t),
+        "lmax" => {
+            fs.lmax = cur.number("lmax in bytes", 0, u64::from(MAX_LMAX))? as u32;
+            Field::Lmax
+        }
+        "pri" | "priority" => {
+            fs.pri = cur.number("pri", 0, u64::from(MAX_PRI))? as u32;
+            Field::Pri
+        }
+        "noerror" => {
+            fs.noerror = true;
+            Field::Noerror
+        }
+        // RED's flag, so part of the AQM.
+        "ecn" => {
+            w.ecn = Some(t);
+            Field::Aqm
+        }
+        "loss" => {
+            fs.loss = Some(impair::loss(cur)?);
+            w.last = Some("loss");
+            Field::Loss
+        }
+        "duplicate" => {
+            fs.duplicate = Some(impair::correlated(cur, "duplicate")?);
+            w.last = Some("duplicate");
+            Field::Duplicate
+        }
+        "corrupt" => {
+            fs.corrupt = Some(impair::correlated(cur, "corrupt")?);
+            w.last = Some("corrupt");
+            Field::Corrupt
+        }
         _ => {
-            fs.aqm = aqm::parse(cur, t, &aq.defaults)?;
-            aq.last = match fs.aqm {
+            fs.aqm = aqm::parse(cur, t, &w.defaults)?;
+            w.last = match fs.aqm {
                 AqmConfig::Codel(_) => Some("codel"),
                 AqmConfig::Pie(_) => Some("pie"),
                 _ => None,
             };
+            Field::Aqm
         }
-    }
+    };
+    w.fields.insert(field);
     Ok(true)
 }
 
@@ -530,18 +755,28 @@ fn parse_mask(cur: &mut Cursor<'_>) -> Result<FlowMask, ParseError> {
 
 /// The error for a word no option of `obj` accepts: "not available" for
 /// FreeBSD features this build lacks, a pointer to the right object for an
-/// option given to the wrong one, else "expected" with a suggestion.
+/// option given to the wrong one (or to the option a follower word such as
+/// `gap` belongs to), else "expected" with a suggestion.
 fn unknown_option(
     cur: &Cursor<'_>,
     t: Token<'_>,
     obj: Object,
-    ty: Option<&SchedType>,
-    after_aqm: Option<&'static str>,
+    ty: TypeParams,
+    after: Option<&'static str>,
 ) -> ParseError {
     let kw = t.text.to_ascii_lowercase();
     let what = obj.name();
-    if let Some(name) = after_aqm {
-        let params = aqm::params_of(name);
+    let followers = |name: &str| match aqm::params_of(name) {
+        [] => impair::params_of(name),
+        p => p,
+    };
+    // Each option's parser takes its own followers, so one seen here
+    // belongs to an option that is not right before it.
+    if let Some(hint) = impair::misplaced(&kw) {
+        return cur.error_at(t, ErrorKind::Syntax, format!("`{}` {hint}", t.text));
+    }
+    if let Some(name) = after {
+        let params = followers(name);
         let mut candidates: Vec<&'static str> = params.to_vec();
         candidates.extend(obj.options().iter().copied());
         return cur.expected_at(
@@ -586,7 +821,7 @@ fn unknown_option(
     }
     let mut candidates: Vec<&str> = obj.options().to_vec();
     let expected = match ty {
-        Some(ty) if !ty.params.is_empty() => {
+        TypeParams::Of(ty) if !ty.params.is_empty() => {
             let words: Vec<&str> = ty.params.iter().flat_map(|p| p.keywords()).collect();
             candidates.extend(words.iter().copied());
             format!(
@@ -595,18 +830,25 @@ fn unknown_option(
                 words.join(", ")
             )
         }
-        Some(ty) => format!("a {what} option (`{}` takes no parameters)", ty.name),
-        None => format!("a {what} option"),
+        TypeParams::Of(ty) => format!("a {what} option (`{}` takes no parameters)", ty.name),
+        TypeParams::Any => {
+            let mut words: Vec<&str> = sched::REGISTRY
+                .iter()
+                .flat_map(|ty| ty.params.iter().flat_map(|p| p.keywords()))
+                .chain(FQ_PIE_FRACTIONS.iter().map(|(k, _)| *k))
+                .collect();
+            words.sort_unstable();
+            words.dedup();
+            candidates.extend(words.iter().copied());
+            format!("a {what} option or a scheduler parameter")
+        }
+        TypeParams::None => format!("a {what} option"),
     };
     cur.expected_at(t, &expected, &candidates)
 }
 
 fn read_profile(cur: &Cursor<'_>, t: Token<'_>, ctx: Context<'_>) -> Result<Profile, ParseError> {
-    let path = Path::new(t.text);
-    let full: PathBuf = match ctx.base_dir {
-        Some(base) if path.is_relative() => base.join(path),
-        _ => path.to_path_buf(),
-    };
+    let full = impair::resolve(ctx.base_dir, t.text);
     let text = std::fs::read_to_string(&full).map_err(|e| {
         cur.error_at(
             t,
@@ -621,4 +863,23 @@ fn read_profile(cur: &Cursor<'_>, t: Token<'_>, ctx: Context<'_>) -> Result<Prof
             format!("profile `{}`: {e}", full.display()),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The suggestion lists hold every option the object takes, so that a
+    /// near miss of any of them gets its "did you mean".
+    #[test]
+    fn option_lists_agree() {
+        let has = |list: &[&str], words: &[&str]| words.iter().all(|w| list.contains(w));
+        assert!(has(PIPE_OPTIONS, LINK_OPTIONS) && has(PIPE_OPTIONS, FLOWSET_OPTIONS));
+        assert_eq!(
+            PIPE_OPTIONS.len(),
+            LINK_OPTIONS.len() + FLOWSET_OPTIONS.len()
+        );
+        assert!(has(QUEUE_OPTIONS, FLOWSET_OPTIONS));
+        assert!(has(SCHED_OPTIONS, LINK_OPTIONS));
+    }
 }

@@ -114,6 +114,17 @@ impl<'a> Cursor<'a> {
         self.peek().is_some_and(|t| t.is(kw))
     }
 
+    /// The position of the next token, to look back at what a parser read
+    /// since (with [`Cursor::tokens_since`]).
+    pub fn mark(&self) -> usize {
+        self.pos
+    }
+
+    /// The tokens read since `mark`.
+    pub fn tokens_since(&self, mark: usize) -> &[Token<'a>] {
+        self.toks.get(mark..self.pos).unwrap_or_default()
+    }
+
     pub fn at_end(&self) -> bool {
         self.pos >= self.toks.len()
     }

@@ -24,6 +24,18 @@
 //!   what a `codel` or `pie` leaves out comes from the AQM default sysctls,
 //!   which the `_with` entry points take from the caller (the engine's
 //!   current [`Settings`]) and [`parse_file`] follows line by line.
+//! - netem's and mahimahi's impairments as options of the same objects:
+//!   `delay T jitter J` (or netem's `delay T J [C]`) with `correlation`,
+//!   `distribution` (built in or a tc `.dist` file) and `unordered`;
+//!   `reorder`, `overhead`/`cellsize`, `slot` and `trace FILE` on the link;
+//!   `loss` (random, `gemodel`, `state`), `duplicate` and `corrupt` on the
+//!   queue. Probabilities are fractions (`0.01`) or percentages (`1%`);
+//!   unlike tc, a bare number is a fraction. `show` prints what is set on an
+//!   `impair:` line under FreeBSD's.
+//! - `pipe|queue|sched N modify OPTIONS`: only the option groups given
+//!   change ([`Fields`](dummynet_engine::config::Fields)).
+//! - `at T COMMAND`: a command applied T after the schedule is (a block of
+//!   them, optionally with `repeat every P`, in a commands file).
 //! - Errors that quote the offending token, show its column with a caret,
 //!   and suggest the keyword that was probably meant.
 //! - A canonical text for every rule: printing a parsed rule and parsing it
@@ -40,13 +52,14 @@
 
 use std::path::Path;
 
-use dummynet_engine::config::Settings;
+use dummynet_engine::config::{Schedule, Settings};
 use dummynet_engine::Command;
 
 mod aqm;
 mod command;
 mod dnparse;
 mod error;
+mod impair;
 mod lexer;
 mod names;
 mod rule;
@@ -57,7 +70,7 @@ pub use error::{ErrorKind, FileError, ParseError};
 pub use rule::format_rule_body;
 pub use show::{format_pipes, format_queues, format_rules, format_scheds};
 
-use command::Mode;
+use command::{FileLine, Mode};
 use dnparse::Context;
 
 /// Command-line flags, given before the command (`ipfw -fq flush`).
@@ -177,6 +190,16 @@ pub fn parse_args_with(
 ///
 /// A `sysctl` line for an AQM default applies to the lines after it, as it
 /// would on FreeBSD running the file line by line.
+///
+/// Lines `at T COMMAND` schedule COMMAND at T after the file is applied
+/// (T carries its unit: `5s`, `1500ms`, `2min`; a bare number is refused as
+/// ambiguous). Consecutive `at` lines, whose times must not decrease, form
+/// one block, returned as a single [`Command::Schedule`] at the line of its
+/// first `at`; blank lines and comments do not end a block, any other line
+/// does. A `repeat every P` line right after a block makes it cycle with
+/// period P (at least the block's last T). A scheduled `sysctl` changes
+/// nothing for the lines after it, since it happens later: every line is
+/// parsed under the settings in force when the file is applied.
 pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Parsed)>, FileError> {
     parse_file_with(text, base_dir, &Settings::default())
 }
@@ -188,23 +211,70 @@ pub fn parse_file_with(
     settings: &Settings,
 ) -> Result<Vec<(usize, Parsed)>, FileError> {
     let mut settings = *settings;
-    let mut out = Vec::new();
+    let mut out: Vec<(usize, Parsed)> = Vec::new();
+    // Whether the last entry of `out` is a block of `at` lines that the
+    // next `at` line extends.
+    let mut in_block = false;
     for (i, line) in text.lines().enumerate() {
         let ctx = Context {
             base_dir,
             settings: Some(&settings),
         };
-        let parsed = command::parse_line(line, Mode::File, ctx)
+        let last = open_block(&mut out, in_block)
+            .and_then(|s| s.steps.last())
+            .map(|(t, _)| *t);
+        let parsed = command::parse_file_line(line, ctx, last)
             .map_err(|error| FileError { line: i + 1, error })?;
-        if let Some(Parsed {
-            statement: Statement::Apply(Command::Set(s)),
-            ..
-        }) = &parsed
-        {
-            // A value the engine will refuse stops the file there anyway.
-            let _ = settings.set(*s);
+        match parsed {
+            // Blank lines and comments leave a block open.
+            None => {}
+            Some(FileLine::At {
+                flags,
+                offset,
+                command,
+            }) => {
+                if let Some(s) = open_block(&mut out, in_block) {
+                    s.steps.push((offset, command));
+                } else {
+                    let statement = Statement::Apply(Command::Schedule(Schedule {
+                        steps: vec![(offset, command)],
+                        every: None,
+                    }));
+                    out.push((i + 1, Parsed { flags, statement }));
+                    in_block = true;
+                }
+            }
+            Some(FileLine::Repeat(every)) => {
+                // parse_file_line refuses a `repeat` without an open block.
+                if let Some(s) = open_block(&mut out, in_block) {
+                    s.every = Some(every);
+                }
+                in_block = false;
+            }
+            Some(FileLine::Now(parsed)) => {
+                if let Statement::Apply(Command::Set(s)) = &parsed.statement {
+                    // A value the engine will refuse stops the file there anyway.
+                    let _ = settings.set(*s);
+                }
+                out.push((i + 1, parsed));
+                in_block = false;
+            }
         }
-        out.extend(parsed.map(|p| (i + 1, p)));
     }
     Ok(out)
+}
+
+/// The schedule of the block of `at` lines being read, if one is `open`:
+/// always the last entry of [`parse_file`]'s output so far.
+fn open_block(out: &mut [(usize, Parsed)], open: bool) -> Option<&mut Schedule> {
+    match out.last_mut().filter(|_| open) {
+        Some((
+            _,
+            Parsed {
+                statement: Statement::Apply(Command::Schedule(s)),
+                ..
+            },
+        )) => Some(s),
+        _ => None,
+    }
 }

@@ -3,13 +3,20 @@
 //! Column widths and field order follow FreeBSD's sbin/ipfw (`show_static_rule`,
 //! `list_pipes`, `list_flow`), because people compare this output with a
 //! FreeBSD box by eye and feed it to scripts written for one.
+//!
+//! The impairments FreeBSD lacks (netem's and mahimahi's) leave those lines
+//! as they are: each object that has some gets one more line of its own,
+//! `    impair: ...`, under the line FreeBSD prints, so a script that reads
+//! FreeBSD's lines still finds them where it expects.
 
 use std::fmt::Write as _;
 
 use dummynet_engine::config::{
-    LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
+    Correlated, LinkConfig, LossModel, QueueLimit, Settings, Trace, TraceMode, DEFAULT_BUCKETS,
+    DN_MAX_ID, MAX_NUMBER,
 };
 use dummynet_engine::flow::{FlowKey, FlowMask};
+use dummynet_engine::impair::{correlated, corrupt, duplicate, jitter, overhead, reorder, slot};
 use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Snapshot};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
 
@@ -157,7 +164,96 @@ fn link_line(link: &LinkView) -> String {
         );
     }
     line.push('\n');
+    line.push_str(&link_impairments(&link.config));
     line
+}
+
+/// The line under a link's for its impairments, or nothing without any.
+fn link_impairments(l: &LinkConfig) -> String {
+    let parts: Vec<String> = [
+        l.jitter.as_ref().map(jitter::display),
+        l.reorder.as_ref().map(reorder::display),
+        l.overhead.as_ref().map(overhead::display),
+        l.slot.as_ref().map(slot::display),
+        l.trace.as_deref().map(trace_display),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    impair_line(&parts)
+}
+
+/// The line under a flowset's for its impairments, or nothing without any.
+// merge: called from flowset_lines once FlowsetView carries the flowset's
+// loss, duplicate and corrupt (the snapshot has no way to them yet).
+#[cfg_attr(not(test), allow(dead_code))]
+fn flowset_impairments(
+    loss: Option<&LossModel>,
+    dup: Option<Correlated>,
+    corr: Option<Correlated>,
+) -> String {
+    let parts: Vec<String> = [
+        loss.map(loss_display),
+        dup.map(duplicate::display),
+        corr.map(corrupt::display),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    impair_line(&parts)
+}
+
+fn impair_line(parts: &[String]) -> String {
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("    impair: {}\n", parts.join(" "))
+    }
+}
+
+/// `trace NAME [once]`, as the option is written (looping is the default).
+// merge: use trace::display
+fn trace_display(t: &Trace) -> String {
+    match t.mode {
+        TraceMode::Loop => format!("trace {}", t.name),
+        TraceMode::Once => format!("trace {} once", t.name),
+    }
+}
+
+/// A loss model as `tc qdisc show` prints netem's: the random model as
+/// written, the Markov models with their parameters named.
+// merge: use loss::display
+fn loss_display(l: &LossModel) -> String {
+    let pct = correlated::fmt_percent;
+    match *l {
+        LossModel::Random(c) => format!("loss {}", correlated::display(c)),
+        LossModel::GilbertElliott {
+            p,
+            r,
+            loss_bad,
+            loss_good,
+        } => format!(
+            "loss gemodel p {} r {} 1-h {} 1-k {}",
+            pct(p),
+            pct(r),
+            pct(loss_bad),
+            pct(loss_good)
+        ),
+        LossModel::FourState {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } => format!(
+            "loss state p13 {} p31 {} p32 {} p23 {} p14 {}",
+            pct(p13),
+            pct(p31),
+            pct(p32),
+            pct(p23),
+            pct(p14)
+        ),
+    }
 }
 
 fn format_bw(bw: u64) -> String {
@@ -210,6 +306,8 @@ fn flowset_lines(fs: &FlowsetView) -> String {
         fs.pri,
         fs.aqm
     );
+    // merge: the flowset's impairments go right under its line:
+    // out.push_str(&flowset_impairments(fs.loss.as_ref(), fs.duplicate, fs.corrupt));
     out.push_str(&mask_lines(&fs.mask));
     out
 }
@@ -325,4 +423,49 @@ fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -
         };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dummynet_engine::rng::Probability;
+
+    fn p(x: f64) -> Probability {
+        Probability::new(x).unwrap()
+    }
+
+    #[test]
+    fn flowset_impairment_lines() {
+        let ge = LossModel::GilbertElliott {
+            p: p(0.01),
+            r: p(0.3),
+            loss_bad: Probability::ONE,
+            loss_good: Probability::ZERO,
+        };
+        assert_eq!(
+            flowset_impairments(
+                Some(&ge),
+                Some(Correlated::new(p(0.01), Probability::ZERO)),
+                Some(Correlated::new(p(0.001), Probability::ZERO)),
+            ),
+            "    impair: loss gemodel p 1% r 30% 1-h 100% 1-k 0% duplicate 1% corrupt 0.1%\n"
+        );
+        let state = LossModel::FourState {
+            p13: p(0.01),
+            p31: p(0.99),
+            p32: Probability::ZERO,
+            p23: Probability::ONE,
+            p14: p(0.005),
+        };
+        assert_eq!(
+            flowset_impairments(Some(&state), None, None),
+            "    impair: loss state p13 1% p31 99% p32 0% p23 100% p14 0.5%\n"
+        );
+        let random = LossModel::Random(Correlated::new(p(0.05), p(0.25)));
+        assert_eq!(
+            flowset_impairments(Some(&random), None, Some(Correlated::new(p(0.02), p(0.1)))),
+            "    impair: loss 5% correlation 25% corrupt 2% correlation 10%\n"
+        );
+        assert_eq!(flowset_impairments(None, None, None), "");
+    }
 }

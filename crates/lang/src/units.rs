@@ -239,22 +239,101 @@ fn is_byte_unit(u: &str) -> bool {
         .any(|x| u.eq_ignore_ascii_case(x))
 }
 
-/// A probability in `[0, 1]` (`prob`, `plr`).
+/// A probability in `[0, 1]`: a fraction (`0.05`, as ipfw writes `prob` and
+/// `plr`) or a percentage (`5%`, as netem writes its options). Unlike tc,
+/// which reads every probability as a percentage, a bare number is a
+/// fraction here, so ipfw's `plr 0.05` keeps its meaning; a bare number
+/// above 1 gets a hint to add `%`.
 pub(crate) fn probability(s: &str) -> Result<Probability, ValueError> {
     let help = || {
         Malformed(format!(
-            "expected a probability between 0 and 1 such as 0.05, found `{s}`"
+            "expected a probability such as 0.05 or 5% (between 0 and 1, or 0% and 100%), \
+             found `{s}`"
         ))
     };
     let (value, rest) = split_number(s).ok_or_else(help)?;
-    if !rest.is_empty() {
-        return Err(help());
-    }
-    Probability::new(value.as_f64()).ok_or_else(|| {
+    let v = match rest {
+        "" => value.as_f64(),
+        // Divided as a decimal, so `0.1%` is exactly what `0.001` is.
+        "%" => Decimal {
+            digits: value.digits,
+            scale: value.scale + 2,
+        }
+        .as_f64(),
+        _ => return Err(help()),
+    };
+    Probability::new(v).ok_or_else(|| {
+        let hint = if rest.is_empty() && v <= 100.0 {
+            format!(" (for {s} percent, write `{s}%`)")
+        } else {
+            String::new()
+        };
         OutOfRange(format!(
-            "a probability must be between 0 and 1, found `{s}`"
+            "a probability must be between 0 and 1 (0% and 100%), found `{s}`{hint}"
         ))
     })
+}
+
+/// A time for an impairment (`jitter 5ms`, `slot 10ms`), read as `delay`
+/// is (a bare number is milliseconds); `what` names it in the message.
+pub(crate) fn time(s: &str, what: &str) -> Result<Nanos, ValueError> {
+    if s.strip_prefix('-').is_some_and(|rest| delay(rest).is_ok()) {
+        return Err(OutOfRange(format!(
+            "`{what}` cannot be negative, found `{s}`"
+        )));
+    }
+    delay(s).map_err(|e| match e {
+        Malformed(_) => Malformed(format!(
+            "expected a time for `{what}` such as 5ms, 500us or 1.5s \
+             (a bare number is ms), found `{s}`"
+        )),
+        OutOfRange(_) => OutOfRange(format!("`{what}` time `{s}` is too large")),
+    })
+}
+
+/// A time that must carry its unit: `at 5s`, `repeat every 1500ms`. A
+/// bare `5` is refused, since ipfw's bare numbers are milliseconds while a
+/// schedule is naturally written in seconds. Units: `ns`, `us`, `ms`, `s`,
+/// `min`, `h`.
+pub(crate) fn time_with_unit(s: &str, what: &str) -> Result<Nanos, ValueError> {
+    let help = |why: &str| {
+        Malformed(format!(
+            "expected a time with its unit after `{what}`, such as 5s, 1500ms or 2min{why}, \
+             found `{s}`"
+        ))
+    };
+    let (value, unit) = split_number(s).ok_or_else(|| help(""))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" => return Err(help(" (a bare number could mean seconds or milliseconds)")),
+        "ns" | "nsec" => 1,
+        "us" | "µs" | "usec" => NS_PER_US,
+        "ms" | "msec" => NS_PER_MS,
+        "s" | "sec" => NS_PER_SEC,
+        "min" => 60 * NS_PER_SEC,
+        "h" => 3600 * NS_PER_SEC,
+        _ => return Err(help("")),
+    };
+    value
+        .times(u128::from(scale))
+        .and_then(|ns| u64::try_from(ns).ok())
+        .ok_or_else(|| OutOfRange(format!("`{what}` time `{s}` is too large")))
+}
+
+/// A whole number of bytes that may be negative (`overhead -14`), in
+/// `-max..=max`.
+pub(crate) fn signed_in(s: &str, what: &str, max: i64) -> Result<i64, ValueError> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Malformed(format!(
+            "expected a whole number of bytes for `{what}` (-{max}..{max}), found `{s}`"
+        )));
+    }
+    match s.parse::<i64>() {
+        Ok(n) if (-max..=max).contains(&n) => Ok(n),
+        _ => Err(OutOfRange(format!(
+            "`{what}` must be in -{max}..{max} bytes, found `{s}`"
+        ))),
+    }
 }
 
 /// A decimal fraction in `lo..=hi` (`lo` excluded when `open_lo`), for
@@ -481,7 +560,43 @@ mod tests {
         assert_eq!(format_probability(probability("0.5").unwrap()), "0.500000");
         assert!(probability("1.5").is_err());
         assert!(probability("-0.1").is_err());
-        assert!(probability("5%").is_err());
+        // Percentages, exact as decimals.
+        assert_eq!(probability("5%"), probability("0.05"));
+        assert_eq!(probability("0.1%"), probability("0.001"));
+        assert_eq!(probability("100%"), Ok(Probability::ONE));
+        assert!(matches!(probability("150%"), Err(OutOfRange(_))));
+        assert!(matches!(probability("5 %"), Err(Malformed(_))));
+        assert!(matches!(probability("5%%"), Err(Malformed(_))));
+        let Err(OutOfRange(m)) = probability("25") else {
+            panic!()
+        };
+        assert!(m.contains("write `25%`"), "{m}");
+    }
+
+    #[test]
+    fn impairment_times_and_offsets() {
+        assert_eq!(time("5ms", "jitter"), Ok(5 * NS_PER_MS));
+        assert_eq!(time("5", "jitter"), Ok(5 * NS_PER_MS));
+        assert!(matches!(time("-5ms", "jitter"), Err(OutOfRange(_))));
+        assert!(matches!(time("soon", "jitter"), Err(Malformed(_))));
+        assert_eq!(time_with_unit("5s", "at"), Ok(5 * NS_PER_SEC));
+        assert_eq!(time_with_unit("1500ms", "at"), Ok(1_500 * NS_PER_MS));
+        assert_eq!(time_with_unit("2min", "at"), Ok(120 * NS_PER_SEC));
+        assert_eq!(time_with_unit("1h", "at"), Ok(3_600 * NS_PER_SEC));
+        assert_eq!(time_with_unit("0s", "at"), Ok(0));
+        assert!(matches!(time_with_unit("5", "at"), Err(Malformed(m)) if m.contains("bare")));
+        assert!(time_with_unit("5m", "at").is_err());
+        assert_eq!(signed_in("-14", "overhead", 100), Ok(-14));
+        assert_eq!(signed_in("24", "overhead", 100), Ok(24));
+        assert!(matches!(
+            signed_in("101", "overhead", 100),
+            Err(OutOfRange(_))
+        ));
+        assert!(matches!(
+            signed_in("abc", "overhead", 100),
+            Err(Malformed(_))
+        ));
+        assert!(signed_in("+5", "overhead", 100).is_err());
     }
 
     #[test]

@@ -2,8 +2,13 @@
 
 use std::path::PathBuf;
 
-use dummynet_engine::config::{Command, Setting};
-use dummynet_lang::{parse_command, parse_file, ErrorKind, FileError, Statement};
+use dummynet_engine::config::{
+    AqmConfig, Command, Field, LinkConfig, PipeConfig, Schedule, Setting, Settings,
+};
+use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
+use dummynet_lang::{
+    parse_command, parse_file, parse_file_with, ErrorKind, FileError, Parsed, Statement,
+};
 
 /// A scratch directory of our own, removed when dropped.
 struct TempDir(PathBuf);
@@ -167,4 +172,212 @@ fn near_misses_get_suggestions() {
             .suggestion,
         None
     );
+}
+
+fn command(p: &Parsed) -> &Command {
+    match &p.statement {
+        Statement::Apply(c) => c,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn line_command(line: &str) -> Command {
+    command(&parse_command(line).unwrap()).clone()
+}
+
+const SCHEDULES: &str = "\
+pipe 1 config bw 10Mbit/s delay 20ms
+at 0s pipe 1 modify bw 10Mbit/s
+# the handover: a comment does not end the block
+at 5s pipe 1 modify bw 1Mbit/s loss 5%
+
+at 5s sysctl net.inet.ip.dummynet.codel.target=20000
+at 9500ms ipfw pipe 1 modify delay 100ms 10ms
+repeat every 10s
+pipe 2 config bw 1Mbit/s codel
+at 1.5s pipe 2 delete
+at 2s queue 1 modify weight 5 sched 2
+flush
+at 0s sched 1 modify quantum 3000
+";
+
+#[test]
+fn at_lines_make_schedules() {
+    let parsed = parse_file(SCHEDULES, None).unwrap();
+    let lines: Vec<usize> = parsed.iter().map(|(n, _)| *n).collect();
+    // Each block at the line of its first `at`, in file order.
+    assert_eq!(lines, [1, 2, 9, 10, 12, 13]);
+    let steps = vec![
+        (0, line_command("pipe 1 modify bw 10Mbit/s")),
+        (
+            5 * NS_PER_SEC,
+            line_command("pipe 1 modify bw 1Mbit/s loss 5%"),
+        ),
+        (
+            5 * NS_PER_SEC,
+            Command::Set(Setting::CodelTarget(20 * NS_PER_MS)),
+        ),
+        (
+            9_500 * NS_PER_MS,
+            line_command("pipe 1 modify delay 100ms 10ms"),
+        ),
+    ];
+    assert_eq!(
+        command(&parsed[1].1),
+        &Command::Schedule(Schedule {
+            steps,
+            every: Some(10 * NS_PER_SEC)
+        })
+    );
+    // `delay T J` in a step names both groups it sets, and nothing else.
+    let Command::Schedule(s) = command(&parsed[1].1) else {
+        unreachable!()
+    };
+    let Command::ModifyPipe(1, _, f) = &s.steps[3].1 else {
+        panic!("{:?}", s.steps[3])
+    };
+    assert!(f.contains(Field::Delay) && f.contains(Field::Jitter));
+    assert!(!f.contains(Field::Bw));
+
+    // The scheduled sysctl happens later: `codel` on line 9 takes the
+    // target in force when the file is applied.
+    let Command::ConfigPipe(2, PipeConfig { flowset, .. }) = command(&parsed[2].1) else {
+        panic!()
+    };
+    assert_eq!(
+        flowset.aqm,
+        AqmConfig::Codel(Settings::default().codel_defaults())
+    );
+    // Without `repeat`, a block runs once.
+    assert_eq!(
+        command(&parsed[3].1),
+        &Command::Schedule(Schedule {
+            steps: vec![
+                (1_500 * NS_PER_MS, Command::DeletePipes(vec![2])),
+                (
+                    2 * NS_PER_SEC,
+                    line_command("queue 1 modify weight 5 sched 2")
+                ),
+            ],
+            every: None
+        })
+    );
+    assert_eq!(command(&parsed[4].1), &Command::FlushRules);
+    let Command::Schedule(Schedule { steps, every: None }) = command(&parsed[5].1) else {
+        panic!()
+    };
+    assert_eq!(steps, &[(0, line_command("sched 1 modify quantum 3000"))]);
+}
+
+#[test]
+fn a_sysctl_before_the_block_does_count() {
+    let text = "sysctl net.inet.ip.dummynet.codel.target=20000\nat 1s pipe 1 config codel\n";
+    let parsed = parse_file_with(text, None, &Settings::default()).unwrap();
+    let Command::Schedule(s) = command(&parsed[1].1) else {
+        panic!()
+    };
+    let Command::ConfigPipe(1, cfg) = &s.steps[0].1 else {
+        panic!()
+    };
+    let AqmConfig::Codel(c) = &cfg.flowset.aqm else {
+        panic!()
+    };
+    assert_eq!(c.target, 20 * NS_PER_MS);
+}
+
+#[test]
+fn schedule_errors_in_files() {
+    for (text, line, found, says) in [
+        (
+            "repeat every 10s\n",
+            1,
+            Some("repeat"),
+            "no block of `at T COMMAND` lines",
+        ),
+        (
+            "at 1s flush\nflush\nrepeat every 10s\n",
+            3,
+            Some("repeat"),
+            "no block",
+        ),
+        (
+            "at 1s flush\nrepeat every 10s\nrepeat every 10s\n",
+            3,
+            Some("repeat"),
+            "no block",
+        ),
+        (
+            "at 1s flush\nat 20s flush\nrepeat every 10s\n",
+            3,
+            Some("10s"),
+            "shorter than the block it repeats, whose last step is at 20s",
+        ),
+        ("at 0s flush\nrepeat every 0s\n", 2, Some("0s"), "above 0"),
+        ("at 1s flush\nrepeat each 10s\n", 2, Some("each"), "`every`"),
+        (
+            "at 1s flush\nrepeat every 10\n",
+            2,
+            Some("10"),
+            "bare number",
+        ),
+        (
+            "at 1s flush\nrepeat every 10s please\n",
+            2,
+            Some("please"),
+            "unexpected",
+        ),
+        (
+            "pipe 1 config\nat 5 pipe 1 delete\n",
+            2,
+            Some("5"),
+            "with its unit",
+        ),
+        ("at 5s show\n", 1, Some("show"), "cannot be scheduled"),
+        (
+            "at 5s queue show 1\n",
+            1,
+            Some("show"),
+            "cannot be scheduled",
+        ),
+        (
+            "at 5s flush\nat 2s flush\n",
+            2,
+            Some("2s"),
+            "comes before the step above it, at 5s",
+        ),
+        ("at 5s at 1s flush\n", 1, Some("at"), "nested"),
+    ] {
+        let FileError { line: l, error } = parse_file(text, None).expect_err(text);
+        assert_eq!((l, error.found()), (line, found), "{text}: {error}");
+        assert!(error.message.contains(says), "{text}: {error}");
+    }
+    // Times may repeat, and a new block may start over.
+    let parsed = parse_file("at 5s flush\nat 5s flush\nflush\nat 1s flush\n", None).unwrap();
+    assert_eq!(parsed.len(), 3);
+    // The period may equal the last step (it then follows the step at once).
+    assert!(parse_file("at 0s flush\nat 10s flush\nrepeat every 10s\n", None).is_ok());
+}
+
+#[test]
+fn traces_in_files_are_read_relative_to_the_base_dir() {
+    let dir = TempDir::new("trace");
+    std::fs::write(dir.0.join("lte.trace"), "1\n1\n2\n").unwrap();
+    let text =
+        "pipe 1 config delay 20ms trace lte.trace\nat 10s pipe 1 modify trace lte.trace once\n";
+    let parsed = parse_file(text, Some(&dir.0)).unwrap();
+    let Command::ConfigPipe(
+        1,
+        PipeConfig {
+            link: LinkConfig { trace: Some(t), .. },
+            ..
+        },
+    ) = command(&parsed[0].1)
+    else {
+        panic!()
+    };
+    assert_eq!((t.name.as_str(), t.times.len()), ("lte.trace", 3));
+    let e = parse_file("pipe 1 config trace lte.trace\n", None)
+        .unwrap_err()
+        .error;
+    assert_eq!((e.kind, e.found()), (ErrorKind::File, Some("lte.trace")));
 }

@@ -12,7 +12,8 @@ use dummynet_engine::stats::{
 use dummynet_engine::time::{NS_PER_MS, NS_PER_US};
 use dummynet_engine::{Command, Snapshot};
 use dummynet_lang::{
-    format_pipes, format_queues, format_rules, format_scheds, parse_command, Statement,
+    format_pipes, format_queues, format_rules, format_scheds, parse_args_in, parse_command,
+    Statement,
 };
 
 fn link(number: u32, bw: u64, delay: u64) -> LinkView {
@@ -537,4 +538,97 @@ fn sched_with_fq_codel_and_fq_pie() {
         ),
         "{shown}"
     );
+}
+
+/// The link `pipe 1 config WORDS` gives, files read from `dir`.
+fn parsed_link(words: &str, dir: &std::path::Path) -> LinkConfig {
+    let args: Vec<String> = format!("pipe 1 config {words}")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    match parse_args_in(&args, Some(dir)).map(|p| p.statement) {
+        Ok(Statement::Apply(Command::ConfigPipe(1, cfg))) => cfg.link,
+        other => panic!("{words}: {other:?}"),
+    }
+}
+
+#[test]
+fn link_impairments_get_a_line_of_their_own() {
+    let dir = std::env::temp_dir().join(format!("dummynet-lang-show-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cellular.trace"), "0\n1\n").unwrap();
+    std::fs::write(dir.join("wifi.dist"), "-1 0 1\n").unwrap();
+    let impairments = "jitter 5ms correlation 25% distribution wifi.dist unordered \
+                       reorder 25% gap 5 overhead 24 cellsize 48 celloverhead 5 \
+                       slot 10ms 20ms packets 4 bytes 3000 trace cellular.trace once";
+    // Written in another order and netem's way, it shows the same.
+    let config = parsed_link(
+        "trace cellular.trace once delay 10ms 5ms 25% unordered distribution wifi.dist \
+         slot 10ms 20ms bytes 3000 packets 4 overhead 24 cellsize 48 celloverhead 5 \
+         reorder 0.25 gap 5",
+        &dir,
+    );
+    let s = Snapshot {
+        links: vec![LinkView { number: 1, config }],
+        scheds: vec![sched(65537, "FIFO"), sched(1, "WF2Q+")],
+        flowsets: vec![flowset(131073, 65537, QueueLimit::Slots(50))],
+        ..Snapshot::default()
+    };
+    let pipe_show = format_pipes(&s, &[]);
+    assert_eq!(
+        pipe_show,
+        format!(
+            "\
+00001: unlimited   10 ms burst 0
+    impair: {impairments}
+q131073  50 sl. 0 flows (1 buckets) sched 65537 weight 0 lmax 0 pri 0 droptail
+ sched 65537 type FIFO flags 0x0 0 buckets 0 active
+"
+        )
+    );
+    assert_eq!(
+        format_scheds(&s, &[1]),
+        format!(
+            "\
+00001: unlimited   10 ms burst 0
+    impair: {impairments}
+ sched 1 type WF2Q+ flags 0x0 0 buckets 0 active
+"
+        )
+    );
+    // What `show` prints reads back as the same link.
+    let shown = pipe_show.lines().nth(1).unwrap();
+    let words = shown.trim_start().strip_prefix("impair: ").unwrap();
+    assert_eq!(
+        parsed_link(&format!("delay 10ms {words}"), &dir),
+        s.links[0].config
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn impairment_lines_hold_only_what_is_set() {
+    let dir = std::env::temp_dir();
+    for (words, line) in [
+        ("delay 10ms 1ms", "    impair: jitter 1ms\n"),
+        ("delay 10ms reorder 5%", "    impair: reorder 5%\n"),
+        (
+            "delay 10ms reorder 5% 50% gap 1",
+            "    impair: reorder 5% correlation 50%\n",
+        ),
+        ("overhead -4", "    impair: overhead -4\n"),
+        ("slot 1ms", "    impair: slot 1ms\n"),
+        // Flowset options leave the link's lines alone.
+        ("delay 10ms loss 1% duplicate 1% corrupt 1%", ""),
+        ("delay 10ms", ""),
+    ] {
+        let config = parsed_link(words, &dir);
+        let s = Snapshot {
+            links: vec![LinkView { number: 1, config }],
+            ..Snapshot::default()
+        };
+        let shown = format_pipes(&s, &[]);
+        let (_, rest) = shown.split_once('\n').unwrap();
+        assert_eq!(rest, line, "{words}");
+    }
 }
