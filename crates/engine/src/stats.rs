@@ -180,6 +180,10 @@ pub struct FlowsetView {
     pub buckets: u32,
     /// AQM display (`droptail`).
     pub aqm: String,
+    /// netem's entry impairments, as configured.
+    pub loss: Option<crate::config::LossModel>,
+    pub duplicate: Option<crate::config::Correlated>,
+    pub corrupt: Option<crate::config::Correlated>,
     pub flows: Vec<FlowView>,
 }
 

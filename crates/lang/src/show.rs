@@ -16,7 +16,7 @@ use dummynet_engine::config::{
     DN_MAX_ID, MAX_NUMBER,
 };
 use dummynet_engine::flow::{FlowKey, FlowMask};
-use dummynet_engine::impair::{correlated, corrupt, duplicate, jitter, overhead, reorder, slot};
+use dummynet_engine::impair::{corrupt, duplicate, jitter, loss, overhead, reorder, slot};
 use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Snapshot};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
 
@@ -184,16 +184,13 @@ fn link_impairments(l: &LinkConfig) -> String {
 }
 
 /// The line under a flowset's for its impairments, or nothing without any.
-// merge: called from flowset_lines once FlowsetView carries the flowset's
-// loss, duplicate and corrupt (the snapshot has no way to them yet).
-#[cfg_attr(not(test), allow(dead_code))]
 fn flowset_impairments(
     loss: Option<&LossModel>,
     dup: Option<Correlated>,
     corr: Option<Correlated>,
 ) -> String {
     let parts: Vec<String> = [
-        loss.map(loss_display),
+        loss.map(loss::display),
         dup.map(duplicate::display),
         corr.map(corrupt::display),
     ]
@@ -211,48 +208,12 @@ fn impair_line(parts: &[String]) -> String {
     }
 }
 
-/// `trace NAME [once]`, as the option is written (looping is the default).
-// merge: use trace::display
+/// `trace NAME [once]`, as the option is written (looping is the default),
+/// so that the line reads back as the options it shows.
 fn trace_display(t: &Trace) -> String {
     match t.mode {
         TraceMode::Loop => format!("trace {}", t.name),
         TraceMode::Once => format!("trace {} once", t.name),
-    }
-}
-
-/// A loss model as `tc qdisc show` prints netem's: the random model as
-/// written, the Markov models with their parameters named.
-// merge: use loss::display
-fn loss_display(l: &LossModel) -> String {
-    let pct = correlated::fmt_percent;
-    match *l {
-        LossModel::Random(c) => format!("loss {}", correlated::display(c)),
-        LossModel::GilbertElliott {
-            p,
-            r,
-            loss_bad,
-            loss_good,
-        } => format!(
-            "loss gemodel p {} r {} 1-h {} 1-k {}",
-            pct(p),
-            pct(r),
-            pct(loss_bad),
-            pct(loss_good)
-        ),
-        LossModel::FourState {
-            p13,
-            p31,
-            p32,
-            p23,
-            p14,
-        } => format!(
-            "loss state p13 {} p31 {} p32 {} p23 {} p14 {}",
-            pct(p13),
-            pct(p31),
-            pct(p32),
-            pct(p23),
-            pct(p14)
-        ),
     }
 }
 
@@ -306,8 +267,11 @@ fn flowset_lines(fs: &FlowsetView) -> String {
         fs.pri,
         fs.aqm
     );
-    // merge: the flowset's impairments go right under its line:
-    // out.push_str(&flowset_impairments(fs.loss.as_ref(), fs.duplicate, fs.corrupt));
+    out.push_str(&flowset_impairments(
+        fs.loss.as_ref(),
+        fs.duplicate,
+        fs.corrupt,
+    ));
     out.push_str(&mask_lines(&fs.mask));
     out
 }

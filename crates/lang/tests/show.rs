@@ -40,6 +40,9 @@ fn flowset(number: u32, sched: u32, limit: QueueLimit) -> FlowsetView {
         mask: FlowMask::default(),
         buckets: DEFAULT_BUCKETS,
         aqm: "droptail".into(),
+        loss: None,
+        duplicate: None,
+        corrupt: None,
         flows: vec![],
     }
 }

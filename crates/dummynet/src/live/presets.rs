@@ -877,7 +877,6 @@ mod tests {
     /// Presets with jitter, `loss gemodel` or a trace parse once the
     /// language reads issue 11's options.
     #[test]
-    #[ignore = "needs issue 11 language options; enabled at merge"]
     fn netem_presets_parse() {
         let dir = std::env::temp_dir().join(format!("dummynet-presets-{}", std::process::id()));
         for p in PRESETS.iter().filter(|p| uses_netem_options(p)) {

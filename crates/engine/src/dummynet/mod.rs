@@ -1748,6 +1748,9 @@ impl<P: Payload> Dummynet<P> {
             mask: fs.cfg.mask,
             buckets: fs.cfg.buckets,
             aqm: aqm::display(&fs.cfg.aqm),
+            loss: fs.cfg.loss,
+            duplicate: fs.cfg.duplicate,
+            corrupt: fs.cfg.corrupt,
             flows,
         })
     }
