@@ -185,6 +185,8 @@ pub struct Packet {
     id: u64,
     frame: Vec<u8>,
     ip_offset: usize,
+    /// Made by `duplicate`: it keeps its original's id, and the log marks it.
+    copy: bool,
 }
 
 impl Payload for Packet {
@@ -194,7 +196,23 @@ impl Payload for Packet {
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         self.frame.get_mut(self.ip_offset..)
     }
+    /// `corrupt` flips a bit anywhere in the frame as captured, link header
+    /// included, as netem does to the frame at a device's queue.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        Some(&mut self.frame)
+    }
+    fn duplicate(&self) -> Option<Self> {
+        Some(Packet {
+            id: self.id,
+            frame: self.frame.clone(),
+            ip_offset: self.ip_offset,
+            copy: true,
+        })
+    }
 }
+
+/// The log's note on a copy made by `duplicate`.
+const DUPLICATE: &str = "duplicate";
 
 #[derive(Serialize)]
 #[serde(tag = "event", rename_all = "lowercase")]
@@ -260,7 +278,13 @@ pub struct Summary {
     /// Count per reason, in [`DropReason::ALL`] order then `malformed`; zeros omitted.
     pub drops: Vec<(&'static str, u64)>,
     pub inside: u64,
-    /// Departure − arrival over the packets the engine delivered.
+    /// Copies `duplicate` made: each also counts as delivered or dropped.
+    pub duplicated: u64,
+    /// Packets `corrupt` flipped a bit in.
+    pub corrupted: u64,
+    /// Scheduled commands (`at` lines) applied and refused, and the last refusal.
+    pub schedule: dummynet_engine::ScheduleStats,
+    /// Departure − arrival over the original packets the engine delivered.
     pub delay: Option<Delays>,
     pub snapshot: Snapshot,
 }
@@ -315,6 +339,27 @@ impl Summary {
             let _ = writeln!(s, "  {:<12} {n}", format!("{reason}:"));
         }
         let _ = writeln!(s, "still inside:  {}", self.inside);
+        if self.duplicated > 0 {
+            let _ = writeln!(
+                s,
+                "duplicated:    {} (in delivered and dropped)",
+                self.duplicated
+            );
+        }
+        if self.corrupted > 0 {
+            let _ = writeln!(s, "corrupted:     {}", self.corrupted);
+        }
+        let sc = &self.schedule;
+        if sc.applied + sc.failed > 0 || sc.pending > 0 {
+            let _ = writeln!(
+                s,
+                "scheduled:     {} applied, {} refused, {} pending",
+                sc.applied, sc.failed, sc.pending
+            );
+            if let Some((at, why)) = &sc.last_error {
+                let _ = writeln!(s, "  refused at {} ms: {why}", ms(*at));
+            }
+        }
         match self.delay {
             Some(d) => {
                 let _ = writeln!(
@@ -483,6 +528,7 @@ impl Sim<'_> {
             id,
             frame: frame.data,
             ip_offset: p.ip_offset,
+            copy: false,
         };
         match self.engine.input(t, info, packet) {
             Verdict::Pass { payload, rule } => {
@@ -493,14 +539,23 @@ impl Sim<'_> {
                 reason,
                 rule,
                 target,
-            } => self.dropped(t, payload.id, reason, rule, target),
+            } => self.dropped(t, payload.id, reason, rule, target, None),
             Verdict::Queued { .. } => Ok(()),
         }
     }
 
     /// Runs the engine through every deadline up to `until`, in time order.
+    /// The final drain (`until` = MAX) follows packets only: a repeating
+    /// schedule would otherwise keep the run going forever.
     fn drain(&mut self, until: Nanos) -> Result<(), String> {
-        while let Some(d) = self.engine.next_deadline() {
+        let next = |e: &Engine<Packet>| {
+            if until == Nanos::MAX {
+                e.next_packet_deadline()
+            } else {
+                e.next_deadline()
+            }
+        };
+        while let Some(d) = next(&self.engine) {
             if d > until {
                 break;
             }
@@ -509,11 +564,13 @@ impl Sim<'_> {
             let mut progressed = false;
             while let Some(o) = self.engine.poll(now) {
                 progressed = true;
+                // A copy's delay is its original's; the summary's delays are
+                // over originals only.
+                let note = o.payload.copy.then_some(DUPLICATE);
+                let (at, id) = (o.at, o.payload.id);
                 match o.drop {
-                    None => {
-                        self.deliver(o.at, o.payload.id, &o.payload.frame, o.rule, o.target, None)?
-                    }
-                    Some(reason) => self.dropped(o.at, o.payload.id, reason, o.rule, o.target)?,
+                    None => self.deliver(at, id, &o.payload.frame, o.rule, o.target, note)?,
+                    Some(reason) => self.dropped(at, id, reason, o.rule, o.target, note)?,
                 }
             }
             // A deadline that poll leaves in place would spin forever.
@@ -566,6 +623,7 @@ impl Sim<'_> {
         reason: DropReason,
         rule: Option<u16>,
         target: Option<Target>,
+        note: Option<&str>,
     ) -> Result<(), String> {
         let (pipe, queue) = split_target(target);
         self.log(&Event::Drop {
@@ -575,7 +633,7 @@ impl Sim<'_> {
             rule,
             pipe,
             queue,
-            note: None,
+            note,
         })
     }
 
@@ -604,6 +662,9 @@ impl Sim<'_> {
             not_ip: self.not_ip,
             drops,
             inside: totals.inside,
+            duplicated: totals.duplicated,
+            corrupted: totals.corrupted,
+            schedule: self.engine.schedule_stats(),
             delay: self.delay,
             snapshot: self.engine.snapshot(),
         }

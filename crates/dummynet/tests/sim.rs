@@ -635,3 +635,104 @@ fn shipped_demo_runs() {
     ok(dummynet(&a));
     assert_eq!(fs::read(regen).unwrap(), fs::read(pcap).unwrap());
 }
+
+#[test]
+fn netem_options_and_a_repeating_schedule_run_in_sim() {
+    let d = scratch("netem");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config delay 20ms jitter 5ms duplicate 10% corrupt 5% loss 2% queue 100\n\
+         add 100 pipe 1 ip from any to any in\n\
+         # the link goes down for 100 ms of every 400\n\
+         at 200ms pipe 1 modify plr 1\n\
+         at 300ms pipe 1 modify plr 0\n\
+         repeat every 400ms\n",
+    );
+    // 2,000 packets of 500 bytes at 8 Mbit/s: one every 500 µs, 1 s in all.
+    let pcap = gen(
+        &d,
+        "in.pcap",
+        &["--packets", "2000", "--rate", "8Mbit/s", "--size", "500"],
+    );
+    let (stdout, _, log) = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]);
+    let log = read_log(&log);
+    let (arr, dep, drop) = (
+        events(&log, "arrival"),
+        events(&log, "departure"),
+        events(&log, "drop"),
+    );
+    let copies = |v: &[&Value]| v.iter().filter(|e| e["note"] == "duplicate").count();
+    let dups = copies(&dep) + copies(&drop);
+    // Books: every capture packet and every copy leaves once.
+    assert_eq!(arr.len() + dups, dep.len() + drop.len());
+    assert!(
+        stdout.contains(&format!("duplicated:    {dups} ")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("still inside:  0"), "{stdout}");
+    // Down in [200, 300) and [600, 700) ms of the capture: every arrival
+    // there is a plr drop, and none outside it.
+    let t0 = arr[0]["t_ns"].as_u64().unwrap();
+    for e in &drop {
+        let t = e["t_ns"].as_u64().unwrap() - t0;
+        let down = (200 * MS..300 * MS).contains(&t) || (600 * MS..700 * MS).contains(&t);
+        assert_eq!(e["reason"] == "plr", down, "drop at {t} ns: {e}");
+    }
+    let plr = drop.iter().filter(|e| e["reason"] == "plr").count();
+    assert!(
+        (390..=420).contains(&plr),
+        "{plr} plr drops (200 ms of 500 µs arrivals, plus copies)"
+    );
+    // Delays stay within 20 ± 5 ms (in order: a packet may wait for the one ahead).
+    for e in dep.iter().filter(|e| e["note"].is_null()) {
+        let id = e["id"].as_u64().unwrap() as usize;
+        let delay = e["t_ns"].as_u64().unwrap() - arr[id]["t_ns"].as_u64().unwrap();
+        assert!((15 * MS..=25 * MS).contains(&delay), "delay {delay}");
+    }
+    // Steps at 200, 300, 600, 700 and 1000 ms ran (the last packets leave
+    // after 1000 ms); the run ends with both steps of the next cycle waiting.
+    assert!(
+        stdout.contains("scheduled:     5 applied, 0 refused, 2 pending"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("impair: jitter 5ms"), "{stdout}");
+    assert!(
+        stdout.contains("impair: loss 2% duplicate 10% corrupt 5%"),
+        "{stdout}"
+    );
+    // And the same seed gives the same run.
+    let (again, _, _) = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]);
+    assert_eq!(stdout, again);
+}
+
+#[test]
+fn a_trace_pipe_in_sim_carries_the_traces_rate() {
+    let d = scratch("trace");
+    let trace =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/constant-12mbit.trace");
+    let conf = write(
+        &d,
+        "c.conf",
+        &format!(
+            "sysctl net.inet.ip.dummynet.pipe_slot_limit=10000\n\
+             pipe 1 config trace {} queue 5000\nadd 100 pipe 1 ip from any to any in\n",
+            trace.display()
+        ),
+    );
+    // 1 s of 1504-byte packets at 24 Mbit/s: twice what the trace carries.
+    let pcap = gen(
+        &d,
+        "in.pcap",
+        &["--duration", "1s", "--rate", "24Mbit/s", "--size", "1504"],
+    );
+    let (_, out, _) = sim(&d, &conf, &[s(&pcap)], &[]);
+    let times: Vec<u64> = read_pcap(&out).1.iter().map(|f| f.0).collect();
+    // One 1504-byte packet per opportunity, one opportunity per ms: the
+    // departures are whole milliseconds apart, each exactly on one.
+    assert!(times.len() > 1000, "{}", times.len());
+    let first = times[0];
+    for (i, t) in times.iter().enumerate() {
+        assert_eq!(t - first, i as u64 * MS, "departure {i}");
+    }
+}

@@ -284,15 +284,23 @@ impl<P: Payload> Engine<P> {
     /// When [`Self::poll`] next has something to return, or a scheduled
     /// command is due, if ever.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        let packets = match (self.ready.front(), self.dn.exits.front()) {
-            (Some(o), _) => Some(o.at),
-            (None, Some(e)) => Some(e.at),
-            (None, None) => self.dn.next_deadline(),
-        };
+        let packets = self.next_packet_deadline();
         let plan = self.plan.peek().map(|Reverse((t, ..))| *t);
         match (packets, plan) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// [`Self::next_deadline`] leaving scheduled commands out: when a packet
+    /// next moves. A caller draining the engine at the end of a run stops
+    /// when this is `None`, since a repeating schedule never ends (steps due
+    /// before a packet deadline still run, in order, when it is polled).
+    pub fn next_packet_deadline(&self) -> Option<Nanos> {
+        match (self.ready.front(), self.dn.exits.front()) {
+            (Some(o), _) => Some(o.at),
+            (None, Some(e)) => Some(e.at),
+            (None, None) => self.dn.next_deadline(),
         }
     }
 

@@ -127,6 +127,19 @@ pub struct Report {
     pub inside: u64,
     /// Packets an AQM marked ECN CE instead of dropping (delivered or inside).
     pub marked: u64,
+    /// Copies `duplicate` made (each also in `arrived`), copies it could not
+    /// make (a packet the kernel holds), and packets `corrupt` hit.
+    pub duplicated: u64,
+    pub duplicate_failed: u64,
+    pub corrupted: u64,
+    /// Scheduled commands (`at`): applied, refused, waiting, and how late
+    /// the data plane reached them (ns; the last and the worst).
+    pub schedule_applied: u64,
+    pub schedule_failed: u64,
+    pub schedule_pending: u64,
+    pub schedule_late_last_ns: u64,
+    pub schedule_late_max_ns: u64,
+    pub schedule_last_error: Option<String>,
     pub lateness: LatenessSummary,
     /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
     pub scheduling: &'static str,
@@ -150,6 +163,28 @@ impl std::fmt::Display for Report {
             write!(f, " ({} ECN-marked)", self.marked)?;
         }
         writeln!(f)?;
+        if self.duplicated + self.duplicate_failed + self.corrupted > 0 {
+            writeln!(
+                f,
+                "impairments: {} duplicated ({} could not be copied), {} corrupted",
+                self.duplicated, self.duplicate_failed, self.corrupted
+            )?;
+        }
+        if self.schedule_applied + self.schedule_failed + self.schedule_pending > 0 {
+            write!(
+                f,
+                "scheduled: {} applied, {} refused, {} pending; late by {:.1} us last, {:.1} us worst",
+                self.schedule_applied,
+                self.schedule_failed,
+                self.schedule_pending,
+                self.schedule_late_last_ns as f64 / 1e3,
+                self.schedule_late_max_ns as f64 / 1e3
+            )?;
+            if let Some(e) = &self.schedule_last_error {
+                write!(f, "; last refusal: {e}")?;
+            }
+            writeln!(f)?;
+        }
         if !self.drops.is_empty() {
             let list: Vec<String> = self
                 .drops
@@ -441,6 +476,7 @@ impl DataPlane {
 
     pub fn report(&mut self) -> Report {
         let t = self.engine.totals();
+        let sched = self.engine.schedule_stats();
         Report {
             arrived: t.arrived,
             delivered: t.delivered,
@@ -453,6 +489,15 @@ impl DataPlane {
                 .collect(),
             inside: t.inside,
             marked: t.marks,
+            duplicated: t.duplicated,
+            duplicate_failed: t.duplicate_failed,
+            corrupted: t.corrupted,
+            schedule_applied: sched.applied,
+            schedule_failed: sched.failed,
+            schedule_pending: sched.pending as u64,
+            schedule_late_last_ns: sched.last_late,
+            schedule_late_max_ns: sched.max_late,
+            schedule_last_error: sched.last_error.map(|(_, e)| e),
             lateness: self.lateness.summary(),
             scheduling: self.scheduling,
             memory_locked: self.memory_locked,

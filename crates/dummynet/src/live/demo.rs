@@ -75,21 +75,15 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     })?;
     let started = Instant::now();
     println!(
-        "dummynet demo: {} link (seed 000's table) between two new network namespaces",
+        "dummynet demo: {} link between two new network namespaces",
         preset.title
     );
     let near = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let path = build_path(&near, &far, "srv0", false)?;
-    let config = shell_config(
-        &preset.pipe_options(preset.up),
-        &preset.pipe_options(preset.down),
-    )?;
-    println!(
-        "  pipe 1 (up)   config {}\n  pipe 2 (down) config {}",
-        preset.pipe_options(preset.up),
-        preset.pipe_options(preset.down)
-    );
+    let (up, down) = preset.options_for_use()?;
+    let config = shell_config(&up, &down)?;
+    println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
     let emulator = start_emulator(&path, config, 1, None, Arc::new(AtomicBool::new(false)))?;
 
     let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));

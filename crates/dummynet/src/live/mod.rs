@@ -85,6 +85,38 @@ impl Payload for Carrier {
             Body::Ip(buf) => Some(buf),
         }
     }
+
+    /// `corrupt` flips a bit of what goes on the wire here: the whole frame
+    /// on a bridge (as netem does at a device's queue), the IP packet in
+    /// host mode.
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match &mut self.body {
+            Body::Frame { buf, .. } => Some(buf),
+            Body::Host(p) => p.payload_mut().ok(),
+            Body::Ip(buf) => Some(buf),
+        }
+    }
+
+    /// `duplicate`: a bridged frame or a host's outgoing copy is copied
+    /// byte for byte. A packet the kernel holds for a verdict cannot be:
+    /// the kernel takes one verdict per packet, and an incoming copy has no
+    /// way back into the stack (counted as a failed copy).
+    fn duplicate(&self) -> Option<Self> {
+        let body = match &self.body {
+            Body::Frame { buf, vnet, port } => Body::Frame {
+                buf: buf.clone(),
+                vnet: *vnet,
+                port: *port,
+            },
+            Body::Ip(buf) => Body::Ip(buf.clone()),
+            Body::Host(_) => return None,
+        };
+        Some(Carrier {
+            backend: self.backend,
+            out_pass: self.out_pass,
+            body,
+        })
+    }
 }
 
 /// Where the IP header of an Ethernet frame starts, past up to two VLAN

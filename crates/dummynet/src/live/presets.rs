@@ -649,6 +649,25 @@ impl Preset {
         Ok(self.options(d, path))
     }
 
+    /// The pipe options of both directions, `(up, down)`, ready to parse:
+    /// a traced direction's trace is first written under the system's
+    /// temporary directory (`dummynet-traces/`), since `trace FILE` is read
+    /// when the options are parsed.
+    pub fn options_for_use(&self) -> Result<(String, String), String> {
+        let dir = std::env::temp_dir().join("dummynet-traces");
+        self.write_traces(&dir).map_err(|e| {
+            format!(
+                "writing preset `{}`'s traces to {}: {e}",
+                self.name,
+                dir.display()
+            )
+        })?;
+        Ok((
+            self.pipe_options_in(self.up, &dir)?,
+            self.pipe_options_in(self.down, &dir)?,
+        ))
+    }
+
     /// Writes the traces this preset uses into `dir` (made if missing), each
     /// under its own name; a file already there with the same bytes is left
     /// alone, and a new one appears whole (written aside, then renamed), so

@@ -33,7 +33,9 @@ use super::Backend;
 
 #[derive(Debug, clap::Args)]
 pub struct ShellArgs {
-    /// A preset from seed 000's table for both directions (`dummynet presets`).
+    /// A preset for both directions (`dummynet presets` lists them: seed
+    /// 000's table, browser and mobile test tools' profiles, lossy, jittery
+    /// and trace-driven links).
     #[arg(long)]
     pub preset: Option<String>,
     /// Pipe options for the command's outgoing traffic, e.g. "bw 10Mbit/s delay 20ms".
@@ -243,8 +245,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                         presets::names().join(", ")
                     )
                 })?;
-                up = p.pipe_options(p.up);
-                down = p.pipe_options(p.down);
+                (up, down) = p.options_for_use()?;
             }
             if let Some(u) = &args.up {
                 up = u.clone();
