@@ -8,7 +8,8 @@
 //! - [`control`]: the Unix-socket protocol behind `dummynet ipfw|dnctl` and
 //!   the `ipfw`/`dnctl` names of the binary.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
-//!   [`presets`] are seed 000's table of typical links.
+//!   [`presets`] are typical links: seed 000's table, browser and mobile
+//!   test tools' profiles, lossy, jittery and trace-driven variants.
 //! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
 //!   release a packet at its time, with no packets at all.
 
