@@ -15,25 +15,41 @@
 //! one dequeue with N backlogged flows, twice: through the whole engine
 //! (classifier, queues, link) and for the scheduler policy alone, which is
 //! how FreeBSD's `dn_test` measured its schedulers.
+//!
+//! Impaired pipes (issue 11) have scenarios of their own: `jitter` (delay
+//! 10 ms, jitter 2 ms uniform, in order), `jitter-normal`,
+//! `jitter-unordered`, `netem` (the jitter pipe plus 1% loss and 1%
+//! duplicate, measured interleaved with `delay10ms` and reported as a
+//! ratio to it; `netem-sparse` the same with packets 4.1 ms apart, wider
+//! than the jitter's spread, against `delay10ms-sparse`), `trace` (a mahimahi trace link, saturated) and `slot`
+//! (netem slotting, saturated). Every scenario ends by checking the books:
+//! each packet offered and each copy made was delivered or dropped once.
 
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::time::{clock_gettime, ClockId};
 
 use dummynet_engine::config::{
-    Action, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit, RuleSpec, SchedConfig,
-    Setting,
+    Action, Correlated, Distribution, FlowsetConfig, Jitter, LinkConfig, LossModel, PipeConfig,
+    QueueConfig, QueueLimit, RuleSpec, SchedConfig, Setting, Slot, Trace, TraceMode,
 };
 use dummynet_engine::flow::proto;
+use dummynet_engine::impair::dist;
+use dummynet_engine::rng::Probability;
 use dummynet_engine::sched::{self, workload::Mix, workload::PolicyWorkload};
 use dummynet_engine::{Command, Direction, Engine, FlowKey, FlowMask, Nanos, PacketInfo, Verdict};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// allow | pipe | bw1g | delay10ms (all four when neither this nor --sched is given)
+    /// allow | pipe | bw1g | delay10ms (all four when neither this nor
+    /// --sched is given), or an impaired pipe: jitter | jitter-normal |
+    /// jitter-unordered | netem (also runs delay10ms and prints the ratio) |
+    /// netem-sparse (packets 4.1 ms apart, against delay10ms-sparse) |
+    /// trace | slot. Several, comma-separated, run in the order given.
     #[arg(long)]
     pub scenario: Option<String>,
     /// Scheduler cost mode: a registered scheduler type (fifo, wf2q+, ...).
@@ -83,6 +99,18 @@ pub struct Report {
     /// `--sched`: the policy alone, lengths 64..1500 B and weights 1..100.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_mixed_ns_per_packet: Option<f64>,
+    /// Saturated gated links (`trace`, `slot`): CPU time per packet
+    /// delivered, the cost of the packets dropped at the queue included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ns_per_delivered: Option<f64>,
+    /// `netem`: the scenario it is compared with, measured in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_ns_per_packet: Option<f64>,
+    /// `ns_per_packet / baseline_ns_per_packet`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
 }
 
 pub fn run(args: BenchArgs) -> ExitCode {
@@ -144,9 +172,16 @@ fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
         return Err("--flows goes with --sched TYPE".into());
     }
     let scenarios: Vec<&str> = match args.scenario.as_deref() {
-        Some(s) => vec![s],
-        None => vec!["allow", "pipe", "bw1g", "delay10ms"],
+        Some(s) => s.split(',').map(str::trim).collect(),
+        None => DEFAULT_SCENARIOS.to_vec(),
     };
+    // Refuse a misspelt name before spending time on the others.
+    if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(s)) {
+        return Err(format!(
+            "unknown scenario `{bad}`; use {}",
+            SCENARIOS.join(", ")
+        ));
+    }
     for s in scenarios {
         out.push(scenario(s, args.packets, args.size)?);
     }
@@ -169,6 +204,17 @@ fn print_reports(reports: &[Report], json: bool) {
         (Some(eq), Some(mixed)) => format!("   policy alone {eq:.1} ns (mixed {mixed:.1} ns)"),
         _ => String::new(),
     };
+    let per_delivered = |r: &Report| match r.ns_per_delivered {
+        Some(d) => format!("   {d:.1} ns per delivered packet"),
+        None => String::new(),
+    };
+    let versus = |r: &Report| match (&r.baseline, r.baseline_ns_per_packet, r.ratio) {
+        (Some(b), Some(ns), Some(x)) => format!(
+            "   {b} {ns:.1} ns, ratio {x:.2} (limit {NETEM_LIMIT}) {}",
+            if x <= NETEM_LIMIT { "ok" } else { "OVER" }
+        ),
+        _ => String::new(),
+    };
     for r in reports {
         let name = match r.flows {
             Some(f) => format!("{} x{}", r.scenario, f),
@@ -180,13 +226,15 @@ fn print_reports(reports: &[Report], json: bool) {
             _ => "-".into(),
         };
         println!(
-            "{:<22} {:>10} {:>12.3} {:>10.1} {:>14}{}",
+            "{:<22} {:>10} {:>12.3} {:>10.1} {:>14}{}{}{}",
             name,
             r.packets,
             r.pps / 1e6,
             r.ns_per_packet,
             delivered,
-            policy(r)
+            policy(r),
+            per_delivered(r),
+            versus(r)
         );
     }
 }
@@ -280,45 +328,226 @@ fn drain(e: &mut Engine<u32>, now: Nanos) -> u64 {
     n
 }
 
-fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
-    let mut e: Engine<u32> = Engine::new(1);
-    // Virtual spacing between packets, and the link, per scenario.
-    let (spacing, line_rate): (Nanos, Option<f64>) = match name {
+/// Every scenario `--scenario` takes (comma-separated for several, run in
+/// the order given, so that scenarios to compare can be interleaved).
+pub const SCENARIOS: &[&str] = &[
+    "allow",
+    "pipe",
+    "bw1g",
+    "delay10ms",
+    "jitter",
+    "jitter-normal",
+    "jitter-unordered",
+    "netem",
+    "delay10ms-sparse",
+    "netem-sparse",
+    "trace",
+    "slot",
+];
+
+/// What runs when neither `--scenario` nor `--sched` is given.
+const DEFAULT_SCENARIOS: &[&str] = &["allow", "pipe", "bw1g", "delay10ms"];
+
+/// The scenario a `netem` one is compared with, and how much slower it may
+/// be (issue 11: jitter, loss and duplicate within 1.5x of a plain delay
+/// pipe).
+fn baseline_of(name: &str) -> Option<&'static str> {
+    match name {
+        "netem" => Some("delay10ms"),
+        "netem-sparse" => Some("delay10ms-sparse"),
+        _ => None,
+    }
+}
+const NETEM_LIMIT: f64 = 1.5;
+/// Spacing of the `-sparse` scenarios: wider than the 4 ms spread of
+/// `jitter 2ms`, so that jitter in order holds no packet back and every
+/// packet leaves the delay line on its own.
+const SPARSE: Nanos = 4_100_000;
+/// Interleaved runs of `netem` and its baseline; the best of each is kept.
+const NETEM_ROUNDS: usize = 3;
+
+const MS: Nanos = dummynet_engine::time::NS_PER_MS;
+
+/// How a scenario offers its packets: their virtual spacing, and the
+/// emulated link's line rate in packets/s where it has one.
+struct Offer {
+    spacing: Nanos,
+    line_rate: Option<f64>,
+}
+
+fn pipe_with(link: LinkConfig, flowset: FlowsetConfig) -> Command {
+    Command::ConfigPipe(1, PipeConfig { link, flowset })
+}
+
+fn jitter_2ms(distribution: Distribution, unordered: bool) -> Option<Jitter> {
+    Some(Jitter {
+        amount: 2 * MS,
+        correlation: Probability::ZERO,
+        distribution,
+        unordered,
+    })
+}
+
+fn percent(p: f64) -> Result<Probability, String> {
+    Probability::new(p / 100.0).ok_or_else(|| format!("{p}% is not a probability"))
+}
+
+/// The `trace` scenario's trace: 100 delivery opportunities at every
+/// millisecond, looping (mahimahi's whole-millisecond times; 1.2 Gbit/s).
+fn bench_trace() -> Arc<Trace> {
+    Arc::new(Trace {
+        name: "bench-100-per-ms".into(),
+        times: vec![MS; 100],
+        mode: TraceMode::Loop,
+    })
+}
+
+/// Spacing that offers twice `rate_bps` in packets of `size` bytes, and
+/// that rate in packets/s.
+fn twice(rate_bps: u64, size: u32) -> Offer {
+    let bits = u64::from(size) * 8;
+    Offer {
+        spacing: (bits * 1_000_000_000 / rate_bps / 2).max(1),
+        line_rate: Some(rate_bps as f64 / bits as f64),
+    }
+}
+
+/// Configures scenario `name` on a new engine.
+fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, String> {
+    let unlimited = Offer {
+        spacing: 100,
+        line_rate: None,
+    };
+    let delay = |jitter: Option<Jitter>| LinkConfig {
+        delay: 10 * MS,
+        jitter,
+        ..Default::default()
+    };
+    let offer = match name {
         "allow" => {
-            apply(&mut e, to_all(0, |_| Action::Allow))?;
-            (100, None)
+            apply(e, to_all(0, |_| Action::Allow))?;
+            return Ok(unlimited);
         }
         "pipe" => {
-            apply(&mut e, pipe_cmd(0, 0, QueueLimit::default()))?;
-            apply(&mut e, to_all(1, Action::Pipe))?;
-            (100, None)
+            apply(e, pipe_cmd(0, 0, QueueLimit::default()))?;
+            unlimited
         }
         "bw1g" => {
             // Offered at twice the line rate: the queue stays full and the
             // link must deliver exactly its line rate.
             let bw = 1_000_000_000u64;
-            apply(&mut e, pipe_cmd(bw, 0, QueueLimit::default()))?;
-            apply(&mut e, to_all(1, Action::Pipe))?;
-            let bits = u64::from(size) * 8;
-            (
-                (bits * 1_000_000_000 / bw / 2).max(1),
-                Some(bw as f64 / bits as f64),
-            )
+            apply(e, pipe_cmd(bw, 0, QueueLimit::default()))?;
+            twice(bw, size)
         }
-        "delay10ms" => {
-            apply(&mut e, pipe_cmd(0, 10_000_000, QueueLimit::default()))?;
-            apply(&mut e, to_all(1, Action::Pipe))?;
-            (100, None)
+        "delay10ms" | "delay10ms-sparse" => {
+            apply(e, pipe_cmd(0, 10 * MS, QueueLimit::default()))?;
+            unlimited
+        }
+        // `delay 10ms jitter 2ms` with 100 ns between packets: in order,
+        // almost every packet waits for the one ahead (the cost of the draw
+        // is paid all the same); unordered, 200,000 packets are on the
+        // early line at once.
+        "jitter" | "jitter-normal" | "jitter-unordered" => {
+            let j = match name {
+                "jitter" => jitter_2ms(Distribution::Uniform, false),
+                "jitter-normal" => {
+                    let t = dist::builtin("normal").ok_or("no built-in normal table")?;
+                    jitter_2ms(Distribution::Table(t), false)
+                }
+                _ => jitter_2ms(Distribution::Uniform, true),
+            };
+            apply(e, pipe_with(delay(j), FlowsetConfig::default()))?;
+            unlimited
+        }
+        // At 100 ns apart, jitter in order leaves packets in batches behind
+        // the longest draw so far (one release per ~160 packets); sparse,
+        // each packet has its own release, as with the plain delay pipe.
+        "netem" | "netem-sparse" => {
+            let flowset = FlowsetConfig {
+                loss: Some(LossModel::Random(Correlated::new(
+                    percent(1.0)?,
+                    Probability::ZERO,
+                ))),
+                duplicate: Some(Correlated::new(percent(1.0)?, Probability::ZERO)),
+                ..Default::default()
+            };
+            let link = delay(jitter_2ms(Distribution::Uniform, false));
+            apply(e, pipe_with(link, flowset))?;
+            unlimited
+        }
+        "trace" => {
+            // Offered at twice the trace's rate. Its opportunities come 100
+            // at a time, 1175 packets of 128 bytes each millisecond, so the
+            // queue must hold a millisecond of them for the link to use
+            // every opportunity.
+            let trace = bench_trace();
+            let offer = twice(trace.mean_rate(), size);
+            apply(e, Command::Set(Setting::PipeSlotLimit(4096)))?;
+            let link = LinkConfig {
+                trace: Some(trace),
+                ..Default::default()
+            };
+            let flowset = FlowsetConfig {
+                limit: QueueLimit::Slots(4096),
+                ..Default::default()
+            };
+            apply(e, pipe_with(link, flowset))?;
+            offer
+        }
+        "slot" => {
+            // `delay 10ms slot 90us 110us packets 32`: bursts of 32 packets
+            // about every 100 us (320,000 packets/s), offered at twice that.
+            let link = LinkConfig {
+                delay: 10 * MS,
+                slot: Some(Slot {
+                    min: 90_000,
+                    max: 110_000,
+                    packets: Some(32),
+                    bytes: None,
+                }),
+                ..Default::default()
+            };
+            apply(e, pipe_with(link, FlowsetConfig::default()))?;
+            Offer {
+                spacing: 100_000 / 32 / 2,
+                line_rate: Some(32.0 * 1e9 / 100_000.0),
+            }
         }
         other => {
             return Err(format!(
-                "unknown scenario `{other}`; use allow, pipe, bw1g or delay10ms"
+                "unknown scenario `{other}`; use {}",
+                SCENARIOS.join(", ")
             ))
         }
     };
+    apply(e, to_all(1, Action::Pipe))?;
+    if name.ends_with("-sparse") {
+        return Ok(Offer {
+            spacing: SPARSE,
+            line_rate: None,
+        });
+    }
+    Ok(offer)
+}
+
+/// One timed run of a scenario.
+struct Run {
+    elapsed: f64,
+    delivered: u64,
+    first_delivery: Option<Nanos>,
+    last_delivery: Nanos,
+    /// Virtual time of the last arrival.
+    end: Nanos,
+    line_rate: Option<f64>,
+}
+
+fn run_once(name: &str, packets: u64, size: u32) -> Result<Run, String> {
+    let mut e: Engine<u32> = Engine::new(1);
+    let Offer { spacing, line_rate } = setup(&mut e, name, size)?;
     // A handful of distinct flows, as a real source would have.
     let infos: Vec<PacketInfo> = (0..64).map(|i| packet(i, size)).collect();
     let mut delivered = 0u64;
+    let mut dropped = 0u64;
     let mut first_delivery: Option<Nanos> = None;
     let mut last_delivery: Nanos = 0;
     let start = Stopwatch::start();
@@ -326,14 +555,18 @@ fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
     for i in 0..packets {
         now += spacing;
         let info = infos[(i % infos.len() as u64) as usize];
-        if let Verdict::Pass { .. } = e.input(now, info, i as u32) {
-            delivered += 1;
+        match e.input(now, info, i as u32) {
+            Verdict::Pass { .. } => delivered += 1,
+            Verdict::Drop { .. } => dropped += 1,
+            Verdict::Queued { .. } => {}
         }
         while let Some(o) = e.poll(now) {
             if o.delivered() {
                 delivered += 1;
                 first_delivery.get_or_insert(o.at);
                 last_delivery = o.at;
+            } else {
+                dropped += 1;
             }
         }
     }
@@ -345,29 +578,107 @@ fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
                 delivered += 1;
                 first_delivery.get_or_insert(o.at);
                 last_delivery = o.at;
+            } else {
+                dropped += 1;
             }
         }
     }
-    let delivered_pps = match (name, first_delivery) {
-        ("allow", _) => Some(delivered as f64 / (now as f64 / 1e9)),
-        (_, Some(first)) if last_delivery > first && delivered > 1 => {
+    check_books(&e, name, packets, delivered, dropped)?;
+    Ok(Run {
+        elapsed,
+        delivered,
+        first_delivery,
+        last_delivery,
+        end: now,
+        line_rate,
+    })
+}
+
+/// Every packet offered, and every copy `duplicate` made, was delivered or
+/// dropped exactly once, as the bench saw them and as the engine counts.
+fn check_books(
+    e: &Engine<u32>,
+    name: &str,
+    packets: u64,
+    delivered: u64,
+    dropped: u64,
+) -> Result<(), String> {
+    let t = e.totals();
+    let ok = t.conserved()
+        && t.inside == 0
+        && e.held_packets() == 0
+        && t.arrived == packets + t.duplicated
+        && t.delivered == delivered
+        && t.dropped() == dropped
+        && delivered + dropped + t.inside == packets + t.duplicated;
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "{name}: packets not accounted for: offered {packets} + copies {} vs \
+         delivered {delivered} + dropped {dropped} seen by the bench; engine: {t:?}, \
+         holding {}",
+        t.duplicated,
+        e.held_packets()
+    ))
+}
+
+fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
+    if let Some(base) = baseline_of(name) {
+        return versus_baseline(name, base, packets, size);
+    }
+    Ok(report(name, packets, size, &run_once(name, packets, size)?))
+}
+
+fn report(name: &str, packets: u64, size: u32, r: &Run) -> Report {
+    let delivered_pps = match (name, r.first_delivery) {
+        ("allow", _) => Some(r.delivered as f64 / (r.end as f64 / 1e9)),
+        (_, Some(first)) if r.last_delivery > first && r.delivered > 1 => {
             // Deliveries are spaced over (last - first): n-1 intervals.
-            Some((delivered - 1) as f64 / ((last_delivery - first) as f64 / 1e9))
+            Some((r.delivered - 1) as f64 / ((r.last_delivery - first) as f64 / 1e9))
         }
         _ => None,
     };
-    Ok(Report {
+    // Where the scenario saturates a gated link, what a delivered packet
+    // costs (dropped ones included).
+    let ns_per_delivered = (matches!(name, "trace" | "slot") && r.delivered > 0)
+        .then(|| r.elapsed * 1e9 / r.delivered as f64);
+    Report {
         scenario: name.to_string(),
         packets,
         size,
-        pps: packets as f64 / elapsed,
-        ns_per_packet: elapsed * 1e9 / packets as f64,
+        pps: packets as f64 / r.elapsed,
+        ns_per_packet: r.elapsed * 1e9 / packets as f64,
         delivered_pps,
-        line_rate_pps: line_rate,
+        line_rate_pps: r.line_rate,
         flows: None,
         policy_ns_per_packet: None,
         policy_mixed_ns_per_packet: None,
-    })
+        ns_per_delivered,
+        baseline: None,
+        baseline_ns_per_packet: None,
+        ratio: None,
+    }
+}
+
+/// A `netem` scenario against its plain delay pipe, interleaved so that
+/// both see the same machine: the best of [`NETEM_ROUNDS`] runs of each.
+fn versus_baseline(name: &str, baseline: &str, packets: u64, size: u32) -> Result<Report, String> {
+    let mut best: Option<Run> = None;
+    let mut base = f64::INFINITY;
+    for _ in 0..NETEM_ROUNDS {
+        base = base.min(run_once(baseline, packets, size)?.elapsed);
+        let r = run_once(name, packets, size)?;
+        if best.as_ref().is_none_or(|b| r.elapsed < b.elapsed) {
+            best = Some(r);
+        }
+    }
+    let best = best.ok_or("no run")?;
+    let mut rep = report(name, packets, size, &best);
+    rep.baseline = Some(baseline.to_string());
+    rep.baseline_ns_per_packet = Some(base * 1e9 / packets as f64);
+    rep.ratio = Some(best.elapsed / base);
+    Ok(rep)
 }
 
 /// Cost of one enqueue plus one dequeue with `flows` flows always backlogged.
@@ -490,6 +801,10 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
         flows: Some(flows),
         policy_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Equal)?),
         policy_mixed_ns_per_packet: Some(policy_cost(kind, flows, packets, Mix::Mixed)?),
+        ns_per_delivered: None,
+        baseline: None,
+        baseline_ns_per_packet: None,
+        ratio: None,
     })
 }
 
@@ -567,6 +882,78 @@ mod tests {
         // 10 Mpps offered over 10 ms of virtual time, all delivered, in order.
         let d = r.delivered_pps.unwrap();
         assert!((d - 1e10 / 1000.0).abs() / 1e7 < 1e-6, "delivered {d}");
+    }
+
+    #[test]
+    fn every_scenario_keeps_its_books() {
+        // `run_once` refuses a run whose packets are not all accounted for.
+        for name in SCENARIOS {
+            let r = scenario(name, 5_000, 128).unwrap();
+            assert_eq!(r.scenario, *name);
+            assert!(r.ns_per_packet > 0.0, "{name}");
+        }
+    }
+
+    #[test]
+    fn netem_reports_its_ratio_to_the_delay_pipe() {
+        let r = scenario("netem", 20_000, 128).unwrap();
+        assert_eq!(r.baseline.as_deref(), Some("delay10ms"));
+        let (ns, base) = (r.ns_per_packet, r.baseline_ns_per_packet.unwrap());
+        assert!((r.ratio.unwrap() - ns / base).abs() < 1e-9);
+        let r = scenario("netem-sparse", 2_000, 128).unwrap();
+        assert_eq!(r.baseline.as_deref(), Some("delay10ms-sparse"));
+        // 1% lost, 1% copied: about as many delivered as offered.
+        let mut e: Engine<u32> = Engine::new(1);
+        setup(&mut e, "netem", 128).unwrap();
+        let infos: Vec<PacketInfo> = (0..64).map(|i| packet(i, 128)).collect();
+        for i in 0..100_000u64 {
+            e.input(i * 100, infos[(i % 64) as usize], i as u32);
+            drain(&mut e, i * 100);
+        }
+        let t = e.totals();
+        let lost = t.drops_for(dummynet_engine::DropReason::Loss);
+        assert!((800..1200).contains(&lost), "lost {lost}");
+        assert!(
+            (800..1200).contains(&t.duplicated),
+            "copies {}",
+            t.duplicated
+        );
+    }
+
+    #[test]
+    fn saturated_trace_and_slot_deliver_their_rate() {
+        for (name, tolerance) in [("trace", 0.03), ("slot", 0.05)] {
+            let r = scenario(name, 100_000, 128).unwrap();
+            let (d, l) = (r.delivered_pps.unwrap(), r.line_rate_pps.unwrap());
+            assert!(
+                (d - l).abs() / l < tolerance,
+                "{name}: delivered {d} vs {l}"
+            );
+            assert!(r.ns_per_delivered.unwrap() > r.ns_per_packet);
+        }
+        // 100 opportunities of 1504 bytes per ms.
+        let l = scenario("trace", 10, 128).unwrap().line_rate_pps.unwrap();
+        assert_eq!(l, 1_203_200_000.0 / 1024.0);
+    }
+
+    #[test]
+    fn scenarios_can_be_listed() {
+        let args = |s: &str| BenchArgs {
+            scenario: Some(s.into()),
+            sched: None,
+            flows: None,
+            packets: 1_000,
+            size: 128,
+            json: true,
+            clock: None,
+        };
+        let names: Vec<String> = run_inner(&args("delay10ms, jitter,trace"))
+            .unwrap()
+            .into_iter()
+            .map(|r| r.scenario)
+            .collect();
+        assert_eq!(names, ["delay10ms", "jitter", "trace"]);
+        assert!(run_inner(&args("delay10ms,nope")).is_err());
     }
 
     #[test]
