@@ -686,7 +686,7 @@ impl<P: Payload> Dummynet<P> {
         if first.is_none() {
             first = fx.as_mut().and_then(|f| f.head.take()).map(|(h, _)| h);
         }
-        let lines_were_idle = dline.is_empty() && fx.as_ref().is_none_or(|f| f.early.is_empty());
+        let lines_were_idle = dline.is_empty() && fx.as_ref().is_none_or(|f| f.early_is_empty());
         let mut ops = Ops {
             queues: &mut self.queues,
             popped: None,
@@ -747,7 +747,7 @@ impl<P: Payload> Dummynet<P> {
                 && !params.shaped_delay
                 && exit == now
                 && dline.is_empty()
-                && fx.as_ref().is_none_or(|f| f.early.is_empty())
+                && fx.as_ref().is_none_or(|f| f.early_is_empty())
             {
                 // Off the wire at once with no delay to serve: skip the delay
                 // line. (A packet that overdraws the credit still goes there,
@@ -796,7 +796,7 @@ impl<P: Payload> Dummynet<P> {
             self.timers
                 .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
         }
-        let holds = !dline.is_empty() || fx.as_ref().is_some_and(|f| !f.early.is_empty());
+        let holds = !dline.is_empty() || fx.as_ref().is_some_and(|f| !f.early_is_empty());
         if lines_were_idle || overtook {
             if holds {
                 self.release(now, inst);
@@ -835,7 +835,7 @@ impl<P: Payload> Dummynet<P> {
         link.active = false;
         *link_timer = None;
         let fx = fx.get_or_insert_with(Default::default);
-        let lines_were_idle = dline.is_empty() && fx.early.is_empty();
+        let lines_were_idle = dline.is_empty() && fx.early_is_empty();
         // The opportunity this timer was set for; found again if the link
         // changed underneath.
         let mut cur = match fx.cursor.filter(|&c| tr.at(start, c) == now) {
@@ -901,7 +901,7 @@ impl<P: Payload> Dummynet<P> {
                     .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
             }
         }
-        let holds = !dline.is_empty() || !fx.early.is_empty();
+        let holds = !dline.is_empty() || !fx.early_is_empty();
         if (lines_were_idle || overtook) && holds {
             self.release(now, inst);
         }
@@ -925,11 +925,7 @@ impl<P: Payload> Dummynet<P> {
             let h = if fifo {
                 instance.dline.pop_front()
             } else {
-                instance
-                    .fx
-                    .as_mut()
-                    .and_then(|f| f.early.pop())
-                    .map(|e| e.held)
+                instance.fx.as_mut().and_then(|f| f.pop_early())
             };
             let Some(h) = h else {
                 break;
