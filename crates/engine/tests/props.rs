@@ -31,6 +31,48 @@ fn mask() -> impl Strategy<Value = FlowMask> {
     ]
 }
 
+fn chance() -> impl Strategy<Value = Correlated> {
+    (0.0f64..0.5, prop_oneof![Just(0.0f64), 0.0f64..1.0]).prop_map(|(p, c)| {
+        Correlated::new(
+            Probability::new(p).unwrap_or_default(),
+            Probability::new(c).unwrap_or_default(),
+        )
+    })
+}
+
+fn loss() -> impl Strategy<Value = LossModel> {
+    let p = || (0.0f64..1.0).prop_map(|x| Probability::new(x).unwrap_or_default());
+    prop_oneof![
+        chance().prop_map(LossModel::Random),
+        (p(), p(), p(), p()).prop_map(|(p, r, loss_bad, loss_good)| {
+            LossModel::GilbertElliott {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            }
+        }),
+        (p(), p()).prop_map(|(p13, p31)| dummynet_engine::impair::loss::defaults_state(
+            p13,
+            Some(p31),
+            None,
+            None,
+            None
+        )),
+    ]
+}
+
+/// netem's entry impairments, each present or not.
+type Entry = (Option<LossModel>, Option<Correlated>, Option<Correlated>);
+
+fn entry() -> impl Strategy<Value = Entry> {
+    (
+        proptest::option::weighted(0.2, loss()),
+        proptest::option::weighted(0.2, chance()),
+        proptest::option::weighted(0.2, chance()),
+    )
+}
+
 fn flowset() -> impl Strategy<Value = FlowsetConfig> {
     (
         1u32..=100,
@@ -40,14 +82,83 @@ fn flowset() -> impl Strategy<Value = FlowsetConfig> {
         ],
         0.0f64..0.3,
         mask(),
+        entry(),
     )
-        .prop_map(|(weight, limit, plr, mask)| FlowsetConfig {
-            weight,
-            limit,
-            plr: Probability::new(plr).unwrap_or_default(),
-            mask,
-            ..Default::default()
+        .prop_map(
+            |(weight, limit, plr, mask, (loss, duplicate, corrupt))| FlowsetConfig {
+                weight,
+                limit,
+                plr: Probability::new(plr).unwrap_or_default(),
+                mask,
+                loss,
+                duplicate,
+                corrupt,
+                ..Default::default()
+            },
+        )
+}
+
+/// netem's and mahimahi's link impairments, each present or not (some
+/// combinations are refused, which the properties cover too).
+type Shaping = (
+    Option<Jitter>,
+    Option<Reorder>,
+    Option<Overhead>,
+    Option<Slot>,
+    Option<std::sync::Arc<Trace>>,
+);
+
+fn shaping() -> impl Strategy<Value = Shaping> {
+    let jitter = (0u64..=20_000_000, any::<bool>(), any::<bool>()).prop_map(
+        |(amount, normal, unordered)| Jitter {
+            amount,
+            correlation: Probability::ZERO,
+            distribution: if normal {
+                dummynet_engine::impair::dist::builtin("normal")
+                    .map_or(Distribution::Uniform, Distribution::Table)
+            } else {
+                Distribution::Uniform
+            },
+            unordered,
+        },
+    );
+    let reorder = (chance(), 1u32..=6).prop_map(|(p, gap)| Reorder { p, gap });
+    let overhead = (-40i32..=100, prop_oneof![Just(0u32), 1u32..=100], 0i32..=10).prop_map(
+        |(bytes, cell_size, cell_overhead)| Overhead {
+            bytes,
+            cell_size,
+            cell_overhead: if cell_size == 0 { 0 } else { cell_overhead },
+        },
+    );
+    let slot = (
+        1u64..=5_000_000,
+        0u64..=5_000_000,
+        proptest::option::of(1u32..=8),
+    )
+        .prop_map(|(min, extra, packets)| Slot {
+            min,
+            max: min + extra,
+            packets,
+            bytes: None,
+        });
+    // Looping traces only: a finished `once` trace keeps its packets forever.
+    let trace = proptest::collection::vec(0u64..=20, 1..=8).prop_map(|mut ms| {
+        ms.sort_unstable();
+        let last = ms.last().copied().unwrap_or(0).max(1);
+        ms.push(last);
+        std::sync::Arc::new(Trace {
+            name: "prop".into(),
+            times: ms.iter().map(|m| m * 1_000_000).collect(),
+            mode: TraceMode::Loop,
         })
+    });
+    (
+        proptest::option::weighted(0.2, jitter),
+        proptest::option::weighted(0.1, reorder),
+        proptest::option::weighted(0.1, overhead),
+        proptest::option::weighted(0.1, slot),
+        proptest::option::weighted(0.1, trace),
+    )
 }
 
 fn link() -> impl Strategy<Value = LinkConfig> {
@@ -55,13 +166,22 @@ fn link() -> impl Strategy<Value = LinkConfig> {
         prop_oneof![Just(0u64), 1_000u64..=10_000_000_000],
         0u64..=50_000_000,
         0u64..=20_000,
+        shaping(),
     )
-        .prop_map(|(bw, delay, burst)| LinkConfig {
-            bw,
-            delay,
-            burst,
-            ..LinkConfig::default()
-        })
+        .prop_map(
+            |(bw, delay, burst, (jitter, reorder, overhead, slot, trace))| LinkConfig {
+                // A trace takes the place of `bw` (with both, the pipe is refused).
+                bw: if trace.is_some() { 0 } else { bw },
+                delay,
+                burst: if trace.is_some() { 0 } else { burst },
+                jitter,
+                reorder,
+                overhead,
+                slot: if trace.is_some() { None } else { slot },
+                trace,
+                ..LinkConfig::default()
+            },
+        )
 }
 
 fn command() -> impl Strategy<Value = Command> {
