@@ -1266,10 +1266,6 @@ fn shell_repeat_every_cycles_a_loss_window() {
 /// With [`REPEATING`], the shell must still exit when its command does
 /// (a 0.3 s command, 10 s allowed), with the command's status.
 #[test]
-#[ignore = "src bug: with a `repeat every` schedule the data plane never stops: \
-            DataPlane::run's shutdown drains `while let Some(d) = engine.next_deadline()`, \
-            and a repeating schedule always has a next step, so `dummynet shell` spins at \
-            100% CPU after its command exits, and ignores SIGTERM (as does `dummynet run`)"]
 fn shell_exits_with_a_repeating_schedule() {
     if !ready("shell_exits_with_a_repeating_schedule", TOOLS) {
         return;
@@ -1293,8 +1289,6 @@ fn shell_exits_with_a_repeating_schedule() {
 /// must exit within 5 s of SIGTERM, with status 0 (the [`Testbed`] checks
 /// both).
 #[test]
-#[ignore = "src bug: `dummynet run` with a `repeat every` schedule never exits on SIGTERM \
-            (DataPlane::run's shutdown drain loops forever on the schedule's next step)"]
 fn bridge_daemon_stops_with_a_repeating_schedule() {
     if !ready("bridge_daemon_stops_with_a_repeating_schedule", TOOLS) {
         return;
@@ -1385,13 +1379,11 @@ fn shell_loss_drops_its_share_and_gemodel_in_bursts() {
 }
 
 /// `duplicate 100%` on the way out: every request reaches the far end
-/// twice, it answers both, and ping prints the second answer `(DUP!)`
-/// and counts `+20 duplicates`.
+/// twice, it answers both, and ping prints the second answer `(DUP!)`.
+/// ping stops at its 20th answer, which may come before the last copy's,
+/// so 19 or 20 DUP!s; the emulator counts at least 20 copies (the
+/// command's own IPv6 chatter crosses pipe 1 too).
 #[test]
-#[ignore = "src bug: `duplicate` is a no-op live: `impl Payload for Carrier` \
-            (src/live/mod.rs) has no `duplicate()`, so the engine's copy fails \
-            (counted in `duplicate_failed`, which `dummynet stats` does not print) \
-            and ping sees no DUP!"]
 fn shell_duplicate_makes_ping_see_dups() {
     if !ready("shell_duplicate_makes_ping_see_dups", TOOLS) {
         return;
@@ -1399,20 +1391,33 @@ fn shell_duplicate_makes_ping_see_dups() {
     let _serial = serial();
     let ns = TestNs::new();
     let scratch = Scratch::new();
-    let out = shell_ok(
+    shell_ok(
         &ns,
         &scratch,
         &["--up", "duplicate 100%"],
-        "ping -c 20 -i 0.05 -W 1 $DUMMYNET_PEER",
+        "ping -c 20 -i 0.05 -W 1 $DUMMYNET_PEER > $OUT/dup.txt; \
+         \"$DN\" stats > $OUT/stats.txt",
     );
+    let out = scratch.read("dup.txt");
+    let stats = scratch.read("stats.txt");
     let e = echoes(&out);
     let dups = e.iter().filter(|e| e.dup).count();
-    println!("duplicate 100%: {} replies, {dups} DUP!\n{out}", e.len());
+    println!(
+        "duplicate 100%: {} replies, {dups} DUP!\n{out}\n{stats}",
+        e.len()
+    );
     assert_eq!(Ping::parse(&out).lost(), 0, "{out}");
-    assert_eq!(dups, 20, "{out}");
+    assert!((19..=20).contains(&dups), "{out}");
     let seqs: BTreeSet<u32> = e.iter().filter(|e| e.dup).map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=20).collect(), "{out}");
-    assert!(out.contains("+20 duplicates"), "{out}");
+    assert!(seqs.is_superset(&(1..=19).collect()), "{out}");
+    let copies: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("impairments: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(copies >= 20, "{stats}");
+    assert!(stats.contains("(0 could not be copied)"), "{stats}");
 }
 
 /// `corrupt 100%` on the way out flips one bit of every request, so the

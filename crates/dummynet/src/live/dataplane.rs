@@ -309,10 +309,12 @@ impl DataPlane {
         for b in &mut self.backends {
             b.stop_intercepting();
         }
-        // Read what is already in the sockets, then let everything out.
+        // Read what is already in the sockets, then let everything out:
+        // following packets only, since a repeating schedule never ends
+        // (steps due before a packet's time still run, in order).
         self.receive_all();
         let now = self.clock.now();
-        while let Some(d) = self.engine.next_deadline() {
+        while let Some(d) = self.engine.next_packet_deadline() {
             self.release(d.max(now));
         }
         // Released ahead of time on purpose: not lateness.
