@@ -196,11 +196,6 @@ impl Payload for Packet {
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         self.frame.get_mut(self.ip_offset..)
     }
-    /// `corrupt` flips a bit anywhere in the frame as captured, link header
-    /// included, as netem does to the frame at a device's queue.
-    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        Some(&mut self.frame)
-    }
     fn duplicate(&self) -> Option<Self> {
         Some(Packet {
             id: self.id,

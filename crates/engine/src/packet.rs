@@ -42,8 +42,9 @@ pub trait Payload {
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         None
     }
-    /// All the bytes the packet has on the wire here (the frame at layer 2,
-    /// the IP packet at layer 3), for `corrupt` to flip a bit in.
+    /// The bytes `corrupt` may flip a bit in: by default the IP packet, since
+    /// a bit flipped in a link header would fail the link's own check (an
+    /// Ethernet FCS) and be a loss, not a corruption the receiver sees.
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         self.ip_bytes_mut()
     }

@@ -87,17 +87,6 @@ impl Payload for Carrier {
         }
     }
 
-    /// `corrupt` flips a bit of what goes on the wire here: the whole frame
-    /// on a bridge (as netem does at a device's queue), the IP packet in
-    /// host mode.
-    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        match &mut self.body {
-            Body::Frame { buf, .. } => Some(buf),
-            Body::Host(p) => p.payload_mut().ok(),
-            Body::Ip(buf) => Some(buf),
-        }
-    }
-
     /// `duplicate`: a bridged frame or a host's outgoing copy is copied
     /// byte for byte. A packet the kernel holds for a verdict cannot be:
     /// the kernel takes one verdict per packet, and an incoming copy has no

@@ -3,10 +3,11 @@
 //! With probability `P` one bit of the packet, at a uniformly drawn byte and
 //! bit, is flipped; checksums are left as they are, so the receiver's
 //! checksum (or the application) is what notices. netem flips a bit of the
-//! bytes it holds (the frame at a device's qdisc); here it is the bytes the
-//! payload exposes ([`crate::Payload::bytes_mut`]): the frame in bridge mode
-//! and `sim` on Ethernet captures, the IP packet in host mode. A payload with
-//! no bytes is counted as corrupted and left unchanged.
+//! bytes it holds, the frame at a device's qdisc, link header included; here
+//! it is the IP packet ([`crate::Payload::bytes_mut`]) in every mode, since
+//! on a real link a bit flipped in the link header fails the frame check
+//! and is a loss, not a corruption the receiver sees. A payload with no
+//! bytes is counted as corrupted and left unchanged.
 
 use super::correlated::{self, CorrState, Correlated};
 use crate::rng::Rng;
