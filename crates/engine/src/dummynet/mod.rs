@@ -290,6 +290,40 @@ enum TimerKind {
 /// makes ties deterministic; stale entries are skipped on pop.
 type Timer = Reverse<(Nanos, u64, InstId, TimerKind)>;
 
+/// The instances' link and delay-line timers, earliest first.
+#[derive(Default)]
+struct Timers {
+    heap: BinaryHeap<Timer>,
+    seq: u64,
+}
+
+impl Timers {
+    #[inline]
+    fn arm(&mut self, at: Nanos, inst: InstId, kind: TimerKind) {
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq, inst, kind)));
+    }
+}
+
+/// Packets an AQM dropped during a service leave, at `now`, as `aqm` drops.
+fn exit_aqm_drops<P>(
+    exits: &mut VecDeque<Exit<P>>,
+    drops: &mut Vec<Held<P>>,
+    backlog: &mut u32,
+    counters: &mut FlowCounters,
+    now: Nanos,
+) {
+    for held in drops.drain(..) {
+        *backlog = backlog.saturating_sub(1);
+        counters.drops += 1;
+        exits.push_back(Exit {
+            held,
+            at: now,
+            drop: Some(DropReason::Aqm),
+        });
+    }
+}
+
 // ------------------------------------------------------------ dummynet
 
 pub(crate) struct Dummynet<P> {
@@ -302,8 +336,7 @@ pub(crate) struct Dummynet<P> {
     flowsets: FxHashMap<u32, Flowset>,
     queues: Slab<FlowQueue<P>>,
     instances: Slab<Instance<P>>,
-    timers: BinaryHeap<Timer>,
-    timer_seq: u64,
+    timers: Timers,
     /// Packets that left (or were dropped inside) and await the engine.
     pub exits: VecDeque<Exit<P>>,
     /// ECN CE marks set by AQMs, engine-wide.
@@ -333,8 +366,7 @@ impl<P> Dummynet<P> {
             flowsets: FxHashMap::default(),
             queues: Slab::default(),
             instances: Slab::default(),
-            timers: BinaryHeap::new(),
-            timer_seq: 0,
+            timers: Timers::default(),
             exits: VecDeque::new(),
             marks: 0,
             new_copies: 0,
@@ -640,9 +672,7 @@ impl<P: Payload> Dummynet<P> {
                     let at = tr.at(start, c);
                     instance.link.active = true;
                     instance.link_timer = Some(at);
-                    self.timer_seq += 1;
-                    self.timers
-                        .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+                    self.timers.arm(at, inst, TimerKind::Link);
                 }
                 return;
             }
@@ -766,15 +796,7 @@ impl<P: Payload> Dummynet<P> {
             overtook |= delayline::place(params, fx.as_deref_mut(), rng, dline, held, exit);
         }
         self.marks += ops.marks;
-        for d in ops.aqm_drops.drain(..) {
-            *backlog = backlog.saturating_sub(1);
-            counters.drops += 1;
-            self.exits.push_back(Exit {
-                held: d,
-                at: now,
-                drop: Some(DropReason::Aqm),
-            });
-        }
+        exit_aqm_drops(&mut self.exits, &mut ops.aqm_drops, backlog, counters, now);
         if link.credit >= 0 && slot_wait.is_none() {
             link.idle_time = now;
         } else {
@@ -792,9 +814,7 @@ impl<P: Payload> Dummynet<P> {
             }
             link.active = true;
             *link_timer = Some(at);
-            self.timer_seq += 1;
-            self.timers
-                .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+            self.timers.arm(at, inst, TimerKind::Link);
         }
         let holds = !dline.is_empty() || fx.as_ref().is_some_and(|f| !f.early_is_empty());
         if lines_were_idle || overtook {
@@ -882,23 +902,13 @@ impl<P: Payload> Dummynet<P> {
         }
         fx.cursor = cur;
         self.marks += ops.marks;
-        for d in ops.aqm_drops.drain(..) {
-            *backlog = backlog.saturating_sub(1);
-            counters.drops += 1;
-            self.exits.push_back(Exit {
-                held: d,
-                at: now,
-                drop: Some(DropReason::Aqm),
-            });
-        }
+        exit_aqm_drops(&mut self.exits, &mut ops.aqm_drops, backlog, counters, now);
         if fx.head.is_some() || *backlog > 0 {
             if let Some(c) = cur {
                 let at = tr.at(start, c);
                 link.active = true;
                 *link_timer = Some(at);
-                self.timer_seq += 1;
-                self.timers
-                    .push(Reverse((at, self.timer_seq, inst, TimerKind::Link)));
+                self.timers.arm(at, inst, TimerKind::Link);
             }
         }
         let holds = !dline.is_empty() || !fx.early_is_empty();
@@ -917,9 +927,7 @@ impl<P: Payload> Dummynet<P> {
         while let Some((at, fifo)) = delayline::next_out(&instance.dline, instance.fx.as_deref()) {
             if at > now {
                 instance.dline_timer = Some(at);
-                self.timer_seq += 1;
-                self.timers
-                    .push(Reverse((at, self.timer_seq, inst, TimerKind::DelayLine)));
+                self.timers.arm(at, inst, TimerKind::DelayLine);
                 break;
             }
             let h = if fifo {
@@ -955,19 +963,19 @@ impl<P: Payload> Dummynet<P> {
 
     /// The earliest pending timer.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.timers.peek().map(|Reverse((t, ..))| *t)
+        self.timers.heap.peek().map(|Reverse((t, ..))| *t)
     }
 
     /// Runs the earliest timer if it is due at or before `now`. Returns false
     /// when nothing is due. Exits land in `self.exits`.
     pub fn run_timer(&mut self, now: Nanos) -> bool {
-        let Some(&Reverse((at, _, inst, kind))) = self.timers.peek() else {
+        let Some(&Reverse((at, _, inst, kind))) = self.timers.heap.peek() else {
             return false;
         };
         if at > now {
             return false;
         }
-        self.timers.pop();
+        self.timers.heap.pop();
         let Some(i) = self.instances.get(inst) else {
             return true;
         };
