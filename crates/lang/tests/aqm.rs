@@ -2,6 +2,10 @@
 //! config, the settings that change omitted values, and errors that point
 //! at the word at fault.
 
+mod common;
+
+use common::err;
+
 use dummynet_engine::config::{
     AqmConfig, CodelConfig, Command, FlowsetConfig, PieConfig, QueueLimit, RedConfig, Setting,
     Settings,
@@ -9,7 +13,7 @@ use dummynet_engine::config::{
 use dummynet_engine::time::{NS_PER_MS, NS_PER_US};
 use dummynet_engine::Engine;
 use dummynet_lang::{
-    format_pipes, parse_command, parse_command_with, parse_file, ErrorKind, ParseError, Statement,
+    format_pipes, parse_command, parse_command_with, parse_file, ErrorKind, Statement,
 };
 
 const MS: u64 = NS_PER_MS;
@@ -24,10 +28,6 @@ fn flowset(line: &str) -> FlowsetConfig {
 
 fn aqm(line: &str) -> AqmConfig {
     flowset(line).aqm
-}
-
-fn err(line: &str) -> ParseError {
-    parse_command(line).expect_err(line)
 }
 
 fn red(w_q: f64, min_th: u64, max_th: u64, max_p: f64, ecn: bool) -> RedConfig {

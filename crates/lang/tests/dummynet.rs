@@ -1,5 +1,9 @@
 //! `pipe`, `queue`, `sched`, settings and the command-line frame around them.
 
+mod common;
+
+use common::{apply, link, pipe};
+
 use dummynet_engine::config::{
     AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
     SchedConfig, Setting,
@@ -9,25 +13,6 @@ use dummynet_engine::rng::Probability;
 use dummynet_engine::sched::{self, ParamKind};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use dummynet_lang::{parse_args, parse_command, ErrorKind, Flags, ShowRequest, Statement};
-
-fn apply(line: &str) -> Command {
-    match parse_command(line).map(|p| p.statement) {
-        Ok(Statement::Apply(c)) => c,
-        Ok(other) => panic!("{line}: {other:?}"),
-        Err(e) => panic!("{line}:\n{e}"),
-    }
-}
-
-fn pipe(line: &str) -> PipeConfig {
-    match apply(line) {
-        Command::ConfigPipe(_, cfg) => cfg,
-        other => panic!("{line}: {other:?}"),
-    }
-}
-
-fn link(line: &str) -> LinkConfig {
-    pipe(line).link
-}
 
 fn queue(line: &str) -> QueueConfig {
     match apply(line) {

@@ -3,13 +3,17 @@
 //! on a command line: what each parses to, defaults included, and where
 //! each mistake is pointed.
 
+mod common;
+
+use common::{apply, err, link, pipe};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dummynet_engine::config::{
-    Command, Correlated, Distribution, Field, Fields, FlowsetConfig, Jitter, LinkConfig, LossModel,
-    Overhead, PipeConfig, QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
+    Command, Correlated, Distribution, Field, Fields, FlowsetConfig, Jitter, LossModel, Overhead,
+    QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
 };
 use dummynet_engine::impair::dist;
 use dummynet_engine::rng::Probability;
@@ -18,31 +22,8 @@ use dummynet_lang::{parse_args_in, parse_command, ErrorKind, ParseError, Stateme
 
 const MS: u64 = NS_PER_MS;
 
-fn apply(line: &str) -> Command {
-    match parse_command(line).map(|p| p.statement) {
-        Ok(Statement::Apply(c)) => c,
-        Ok(other) => panic!("{line}: {other:?}"),
-        Err(e) => panic!("{line}:\n{e}"),
-    }
-}
-
-fn pipe(line: &str) -> PipeConfig {
-    match apply(line) {
-        Command::ConfigPipe(_, cfg) => cfg,
-        other => panic!("{line}: {other:?}"),
-    }
-}
-
-fn link(line: &str) -> LinkConfig {
-    pipe(line).link
-}
-
 fn flowset(line: &str) -> FlowsetConfig {
     pipe(line).flowset
-}
-
-fn err(line: &str) -> ParseError {
-    parse_command(line).expect_err(line)
 }
 
 /// Asserts that `line` fails at `found` (1-based `column`) with `kind`,
