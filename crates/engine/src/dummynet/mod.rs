@@ -29,11 +29,11 @@ use rustc_hash::FxHashMap;
 
 use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{FlowsetConfig, LinkConfig, DN_MAX_ID};
+use crate::config::{Correlated, FlowsetConfig, LinkConfig, LossModel, DN_MAX_ID};
 use crate::flow::{FlowKey, FlowMask};
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
-use crate::rng::Rng;
+use crate::rng::{Probability, Rng};
 use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::stats::{DropReason, FlowCounters};
 use crate::time::Nanos;
@@ -151,20 +151,47 @@ struct FlowQueue<P> {
 struct QueueFx {
     rng: Rng,
     aqm: Option<Box<dyn AqmState>>,
+    /// Its flowset's options that act on entry.
+    entry: EntryOptions,
     loss: LossState,
     dup: DuplicateState,
     corrupt: corrupt::CorruptState,
 }
 
 impl QueueFx {
-    fn new(rng: Rng, aqm: Option<Box<dyn AqmState>>) -> Box<Self> {
+    fn new(rng: Rng, aqm: Option<Box<dyn AqmState>>, cfg: &FlowsetConfig) -> Box<Self> {
         Box::new(QueueFx {
             rng,
             aqm,
+            entry: EntryOptions::of(cfg),
             loss: LossState::default(),
             dup: DuplicateState::default(),
             corrupt: corrupt::CorruptState::default(),
         })
+    }
+}
+
+/// A flowset's options that act on a packet as it enters one of its queues,
+/// drawn from the queue's stream: `plr`, `loss`, `duplicate`, `corrupt`.
+/// Each [`QueueFx`] keeps a copy, kept in step by `set_flowset`, so that a
+/// packet's entry reads them from the queue it already holds: a queue
+/// without them (a plain pipe's) never reads or copies them.
+#[derive(Debug, Clone, Copy)]
+struct EntryOptions {
+    plr: Probability,
+    loss: Option<LossModel>,
+    duplicate: Option<Correlated>,
+    corrupt: Option<Correlated>,
+}
+
+impl EntryOptions {
+    fn of(cfg: &FlowsetConfig) -> Self {
+        EntryOptions {
+            plr: cfg.plr,
+            loss: cfg.loss,
+            duplicate: cfg.duplicate,
+            corrupt: cfg.corrupt,
+        }
     }
 }
 
@@ -400,9 +427,7 @@ impl<P: Payload> Dummynet<P> {
                 reason: DropReason::NoSuchTarget,
             });
         };
-        let cfg = &fs.cfg;
-        let (plr, limit) = (cfg.plr, cfg.limit);
-        let (loss, dup, corrupt) = (cfg.loss, cfg.duplicate, cfg.corrupt);
+        let limit = fs.cfg.limit;
         // Fast path: an unmasked flowset on an unmasked scheduler has one queue.
         let (inst, q) = match fs
             .solo
@@ -438,6 +463,12 @@ impl<P: Payload> Dummynet<P> {
         // loss, duplicate and corrupt follow `plr` as more random loss.
         let mut copy = None;
         if let Some(fx) = queue.fx.as_deref_mut() {
+            let EntryOptions {
+                plr,
+                loss,
+                duplicate: dup,
+                corrupt,
+            } = fx.entry;
             if !plr.is_zero() && fx.rng.chance(plr) {
                 queue.drops += 1;
                 instance.counters.drops += 1;
@@ -1057,7 +1088,7 @@ impl<P: Payload> Dummynet<P> {
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
         let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
-        let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm));
+        let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm, &fs.cfg));
         let q = self.queues.insert(FlowQueue {
             pkts: VecDeque::new(),
             bytes: 0,
@@ -1522,11 +1553,14 @@ impl<P: Payload> Dummynet<P> {
                 continue;
             }
             match (&mut queue.fx, fresh) {
-                (Some(fx), Some(a)) => fx.aqm = a,
-                (Some(_), None) => {}
+                (Some(fx), Some(a)) => {
+                    fx.aqm = a;
+                    fx.entry = EntryOptions::of(&fs.cfg);
+                }
+                (Some(fx), None) => fx.entry = EntryOptions::of(&fs.cfg),
                 (None, a) => {
                     let rng = Rng::stream(self.seed, &stream_name(1, n, &qid));
-                    queue.fx = Some(QueueFx::new(rng, a.flatten()));
+                    queue.fx = Some(QueueFx::new(rng, a.flatten(), &fs.cfg));
                 }
             }
         }
