@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 
 use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{Correlated, FlowsetConfig, LinkConfig, LossModel, DN_MAX_ID};
+use crate::config::{Correlated, FlowsetConfig, LinkConfig, LossModel, QueueLimit, DN_MAX_ID};
 use crate::flow::{FlowKey, FlowMask};
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
@@ -512,38 +512,59 @@ impl<P: Payload> Dummynet<P> {
                 }
             }
         }
+        match copy {
+            None => self.admit(now, q, inst, held, limit),
+            Some(copy) => self.admit_with_copy(now, q, inst, held, copy, limit),
+        }
+    }
+
+    /// [`Self::admit`] for a packet and then the copy `duplicate` made of
+    /// it; if the queue refuses the copy, it leaves at once as a drop. Out
+    /// of line, so that the packet without a copy goes straight from
+    /// `admit` to the caller.
+    #[inline(never)]
+    fn admit_with_copy(
+        &mut self,
+        now: Nanos,
+        q: QueueId,
+        inst: InstId,
+        held: Held<P>,
+        copy: Held<P>,
+        limit: QueueLimit,
+    ) -> Result<(), Rejected<P>> {
         let result = self.admit(now, q, inst, held, limit);
-        if let Some(copy) = copy {
-            self.new_copies += 1;
-            if let (Some(queue), Some(instance)) =
-                (self.queues.get_mut(q), self.instances.get_mut(inst))
-            {
-                queue.tot_pkts += 1;
-                queue.tot_bytes += u64::from(len);
-                instance.counters.tot_pkts += 1;
-                instance.counters.tot_bytes += u64::from(len);
-            }
-            if let Err(Rejected { held, reason }) = self.admit(now, q, inst, copy, limit) {
-                self.exits.push_back(Exit {
-                    held,
-                    at: now,
-                    drop: Some(reason),
-                });
-            }
+        self.new_copies += 1;
+        let len = u64::from(copy.info.len);
+        if let (Some(queue), Some(instance)) =
+            (self.queues.get_mut(q), self.instances.get_mut(inst))
+        {
+            queue.tot_pkts += 1;
+            queue.tot_bytes += len;
+            instance.counters.tot_pkts += 1;
+            instance.counters.tot_bytes += len;
+        }
+        if let Err(Rejected { held, reason }) = self.admit(now, q, inst, copy, limit) {
+            self.exits.push_back(Exit {
+                held,
+                at: now,
+                drop: Some(reason),
+            });
         }
         result
     }
 
     /// The rest of the entry for a packet that survived random loss: its
     /// queue's AQM and limit, then the scheduler (or straight to an idle link).
-    #[inline]
+    /// Always inlined: a call would move the packet (some 150 bytes) once
+    /// more on every entry, and write its refusal once more on the way out.
+    #[inline(always)]
     fn admit(
         &mut self,
         now: Nanos,
         q: QueueId,
         inst: InstId,
         mut held: Held<P>,
-        limit: crate::config::QueueLimit,
+        limit: QueueLimit,
     ) -> Result<(), Rejected<P>> {
         let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
         else {
@@ -678,9 +699,9 @@ impl<P: Payload> Dummynet<P> {
     /// Starts an idle link, granting its burst allowance, and serves it;
     /// `first` is a packet handed over without queueing (see
     /// [`SchedType::idle_bypass`]), sent before anything the policy holds.
-    /// A slotted link waits for a slot; a traced one for its next
-    /// opportunity, those up to now having passed with nothing to send.
-    #[inline]
+    /// Always inlined: a call would move `first` once more on its way to
+    /// the link.
+    #[inline(always)]
     fn kick(&mut self, now: Nanos, inst: InstId, first: Option<Held<P>>) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
@@ -689,26 +710,37 @@ impl<P: Payload> Dummynet<P> {
             return;
         }
         instance.link.wake(now, &instance.params);
-        if instance.params.gated {
-            let fx = instance.fx.get_or_insert_with(Default::default);
-            if let Some(slot) = &instance.params.slot {
-                fx.slot.wake(now, slot, &mut instance.rng);
-            }
-            if let Some(tr) = &instance.params.trace {
-                let start = instance.params.trace_start;
-                fx.cursor = tr.first_after(start, now);
-                // A finished `once` trace carries nothing more: its packets
-                // stay queued (and are counted inside).
-                if let Some(c) = fx.cursor {
-                    let at = tr.at(start, c);
-                    instance.link.active = true;
-                    instance.link_timer = Some(at);
-                    self.timers.arm(at, inst, TimerKind::Link);
-                }
-                return;
-            }
+        if instance.params.gated && !self.wake_gate(now, inst) {
+            return;
         }
         self.serve(now, inst, first);
+    }
+
+    /// A gated link wakes: a slotted one is served in its slot (true); a
+    /// traced one waits for its next opportunity, those up to now having
+    /// passed with nothing to send (false).
+    fn wake_gate(&mut self, now: Nanos, inst: InstId) -> bool {
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return false;
+        };
+        let fx = instance.fx.get_or_insert_with(Default::default);
+        if let Some(slot) = &instance.params.slot {
+            fx.slot.wake(now, slot, &mut instance.rng);
+        }
+        if let Some(tr) = &instance.params.trace {
+            let start = instance.params.trace_start;
+            fx.cursor = tr.first_after(start, now);
+            // A finished `once` trace carries nothing more: its packets
+            // stay queued (and are counted inside).
+            if let Some(c) = fx.cursor {
+                let at = tr.at(start, c);
+                instance.link.active = true;
+                instance.link_timer = Some(at);
+                self.timers.arm(at, inst, TimerKind::Link);
+            }
+            return false;
+        }
+        true
     }
 
     /// FreeBSD's `serve_sched`: while the link has credit, dequeue and put on
