@@ -1007,7 +1007,11 @@ impl<P: Payload> Dummynet<P> {
             }
             self.exits.push_back(Exit { held: h, at, drop });
         }
-        self.reap(inst);
+        // Only a retired instance can be reaped; checked here, where the
+        // instance is at hand, the release of a live one skips the call.
+        if instance.retired {
+            self.reap(inst);
+        }
     }
 
     /// Frees a retired instance once it holds nothing.
