@@ -126,8 +126,8 @@ impl<P: Payload> Engine<P> {
         }
     }
 
-    pub fn settings(&self) -> Settings {
-        self.settings
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The id of interface `name`, for [`PacketInfo::recv_if`] / `xmit_if`.
@@ -653,8 +653,9 @@ impl<P: Payload> Engine<P> {
         }
     }
 
-    fn config_pipe(&mut self, now: Nanos, n: u32, cfg: PipeConfig) -> Result<(), ConfigError> {
+    fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
+        cfg.flowset.aqm.fill_defaults(&self.settings);
         self.check_link(&cfg.link)?;
         self.check_flowset(&cfg.flowset)?;
         if cfg.flowset.weight == 0 {
@@ -671,7 +672,11 @@ impl<P: Payload> Engine<P> {
                     .map(<[_]>::to_vec)
                     .unwrap_or_default(),
             ),
-            None => (default_type(), Vec::new()),
+            None => {
+                let mut params = Vec::new();
+                crate::params::fill_defaults(default_type().tunables, &mut params, &self.settings);
+                (default_type(), params)
+            }
         };
         let fifo = fifo_type();
         let mask = cfg.flowset.mask;
@@ -684,8 +689,14 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    fn config_queue(&mut self, now: Nanos, n: u32, cfg: QueueConfig) -> Result<(), ConfigError> {
+    fn config_queue(
+        &mut self,
+        now: Nanos,
+        n: u32,
+        mut cfg: QueueConfig,
+    ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
+        cfg.flowset.aqm.fill_defaults(&self.settings);
         let sched = cfg.sched.unwrap_or(1);
         check_number("scheduler", sched)?;
         self.check_flowset(&cfg.flowset)?;
@@ -702,7 +713,12 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    fn config_sched(&mut self, now: Nanos, n: u32, cfg: SchedConfig) -> Result<(), ConfigError> {
+    fn config_sched(
+        &mut self,
+        now: Nanos,
+        n: u32,
+        mut cfg: SchedConfig,
+    ) -> Result<(), ConfigError> {
         check_number("scheduler", n)?;
         let kind = match &cfg.kind {
             Some(name) => match sched::lookup(name) {
@@ -716,6 +732,7 @@ impl<P: Payload> Engine<P> {
             },
             None => self.dn.sched_kind(n).unwrap_or_else(default_type),
         };
+        crate::params::fill_defaults(kind.tunables, &mut cfg.params, &self.settings);
         if let Err(e) = (kind.new_instance)(&cfg.params) {
             return err(format!("sched {n} type {}: {e}", kind.name));
         }
@@ -969,7 +986,7 @@ impl<P: Payload> Engine<P> {
                 .into_iter()
                 .filter_map(|n| self.dn.flowset_view(n))
                 .collect(),
-            settings: self.settings,
+            settings: self.settings.clone(),
             totals: self.totals(),
         }
     }

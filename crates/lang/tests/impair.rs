@@ -912,7 +912,7 @@ fn sched_modify_without_type_takes_any_types_parameters() {
     let Command::ModifySched(1, cfg, f) = apply("sched 1 modify quantum 3000") else {
         panic!()
     };
-    // No type, so no defaults filled: only what was given.
+    // Only what was given: the engine fills defaults when it applies it.
     assert_eq!(
         cfg,
         SchedConfig {
@@ -930,12 +930,12 @@ fn sched_modify_without_type_takes_any_types_parameters() {
         cfg.params,
         vec![
             ("target".into(), 10 * MS),
-            ("alpha".into(), 200),
+            ("alpha".into(), 200_000_000),
             ("ecn".into(), 0),
             ("lmax".into(), 1500)
         ]
     );
-    // With a type, its parameters and defaults, as `config` has them.
+    // With a type, its parameters, as `config` has them.
     let Command::ModifySched(_, cfg, f) = apply("sched 1 modify type fq_codel quantum 3000") else {
         panic!()
     };

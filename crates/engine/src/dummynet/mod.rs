@@ -1053,7 +1053,7 @@ impl<P: Payload> Dummynet<P> {
             return (inst, q);
         }
         let aqm = match &sched.sub {
-            Some(sub) => aqm::new_state(&sub.aqm, sub.aqm_limit),
+            Some(sub) => sub.aqm.new_state(sub.aqm_limit),
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
         let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
@@ -1428,7 +1428,9 @@ impl<P: Payload> Dummynet<P> {
                 let remask = s.mask != mask;
                 // Queues made for other buckets or another AQM go (they are
                 // drained); the refill makes them again under the new rules.
-                let requeue = s.sub != sub;
+                // The sub-queues follow from the type and its parameters.
+                let requeue = (s.sub.is_some() || sub.is_some())
+                    && (!std::ptr::eq(s.kind, kind) || s.params != params);
                 s.kind = kind;
                 s.params = params;
                 s.mask = mask;
