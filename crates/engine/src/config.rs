@@ -62,6 +62,9 @@ pub enum Command {
     /// `at T COMMAND` lines (and `repeat every P`): commands applied later,
     /// at times counted from when this command is applied.
     Schedule(Schedule),
+    /// `at flush`: every scheduled step still waiting is cancelled, repeating
+    /// schedules included; what already ran stays as it is.
+    CancelSchedules,
     /// `pipe N delete`: the link, its schedulers and its implicit queue.
     DeletePipes(Vec<u32>),
     DeleteQueues(Vec<u32>),

@@ -96,6 +96,9 @@ pub struct ScheduleStats {
     pub max_late: Nanos,
     /// The same, for the last step applied.
     pub last_late: Nanos,
+    /// Steps cancelled by `at flush` before their time (a repeating
+    /// schedule's next round counts once).
+    pub cancelled: u64,
 }
 
 impl<P: Payload> Engine<P> {
@@ -601,6 +604,12 @@ impl<P: Payload> Engine<P> {
                 self.config_sched(now, n, merged)
             }
             Command::Schedule(sch) => self.schedule(now, sch),
+            Command::CancelSchedules => {
+                self.schedule_stats.cancelled += self.plan.len() as u64;
+                self.plan.clear();
+                self.schedules.clear();
+                Ok(())
+            }
             Command::DeletePipes(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.dn.has_link(n)) {
                     return err(format!("pipe {n} does not exist"));

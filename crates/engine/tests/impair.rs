@@ -883,6 +883,45 @@ fn a_repeating_schedule_takes_a_link_down_and_up() {
     assert_eq!(b.e.schedule_stats().applied, 8);
 }
 
+/// `at flush` stops a repeating schedule: the steps waiting are cancelled
+/// and counted, what already ran stays, and a link left up stays up.
+#[test]
+fn cancelling_stops_a_repeating_schedule() {
+    let mut b = Bench::new(22);
+    b.pipe(0, delay_link(MS, None), FlowsetConfig::default());
+    let plr = |p| {
+        modify(
+            1,
+            LinkConfig::default(),
+            FlowsetConfig {
+                plr: p,
+                ..Default::default()
+            },
+            &[Field::Plr],
+        )
+    };
+    b.apply(
+        0,
+        Command::Schedule(Schedule {
+            steps: vec![
+                (100 * MS, plr(Probability::ONE)),
+                (200 * MS, plr(Probability::ZERO)),
+            ],
+            every: Some(300 * MS),
+        }),
+    );
+    b.apply(650 * MS, Command::CancelSchedules);
+    let st = b.e.schedule_stats();
+    assert_eq!((st.applied, st.pending, st.cancelled), (4, 0, 2));
+    for i in 0..60 {
+        b.send(650 * MS + i * 10 * MS, 100);
+    }
+    b.run_until(2 * SEC);
+    assert!(b.departures().iter().all(Option::is_some));
+    assert_eq!(b.e.schedule_stats().applied, 4);
+    assert_eq!(b.e.next_deadline(), None);
+}
+
 #[test]
 fn a_failed_scheduled_step_is_reported_and_changes_nothing() {
     let mut b = Bench::new(21);

@@ -82,7 +82,9 @@ pub(crate) fn parse_line(
              `at` lines",
         ));
     }
-    let statement = if cur.eat("at") {
+    let statement = if let Some(cancel) = at_flush(&mut cur)? {
+        cancel
+    } else if cur.eat("at") {
         let (offset, command) = parse_at(&mut cur, ctx, None)?;
         Statement::Apply(Command::Schedule(Schedule {
             steps: vec![(offset, command)],
@@ -154,6 +156,9 @@ pub(crate) fn parse_file_line(
         cur.finish("`repeat every P`")?;
         return Ok(Some(FileLine::Repeat(every)));
     }
+    if let Some(statement) = at_flush(&mut cur)? {
+        return Ok(Some(FileLine::Now(Parsed { flags, statement })));
+    }
     if cur.eat("at") {
         let (offset, command) = parse_at(&mut cur, ctx, block)?;
         return Ok(Some(FileLine::At {
@@ -164,6 +169,18 @@ pub(crate) fn parse_file_line(
     }
     let statement = parse_statement(&mut cur, ctx)?;
     Ok(Some(FileLine::Now(Parsed { flags, statement })))
+}
+
+/// `at flush`: cancels every schedule still running (applied now, in a
+/// file too); `None` if the line is something else.
+fn at_flush(cur: &mut Cursor<'_>) -> Result<Option<Statement>, ParseError> {
+    if !(cur.peek_is("at") && cur.peek_nth(1).is_some_and(|t| t.is("flush"))) {
+        return Ok(None);
+    }
+    cur.bump();
+    cur.bump();
+    cur.finish("`at flush`")?;
+    Ok(Some(Statement::Apply(Command::CancelSchedules)))
 }
 
 /// The tokens of a line's command, after the program word and the flags;

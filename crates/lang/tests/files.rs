@@ -302,6 +302,26 @@ at 3s pipe 4 config codel
     );
 }
 
+/// `at flush` cancels the schedules running; in a file it applies in
+/// its place (it is no step of a block), and it takes nothing after it.
+#[test]
+fn at_flush_cancels_schedules() {
+    assert_eq!(line_command("at flush"), Command::CancelSchedules);
+    assert_eq!(line_command("ipfw at flush"), Command::CancelSchedules);
+    let parsed = parse_file("at 1s pipe 1 delete\nat flush\nat 2s pipe 2 delete\n", None).unwrap();
+    let commands: Vec<&Command> = parsed.iter().map(|(_, p)| command(p)).collect();
+    assert!(matches!(
+        commands[..],
+        [
+            Command::Schedule(_),
+            Command::CancelSchedules,
+            Command::Schedule(_)
+        ]
+    ));
+    let e = parse_command("at flush now").unwrap_err();
+    assert_eq!(e.found(), Some("now"));
+}
+
 #[test]
 fn schedule_errors_in_files() {
     for (text, line, found, says) in [
