@@ -15,13 +15,16 @@ pub use crate::aqm::red::RedConfig;
 pub use crate::aqm::AqmConfig;
 use crate::flow::FlowMask;
 pub use crate::impair::correlated::Correlated;
+pub use crate::impair::corrupt::Corrupt;
 pub use crate::impair::dist::{DistTable, Distribution};
+pub use crate::impair::duplicate::Duplicate;
 pub use crate::impair::jitter::Jitter;
 pub use crate::impair::loss::LossModel;
 pub use crate::impair::overhead::Overhead;
 pub use crate::impair::reorder::Reorder;
 pub use crate::impair::slot::Slot;
 pub use crate::impair::trace::{Trace, TraceMode};
+use crate::impair::Impairment;
 use crate::params::Tunable;
 use crate::rng::Probability;
 use crate::time::Nanos;
@@ -343,6 +346,22 @@ pub struct LinkConfig {
     pub trace: Option<Arc<Trace>>,
 }
 
+impl LinkConfig {
+    /// The link's impairments that are set, in `show`'s order: one line
+    /// per impairment of the link and delay-line stages.
+    pub fn impairments(&self) -> impl Iterator<Item = &dyn Impairment> {
+        [
+            self.jitter.as_ref().map(|x| x as &dyn Impairment),
+            self.reorder.as_ref().map(|x| x as &dyn Impairment),
+            self.overhead.as_ref().map(|x| x as &dyn Impairment),
+            self.slot.as_ref().map(|x| x as &dyn Impairment),
+            self.trace.as_deref().map(|x| x as &dyn Impairment),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// A delay profile in FreeBSD's file format (`ipfw pipe N config profile FILE`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -407,9 +426,9 @@ pub struct FlowsetConfig {
     /// `loss ...`: netem's loss models, at arrival after `plr`.
     pub loss: Option<LossModel>,
     /// `duplicate P [correlation C]`.
-    pub duplicate: Option<Correlated>,
+    pub duplicate: Option<Duplicate>,
     /// `corrupt P [correlation C]`.
-    pub corrupt: Option<Correlated>,
+    pub corrupt: Option<Corrupt>,
     /// `mask ...`: one queue per masked flow id.
     pub mask: FlowMask,
     pub buckets: u32,
@@ -417,6 +436,20 @@ pub struct FlowsetConfig {
     /// `noerror`: a drop is not reported to the sender (FreeBSD returns ENOBUFS
     /// to local senders otherwise). Kept for host mode.
     pub noerror: bool,
+}
+
+impl FlowsetConfig {
+    /// The queue's entry impairments that are set, in the order they act
+    /// (and `show` prints them): one line per impairment of the entry stage.
+    pub fn impairments(&self) -> impl Iterator<Item = &dyn Impairment> {
+        [
+            self.loss.as_ref().map(|x| x as &dyn Impairment),
+            self.duplicate.as_ref().map(|x| x as &dyn Impairment),
+            self.corrupt.as_ref().map(|x| x as &dyn Impairment),
+        ]
+        .into_iter()
+        .flatten()
+    }
 }
 
 impl Default for FlowsetConfig {

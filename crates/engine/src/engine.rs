@@ -13,6 +13,7 @@ use crate::config::{
     MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::impair::On;
 use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 use crate::rng::Rng;
@@ -859,58 +860,17 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    /// netem's and mahimahi's link options: each one's own ranges, and the
-    /// combinations that mean nothing.
+    /// netem's and mahimahi's link options: each one's own checks.
     fn check_impairments(&self, l: &LinkConfig) -> Result<(), ConfigError> {
-        use crate::impair::{overhead, reorder, slot};
-        if let Some(o) = &l.overhead {
-            overhead::validate(o).map_err(ConfigError)?;
-        }
-        if let Some(s) = &l.slot {
-            slot::validate(s).map_err(ConfigError)?;
-        }
-        if let Some(r) = &l.reorder {
-            reorder::validate(r).map_err(ConfigError)?;
-            if l.delay == 0 {
-                return err(
-                    "reorder needs a delay: reordered packets skip the delay to overtake \
-                     the others, so without one nothing can change (add `delay T`)",
-                );
-            }
-        }
-        if let Some(j) = &l.jitter {
-            if j.amount > MAX_DELAY {
-                return err(format!(
-                    "jitter {} ms is above the limit of {} ms (one hour)",
-                    j.amount / 1_000_000,
-                    MAX_DELAY / 1_000_000
-                ));
-            }
-        }
-        if let Some(t) = &l.trace {
-            let other = [
-                (l.bw > 0, "bw"),
-                (l.profile.is_some(), "profile"),
-                (l.burst > 0, "burst"),
-                (l.slot.is_some(), "slot"),
-            ];
-            if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
-                return err(format!(
-                    "`trace` and `{what}` exclude each other: a traced link sends \
-                     only at its trace's opportunities"
-                ));
-            }
-            if t.times.is_empty() {
-                return err(format!("trace `{}` has no opportunities", t.name));
-            }
-        }
-        Ok(())
+        l.impairments()
+            .try_for_each(|i| i.check(On::Link(l)))
+            .map_err(ConfigError)
     }
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
-        if let Some(m) = &f.loss {
-            crate::impair::loss::validate(m).map_err(ConfigError)?;
-        }
+        f.impairments()
+            .try_for_each(|i| i.check(On::Queue(f)))
+            .map_err(ConfigError)?;
         if f.weight > MAX_WEIGHT {
             return err(format!(
                 "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",

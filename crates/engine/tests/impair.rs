@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use common::{rule, udp, MS, SEC, US};
 use dummynet_engine::config::{
-    Action, Command, Correlated, DistTable, Distribution, Field, Fields, FlowsetConfig, Jitter,
-    LinkConfig, LossModel, Overhead, PipeConfig, QueueLimit, Reorder, Schedule, Setting, Slot,
-    Trace, TraceMode,
+    Action, Command, Correlated, Corrupt, DistTable, Distribution, Duplicate, Field, Fields,
+    FlowsetConfig, Jitter, LinkConfig, LossModel, Overhead, PipeConfig, QueueLimit, Reorder,
+    Schedule, Setting, Slot, Trace, TraceMode,
 };
 use dummynet_engine::rng::Probability;
 use dummynet_engine::{DropReason, Engine, Nanos, PacketInfo, Payload, Verdict};
@@ -368,7 +368,7 @@ fn reorder_without_delay_is_refused() {
 fn duplicates_are_packets_of_their_own() {
     let mut b = Bench::new(6);
     let fs = FlowsetConfig {
-        duplicate: Some(plain(0.1)),
+        duplicate: Some(Duplicate(plain(0.1))),
         ..big_queue()
     };
     b.pipe(0, delay_link(10 * MS, None), fs);
@@ -411,7 +411,10 @@ fn a_copy_can_be_dropped_by_the_queue_limit() {
         ..Default::default()
     };
     let fs = FlowsetConfig {
-        duplicate: Some(Correlated::new(Probability::ONE, Probability::ZERO)),
+        duplicate: Some(Duplicate(Correlated::new(
+            Probability::ONE,
+            Probability::ZERO,
+        ))),
         limit: QueueLimit::Slots(3),
         ..Default::default()
     };
@@ -433,7 +436,7 @@ fn a_copy_can_be_dropped_by_the_queue_limit() {
 fn corrupt_flips_exactly_one_bit() {
     let mut b = Bench::new(8);
     let fs = FlowsetConfig {
-        corrupt: Some(plain(0.05)),
+        corrupt: Some(Corrupt(plain(0.05))),
         ..big_queue()
     };
     b.pipe(0, LinkConfig::default(), fs);
@@ -969,7 +972,7 @@ fn pipe_one_fates(with_neighbour: bool) -> Vec<Option<Nanos>> {
         };
         let fs = FlowsetConfig {
             loss: Some(LossModel::Random(plain(0.3))),
-            duplicate: Some(plain(0.3)),
+            duplicate: Some(Duplicate(plain(0.3))),
             ..big_queue()
         };
         b.apply(0, Command::ConfigPipe(2, PipeConfig { link, flowset: fs }));
@@ -1010,4 +1013,80 @@ fn another_pipe_changes_none_of_this_pipes_draws() {
     // And the draws did something: about a fifth lost.
     let lost = alone.iter().filter(|d| d.is_none()).count();
     assert!((300..500).contains(&lost), "{lost}");
+}
+
+/// Every impairment is reached through its stage's list: with all of them
+/// set, the engine accepts the pipe, each one's checks run (a bad value of
+/// any one refuses the command), and the snapshot lists each one once,
+/// under the name of the option that sets it.
+#[test]
+fn every_impairment_is_listed_checked_and_shown() {
+    use dummynet_engine::impair::{Impairment, On, Stage};
+    let link = LinkConfig {
+        delay: 10 * MS,
+        jitter: Some(Jitter {
+            amount: MS,
+            correlation: Probability::ZERO,
+            distribution: Distribution::Uniform,
+            unordered: false,
+        }),
+        reorder: Some(Reorder {
+            p: plain(0.1),
+            gap: 2,
+        }),
+        overhead: Some(Overhead {
+            bytes: 24,
+            ..Overhead::default()
+        }),
+        ..LinkConfig::default()
+    };
+    let flowset = FlowsetConfig {
+        loss: Some(LossModel::Random(plain(0.01))),
+        duplicate: Some(Duplicate(plain(0.01))),
+        corrupt: Some(Corrupt(plain(0.01))),
+        ..FlowsetConfig::default()
+    };
+    let names = |all: Vec<&dyn Impairment>| all.iter().map(|i| i.name()).collect::<Vec<_>>();
+    assert_eq!(
+        names(link.impairments().collect()),
+        ["jitter", "reorder", "overhead"]
+    );
+    assert_eq!(
+        names(flowset.impairments().collect()),
+        ["loss", "duplicate", "corrupt"]
+    );
+    assert!(flowset.impairments().all(|i| i.stage() == Stage::Entry));
+    assert!(link.impairments().all(|i| i.stage() != Stage::Entry));
+    let mut b = Bench::new(30);
+    b.pipe(0, link.clone(), flowset.clone());
+    let snap = b.e.snapshot();
+    let fs = snap
+        .flowsets
+        .iter()
+        .find(|f| f.number == 1 + 131_072)
+        .unwrap();
+    let shown: Vec<String> = fs.impairments().map(|i| i.display()).collect();
+    let want: Vec<String> = flowset.impairments().map(|i| i.display()).collect();
+    assert_eq!(shown, want);
+    // A refused value of any one refuses the whole command.
+    let bad_reorder = LinkConfig {
+        delay: 0,
+        jitter: None,
+        ..link.clone()
+    };
+    assert!(bad_reorder
+        .impairments()
+        .any(|i| i.check(On::Link(&bad_reorder)).is_err()));
+    let refused = b.e.apply(
+        0,
+        Command::ConfigPipe(
+            1,
+            PipeConfig {
+                link: bad_reorder,
+                flowset,
+            },
+        ),
+    );
+    assert!(refused.is_err());
+    assert_eq!(b.e.snapshot().links[0].config, link);
 }

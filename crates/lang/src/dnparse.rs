@@ -12,8 +12,8 @@ use std::path::Path;
 
 use dummynet_engine::aqm::AqmType;
 use dummynet_engine::config::{
-    Command, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig,
-    SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile,
+    QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
@@ -627,12 +627,12 @@ fn flowset_option<'a>(
             Field::Loss
         }
         "duplicate" => {
-            fs.duplicate = Some(impair::correlated(cur, "duplicate")?);
+            fs.duplicate = Some(Duplicate(impair::correlated(cur, "duplicate")?));
             w.last = Some("duplicate");
             Field::Duplicate
         }
         "corrupt" => {
-            fs.corrupt = Some(impair::correlated(cur, "corrupt")?);
+            fs.corrupt = Some(Corrupt(impair::correlated(cur, "corrupt")?));
             w.last = Some("corrupt");
             Field::Corrupt
         }

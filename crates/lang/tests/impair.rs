@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dummynet_engine::config::{
-    Command, Correlated, Distribution, Field, Fields, FlowsetConfig, Jitter, LossModel, Overhead,
-    QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
+    Command, Correlated, Corrupt, Distribution, Duplicate, Field, Fields, FlowsetConfig, Jitter,
+    LossModel, Overhead, QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
 };
 use dummynet_engine::impair::dist;
 use dummynet_engine::rng::Probability;
@@ -755,12 +755,18 @@ fn duplicate_and_corrupt() {
     let fs = flowset("pipe 1 config duplicate 1% corrupt 0.1% 25%");
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.01, 0.0)), Some(corr(0.001, 0.25)))
+        (
+            Some(Duplicate(corr(0.01, 0.0))),
+            Some(Corrupt(corr(0.001, 0.25)))
+        )
     );
     let fs = flowset("pipe 1 config corrupt 0.1% correlation 25% duplicate 0.02 corr 10%");
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.02, 0.1)), Some(corr(0.001, 0.25)))
+        (
+            Some(Duplicate(corr(0.02, 0.1))),
+            Some(Corrupt(corr(0.001, 0.25)))
+        )
     );
     use ErrorKind::*;
     fails(
@@ -797,7 +803,10 @@ fn impairments_go_to_the_object_that_has_them() {
     assert_eq!(fs.loss, Some(LossModel::Random(corr(0.01, 0.0))));
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.02, 0.0)), Some(corr(0.03, 0.0)))
+        (
+            Some(Duplicate(corr(0.02, 0.0))),
+            Some(Corrupt(corr(0.03, 0.0)))
+        )
     );
     let Command::ConfigSched(1, s) = apply("sched 1 config delay 10ms 2ms reorder 5% overhead 24")
     else {
