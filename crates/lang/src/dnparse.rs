@@ -412,6 +412,16 @@ fn link_option<'a>(
         ));
     }
     cur.bump();
+    // `OPTION off` removes an impairment (or a profile): with `modify`, the
+    // way to turn one off while keeping the rest of the pipe.
+    // Other options read `off` as their value, and say what they expected.
+    if cur.peek_is("off") {
+        if let Some(field) = clear_link_option(link, &kw) {
+            cur.bump();
+            w.fields.insert(field);
+            return Ok(true);
+        }
+    }
     let field = match kw.as_str() {
         "bw" | "bandwidth" => {
             link.bw = value(cur, &kw, "a bandwidth such as 10Mbit/s", bandwidth)?;
@@ -467,6 +477,38 @@ fn link_option<'a>(
     };
     w.fields.insert(field);
     Ok(true)
+}
+
+/// Removes the link option `kw` (`jitter off`); `None` if it is not one
+/// that can be off rather than a value.
+fn clear_link_option(link: &mut LinkConfig, kw: &str) -> Option<Field> {
+    Some(match kw {
+        "profile" => {
+            link.profile = None;
+            Field::Profile
+        }
+        "jitter" => {
+            link.jitter = None;
+            Field::Jitter
+        }
+        "reorder" => {
+            link.reorder = None;
+            Field::Reorder
+        }
+        "overhead" => {
+            link.overhead = None;
+            Field::Overhead
+        }
+        "slot" => {
+            link.slot = None;
+            Field::Slot
+        }
+        "trace" => {
+            link.trace = None;
+            Field::Trace
+        }
+        _ => return None,
+    })
 }
 
 /// What the options of one `config` or `modify` have said so far, for the
@@ -621,6 +663,11 @@ fn flowset_option<'a>(
             w.ecn = Some(t);
             Field::Aqm
         }
+        "loss" | "duplicate" | "corrupt" if cur.eat("off") => match kw.as_str() {
+            "loss" => (fs.loss = None, Field::Loss).1,
+            "duplicate" => (fs.duplicate = None, Field::Duplicate).1,
+            _ => (fs.corrupt = None, Field::Corrupt).1,
+        },
         "loss" => {
             fs.loss = Some(impair::loss(cur)?);
             w.last = Some("loss");

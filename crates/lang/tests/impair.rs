@@ -1209,3 +1209,54 @@ mod soup {
         }
     }
 }
+
+/// `OPTION off` removes an impairment: with `modify`, only that one goes
+/// and the rest of the pipe (and its queued packets) stays.
+#[test]
+fn off_removes_an_impairment() {
+    use dummynet_engine::Engine;
+    let mut e: Engine<u64> = Engine::new(1);
+    for line in [
+        "pipe 1 config bw 1Mbit/s delay 20ms jitter 5ms reorder 10% slot 1ms loss 1% \
+         duplicate 1% corrupt 1% overhead 24",
+        "pipe 1 modify jitter off slot off loss off corrupt off",
+    ] {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c)
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    let shown = dummynet_lang::format_pipes(&e.snapshot(), &[]);
+    let impair: Vec<&str> = shown.lines().filter(|l| l.contains("impair:")).collect();
+    assert_eq!(
+        impair,
+        [
+            "    impair: reorder 10% overhead 24",
+            "    impair: duplicate 1%"
+        ],
+        "{shown}"
+    );
+    let Command::ModifyPipe(1, cfg, f) = apply("pipe 1 modify trace off profile off duplicate off")
+    else {
+        panic!()
+    };
+    assert!(f.contains(Field::Trace) && f.contains(Field::Profile) && f.contains(Field::Duplicate));
+    assert!(cfg.link.trace.is_none() && cfg.flowset.duplicate.is_none());
+    // `config` takes `off` too (it is the default there anyway).
+    assert_eq!(pipe("pipe 1 config jitter off").link.jitter, None);
+    fails(
+        "pipe 1 modify delay off",
+        ErrorKind::Syntax,
+        Some("off"),
+        21,
+        "a delay",
+    );
+    fails(
+        "pipe 1 modify bw off",
+        ErrorKind::Syntax,
+        Some("off"),
+        18,
+        "bandwidth",
+    );
+}
