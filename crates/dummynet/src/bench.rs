@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use nix::time::{clock_gettime, ClockId};
 
 use dummynet_engine::config::{
-    Action, Correlated, Distribution, FlowsetConfig, Jitter, LinkConfig, LossModel, PipeConfig,
-    QueueConfig, QueueLimit, RuleSpec, SchedConfig, Setting, Slot, Trace, TraceMode,
+    Action, Correlated, Distribution, Duplicate, FlowsetConfig, Jitter, LinkConfig, LossModel,
+    PipeConfig, QueueConfig, QueueLimit, RuleSpec, SchedConfig, Setting, Slot, Trace, TraceMode,
 };
 use dummynet_engine::flow::proto;
 use dummynet_engine::impair::dist;
@@ -468,7 +468,7 @@ fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, String> {
                     percent(1.0)?,
                     Probability::ZERO,
                 ))),
-                duplicate: Some(Correlated::new(percent(1.0)?, Probability::ZERO)),
+                duplicate: Some(Duplicate(Correlated::new(percent(1.0)?, Probability::ZERO))),
                 ..Default::default()
             };
             let link = delay(jitter_2ms(Distribution::Uniform, false));

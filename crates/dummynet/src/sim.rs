@@ -345,11 +345,11 @@ impl Summary {
             let _ = writeln!(s, "corrupted:     {}", self.corrupted);
         }
         let sc = &self.schedule;
-        if sc.applied + sc.failed > 0 || sc.pending > 0 {
+        if sc.applied + sc.failed + sc.cancelled > 0 || sc.pending > 0 {
             let _ = writeln!(
                 s,
-                "scheduled:     {} applied, {} refused, {} pending",
-                sc.applied, sc.failed, sc.pending
+                "scheduled:     {} applied, {} refused, {} pending, {} cancelled",
+                sc.applied, sc.failed, sc.pending, sc.cancelled
             );
             if let Some((at, why)) = &sc.last_error {
                 let _ = writeln!(s, "  refused at {} ms: {why}", ms(*at));

@@ -693,7 +693,7 @@ fn netem_options_and_a_repeating_schedule_run_in_sim() {
     // Steps at 200, 300, 600, 700 and 1000 ms ran (the last packets leave
     // after 1000 ms); the run ends with both steps of the next cycle waiting.
     assert!(
-        stdout.contains("scheduled:     5 applied, 0 refused, 2 pending"),
+        stdout.contains("scheduled:     5 applied, 0 refused, 2 pending, 0 cancelled"),
         "{stdout}"
     );
     assert!(stdout.contains("impair: jitter 5ms"), "{stdout}");

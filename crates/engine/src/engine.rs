@@ -13,6 +13,7 @@ use crate::config::{
     MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::impair::On;
 use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 use crate::rng::Rng;
@@ -96,6 +97,9 @@ pub struct ScheduleStats {
     pub max_late: Nanos,
     /// The same, for the last step applied.
     pub last_late: Nanos,
+    /// Steps cancelled by `at flush` before their time (a repeating
+    /// schedule's next round counts once).
+    pub cancelled: u64,
 }
 
 impl<P: Payload> Engine<P> {
@@ -126,8 +130,8 @@ impl<P: Payload> Engine<P> {
         }
     }
 
-    pub fn settings(&self) -> Settings {
-        self.settings
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The id of interface `name`, for [`PacketInfo::recv_if`] / `xmit_if`.
@@ -622,6 +626,12 @@ impl<P: Payload> Engine<P> {
                 self.config_sched(now, n, merged)
             }
             Command::Schedule(sch) => self.schedule(now, sch),
+            Command::CancelSchedules => {
+                self.schedule_stats.cancelled += self.plan.len() as u64;
+                self.plan.clear();
+                self.schedules.clear();
+                Ok(())
+            }
             Command::DeletePipes(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.dn.has_link(n)) {
                     return err(format!("pipe {n} does not exist"));
@@ -674,8 +684,9 @@ impl<P: Payload> Engine<P> {
         }
     }
 
-    fn config_pipe(&mut self, now: Nanos, n: u32, cfg: PipeConfig) -> Result<(), ConfigError> {
+    fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
+        cfg.flowset.aqm.fill_defaults(&self.settings);
         self.check_link(&cfg.link)?;
         self.check_flowset(&cfg.flowset)?;
         if cfg.flowset.weight == 0 {
@@ -692,7 +703,11 @@ impl<P: Payload> Engine<P> {
                     .map(<[_]>::to_vec)
                     .unwrap_or_default(),
             ),
-            None => (default_type(), Vec::new()),
+            None => {
+                let mut params = Vec::new();
+                crate::params::fill_defaults(default_type().tunables, &mut params, &self.settings);
+                (default_type(), params)
+            }
         };
         let fifo = fifo_type();
         let mask = cfg.flowset.mask;
@@ -705,8 +720,14 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    fn config_queue(&mut self, now: Nanos, n: u32, cfg: QueueConfig) -> Result<(), ConfigError> {
+    fn config_queue(
+        &mut self,
+        now: Nanos,
+        n: u32,
+        mut cfg: QueueConfig,
+    ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
+        cfg.flowset.aqm.fill_defaults(&self.settings);
         let sched = cfg.sched.unwrap_or(1);
         check_number("scheduler", sched)?;
         self.check_flowset(&cfg.flowset)?;
@@ -723,7 +744,12 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    fn config_sched(&mut self, now: Nanos, n: u32, cfg: SchedConfig) -> Result<(), ConfigError> {
+    fn config_sched(
+        &mut self,
+        now: Nanos,
+        n: u32,
+        mut cfg: SchedConfig,
+    ) -> Result<(), ConfigError> {
         check_number("scheduler", n)?;
         let kind = match &cfg.kind {
             Some(name) => match sched::lookup(name) {
@@ -737,6 +763,7 @@ impl<P: Payload> Engine<P> {
             },
             None => self.dn.sched_kind(n).unwrap_or_else(default_type),
         };
+        crate::params::fill_defaults(kind.tunables, &mut cfg.params, &self.settings);
         if let Err(e) = (kind.new_instance)(&cfg.params) {
             return err(format!("sched {n} type {}: {e}", kind.name));
         }
@@ -854,58 +881,17 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
-    /// netem's and mahimahi's link options: each one's own ranges, and the
-    /// combinations that mean nothing.
+    /// netem's and mahimahi's link options: each one's own checks.
     fn check_impairments(&self, l: &LinkConfig) -> Result<(), ConfigError> {
-        use crate::impair::{overhead, reorder, slot};
-        if let Some(o) = &l.overhead {
-            overhead::validate(o).map_err(ConfigError)?;
-        }
-        if let Some(s) = &l.slot {
-            slot::validate(s).map_err(ConfigError)?;
-        }
-        if let Some(r) = &l.reorder {
-            reorder::validate(r).map_err(ConfigError)?;
-            if l.delay == 0 {
-                return err(
-                    "reorder needs a delay: reordered packets skip the delay to overtake \
-                     the others, so without one nothing can change (add `delay T`)",
-                );
-            }
-        }
-        if let Some(j) = &l.jitter {
-            if j.amount > MAX_DELAY {
-                return err(format!(
-                    "jitter {} ms is above the limit of {} ms (one hour)",
-                    j.amount / 1_000_000,
-                    MAX_DELAY / 1_000_000
-                ));
-            }
-        }
-        if let Some(t) = &l.trace {
-            let other = [
-                (l.bw > 0, "bw"),
-                (l.profile.is_some(), "profile"),
-                (l.burst > 0, "burst"),
-                (l.slot.is_some(), "slot"),
-            ];
-            if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
-                return err(format!(
-                    "`trace` and `{what}` exclude each other: a traced link sends \
-                     only at its trace's opportunities"
-                ));
-            }
-            if t.times.is_empty() {
-                return err(format!("trace `{}` has no opportunities", t.name));
-            }
-        }
-        Ok(())
+        l.impairments()
+            .try_for_each(|i| i.check(On::Link(l)))
+            .map_err(ConfigError)
     }
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
-        if let Some(m) = &f.loss {
-            crate::impair::loss::validate(m).map_err(ConfigError)?;
-        }
+        f.impairments()
+            .try_for_each(|i| i.check(On::Queue(f)))
+            .map_err(ConfigError)?;
         if f.weight > MAX_WEIGHT {
             return err(format!(
                 "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",
@@ -990,7 +976,7 @@ impl<P: Payload> Engine<P> {
                 .into_iter()
                 .filter_map(|n| self.dn.flowset_view(n))
                 .collect(),
-            settings: self.settings,
+            settings: self.settings.clone(),
             totals: self.totals(),
         }
     }

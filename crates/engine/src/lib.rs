@@ -8,7 +8,8 @@
 //!   actions hand the packet to dummynet.
 //! - [`dummynet`]: flowsets and their per-flow queues, scheduler instances,
 //!   links (bandwidth, burst, profiles) and delay lines.
-//! - [`sched`] and [`aqm`]: the pluggable policies, one file each.
+//! - [`sched`] and [`aqm`]: the pluggable policies, one file each, whose
+//!   parameters and sysctl defaults are declared in [`params`]' terms.
 //! - [`Engine`]: ties them together and keeps the event queue.
 //!
 //! What it is not: it does no I/O, reads no clock, spawns no thread. Callers
@@ -29,6 +30,7 @@ pub mod flow;
 pub mod impair;
 pub mod modify;
 pub mod packet;
+pub mod params;
 pub mod rng;
 pub mod sched;
 pub mod stats;

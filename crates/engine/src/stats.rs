@@ -182,9 +182,24 @@ pub struct FlowsetView {
     pub aqm: String,
     /// netem's entry impairments, as configured.
     pub loss: Option<crate::config::LossModel>,
-    pub duplicate: Option<crate::config::Correlated>,
-    pub corrupt: Option<crate::config::Correlated>,
+    pub duplicate: Option<crate::config::Duplicate>,
+    pub corrupt: Option<crate::config::Corrupt>,
     pub flows: Vec<FlowView>,
+}
+
+impl FlowsetView {
+    /// Its entry impairments, as [`crate::config::FlowsetConfig::impairments`]
+    /// lists them for the configuration it shows.
+    pub fn impairments(&self) -> impl Iterator<Item = &dyn crate::impair::Impairment> {
+        use crate::impair::Impairment;
+        [
+            self.loss.as_ref().map(|x| x as &dyn Impairment),
+            self.duplicate.as_ref().map(|x| x as &dyn Impairment),
+            self.corrupt.as_ref().map(|x| x as &dyn Impairment),
+        ]
+        .into_iter()
+        .flatten()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

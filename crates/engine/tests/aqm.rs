@@ -674,7 +674,7 @@ fn codel_case(cfg: CodelConfig, bw: u64, sizes: &[u32], wires: &[Wire], seed: u6
     let arrs = overload(seed, bw, sizes, wires);
     let mut model = CodelModel::new(&cfg);
     let out = simulate(&arrs, bw, limit, &mut model);
-    let engine = run_engine(seed, bw, flowset(limit, AqmConfig::Codel(cfg)), &arrs);
+    let engine = run_engine(seed, bw, flowset(limit, AqmConfig::from(&cfg)), &arrs);
     assert_same(&engine, &out, &arrs, bw);
     model
 }
@@ -785,7 +785,7 @@ fn codel_keeps_the_standing_queue_short_where_droptail_fills_it() {
     );
     let (median, _) = late(&droptail);
     assert!(median > 700 * MS, "drop tail median {median}");
-    let engine = run_engine(11, MBIT10, flowset(limit, AqmConfig::Codel(cfg)), &arrs);
+    let engine = run_engine(11, MBIT10, flowset(limit, AqmConfig::from(&cfg)), &arrs);
     assert_same(&engine, &codel, &arrs, MBIT10);
 }
 
@@ -1139,7 +1139,7 @@ fn pie_case(cfg: PieConfig, limit: QueueLimit, wires: &[Wire], seed: u64) -> Pie
         );
     }
 
-    let engine = run_engine(seed, MBIT10, flowset(limit, AqmConfig::Pie(cfg)), &arrs);
+    let engine = run_engine(seed, MBIT10, flowset(limit, AqmConfig::from(&cfg)), &arrs);
     assert_same(&engine, &out, &arrs, MBIT10);
     let aqm_drops = out
         .fates
@@ -1330,9 +1330,9 @@ fn red_case(
     let mut model = RedModel::new(&cfg, gentle, limit, MBIT10, seed);
     let out = simulate(&arrs, MBIT10, limit, &mut model);
     let aqm = if gentle {
-        AqmConfig::Gred(cfg)
+        cfg.aqm(true)
     } else {
-        AqmConfig::Red(cfg)
+        cfg.aqm(false)
     };
     let engine = run_engine(seed, MBIT10, flowset(limit, aqm), &arrs);
     assert_same(&engine, &out, &arrs, MBIT10);
@@ -1563,7 +1563,7 @@ fn ecn_marks_ect_packets_and_drops_the_others() {
     let (fates, marked, totals) = run_engine(
         1,
         1_000_000,
-        flowset(QueueLimit::Slots(50), AqmConfig::Red(cfg)),
+        flowset(QueueLimit::Slots(50), cfg.aqm(false)),
         &arrs,
     );
 
@@ -1602,31 +1602,33 @@ fn ecn_marks_ect_packets_and_drops_the_others() {
 fn out_of_range_parameters_are_refused_and_change_nothing() {
     let mut e: Engine<Pkt> = Engine::new(1);
     let bad = [
-        AqmConfig::Codel(CodelConfig {
+        AqmConfig::from(&CodelConfig {
             target: 0,
             ..Default::default()
         }),
-        AqmConfig::Codel(CodelConfig {
+        AqmConfig::from(&CodelConfig {
             interval: 6 * SEC,
             ..Default::default()
         }),
-        AqmConfig::Pie(PieConfig {
+        AqmConfig::from(&PieConfig {
             alpha: 8.0,
             ..Default::default()
         }),
-        AqmConfig::Pie(PieConfig {
+        AqmConfig::from(&PieConfig {
             max_ecnth: 1.5,
             ..Default::default()
         }),
-        AqmConfig::Red(RedConfig {
+        (RedConfig {
             w_q: 0.0,
             ..Default::default()
-        }),
-        AqmConfig::Gred(RedConfig {
+        })
+        .aqm(false),
+        (RedConfig {
             min_th: 20,
             max_th: 10,
             ..Default::default()
-        }),
+        })
+        .aqm(true),
     ];
     let before = e.snapshot();
     for aqm in bad {
@@ -1661,7 +1663,7 @@ fn show_prints_the_aqm_line() {
         pipe_cfg(
             1,
             LinkConfig::default(),
-            flowset(QueueLimit::default(), AqmConfig::Codel(codel)),
+            flowset(QueueLimit::default(), AqmConfig::from(&codel)),
         ),
     )
     .expect("pipe");
@@ -1671,7 +1673,10 @@ fn show_prints_the_aqm_line() {
             2,
             QueueConfig {
                 sched: Some(1),
-                flowset: flowset(QueueLimit::default(), AqmConfig::Pie(PieConfig::default())),
+                flowset: flowset(
+                    QueueLimit::default(),
+                    AqmConfig::from(&PieConfig::default()),
+                ),
             },
         ),
     )
@@ -1700,7 +1705,7 @@ fn changing_the_aqm_under_load_keeps_every_packet_accounted() {
         MBIT10,
         flowset(
             QueueLimit::Slots(100),
-            AqmConfig::Codel(CodelConfig::default()),
+            AqmConfig::from(&CodelConfig::default()),
         ),
     );
     let arrs = traffic(
@@ -1710,10 +1715,10 @@ fn changing_the_aqm_under_load_keeps_every_packet_accounted() {
         &[Wire::V4(ECT0), Wire::V4(NOT_ECT)],
     );
     let aqms = [
-        AqmConfig::Pie(PieConfig::default()),
-        AqmConfig::Red(RedConfig::default()),
-        AqmConfig::DropTail,
-        AqmConfig::Codel(CodelConfig {
+        AqmConfig::from(&PieConfig::default()),
+        RedConfig::default().aqm(false),
+        AqmConfig::droptail(),
+        AqmConfig::from(&CodelConfig {
             ecn: true,
             ..Default::default()
         }),
@@ -1741,4 +1746,57 @@ fn changing_the_aqm_under_load_keeps_every_packet_accounted() {
         .iter()
         .any(|f| matches!(f, Fate::Dropped(_, DropReason::Aqm))));
     assert_eq!(totals.arrived, arrs.len() as u64);
+}
+
+/// The engine fills what a command leaves out of an AQM or a scheduler from
+/// the sysctls in force when it applies the command, as FreeBSD's kernel
+/// does; objects configured earlier keep their values, and a sysctl out of
+/// range changes nothing.
+#[test]
+fn the_engine_fills_defaults_from_the_sysctls_when_it_applies() {
+    use dummynet_engine::aqm::{codel, AqmConfig};
+    let mut e: Engine<u64> = Engine::new(1);
+    let codel_pipe = |n| {
+        let mut p = PipeConfig::default();
+        p.flowset.aqm = AqmConfig::new(&codel::TYPE, vec![("ecn".into(), 1)]);
+        Command::ConfigPipe(n, p)
+    };
+    let tunable = |sysctl, value| Command::Set(Setting::Tunable { sysctl, value });
+    e.apply(0, codel_pipe(1)).unwrap();
+    e.apply(0, tunable("codel.interval", 150_000)).unwrap();
+    assert!(e.apply(0, tunable("codel.target", 0)).is_err());
+    assert!(e.apply(0, tunable("codel.nothing", 1)).is_err());
+    e.apply(0, codel_pipe(2)).unwrap();
+    e.apply(0, tunable("fqcodel.flows", 64)).unwrap();
+    e.apply(
+        0,
+        Command::ConfigSched(
+            2,
+            SchedConfig {
+                kind: Some("fq_codel".into()),
+                ..SchedConfig::default()
+            },
+        ),
+    )
+    .unwrap();
+    let snap = e.snapshot();
+    let aqms: Vec<&str> = snap.flowsets.iter().map(|f| f.aqm.as_str()).collect();
+    assert_eq!(
+        aqms,
+        [
+            "AQM CoDel target 5ms interval 100ms ECN",
+            "AQM CoDel target 5ms interval 150ms ECN"
+        ]
+    );
+    let fq = snap.scheds.iter().find(|s| s.number == 2).unwrap();
+    assert!(fq.params.contains(&("flows".into(), 64)), "{:?}", fq.params);
+    assert!(
+        fq.params.contains(&("quantum".into(), 1514)),
+        "{:?}",
+        fq.params
+    );
+    // Back to FreeBSD's value: the settings are the defaults again.
+    e.apply(0, tunable("codel.interval", 100_000)).unwrap();
+    e.apply(0, tunable("fqcodel.flows", 1024)).unwrap();
+    assert_eq!(e.settings(), &Settings::default());
 }

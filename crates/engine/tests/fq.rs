@@ -422,7 +422,7 @@ fn one_bucket_is_codel_on_one_queue() {
         },
         FlowsetConfig {
             limit: QueueLimit::Slots(10240),
-            aqm: AqmConfig::Codel(CodelConfig::default()),
+            aqm: AqmConfig::from(&CodelConfig::default()),
             ..Default::default()
         },
     ));

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use common::{rule, udp, MS, SEC, US};
 use dummynet_engine::config::{
-    Action, Command, Correlated, DistTable, Distribution, Field, Fields, FlowsetConfig, Jitter,
-    LinkConfig, LossModel, Overhead, PipeConfig, QueueLimit, Reorder, Schedule, Setting, Slot,
-    Trace, TraceMode,
+    Action, Command, Correlated, Corrupt, DistTable, Distribution, Duplicate, Field, Fields,
+    FlowsetConfig, Jitter, LinkConfig, LossModel, Overhead, PipeConfig, QueueLimit, Reorder,
+    Schedule, Setting, Slot, Trace, TraceMode,
 };
 use dummynet_engine::rng::Probability;
 use dummynet_engine::{DropReason, Engine, Nanos, PacketInfo, Payload, Verdict};
@@ -368,7 +368,7 @@ fn reorder_without_delay_is_refused() {
 fn duplicates_are_packets_of_their_own() {
     let mut b = Bench::new(6);
     let fs = FlowsetConfig {
-        duplicate: Some(plain(0.1)),
+        duplicate: Some(Duplicate(plain(0.1))),
         ..big_queue()
     };
     b.pipe(0, delay_link(10 * MS, None), fs);
@@ -411,7 +411,10 @@ fn a_copy_can_be_dropped_by_the_queue_limit() {
         ..Default::default()
     };
     let fs = FlowsetConfig {
-        duplicate: Some(Correlated::new(Probability::ONE, Probability::ZERO)),
+        duplicate: Some(Duplicate(Correlated::new(
+            Probability::ONE,
+            Probability::ZERO,
+        ))),
         limit: QueueLimit::Slots(3),
         ..Default::default()
     };
@@ -433,7 +436,7 @@ fn a_copy_can_be_dropped_by_the_queue_limit() {
 fn corrupt_flips_exactly_one_bit() {
     let mut b = Bench::new(8);
     let fs = FlowsetConfig {
-        corrupt: Some(plain(0.05)),
+        corrupt: Some(Corrupt(plain(0.05))),
         ..big_queue()
     };
     b.pipe(0, LinkConfig::default(), fs);
@@ -883,6 +886,45 @@ fn a_repeating_schedule_takes_a_link_down_and_up() {
     assert_eq!(b.e.schedule_stats().applied, 8);
 }
 
+/// `at flush` stops a repeating schedule: the steps waiting are cancelled
+/// and counted, what already ran stays, and a link left up stays up.
+#[test]
+fn cancelling_stops_a_repeating_schedule() {
+    let mut b = Bench::new(22);
+    b.pipe(0, delay_link(MS, None), FlowsetConfig::default());
+    let plr = |p| {
+        modify(
+            1,
+            LinkConfig::default(),
+            FlowsetConfig {
+                plr: p,
+                ..Default::default()
+            },
+            &[Field::Plr],
+        )
+    };
+    b.apply(
+        0,
+        Command::Schedule(Schedule {
+            steps: vec![
+                (100 * MS, plr(Probability::ONE)),
+                (200 * MS, plr(Probability::ZERO)),
+            ],
+            every: Some(300 * MS),
+        }),
+    );
+    b.apply(650 * MS, Command::CancelSchedules);
+    let st = b.e.schedule_stats();
+    assert_eq!((st.applied, st.pending, st.cancelled), (4, 0, 2));
+    for i in 0..60 {
+        b.send(650 * MS + i * 10 * MS, 100);
+    }
+    b.run_until(2 * SEC);
+    assert!(b.departures().iter().all(Option::is_some));
+    assert_eq!(b.e.schedule_stats().applied, 4);
+    assert_eq!(b.e.next_deadline(), None);
+}
+
 #[test]
 fn a_failed_scheduled_step_is_reported_and_changes_nothing() {
     let mut b = Bench::new(21);
@@ -930,7 +972,7 @@ fn pipe_one_fates(with_neighbour: bool) -> Vec<Option<Nanos>> {
         };
         let fs = FlowsetConfig {
             loss: Some(LossModel::Random(plain(0.3))),
-            duplicate: Some(plain(0.3)),
+            duplicate: Some(Duplicate(plain(0.3))),
             ..big_queue()
         };
         b.apply(0, Command::ConfigPipe(2, PipeConfig { link, flowset: fs }));
@@ -973,6 +1015,82 @@ fn another_pipe_changes_none_of_this_pipes_draws() {
     assert!((300..500).contains(&lost), "{lost}");
 }
 
+/// Every impairment is reached through its stage's list: with all of them
+/// set, the engine accepts the pipe, each one's checks run (a bad value of
+/// any one refuses the command), and the snapshot lists each one once,
+/// under the name of the option that sets it.
+#[test]
+fn every_impairment_is_listed_checked_and_shown() {
+    use dummynet_engine::impair::{Impairment, On, Stage};
+    let link = LinkConfig {
+        delay: 10 * MS,
+        jitter: Some(Jitter {
+            amount: MS,
+            correlation: Probability::ZERO,
+            distribution: Distribution::Uniform,
+            unordered: false,
+        }),
+        reorder: Some(Reorder {
+            p: plain(0.1),
+            gap: 2,
+        }),
+        overhead: Some(Overhead {
+            bytes: 24,
+            ..Overhead::default()
+        }),
+        ..LinkConfig::default()
+    };
+    let flowset = FlowsetConfig {
+        loss: Some(LossModel::Random(plain(0.01))),
+        duplicate: Some(Duplicate(plain(0.01))),
+        corrupt: Some(Corrupt(plain(0.01))),
+        ..FlowsetConfig::default()
+    };
+    let names = |all: Vec<&dyn Impairment>| all.iter().map(|i| i.name()).collect::<Vec<_>>();
+    assert_eq!(
+        names(link.impairments().collect()),
+        ["jitter", "reorder", "overhead"]
+    );
+    assert_eq!(
+        names(flowset.impairments().collect()),
+        ["loss", "duplicate", "corrupt"]
+    );
+    assert!(flowset.impairments().all(|i| i.stage() == Stage::Entry));
+    assert!(link.impairments().all(|i| i.stage() != Stage::Entry));
+    let mut b = Bench::new(30);
+    b.pipe(0, link.clone(), flowset.clone());
+    let snap = b.e.snapshot();
+    let fs = snap
+        .flowsets
+        .iter()
+        .find(|f| f.number == 1 + 131_072)
+        .unwrap();
+    let shown: Vec<String> = fs.impairments().map(|i| i.display()).collect();
+    let want: Vec<String> = flowset.impairments().map(|i| i.display()).collect();
+    assert_eq!(shown, want);
+    // A refused value of any one refuses the whole command.
+    let bad_reorder = LinkConfig {
+        delay: 0,
+        jitter: None,
+        ..link.clone()
+    };
+    assert!(bad_reorder
+        .impairments()
+        .any(|i| i.check(On::Link(&bad_reorder)).is_err()));
+    let refused = b.e.apply(
+        0,
+        Command::ConfigPipe(
+            1,
+            PipeConfig {
+                link: bad_reorder,
+                flowset,
+            },
+        ),
+    );
+    assert!(refused.is_err());
+    assert_eq!(b.e.snapshot().links[0].config, link);
+}
+
 #[test]
 fn a_modify_of_entry_options_reaches_a_queue_that_exists() {
     // The pipe's queue is made plain; each modify must reach it: first
@@ -981,8 +1099,8 @@ fn a_modify_of_entry_options_reaches_a_queue_that_exists() {
     b.pipe(0, delay_link(MS, None), FlowsetConfig::default());
     let entry = |loss: Option<f64>, duplicate: Option<f64>, corrupt: Option<f64>| FlowsetConfig {
         loss: loss.map(|x| LossModel::Random(plain(x))),
-        duplicate: duplicate.map(plain),
-        corrupt: corrupt.map(plain),
+        duplicate: duplicate.map(|x| Duplicate(plain(x))),
+        corrupt: corrupt.map(|x| Corrupt(plain(x))),
         ..Default::default()
     };
     let fields = [Field::Loss, Field::Duplicate, Field::Corrupt];

@@ -91,8 +91,8 @@ fn flowset() -> impl Strategy<Value = FlowsetConfig> {
                 plr: Probability::new(plr).unwrap_or_default(),
                 mask,
                 loss,
-                duplicate,
-                corrupt,
+                duplicate: duplicate.map(dummynet_engine::config::Duplicate),
+                corrupt: corrupt.map(dummynet_engine::config::Corrupt),
                 ..Default::default()
             },
         )

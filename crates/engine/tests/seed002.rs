@@ -235,9 +235,9 @@ fn one_flow(rtt: Nanos, aqm: AqmConfig) -> Measured {
 ///   CoDel's.
 fn codel_vs_droptail(rtt: Nanos, min_util: f64) {
     let name = |what| format!("{what}, {} ms RTT", rtt / MS);
-    let codel = one_flow(rtt, AqmConfig::Codel(CodelConfig::default()));
+    let codel = one_flow(rtt, AqmConfig::from(&CodelConfig::default()));
     codel.print(&name("CoDel"));
-    let droptail = one_flow(rtt, AqmConfig::DropTail);
+    let droptail = one_flow(rtt, AqmConfig::droptail());
     droptail.print(&name("drop tail"));
 
     assert!(
@@ -370,7 +370,7 @@ fn fq_codel_vs_fifo(bw: u64) {
     fq.print(&name("FQ-CoDel"));
     let s = shares(&fq);
     println!("  shares {s:.3?}, Jain's index {:.4}", jain(&s));
-    let (_, fifo) = staggered(single_queue(bw, 10 * MS, AqmConfig::DropTail), bw);
+    let (_, fifo) = staggered(single_queue(bw, 10 * MS, AqmConfig::droptail()), bw);
     fifo.print(&name("FIFO drop tail"));
     let f = shares(&fifo);
     println!("  shares {f:.3?}, Jain's index {:.4}", jain(&f));

@@ -1,52 +1,108 @@
-//! The queue management of a flowset: `droptail`, `red`/`gred`, `codel`, `pie`.
+//! Plug-in parameters, read from the engine's tables: the queue management
+//! of a flowset (the AQMs of [`dummynet_engine::aqm::REGISTRY`]: `droptail`,
+//! `red`/`gred w_q/min_th/max_th/max_p`, `codel ...`, `pie ...`) and the
+//! value of one scheduler or AQM parameter.
 //!
-//! As in ipfw, the words after `codel` or `pie` are that AQM's parameters;
-//! the first word that is not one ends them, and the flowset's options may
-//! go on. Parameters left out take the current defaults (FreeBSD's
-//! `net.inet.ip.dummynet.codel.*` / `pie.*` sysctls), which the caller passes
-//! in as [`Settings`].
+//! As in ipfw, the words after an AQM's name are its parameters; the first
+//! word that is not one ends them, and the flowset's options may go on.
+//! Parameters left out stay out: the engine fills them from the sysctls
+//! when it applies the command, as FreeBSD's kernel does, and checks the
+//! bounds that depend on more than one value.
 
-use dummynet_engine::config::{AqmConfig, CodelConfig, PieConfig, RedConfig, Settings};
+use dummynet_engine::aqm::{self, AqmConfig, AqmType};
+use dummynet_engine::params::{to_ppb, ParamKind, ParamSpec};
 
 use crate::error::{ErrorKind, ParseError};
-use crate::lexer::{Cursor, Token};
+use crate::lexer::Cursor;
 use crate::units::{aqm_time, fraction, red_threshold, ValueError};
 
-pub(crate) const CODEL_PARAMS: &[&str] = &["target", "interval", "ecn", "noecn"];
-#[rustfmt::skip]
-pub(crate) const PIE_PARAMS: &[&str] = &[
-    "target", "tupdate", "max_burst", "max_ecnth", "alpha", "beta", "ecn", "noecn", "capdrop",
-    "nocapdrop", "onoff", "dre", "ts", "derand", "noderand",
-];
+/// Parses the parameters of the AQM `kind`, whose name was just consumed.
+pub(crate) fn parse(cur: &mut Cursor<'_>, kind: &'static AqmType) -> Result<AqmConfig, ParseError> {
+    let mut params = Vec::new();
+    if !kind.positional.is_empty() {
+        positional(cur, kind, &mut params)?;
+    }
+    while let Some(t) = cur.peek() {
+        let Some(spec) = kind.params.iter().find(|p| p.keywords().any(|k| t.is(k))) else {
+            break;
+        };
+        let kw = t.text.to_ascii_lowercase();
+        cur.bump();
+        let v = value(cur, spec, &kw, kind.name)?;
+        set(&mut params, spec.name, v);
+    }
+    Ok(AqmConfig::new(kind, params))
+}
 
-/// Parses the AQM whose keyword `t` was just consumed.
-pub(crate) fn parse(
+/// The words that may follow the AQM `name`, for errors after it; `None`
+/// if `name` is no AQM or takes no such words.
+pub(crate) fn params_of(name: &str) -> Option<Vec<&'static str>> {
+    let kind = aqm::lookup(name)?;
+    let words: Vec<_> = kind.params.iter().flat_map(|p| p.keywords()).collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// Sets parameter `name`; a repeated one: the last one counts, as in ipfw.
+pub(crate) fn set(params: &mut Vec<(String, u64)>, name: &str, v: u64) {
+    params.retain(|(k, _)| k != name);
+    params.push((name.to_string(), v));
+}
+
+/// The value of parameter `spec` of `owner`, introduced by the word `kw`
+/// just consumed (a flag's value is the word itself), in the unit of its
+/// kind.
+pub(crate) fn value(
     cur: &mut Cursor<'_>,
-    t: Token<'_>,
-    defaults: &Settings,
-) -> Result<AqmConfig, ParseError> {
-    let kw = t.text.to_ascii_lowercase();
-    match kw.as_str() {
-        "red" => Ok(AqmConfig::Red(red(cur, "red")?)),
-        "gred" => Ok(AqmConfig::Gred(red(cur, "gred")?)),
-        "codel" => Ok(AqmConfig::Codel(codel(cur, defaults.codel_defaults())?)),
-        "pie" => Ok(AqmConfig::Pie(pie(cur, defaults.pie_defaults())?)),
-        _ => Ok(AqmConfig::DropTail),
+    spec: &ParamSpec,
+    kw: &str,
+    owner: &str,
+) -> Result<u64, ParseError> {
+    let what = |form: &str| format!("{form} after `{owner} ... {kw}`");
+    match spec.kind {
+        ParamKind::Flag { .. } => Ok(u64::from(kw == spec.name)),
+        ParamKind::Count => cur.number(&what("a whole number"), 0, u64::MAX),
+        kind => {
+            let form = match kind {
+                ParamKind::Time => "a time such as 5ms".to_string(),
+                ParamKind::Size => "a whole number (K: x1024)".to_string(),
+                ParamKind::Fraction { min, max, .. } => format!("a number in {min}..{max}"),
+                _ => String::new(),
+            };
+            let t = cur.word(&what(&form))?;
+            one(t.text, spec).map_err(|e| cur.value_error(t, e))
+        }
     }
 }
 
-/// The parameter words of the AQM `aqm` names, for errors after it.
-pub(crate) fn params_of(aqm: &str) -> &'static [&'static str] {
-    match aqm {
-        "codel" => CODEL_PARAMS,
-        "pie" => PIE_PARAMS,
-        _ => &[],
+/// One written value of a parameter that takes one (not a flag).
+fn one(s: &str, spec: &ParamSpec) -> Result<u64, ValueError> {
+    match spec.kind {
+        ParamKind::Time => aqm_time(s, spec.name),
+        ParamKind::Size => red_threshold(s, spec.name),
+        ParamKind::Fraction { min, max, open_min } => {
+            fraction(s, spec.name, (min, max), open_min).map(to_ppb)
+        }
+        ParamKind::Count => s.parse().map_err(|_| {
+            ValueError::Malformed(format!(
+                "expected a whole number for `{}`, found `{s}`",
+                spec.name
+            ))
+        }),
+        ParamKind::Flag { .. } => Ok(1),
     }
 }
 
-/// `w_q/min_th/max_th/max_p`, each part's error pointing at that part.
-fn red(cur: &mut Cursor<'_>, name: &str) -> Result<RedConfig, ParseError> {
-    let form = "w_q/min_th/max_th/max_p such as 0.002/5/15/0.1";
+/// The values written after the AQM's name joined by `/`
+/// (`w_q/min_th/max_th/max_p`), each part's error pointing at that part.
+fn positional(
+    cur: &mut Cursor<'_>,
+    kind: &'static AqmType,
+    params: &mut Vec<(String, u64)>,
+) -> Result<(), ParseError> {
+    let name = kind.name;
+    let specs = kind.positional;
+    let form: Vec<&str> = specs.iter().map(|p| p.name).collect();
+    let form = form.join("/");
     let t = cur.word(&format!("{form} after `{name}`"))?;
     let parts: Vec<(usize, &str)> = t
         .text
@@ -57,100 +113,32 @@ fn red(cur: &mut Cursor<'_>, name: &str) -> Result<RedConfig, ParseError> {
             Some((start, p))
         })
         .collect();
-    let [(o0, w_q), (o1, min_th), (o2, max_th), (o3, max_p)] = parts[..] else {
+    if parts.len() != specs.len() {
         return Err(cur.error_at(
             t,
             ErrorKind::Syntax,
             format!(
-                "expected four values {form} after `{name}`, found `{}` ({} value{})",
+                "expected {} values {form} after `{name}`, found `{}` ({} value{})",
+                specs.len(),
                 t.text,
                 parts.len(),
                 if parts.len() == 1 { "" } else { "s" }
             ),
         ));
-    };
-    let at = |from: usize, e: ValueError| {
-        let (kind, m) = match e {
-            ValueError::Malformed(m) => (ErrorKind::Syntax, m),
-            ValueError::OutOfRange(m) => (ErrorKind::Range, m),
-        };
-        let e = cur.error_in(t, from, kind, format!("{name}: {m}"));
-        // Point at this part only, not the rest of the token.
-        let len = t.text[from.min(t.text.len())..]
-            .find('/')
-            .unwrap_or(t.text.len() - from.min(t.text.len()));
-        ParseError { len, ..e }
-    };
-    Ok(RedConfig {
-        w_q: fraction(w_q, "w_q", (0.0, 1.0), true).map_err(|e| at(o0, e))?,
-        min_th: red_threshold(min_th, "min_th").map_err(|e| at(o1, e))?,
-        max_th: red_threshold(max_th, "max_th").map_err(|e| at(o2, e))?,
-        max_p: fraction(max_p, "max_p", (0.0, 1.0), false).map_err(|e| at(o3, e))?,
-        ecn: false,
-    })
-}
-
-fn codel(cur: &mut Cursor<'_>, mut c: CodelConfig) -> Result<CodelConfig, ParseError> {
-    while let Some(t) = cur.peek() {
-        let kw = t.text.to_ascii_lowercase();
-        match kw.as_str() {
-            "target" | "interval" => {
-                cur.bump();
-                let v = time(cur, "codel", &kw)?;
-                if kw == "target" {
-                    c.target = v;
-                } else {
-                    c.interval = v;
-                }
-            }
-            "ecn" | "noecn" => {
-                cur.bump();
-                c.ecn = kw == "ecn";
-            }
-            _ => break,
-        }
     }
-    Ok(c)
-}
-
-fn pie(cur: &mut Cursor<'_>, mut c: PieConfig) -> Result<PieConfig, ParseError> {
-    while let Some(t) = cur.peek() {
-        let kw = t.text.to_ascii_lowercase();
-        if !PIE_PARAMS.contains(&kw.as_str()) {
-            break;
-        }
-        cur.bump();
-        match kw.as_str() {
-            "target" => c.target = time(cur, "pie", &kw)?,
-            "tupdate" => c.tupdate = time(cur, "pie", &kw)?,
-            "max_burst" => c.max_burst = time(cur, "pie", &kw)?,
-            "max_ecnth" => c.max_ecnth = number(cur, &kw, (0.0, 1.0))?,
-            "alpha" => c.alpha = number(cur, &kw, (0.0, 7.0))?,
-            "beta" => c.beta = number(cur, &kw, (0.0, 7.0))?,
-            "ecn" | "noecn" => c.ecn = kw == "ecn",
-            "capdrop" | "nocapdrop" => c.capdrop = kw == "capdrop",
-            "onoff" => c.onoff = true,
-            "dre" | "ts" => c.dre = kw == "dre",
-            _ => c.derand = kw == "derand",
-        }
+    for (spec, &(from, part)) in specs.iter().zip(&parts) {
+        let v = one(part, spec).map_err(|e| {
+            let (kind, m) = match e {
+                ValueError::Malformed(m) => (ErrorKind::Syntax, m),
+                ValueError::OutOfRange(m) => (ErrorKind::Range, m),
+            };
+            // Point at this part only, not the rest of the token.
+            ParseError {
+                len: part.len(),
+                ..cur.error_in(t, from, kind, format!("{name}: {m}"))
+            }
+        })?;
+        set(params, spec.name, v);
     }
-    Ok(c)
-}
-
-/// The time after `kw`; FreeBSD's ranges are checked when applied.
-fn time(
-    cur: &mut Cursor<'_>,
-    aqm: &str,
-    kw: &str,
-) -> Result<dummynet_engine::time::Nanos, ParseError> {
-    let t = cur.word(&format!("a time such as 5ms after `{aqm} ... {kw}`"))?;
-    aqm_time(t.text, kw).map_err(|e| cur.value_error(t, e))
-}
-
-fn number(cur: &mut Cursor<'_>, kw: &str, range: (f64, f64)) -> Result<f64, ParseError> {
-    let t = cur.word(&format!(
-        "a number in {}..{} after `pie ... {kw}`",
-        range.0, range.1
-    ))?;
-    fraction(t.text, kw, range, false).map_err(|e| cur.value_error(t, e))
+    Ok(())
 }

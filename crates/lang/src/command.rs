@@ -45,36 +45,24 @@ const UNSUPPORTED_COMMANDS: &[&str] = &[
     "nat64clat", "nptv6", "internal", "iflist", "talist", "lookup",
 ];
 
-#[rustfmt::skip]
-const SETTINGS: &[&str] = &[
+/// The sysctls of the engine itself; the plug-ins' defaults
+/// ([`dummynet_engine::params::tunables`]) come after them in [`settings`].
+const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.fw.one_pass",
     "net.inet.ip.fw.default_to_accept",
     "net.inet.ip.dummynet.expire",
     "net.inet.ip.dummynet.pipe_slot_limit",
     "net.inet.ip.dummynet.pipe_byte_limit",
-    "net.inet.ip.dummynet.codel.target",
-    "net.inet.ip.dummynet.codel.interval",
-    "net.inet.ip.dummynet.pie.target",
-    "net.inet.ip.dummynet.pie.tupdate",
-    "net.inet.ip.dummynet.pie.max_burst",
-    "net.inet.ip.dummynet.pie.max_ecnth",
-    "net.inet.ip.dummynet.pie.alpha",
-    "net.inet.ip.dummynet.pie.beta",
-    "net.inet.ip.dummynet.fqcodel.target",
-    "net.inet.ip.dummynet.fqcodel.interval",
-    "net.inet.ip.dummynet.fqcodel.quantum",
-    "net.inet.ip.dummynet.fqcodel.limit",
-    "net.inet.ip.dummynet.fqcodel.flows",
-    "net.inet.ip.dummynet.fqpie.target",
-    "net.inet.ip.dummynet.fqpie.tupdate",
-    "net.inet.ip.dummynet.fqpie.max_burst",
-    "net.inet.ip.dummynet.fqpie.max_ecnth",
-    "net.inet.ip.dummynet.fqpie.alpha",
-    "net.inet.ip.dummynet.fqpie.beta",
-    "net.inet.ip.dummynet.fqpie.quantum",
-    "net.inet.ip.dummynet.fqpie.limit",
-    "net.inet.ip.dummynet.fqpie.flows",
 ];
+
+/// Every sysctl name `sysctl` takes, for messages and suggestions.
+fn settings() -> &'static [&'static str] {
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let tunables = dummynet_engine::params::tunables().map(|t| &*t.full_name().leak());
+        ENGINE_SETTINGS.iter().copied().chain(tunables).collect()
+    })
+}
 
 /// Parses one line typed or given as argv; `Ok(None)` if it holds no
 /// command (blank or a comment). `at T COMMAND` is a schedule of one step.
@@ -94,7 +82,9 @@ pub(crate) fn parse_line(
              `at` lines",
         ));
     }
-    let statement = if cur.eat("at") {
+    let statement = if let Some(cancel) = at_flush(&mut cur)? {
+        cancel
+    } else if cur.eat("at") {
         let (offset, command) = parse_at(&mut cur, ctx, None)?;
         Statement::Apply(Command::Schedule(Schedule {
             steps: vec![(offset, command)],
@@ -166,6 +156,9 @@ pub(crate) fn parse_file_line(
         cur.finish("`repeat every P`")?;
         return Ok(Some(FileLine::Repeat(every)));
     }
+    if let Some(statement) = at_flush(&mut cur)? {
+        return Ok(Some(FileLine::Now(Parsed { flags, statement })));
+    }
     if cur.eat("at") {
         let (offset, command) = parse_at(&mut cur, ctx, block)?;
         return Ok(Some(FileLine::At {
@@ -176,6 +169,18 @@ pub(crate) fn parse_file_line(
     }
     let statement = parse_statement(&mut cur, ctx)?;
     Ok(Some(FileLine::Now(Parsed { flags, statement })))
+}
+
+/// `at flush`: cancels every schedule still running (applied now, in a
+/// file too); `None` if the line is something else.
+fn at_flush(cur: &mut Cursor<'_>) -> Result<Option<Statement>, ParseError> {
+    if !(cur.peek_is("at") && cur.peek_nth(1).is_some_and(|t| t.is("flush"))) {
+        return Ok(None);
+    }
+    cur.bump();
+    cur.bump();
+    cur.finish("`at flush`")?;
+    Ok(Some(Statement::Apply(Command::CancelSchedules)))
 }
 
 /// The tokens of a line's command, after the program word and the flags;
@@ -447,7 +452,7 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
         }
         "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
         _ => {
-            if let Some(s) = aqm_setting(name, value).map_err(value_error)? {
+            if let Some(s) = tunable_setting(name, value).map_err(value_error)? {
                 return Ok(s);
             }
             let (kind, message) = if name.starts_with("net.inet.ip.dummynet.red") {
@@ -458,7 +463,10 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             } else {
                 (
                     ErrorKind::Syntax,
-                    format!("unknown setting `{name}` (known: {})", SETTINGS.join(", ")),
+                    format!(
+                        "unknown setting `{name}` (known: {})",
+                        settings().join(", ")
+                    ),
                 )
             };
             let e = cur.error_in(t, 0, kind, message);
@@ -466,66 +474,26 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
                 len: name.len(),
                 ..e
             }
-            .with_suggestion(suggest(name, SETTINGS)));
+            .with_suggestion(suggest(name, settings())));
         }
     })
 }
 
-/// The AQM and FQ scheduler defaults: `None` if `name` is not one of them,
-/// else the setting or why `value` is refused. Units are FreeBSD's: times
-/// in microseconds, PIE's fractions in thousandths.
-fn aqm_setting(name: &str, value: &str) -> Result<Option<Setting>, String> {
-    use dummynet_engine::config::setting_range as r;
-    let Some((group, param)) = name
+/// A plug-in default (`net.inet.ip.dummynet.codel.target=7000`): `None` if
+/// `name` is none of them, else the setting or why `value` is refused.
+/// Units are FreeBSD's: times in microseconds, PIE's fractions in
+/// thousandths.
+fn tunable_setting(name: &str, value: &str) -> Result<Option<Setting>, String> {
+    let Some(t) = name
         .strip_prefix("net.inet.ip.dummynet.")
-        .and_then(|rest| rest.split_once('.'))
+        .and_then(dummynet_engine::params::tunable)
     else {
         return Ok(None);
     };
-    let int = |(lo, hi): (u32, u32), unit: &str| {
-        number_in(
-            value,
-            &format!("{name} ({unit})"),
-            u64::from(lo),
-            u64::from(hi),
-        )
-        .map(|v| v as u32)
-        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)
-    };
-    let us = |(lo, hi): (u64, u64)| {
-        number_in(
-            value,
-            &format!("{name} (microseconds)"),
-            lo / 1000,
-            hi / 1000,
-        )
-        .map(|v| v * 1000)
-        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)
-    };
-    let thousandths = "thousandths";
-    Ok(Some(match (group, param) {
-        ("codel", "target") => Setting::CodelTarget(us(r::CODEL_TIME)?),
-        ("codel", "interval") => Setting::CodelInterval(us(r::CODEL_TIME)?),
-        ("pie", "target") => Setting::PieTarget(us(r::PIE_TIME)?),
-        ("pie", "tupdate") => Setting::PieTupdate(us(r::PIE_TIME)?),
-        ("pie", "max_burst") => Setting::PieMaxBurst(us(r::PIE_TIME)?),
-        ("pie", "max_ecnth") => Setting::PieMaxEcnth(int(r::MAX_ECNTH, thousandths)?),
-        ("pie", "alpha") => Setting::PieAlpha(int(r::ALPHA_BETA, thousandths)?),
-        ("pie", "beta") => Setting::PieBeta(int(r::ALPHA_BETA, thousandths)?),
-        ("fqcodel", "target") => Setting::FqCodelTarget(us(r::CODEL_TIME)?),
-        ("fqcodel", "interval") => Setting::FqCodelInterval(us(r::CODEL_TIME)?),
-        ("fqcodel", "quantum") => Setting::FqCodelQuantum(int(r::QUANTUM, "bytes")?),
-        ("fqcodel", "limit") => Setting::FqCodelLimit(int(r::LIMIT, "packets")?),
-        ("fqcodel", "flows") => Setting::FqCodelFlows(int(r::FLOWS, "flows")?),
-        ("fqpie", "target") => Setting::FqPieTarget(us(r::PIE_TIME)?),
-        ("fqpie", "tupdate") => Setting::FqPieTupdate(us(r::PIE_TIME)?),
-        ("fqpie", "max_burst") => Setting::FqPieMaxBurst(us(r::PIE_TIME)?),
-        ("fqpie", "max_ecnth") => Setting::FqPieMaxEcnth(int(r::MAX_ECNTH, thousandths)?),
-        ("fqpie", "alpha") => Setting::FqPieAlpha(int(r::ALPHA_BETA, thousandths)?),
-        ("fqpie", "beta") => Setting::FqPieBeta(int(r::ALPHA_BETA, thousandths)?),
-        ("fqpie", "quantum") => Setting::FqPieQuantum(int(r::QUANTUM, "bytes")?),
-        ("fqpie", "limit") => Setting::FqPieLimit(int(r::LIMIT, "packets")?),
-        ("fqpie", "flows") => Setting::FqPieFlows(int(r::FLOWS, "flows")?),
-        _ => return Ok(None),
+    let value = number_in(value, &format!("{name} ({})", t.unit.name()), t.min, t.max)
+        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)?;
+    Ok(Some(Setting::Tunable {
+        sysctl: t.sysctl,
+        value,
     }))
 }

@@ -10,31 +10,28 @@
 
 use std::path::Path;
 
+use dummynet_engine::aqm::AqmType;
 use dummynet_engine::config::{
-    AqmConfig, Command, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile, QueueConfig,
-    SchedConfig, Settings, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile,
+    QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
-use dummynet_engine::sched::{self, ParamKind, ParamSpec, SchedType};
+use dummynet_engine::sched::{self, ParamSpec, SchedType};
 
 use crate::aqm;
 use crate::error::{ErrorKind, ParseError};
 use crate::impair;
 use crate::lexer::{Cursor, Token};
 use crate::units::{
-    bandwidth, bytes, delay, field_mask, fraction, ipv4_mask, ipv6_mask, probability, queue_limit,
-    ValueError,
+    bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit, ValueError,
 };
 use crate::{ShowRequest, Statement};
 
-/// Where files named by a command (delay profiles) are looked up, and the
-/// settings whose AQM defaults fill parameters a command leaves out.
+/// Where files named by a command (delay profiles, traces) are looked up.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Context<'p> {
     pub base_dir: Option<&'p Path>,
-    /// `None`: FreeBSD's built-in defaults.
-    pub settings: Option<&'p Settings>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +50,18 @@ impl Object {
         }
     }
 
-    fn options(self) -> &'static [&'static str] {
-        match self {
-            Object::Pipe => PIPE_OPTIONS,
-            Object::Queue => QUEUE_OPTIONS,
-            Object::Sched => SCHED_OPTIONS,
+    /// Every option word of the object, the AQMs' names included.
+    fn options(self) -> Vec<&'static str> {
+        let (words, aqms) = match self {
+            Object::Pipe => (PIPE_OPTIONS, true),
+            Object::Queue => (QUEUE_OPTIONS, true),
+            Object::Sched => (SCHED_OPTIONS, false),
+        };
+        let mut all = words.to_vec();
+        if aqms {
+            all.extend(dummynet_engine::aqm::names());
         }
+        all
     }
 }
 
@@ -68,22 +71,23 @@ const LINK_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
     "trace",
 ];
-/// Flowset options, the flowset's impairments included.
+/// Flowset options, the flowset's impairments included; the name of any
+/// registered AQM ([`dummynet_engine::aqm::REGISTRY`]) is one too.
 #[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
-    "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "lmax", "pri", "priority",
-    "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
+    "queue", "plr", "mask", "buckets", "noerror", "weight", "lmax", "pri", "priority", "ecn",
+    "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
-    "trace", "queue", "plr", "mask", "buckets", "noerror", "droptail", "weight", "lmax", "pri",
-    "priority", "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
+    "trace", "queue", "plr", "mask", "buckets", "noerror", "weight", "lmax", "pri", "priority",
+    "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
     "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets",
-    "noerror", "droptail", "red", "gred", "codel", "pie", "ecn", "loss", "duplicate", "corrupt",
+    "noerror", "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
@@ -196,7 +200,7 @@ fn parse_config(
     ctx: Context<'_>,
     modify: bool,
 ) -> Result<Command, ParseError> {
-    let mut w = Words::new(ctx);
+    let mut w = Words::new();
     let cmd = match obj {
         Object::Pipe => {
             let mut cfg = PipeConfig::default();
@@ -248,7 +252,7 @@ fn parse_config(
         let what = obj.name();
         return Err(cur.expected(
             &format!("an option to change after `{what} {n} modify`"),
-            obj.options(),
+            &obj.options(),
         ));
     }
     Ok(cmd)
@@ -257,8 +261,8 @@ fn parse_config(
 /// `sched N config|modify [type T] [mask ...] [link options] [type
 /// parameters]`. A `modify` without `type` cannot know the scheduler's
 /// type, so it takes the parameters of every registered type; the engine
-/// checks them against the actual type when the command is applied. Only
-/// with `type` are the type's defaults filled in (a `modify` that names
+/// checks them against the actual type when the command is applied, and
+/// fills the parameters left out from the sysctls (a `modify` that names
 /// the type sets its parameters afresh, as `config` does).
 fn parse_sched_config<'a>(
     cur: &mut Cursor<'a>,
@@ -300,37 +304,12 @@ fn parse_sched_config<'a>(
                     ),
                 ));
             }
-        } else if let Some(&(kw, range)) = ty
-            .map_or(any_type, |ty| ty.name == "fq_pie")
-            .then(|| FQ_PIE_FRACTIONS.iter().find(|(k, _)| t.is(k)))
-            .flatten()
-        {
-            // fq_pie takes PIE's fractions in thousandths (the fqpie sysctls'
-            // unit); the command line writes them as decimals, as ipfw does.
-            cur.bump();
-            let v = value(
-                cur,
-                kw,
-                &format!("a number in 0..{} such as 0.125", range.1),
-                |s| fraction(s, kw, range, false),
-            )?;
-            cfg.params.retain(|(k, _)| k != kw);
-            cfg.params
-                .push((kw.to_string(), (v * 1000.0).round() as u64));
-            w.fields.insert(Field::Params);
         } else if let Some(spec) = param_spec(ty, any_type, t) {
             let kw = t.text.to_ascii_lowercase();
             cur.bump();
-            let value = match spec.kind {
-                ParamKind::Count => {
-                    cur.number(&format!("value for `{}`", spec.name), 0, u64::MAX)?
-                }
-                ParamKind::Time => value(cur, &kw, "a time such as 5ms", delay)?,
-                ParamKind::Flag { .. } => u64::from(kw == spec.name),
-            };
-            // A repeated parameter: the last one counts, as in ipfw.
-            cfg.params.retain(|(k, _)| k != spec.name);
-            cfg.params.push((spec.name.to_string(), value));
+            let owner = ty.map_or("sched", |ty| ty.name);
+            let v = aqm::value(cur, spec, &kw, owner)?;
+            aqm::set(&mut cfg.params, spec.name, v);
             w.fields.insert(Field::Params);
         } else if LINK_OPTIONS.iter().any(|o| t.is(o)) {
             link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx, w)?;
@@ -347,13 +326,6 @@ fn parse_sched_config<'a>(
         w.check_reorder(cur, link)?;
     }
     cfg.link = link;
-    if let Some(ty) = ty {
-        fill_type_defaults(
-            ty,
-            &mut cfg.params,
-            &ctx.settings.copied().unwrap_or_default(),
-        );
-    }
     Ok(cfg)
 }
 
@@ -382,49 +354,6 @@ enum TypeParams {
     Of(&'static SchedType),
     /// `modify` without `type`: every type's.
     Any,
-}
-
-/// PIE's fractions on `type fq_pie`, with their ranges.
-const FQ_PIE_FRACTIONS: &[(&str, (f64, f64))] = &[
-    ("alpha", (0.0, 7.0)),
-    ("beta", (0.0, 7.0)),
-    ("max_ecnth", (0.0, 1.0)),
-];
-
-/// FQ-CoDel's and FQ-PIE's parameters left out take the current defaults
-/// (`net.inet.ip.dummynet.fqcodel.*` / `fqpie.*`), as FreeBSD's kernel fills
-/// them when the scheduler is configured. Only parameters the type declares
-/// are filled (and fq_pie's fractions, in thousandths).
-fn fill_type_defaults(ty: &SchedType, params: &mut Vec<(String, u64)>, s: &Settings) {
-    let defaults: &[(&str, u64)] = match ty.name {
-        "fq_codel" => &[
-            ("target", s.fqcodel_target),
-            ("interval", s.fqcodel_interval),
-            ("quantum", u64::from(s.fqcodel_quantum)),
-            ("limit", u64::from(s.fqcodel_limit)),
-            ("flows", u64::from(s.fqcodel_flows)),
-        ],
-        "fq_pie" => &[
-            ("target", s.fqpie_target),
-            ("tupdate", s.fqpie_tupdate),
-            ("max_burst", s.fqpie_max_burst),
-            ("quantum", u64::from(s.fqpie_quantum)),
-            ("limit", u64::from(s.fqpie_limit)),
-            ("flows", u64::from(s.fqpie_flows)),
-            ("alpha", u64::from(s.fqpie_alpha)),
-            ("beta", u64::from(s.fqpie_beta)),
-            ("max_ecnth", u64::from(s.fqpie_max_ecnth)),
-        ],
-        _ => &[],
-    };
-    for &(name, value) in defaults {
-        // fq_pie's fractions are accepted (in thousandths) though not in its table.
-        let declared = ty.params.iter().any(|p| p.name == name)
-            || (ty.name == "fq_pie" && FQ_PIE_FRACTIONS.iter().any(|(k, _)| *k == name));
-        if declared && !params.iter().any(|(k, _)| k == name) {
-            params.push((name.to_string(), value));
-        }
-    }
 }
 
 fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {
@@ -483,6 +412,16 @@ fn link_option<'a>(
         ));
     }
     cur.bump();
+    // `OPTION off` removes an impairment (or a profile): with `modify`, the
+    // way to turn one off while keeping the rest of the pipe.
+    // Other options read `off` as their value, and say what they expected.
+    if cur.peek_is("off") {
+        if let Some(field) = clear_link_option(link, &kw) {
+            cur.bump();
+            w.fields.insert(field);
+            return Ok(true);
+        }
+    }
     let field = match kw.as_str() {
         "bw" | "bandwidth" => {
             link.bw = value(cur, &kw, "a bandwidth such as 10Mbit/s", bandwidth)?;
@@ -540,10 +479,41 @@ fn link_option<'a>(
     Ok(true)
 }
 
+/// Removes the link option `kw` (`jitter off`); `None` if it is not one
+/// that can be off rather than a value.
+fn clear_link_option(link: &mut LinkConfig, kw: &str) -> Option<Field> {
+    Some(match kw {
+        "profile" => {
+            link.profile = None;
+            Field::Profile
+        }
+        "jitter" => {
+            link.jitter = None;
+            Field::Jitter
+        }
+        "reorder" => {
+            link.reorder = None;
+            Field::Reorder
+        }
+        "overhead" => {
+            link.overhead = None;
+            Field::Overhead
+        }
+        "slot" => {
+            link.slot = None;
+            Field::Slot
+        }
+        "trace" => {
+            link.trace = None;
+            Field::Trace
+        }
+        _ => return None,
+    })
+}
+
 /// What the options of one `config` or `modify` have said so far, for the
 /// checks that involve more than one option and for `modify`'s [`Fields`].
 struct Words<'a> {
-    defaults: Settings,
     /// The flowset's own `ecn` (for RED/GRED), kept to point errors at it.
     ecn: Option<Token<'a>>,
     /// `codel`, `pie` or an impairment if the option just parsed was one,
@@ -559,9 +529,8 @@ struct Words<'a> {
 }
 
 impl<'a> Words<'a> {
-    fn new(ctx: Context<'_>) -> Self {
+    fn new() -> Self {
         Words {
-            defaults: ctx.settings.copied().unwrap_or_default(),
             ecn: None,
             last: None,
             bw: None,
@@ -571,29 +540,43 @@ impl<'a> Words<'a> {
         }
     }
 
-    /// FreeBSD's flowset `ecn` flag is RED's: CoDel and PIE take `ecn`
-    /// among their own parameters, after their name.
+    /// FreeBSD's flowset `ecn` flag is RED's ([`AqmType::flowset_ecn`]):
+    /// CoDel and PIE take `ecn` among their own parameters, after their name.
     fn finish(&self, cur: &Cursor<'_>, fs: &mut FlowsetConfig) -> Result<(), ParseError> {
         let Some(t) = self.ecn else {
             return Ok(());
         };
-        match &mut fs.aqm {
-            AqmConfig::Red(c) | AqmConfig::Gred(c) => {
-                c.ecn = true;
-                Ok(())
-            }
-            AqmConfig::Codel(_) | AqmConfig::Pie(_) => Err(cur.error_at(
-                t,
-                ErrorKind::Syntax,
-                "this `ecn` is RED's flag; for codel or pie write it after the AQM \
-                 (`codel ecn`, `pie ecn`)",
-            )),
-            AqmConfig::DropTail => Err(cur.error_at(
-                t,
-                ErrorKind::Syntax,
-                "`ecn` needs an AQM that marks: `red`/`gred ... ecn`, `codel ecn` or `pie ecn`",
-            )),
+        let kind = fs.aqm.kind;
+        if kind.flowset_ecn {
+            aqm::set(&mut fs.aqm.params, "ecn", 1);
+            return Ok(());
         }
+        let flag_of = |ty: &AqmType| ty.flowset_ecn;
+        let param_of = |ty: &AqmType| ty.params.iter().any(|p| p.name == "ecn");
+        let by_flag: Vec<_> = dummynet_engine::aqm::REGISTRY
+            .iter()
+            .filter(|ty| flag_of(ty))
+            .map(|ty| ty.name)
+            .collect();
+        let by_flag = format!("`{} ... ecn`", by_flag.join("`/`"));
+        let message = if param_of(kind) {
+            format!(
+                "this `ecn` is the flowset's flag, for {by_flag}; for {} write it \
+                 after the AQM (`{} ecn`)",
+                kind.name, kind.name
+            )
+        } else {
+            let by_param: Vec<_> = dummynet_engine::aqm::REGISTRY
+                .iter()
+                .filter(|ty| param_of(ty))
+                .map(|ty| format!("`{} ecn`", ty.name))
+                .collect();
+            format!(
+                "`ecn` needs an AQM that marks: {by_flag} or {}",
+                by_param.join(" or ")
+            )
+        };
+        Err(cur.error_at(t, ErrorKind::Syntax, message))
     }
 
     /// A `config` with `reorder` and no delay: reordering lets packets
@@ -623,6 +606,13 @@ fn flowset_option<'a>(
         return Ok(false);
     };
     let kw = t.text.to_ascii_lowercase();
+    if let Some(kind) = dummynet_engine::aqm::lookup(&kw) {
+        cur.bump();
+        fs.aqm = aqm::parse(cur, kind)?;
+        w.last = aqm::params_of(kind.name).map(|_| kind.name);
+        w.fields.insert(Field::Aqm);
+        return Ok(true);
+    }
     if !FLOWSET_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
     }
@@ -673,30 +663,28 @@ fn flowset_option<'a>(
             w.ecn = Some(t);
             Field::Aqm
         }
+        "loss" | "duplicate" | "corrupt" if cur.eat("off") => match kw.as_str() {
+            "loss" => (fs.loss = None, Field::Loss).1,
+            "duplicate" => (fs.duplicate = None, Field::Duplicate).1,
+            _ => (fs.corrupt = None, Field::Corrupt).1,
+        },
         "loss" => {
             fs.loss = Some(impair::loss(cur)?);
             w.last = Some("loss");
             Field::Loss
         }
         "duplicate" => {
-            fs.duplicate = Some(impair::correlated(cur, "duplicate")?);
+            fs.duplicate = Some(Duplicate(impair::correlated(cur, "duplicate")?));
             w.last = Some("duplicate");
             Field::Duplicate
         }
         "corrupt" => {
-            fs.corrupt = Some(impair::correlated(cur, "corrupt")?);
+            fs.corrupt = Some(Corrupt(impair::correlated(cur, "corrupt")?));
             w.last = Some("corrupt");
             Field::Corrupt
         }
-        _ => {
-            fs.aqm = aqm::parse(cur, t, &w.defaults)?;
-            w.last = match fs.aqm {
-                AqmConfig::Codel(_) => Some("codel"),
-                AqmConfig::Pie(_) => Some("pie"),
-                _ => None,
-            };
-            Field::Aqm
-        }
+        // FLOWSET_OPTIONS holds nothing else.
+        _ => return Ok(false),
     };
     w.fields.insert(field);
     Ok(true)
@@ -766,10 +754,8 @@ fn unknown_option(
 ) -> ParseError {
     let kw = t.text.to_ascii_lowercase();
     let what = obj.name();
-    let followers = |name: &str| match aqm::params_of(name) {
-        [] => impair::params_of(name),
-        p => p,
-    };
+    let followers =
+        |name: &str| aqm::params_of(name).unwrap_or_else(|| impair::params_of(name).to_vec());
     // Each option's parser takes its own followers, so one seen here
     // belongs to an option that is not right before it.
     if let Some(hint) = impair::misplaced(&kw) {
@@ -777,8 +763,8 @@ fn unknown_option(
     }
     if let Some(name) = after {
         let params = followers(name);
-        let mut candidates: Vec<&'static str> = params.to_vec();
-        candidates.extend(obj.options().iter().copied());
+        let mut candidates: Vec<&'static str> = params.clone();
+        candidates.extend(obj.options());
         return cur.expected_at(
             t,
             &format!(
@@ -811,7 +797,10 @@ fn unknown_option(
         Object::Queue if LINK_OPTIONS.contains(&kw.as_str()) => {
             Some("a link option: set it with `pipe M config` or `sched M config`")
         }
-        Object::Sched if FLOWSET_OPTIONS.contains(&kw.as_str()) => {
+        Object::Sched
+            if FLOWSET_OPTIONS.contains(&kw.as_str())
+                || dummynet_engine::aqm::lookup(&kw).is_some() =>
+        {
             Some("a queue option: set it with `pipe N config` or `queue N config`")
         }
         _ => None,
@@ -819,7 +808,7 @@ fn unknown_option(
     if let Some(hint) = elsewhere {
         return cur.error_at(t, ErrorKind::Syntax, format!("`{}` is {hint}", t.text));
     }
-    let mut candidates: Vec<&str> = obj.options().to_vec();
+    let mut candidates: Vec<&str> = obj.options();
     let expected = match ty {
         TypeParams::Of(ty) if !ty.params.is_empty() => {
             let words: Vec<&str> = ty.params.iter().flat_map(|p| p.keywords()).collect();
@@ -835,7 +824,6 @@ fn unknown_option(
             let mut words: Vec<&str> = sched::REGISTRY
                 .iter()
                 .flat_map(|ty| ty.params.iter().flat_map(|p| p.keywords()))
-                .chain(FQ_PIE_FRACTIONS.iter().map(|(k, _)| *k))
                 .collect();
             words.sort_unstable();
             words.dedup();

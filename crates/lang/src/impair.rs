@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dummynet_engine::config::{
-    Correlated, Distribution, Jitter, LossModel, Overhead, Reorder, Slot, Trace, TraceMode,
+    Correlated, Distribution, Jitter, LinkConfig, LossModel, Overhead, Reorder, Slot, Trace,
+    TraceMode,
 };
-use dummynet_engine::impair::{dist, overhead, slot, trace};
+use dummynet_engine::impair::{dist, overhead, trace, Impairment, On};
 use dummynet_engine::rng::Probability;
 use dummynet_engine::time::Nanos;
 
@@ -326,7 +327,7 @@ pub(crate) fn overhead(cur: &mut Cursor<'_>, kw: Token<'_>) -> Result<Overhead, 
     }
     // The checks above point at the culprit; this one keeps the parser
     // from accepting anything the engine would refuse.
-    overhead::validate(&o).map_err(|m| cur.error_at(kw, ErrorKind::Range, m))?;
+    own_check(&o).map_err(|m| cur.error_at(kw, ErrorKind::Range, m))?;
     Ok(o)
 }
 
@@ -376,7 +377,7 @@ pub(crate) fn slot(cur: &mut Cursor<'_>, kw: Token<'_>) -> Result<Slot, ParseErr
             break;
         }
     }
-    slot::validate(&s).map_err(|m| cur.error_at(kw, ErrorKind::Range, m))?;
+    own_check(&s).map_err(|m| cur.error_at(kw, ErrorKind::Range, m))?;
     Ok(s)
 }
 
@@ -495,4 +496,11 @@ pub(crate) fn correlated(cur: &mut Cursor<'_>, what: &str) -> Result<Correlated,
         c.correlation = v;
     }
     Ok(c)
+}
+
+/// The checks an impairment makes of itself alone (on a plain link), so an
+/// out-of-range value is pointed at in the command; the engine makes them
+/// again, with the rest of the pipe, when it applies it.
+fn own_check(i: &dyn Impairment) -> Result<(), String> {
+    i.check(On::Link(&LinkConfig::default()))
 }

@@ -20,10 +20,10 @@
 //!   `list`), for `pipe`, `queue` and `sched` objects, and for the sysctls the
 //!   engine mirrors; units as FreeBSD reads them (`queue 200kb` is 204800 bytes).
 //! - Queue management as ipfw writes it (`droptail`, `red`/`gred
-//!   w_q/min_th/max_th/max_p`, `codel ...`, `pie ...`, the flowset's `ecn`);
-//!   what a `codel` or `pie` leaves out comes from the AQM default sysctls,
-//!   which the `_with` entry points take from the caller (the engine's
-//!   current [`Settings`]) and [`parse_file`] follows line by line.
+//!   w_q/min_th/max_th/max_p`, `codel ...`, `pie ...`, the flowset's `ecn`),
+//!   and scheduler parameters, both read from the engine's plug-in tables.
+//!   What a command leaves out stays out: the engine fills it from the
+//!   default sysctls when it applies the command, as FreeBSD's kernel does.
 //! - netem's and mahimahi's impairments as options of the same objects:
 //!   `delay T jitter J` (or netem's `delay T J [C]`) with `correlation`,
 //!   `distribution` (built in or a tc `.dist` file) and `unordered`;
@@ -52,7 +52,7 @@
 
 use std::path::Path;
 
-use dummynet_engine::config::{Schedule, Settings};
+use dummynet_engine::config::Schedule;
 use dummynet_engine::Command;
 
 mod aqm;
@@ -126,19 +126,7 @@ pub struct Parsed {
 ///
 /// A `profile FILE` is read relative to the current directory.
 pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
-    parse_command_with(line, &Settings::default())
-}
-
-/// [`parse_command`] under `settings`: a `codel` or `pie` that leaves a
-/// parameter out takes the default those settings hold (FreeBSD's
-/// `net.inet.ip.dummynet.codel.*` / `pie.*` sysctls), as the kernel fills them
-/// in FreeBSD. Pass the engine's [`settings`](dummynet_engine::Engine::settings).
-pub fn parse_command_with(line: &str, settings: &Settings) -> Result<Parsed, ParseError> {
-    let ctx = Context {
-        base_dir: None,
-        settings: Some(settings),
-    };
-    let parsed = command::parse_line(line, Mode::Line, ctx)?;
+    let parsed = command::parse_line(line, Mode::Line, Context::default())?;
     Ok(parsed.unwrap_or(Parsed {
         flags: Flags::default(),
         statement: Statement::Nop("empty line"),
@@ -155,22 +143,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
 /// [`parse_args`] for a command typed elsewhere: a `profile FILE` is read
 /// relative to `base_dir` (the daemon uses the client's working directory).
 pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed, ParseError> {
-    parse_args_with(args, base_dir, &Settings::default())
-}
-
-/// [`parse_args_in`] under `settings`, whose AQM defaults fill what a
-/// `codel` or `pie` leaves out (see [`parse_command_with`]).
-pub fn parse_args_with(
-    args: &[String],
-    base_dir: Option<&Path>,
-    settings: &Settings,
-) -> Result<Parsed, ParseError> {
     let line = args.join(" ");
-    let ctx = Context {
-        base_dir,
-        settings: Some(settings),
-    };
-    match command::parse_line(&line, Mode::Argv, ctx)? {
+    match command::parse_line(&line, Mode::Argv, Context { base_dir })? {
         Some(p) => Ok(p),
         None => Err(ParseError::new(
             ErrorKind::Syntax,
@@ -188,38 +162,23 @@ pub fn parse_args_with(
 /// 1-based line number; stops at the first error. Profiles are read relative
 /// to `base_dir` (usually the file's directory), else the current directory.
 ///
-/// A `sysctl` line for an AQM default applies to the lines after it, as it
-/// would on FreeBSD running the file line by line.
-///
 /// Lines `at T COMMAND` schedule COMMAND at T after the file is applied
 /// (T carries its unit: `5s`, `1500ms`, `2min`; a bare number is refused as
 /// ambiguous). Consecutive `at` lines, whose times must not decrease, form
 /// one block, returned as a single [`Command::Schedule`] at the line of its
 /// first `at`; blank lines and comments do not end a block, any other line
 /// does. A `repeat every P` line right after a block makes it cycle with
-/// period P (at least the block's last T). A scheduled `sysctl` changes
-/// nothing for the lines after it, since it happens later: every line is
-/// parsed under the settings in force when the file is applied.
+/// period P (at least the block's last T). A `sysctl` that sets an AQM or
+/// scheduler default changes what later commands get when they are
+/// applied, in order, as on FreeBSD running the file line by line; a
+/// scheduled one, when it runs.
 pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Parsed)>, FileError> {
-    parse_file_with(text, base_dir, &Settings::default())
-}
-
-/// [`parse_file`] starting from `settings` (the engine's current ones).
-pub fn parse_file_with(
-    text: &str,
-    base_dir: Option<&Path>,
-    settings: &Settings,
-) -> Result<Vec<(usize, Parsed)>, FileError> {
-    let mut settings = *settings;
     let mut out: Vec<(usize, Parsed)> = Vec::new();
     // Whether the last entry of `out` is a block of `at` lines that the
     // next `at` line extends.
     let mut in_block = false;
     for (i, line) in text.lines().enumerate() {
-        let ctx = Context {
-            base_dir,
-            settings: Some(&settings),
-        };
+        let ctx = Context { base_dir };
         let last = open_block(&mut out, in_block)
             .and_then(|s| s.steps.last())
             .map(|(t, _)| *t);
@@ -252,10 +211,6 @@ pub fn parse_file_with(
                 in_block = false;
             }
             Some(FileLine::Now(parsed)) => {
-                if let Statement::Apply(Command::Set(s)) = &parsed.statement {
-                    // A value the engine will refuse stops the file there anyway.
-                    let _ = settings.set(*s);
-                }
                 out.push((i + 1, parsed));
                 in_block = false;
             }

@@ -12,11 +12,10 @@
 use std::fmt::Write as _;
 
 use dummynet_engine::config::{
-    Correlated, LinkConfig, LossModel, QueueLimit, Settings, Trace, TraceMode, DEFAULT_BUCKETS,
-    DN_MAX_ID, MAX_NUMBER,
+    LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
 };
 use dummynet_engine::flow::{FlowKey, FlowMask};
-use dummynet_engine::impair::{corrupt, duplicate, jitter, loss, overhead, reorder, slot};
+use dummynet_engine::impair::Impairment;
 use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Snapshot};
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
 
@@ -170,37 +169,12 @@ fn link_line(link: &LinkView) -> String {
 
 /// The line under a link's for its impairments, or nothing without any.
 fn link_impairments(l: &LinkConfig) -> String {
-    let parts: Vec<String> = [
-        l.jitter.as_ref().map(jitter::display),
-        l.reorder.as_ref().map(reorder::display),
-        l.overhead.as_ref().map(overhead::display),
-        l.slot.as_ref().map(slot::display),
-        l.trace.as_deref().map(trace_display),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    impair_line(&parts)
+    impair_line(l.impairments())
 }
 
-/// The line under a flowset's for its impairments, or nothing without any.
-fn flowset_impairments(
-    loss: Option<&LossModel>,
-    dup: Option<Correlated>,
-    corr: Option<Correlated>,
-) -> String {
-    let parts: Vec<String> = [
-        loss.map(loss::display),
-        dup.map(duplicate::display),
-        corr.map(corrupt::display),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    impair_line(&parts)
-}
-
-fn impair_line(parts: &[String]) -> String {
+/// `    impair: WORDS...` with each impairment's words, or nothing.
+fn impair_line<'a>(all: impl Iterator<Item = &'a dyn Impairment>) -> String {
+    let parts: Vec<String> = all.map(|i| i.display()).collect();
     if parts.is_empty() {
         String::new()
     } else {
@@ -210,13 +184,6 @@ fn impair_line(parts: &[String]) -> String {
 
 /// `trace NAME [once]`, as the option is written (looping is the default),
 /// so that the line reads back as the options it shows.
-fn trace_display(t: &Trace) -> String {
-    match t.mode {
-        TraceMode::Loop => format!("trace {}", t.name),
-        TraceMode::Once => format!("trace {} once", t.name),
-    }
-}
-
 fn format_bw(bw: u64) -> String {
     let b = bw as f64;
     match bw {
@@ -267,11 +234,7 @@ fn flowset_lines(fs: &FlowsetView) -> String {
         fs.pri,
         fs.aqm
     );
-    out.push_str(&flowset_impairments(
-        fs.loss.as_ref(),
-        fs.duplicate,
-        fs.corrupt,
-    ));
+    out.push_str(&impair_line(fs.impairments()));
     out.push_str(&mask_lines(&fs.mask));
     out
 }
@@ -392,6 +355,7 @@ fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dummynet_engine::config::{Correlated, Corrupt, Duplicate, FlowsetConfig, LossModel};
     use dummynet_engine::rng::Probability;
 
     fn p(x: f64) -> Probability {
@@ -400,6 +364,15 @@ mod tests {
 
     #[test]
     fn flowset_impairment_lines() {
+        let line = |loss, duplicate, corrupt| {
+            let fs = FlowsetConfig {
+                loss,
+                duplicate,
+                corrupt,
+                ..FlowsetConfig::default()
+            };
+            impair_line(fs.impairments())
+        };
         let ge = LossModel::GilbertElliott {
             p: p(0.01),
             r: p(0.3),
@@ -407,10 +380,10 @@ mod tests {
             loss_good: Probability::ZERO,
         };
         assert_eq!(
-            flowset_impairments(
-                Some(&ge),
-                Some(Correlated::new(p(0.01), Probability::ZERO)),
-                Some(Correlated::new(p(0.001), Probability::ZERO)),
+            line(
+                Some(ge),
+                Some(Duplicate(Correlated::new(p(0.01), Probability::ZERO))),
+                Some(Corrupt(Correlated::new(p(0.001), Probability::ZERO))),
             ),
             "    impair: loss gemodel p 1% r 30% 1-h 100% 1-k 0% duplicate 1% corrupt 0.1%\n"
         );
@@ -422,14 +395,18 @@ mod tests {
             p14: p(0.005),
         };
         assert_eq!(
-            flowset_impairments(Some(&state), None, None),
+            line(Some(state), None, None),
             "    impair: loss state p13 1% p31 99% p32 0% p23 100% p14 0.5%\n"
         );
         let random = LossModel::Random(Correlated::new(p(0.05), p(0.25)));
         assert_eq!(
-            flowset_impairments(Some(&random), None, Some(Correlated::new(p(0.02), p(0.1)))),
+            line(
+                Some(random),
+                None,
+                Some(Corrupt(Correlated::new(p(0.02), p(0.1))))
+            ),
             "    impair: loss 5% correlation 25% corrupt 2% correlation 10%\n"
         );
-        assert_eq!(flowset_impairments(None, None, None), "");
+        assert_eq!(line(None, None, None), "");
     }
 }

@@ -1,6 +1,6 @@
 //! Queue management on `pipe`/`queue config`: every AQM option into its
-//! config, the settings that change omitted values, and errors that point
-//! at the word at fault.
+//! config, the sysctls that fill omitted values when the engine applies a
+//! command, and errors that point at the word at fault.
 
 mod common;
 
@@ -10,11 +10,10 @@ use dummynet_engine::config::{
     AqmConfig, CodelConfig, Command, FlowsetConfig, PieConfig, QueueLimit, RedConfig, Setting,
     Settings,
 };
+use dummynet_engine::params::to_ppb;
 use dummynet_engine::time::{NS_PER_MS, NS_PER_US};
 use dummynet_engine::Engine;
-use dummynet_lang::{
-    format_pipes, parse_command, parse_command_with, parse_file, ErrorKind, Statement,
-};
+use dummynet_lang::{format_pipes, format_scheds, parse_command, ErrorKind, Statement};
 
 const MS: u64 = NS_PER_MS;
 
@@ -26,11 +25,35 @@ fn flowset(line: &str) -> FlowsetConfig {
     }
 }
 
+/// The AQM as the line writes it.
 fn aqm(line: &str) -> AqmConfig {
     flowset(line).aqm
 }
 
-fn red(w_q: f64, min_th: u64, max_th: u64, max_p: f64, ecn: bool) -> RedConfig {
+/// The CoDel a line configures, read as the engine reads it (with
+/// FreeBSD's defaults for what it leaves out).
+fn codel(line: &str) -> CodelConfig {
+    let a = aqm(line);
+    assert_eq!(a.kind.name, "codel", "{line}");
+    CodelConfig::from_params(&a.params).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+fn pie(line: &str) -> PieConfig {
+    let a = aqm(line);
+    assert_eq!(a.kind.name, "pie", "{line}");
+    PieConfig::from_params(&a.params, "pie", PieConfig::default())
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// The RED or GRED a line configures: its name and values.
+fn red(line: &str) -> (&'static str, RedConfig) {
+    let a = aqm(line);
+    let gentle = a.kind.name == "gred";
+    let c = RedConfig::from_params(&a.params, gentle).unwrap_or_else(|e| panic!("{line}: {e}"));
+    (a.kind.name, c)
+}
+
+fn red_values(w_q: f64, min_th: u64, max_th: u64, max_p: f64, ecn: bool) -> RedConfig {
     RedConfig {
         w_q,
         min_th,
@@ -40,29 +63,43 @@ fn red(w_q: f64, min_th: u64, max_th: u64, max_p: f64, ecn: bool) -> RedConfig {
     }
 }
 
+/// `show`'s text after applying `lines` to a new engine, in order.
+fn applied(lines: &[&str]) -> Engine<u64> {
+    let mut e: Engine<u64> = Engine::new(1);
+    for line in lines {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c)
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    e
+}
+
 #[test]
 fn droptail_is_the_default_and_can_be_asked_for() {
-    assert_eq!(aqm("pipe 1 config bw 1Mbit/s"), AqmConfig::DropTail);
-    assert_eq!(aqm("pipe 1 config codel droptail"), AqmConfig::DropTail);
-    assert_eq!(aqm("queue 1 config pipe 1 droptail"), AqmConfig::DropTail);
+    assert_eq!(aqm("pipe 1 config bw 1Mbit/s"), AqmConfig::droptail());
+    assert_eq!(aqm("pipe 1 config codel droptail"), AqmConfig::droptail());
+    assert_eq!(aqm("queue 1 config pipe 1 droptail"), AqmConfig::droptail());
+    assert!(aqm("pipe 1 config droptail").is_droptail());
 }
 
 #[test]
 fn red_and_gred() {
     assert_eq!(
-        aqm("pipe 1 config red 0.002/5/15/0.1"),
-        AqmConfig::Red(red(0.002, 5, 15, 0.1, false))
+        red("pipe 1 config red 0.002/5/15/0.1"),
+        ("red", red_values(0.002, 5, 15, 0.1, false))
     );
     assert_eq!(
-        aqm("queue 2 config pipe 1 gred 0.5/10/30/1"),
-        AqmConfig::Gred(red(0.5, 10, 30, 1.0, false))
+        red("queue 2 config pipe 1 gred 0.5/10/30/1"),
+        ("gred", red_values(0.5, 10, 30, 1.0, false))
     );
     // Thresholds in bytes when the queue is in bytes; K is x1024, as in ipfw.
     let fs = flowset("pipe 1 config queue 100KB gred 0.005/10K/30k/0.2");
     assert_eq!(fs.limit, QueueLimit::Bytes(100 * 1024));
     assert_eq!(
-        fs.aqm,
-        AqmConfig::Gred(red(0.005, 10240, 30720, 0.2, false))
+        red("pipe 1 config queue 100KB gred 0.005/10K/30k/0.2"),
+        ("gred", red_values(0.005, 10240, 30720, 0.2, false))
     );
     // `ecn` is the flowset's flag, before or after `red`.
     for line in [
@@ -70,48 +107,51 @@ fn red_and_gred() {
         "pipe 1 config ecn red 0.002/5/15/0.1",
     ] {
         assert_eq!(
-            aqm(line),
-            AqmConfig::Red(red(0.002, 5, 15, 0.1, true)),
+            red(line),
+            ("red", red_values(0.002, 5, 15, 0.1, true)),
             "{line}"
         );
     }
+    // The values as written travel exactly: nine decimal places.
+    let a = aqm("pipe 1 config red 0.000123456/5/15/0.1");
+    assert!(a.params.contains(&("w_q".into(), 123_456)), "{a:?}");
 }
 
 #[test]
 fn codel_options() {
-    let c = |target, interval, ecn| {
-        AqmConfig::Codel(CodelConfig {
-            target,
-            interval,
-            ecn,
-        })
+    let c = |target, interval, ecn| CodelConfig {
+        target,
+        interval,
+        ecn,
     };
-    assert_eq!(aqm("pipe 1 config codel"), c(5 * MS, 100 * MS, false));
+    assert_eq!(codel("pipe 1 config codel"), c(5 * MS, 100 * MS, false));
     assert_eq!(
-        aqm("pipe 1 config codel target 7 interval 160 ecn"),
+        codel("pipe 1 config codel target 7 interval 160 ecn"),
         c(7 * MS, 160 * MS, true)
     );
     assert_eq!(
-        aqm("pipe 1 config codel interval 1s target 500us ecn noecn"),
+        codel("pipe 1 config codel interval 1s target 500us ecn noecn"),
         c(500 * NS_PER_US, 1000 * MS, false)
     );
+    // Only what is written is in the command; a repeated word, once.
+    assert_eq!(
+        aqm("pipe 1 config codel ecn noecn").params,
+        vec![("ecn".to_string(), 0)]
+    );
     // The parameters end at the first word that is not one; options go on.
-    let fs = flowset("pipe 1 config bw 1Mbit/s codel target 7 queue 100 plr 0.01");
-    assert_eq!(fs.aqm, c(7 * MS, 100 * MS, false));
-    assert_eq!(fs.limit, QueueLimit::Slots(100));
+    let line = "pipe 1 config bw 1Mbit/s codel target 7 queue 100 plr 0.01";
+    assert_eq!(codel(line), c(7 * MS, 100 * MS, false));
+    assert_eq!(flowset(line).limit, QueueLimit::Slots(100));
 }
 
 #[test]
 fn pie_options() {
-    assert_eq!(
-        aqm("pipe 1 config pie"),
-        AqmConfig::Pie(PieConfig::default())
-    );
+    assert_eq!(pie("pipe 1 config pie"), PieConfig::default());
     let all = "pipe 1 config pie target 20ms tupdate 30 max_burst 100 max_ecnth 0.2 \
                alpha 0.25 beta 2 ecn nocapdrop onoff ts noderand";
     assert_eq!(
-        aqm(all),
-        AqmConfig::Pie(PieConfig {
+        pie(all),
+        PieConfig {
             target: 20 * MS,
             tupdate: 30 * MS,
             max_burst: 100 * MS,
@@ -123,81 +163,50 @@ fn pie_options() {
             onoff: true,
             dre: false,
             derand: false,
-        })
+        }
     );
-    let AqmConfig::Pie(p) = aqm("queue 1 config pie ts dre nocapdrop capdrop noderand derand")
-    else {
-        panic!()
-    };
+    let p = pie("queue 1 config pie ts dre nocapdrop capdrop noderand derand");
     assert!(p.dre && p.capdrop && p.derand);
 }
 
+/// FreeBSD's kernel fills what a command leaves out from the sysctls when it
+/// configures the object; so does the engine. What the command gives wins,
+/// and objects configured before keep their values.
 #[test]
-fn sysctls_set_what_codel_and_pie_leave_out() {
-    let mut s = Settings::default();
-    for line in [
+fn sysctls_fill_what_codel_and_pie_leave_out_when_applied() {
+    let e = applied(&[
+        "pipe 9 config codel",
         "sysctl net.inet.ip.dummynet.codel.target=7000",
         "sysctl net.inet.ip.dummynet.codel.interval=150000",
         "sysctl net.inet.ip.dummynet.pie.target=20000",
         "sysctl net.inet.ip.dummynet.pie.alpha=250",
         "sysctl net.inet.ip.dummynet.pie.max_ecnth=500",
+        "pipe 1 config codel ecn",
+        "pipe 2 config codel target 5",
+        "pipe 3 config pie beta 2",
+    ]);
+    let shown = format_pipes(&e.snapshot(), &[]);
+    for want in [
+        "AQM CoDel target 7ms interval 150ms ECN",
+        "AQM CoDel target 5ms interval 150ms NoECN",
+        "AQM type PIE target 20ms tupdate 15ms alpha 0.25 beta 2 max_burst 150ms max_ecnth 0.5",
+        "AQM CoDel target 5ms interval 100ms NoECN",
     ] {
-        let Ok(Statement::Apply(Command::Set(x))) = parse_command(line).map(|p| p.statement) else {
-            panic!("{line}")
-        };
-        s.set(x).unwrap();
+        assert_eq!(shown.matches(want).count(), 1, "{want} in\n{shown}");
     }
-    let with = |line: &str| match parse_command_with(line, &s).map(|p| p.statement) {
-        Ok(Statement::Apply(Command::ConfigPipe(_, c))) => c.flowset.aqm,
-        other => panic!("{line}: {other:?}"),
-    };
-    assert_eq!(
-        with("pipe 1 config codel ecn"),
-        AqmConfig::Codel(CodelConfig {
-            target: 7 * MS,
-            interval: 150 * MS,
-            ecn: true
-        })
-    );
-    // What the command gives still wins.
-    let AqmConfig::Codel(c) = with("pipe 1 config codel target 5") else {
-        panic!()
-    };
-    assert_eq!((c.target, c.interval), (5 * MS, 150 * MS));
-    let AqmConfig::Pie(p) = with("pipe 1 config pie beta 2") else {
-        panic!()
-    };
-    assert_eq!(
-        (p.target, p.alpha, p.beta, p.max_ecnth, p.tupdate),
-        (20 * MS, 0.25, 2.0, 0.5, 15 * MS)
-    );
 
-    // Every sysctl of the four groups parses, in FreeBSD's units.
-    for (line, want) in [
-        ("fqcodel.target=7000", Setting::FqCodelTarget(7 * MS)),
-        (
-            "fqcodel.interval=150000",
-            Setting::FqCodelInterval(150 * MS),
-        ),
-        ("fqcodel.quantum=2000", Setting::FqCodelQuantum(2000)),
-        ("fqcodel.limit=20000", Setting::FqCodelLimit(20000)),
-        ("fqcodel.flows=2048", Setting::FqCodelFlows(2048)),
-        ("fqpie.target=20000", Setting::FqPieTarget(20 * MS)),
-        ("fqpie.tupdate=30000", Setting::FqPieTupdate(30 * MS)),
-        ("fqpie.max_burst=100000", Setting::FqPieMaxBurst(100 * MS)),
-        ("fqpie.max_ecnth=200", Setting::FqPieMaxEcnth(200)),
-        ("fqpie.alpha=250", Setting::FqPieAlpha(250)),
-        ("fqpie.beta=2000", Setting::FqPieBeta(2000)),
-        ("fqpie.quantum=1500", Setting::FqPieQuantum(1500)),
-        ("fqpie.limit=1000", Setting::FqPieLimit(1000)),
-        ("fqpie.flows=64", Setting::FqPieFlows(64)),
-        ("pie.tupdate=30000", Setting::PieTupdate(30 * MS)),
-        ("pie.max_burst=100000", Setting::PieMaxBurst(100 * MS)),
-        ("pie.beta=2000", Setting::PieBeta(2000)),
-    ] {
-        let line = format!("sysctl net.inet.ip.dummynet.{line}");
+    // Every plug-in sysctl parses, in FreeBSD's units, and is refused out
+    // of its range.
+    for t in dummynet_engine::params::tunables() {
+        let line = format!("sysctl {}={}", t.full_name(), t.max);
         let p = parse_command(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let want = Setting::Tunable {
+            sysctl: t.sysctl,
+            value: t.max,
+        };
         assert_eq!(p.statement, Statement::Apply(Command::Set(want)), "{line}");
+        let line = format!("sysctl {}={}", t.full_name(), t.max + 1);
+        assert_eq!(err(&line).kind, ErrorKind::Range, "{line}");
     }
     for (line, bad) in [
         ("codel.target=6000000", "6000000"),
@@ -210,27 +219,8 @@ fn sysctls_set_what_codel_and_pie_leave_out() {
         let e = err(&line);
         assert_eq!(e.found(), Some(bad), "{line}: {e}");
     }
-}
-
-#[test]
-fn a_commands_file_follows_its_own_sysctls() {
-    let text = "\
-pipe 1 config codel
-sysctl net.inet.ip.dummynet.codel.target=8000
-pipe 2 config codel
-";
-    let parsed = parse_file(text, None).unwrap();
-    let targets: Vec<u64> = parsed
-        .iter()
-        .filter_map(|(_, p)| match &p.statement {
-            Statement::Apply(Command::ConfigPipe(_, c)) => match &c.flowset.aqm {
-                AqmConfig::Codel(c) => Some(c.target),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    assert_eq!(targets, vec![5 * MS, 8 * MS]);
+    let e = err("sysctl net.inet.ip.dummynet.codel.targte=5000");
+    assert_eq!(e.suggestion, Some("net.inet.ip.dummynet.codel.target"));
 }
 
 #[test]
@@ -383,43 +373,45 @@ fn a_refused_aqm_changes_nothing() {
         assert!(refused, "{line}");
         assert_eq!(format_pipes(&e.snapshot(), &[]), before, "{line}");
     }
-    assert_eq!(e.settings(), Settings::default());
+    assert_eq!(e.settings(), &Settings::default());
 }
 
 /// `fqcodel.*` / `fqpie.*` fill what `type fq_codel` / `type fq_pie` leave
-/// out; what the command gives wins.
+/// out when the engine applies the command; what the command gives wins.
 #[test]
-fn sysctls_set_what_fq_schedulers_leave_out() {
-    let mut s = Settings::default();
-    for x in [
-        Setting::FqCodelQuantum(2000),
-        Setting::FqCodelTarget(7 * MS),
-        Setting::FqPieFlows(64),
-    ] {
-        s.set(x).unwrap();
-    }
-    let params = |line: &str| match parse_command_with(line, &s).map(|p| p.statement) {
+fn sysctls_fill_what_fq_schedulers_leave_out() {
+    let params = |line: &str| match parse_command(line).map(|p| p.statement) {
         Ok(Statement::Apply(Command::ConfigSched(_, c))) => c.params,
         other => panic!("{line}: {other:?}"),
     };
-    if dummynet_engine::sched::lookup("fq_codel").is_some() {
-        let p = params("sched 1 config type fq_codel target 9");
-        assert!(p.contains(&("target".into(), 9 * MS)), "{p:?}");
-        assert!(p.contains(&("quantum".into(), 2000)), "{p:?}");
-        assert!(p.contains(&("flows".into(), 1024)), "{p:?}");
-    }
-    if dummynet_engine::sched::lookup("fq_pie").is_some() {
-        let p = params("sched 1 config type fq_pie");
-        assert!(p.contains(&("flows".into(), 64)), "{p:?}");
-        assert!(p.contains(&("target".into(), 15 * MS)), "{p:?}");
-        // PIE's fractions, written as decimals, travel in thousandths.
-        let p = params("sched 1 config type fq_pie alpha 0.25 max_ecnth 0.2");
-        for (k, v) in [("alpha", 250), ("max_ecnth", 200), ("beta", 1250)] {
-            assert!(p.contains(&(k.into(), v)), "{k}: {p:?}");
-        }
-        let e = err("sched 1 config type fq_pie beta 7.5");
-        assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("7.5")));
-    }
-    // Without a type there is nothing to fill.
+    // The language gives only what is written; PIE's fractions as decimals.
+    assert_eq!(
+        params("sched 1 config type fq_pie alpha 0.25 max_ecnth 0.2"),
+        vec![
+            ("alpha".to_string(), to_ppb(0.25)),
+            ("max_ecnth".to_string(), to_ppb(0.2))
+        ]
+    );
+    let e = err("sched 1 config type fq_pie beta 7.5");
+    assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("7.5")));
     assert_eq!(params("sched 1 config bw 1Mbit/s"), vec![]);
+
+    let e = applied(&[
+        "sysctl net.inet.ip.dummynet.fqcodel.quantum=2000",
+        "sysctl net.inet.ip.dummynet.fqcodel.target=7000",
+        "sysctl net.inet.ip.dummynet.fqpie.flows=64",
+        "sysctl net.inet.ip.dummynet.fqpie.alpha=250",
+        "pipe 1 config bw 1Mbit/s",
+        "sched 1 config type fq_codel target 9",
+        "pipe 2 config bw 1Mbit/s",
+        "sched 2 config type fq_pie beta 2",
+    ]);
+    let shown = format_scheds(&e.snapshot(), &[]);
+    for want in [
+        " FQ_CODEL target 9ms interval 100ms quantum 2000 limit 10240 flows 1024 NoECN",
+        "  FQ_PIE target 15ms tupdate 15ms alpha 0.25 beta 2 max_burst 150ms max_ecnth 0.1 \
+         quantum 1514 limit 10240 flows 64",
+    ] {
+        assert!(shown.contains(want), "{want} in\n{shown}");
+    }
 }

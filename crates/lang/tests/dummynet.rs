@@ -4,13 +4,15 @@ mod common;
 
 use common::{apply, link, pipe};
 
+use dummynet_engine::aqm;
 use dummynet_engine::config::{
     AqmConfig, Command, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
     SchedConfig, Setting,
 };
 use dummynet_engine::flow::FlowMask;
+use dummynet_engine::params::{to_ppb, ParamKind, ParamSpec};
 use dummynet_engine::rng::Probability;
-use dummynet_engine::sched::{self, ParamKind};
+use dummynet_engine::sched;
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use dummynet_lang::{parse_args, parse_command, ErrorKind, Flags, ShowRequest, Statement};
 
@@ -25,6 +27,62 @@ fn sched_cfg(line: &str) -> SchedConfig {
     match apply(line) {
         Command::ConfigSched(_, cfg) => cfg,
         other => panic!("{line}: {other:?}"),
+    }
+}
+
+/// Ways to write parameter `p` (its name, or a flag's off word, and a
+/// value), with the value each one gives.
+fn written(p: &ParamSpec) -> Vec<(String, u64)> {
+    let name = p.name;
+    let values: Vec<(String, u64)> = match p.kind {
+        ParamKind::Flag { off } => return vec![(name.to_string(), 1), (off.to_string(), 0)],
+        ParamKind::Count => vec![("42".into(), 42)],
+        ParamKind::Size => vec![("42".into(), 42), ("2K".into(), 2048)],
+        ParamKind::Time => vec![("5ms".into(), 5_000_000), ("250us".into(), 250_000)],
+        ParamKind::Fraction { min, max, .. } => {
+            let mid = (min + max) / 2.0;
+            vec![
+                (format!("{mid}"), to_ppb(mid)),
+                (format!("{max}"), to_ppb(max)),
+            ]
+        }
+    };
+    values
+        .into_iter()
+        .map(|(v, want)| (format!("{name} {v}"), want))
+        .collect()
+}
+
+/// Every registered AQM parses from its table alone: its positional values,
+/// then each keyword parameter in its kind's form, on a pipe and a queue.
+#[test]
+fn every_aqm_parameter_parses_in_its_kind_form() {
+    for ty in aqm::REGISTRY {
+        // The positional values, each written in its first form.
+        let mut given: Vec<(String, u64)> = Vec::new();
+        let mut words = Vec::new();
+        for p in ty.positional {
+            let (text, want) = written(p).remove(0);
+            let (_, value) = text.split_once(' ').unwrap();
+            words.push(value.to_string());
+            given.push((p.name.to_string(), want));
+        }
+        let head = format!("{} {}", ty.name, words.join("/"));
+        let aqm_of = |line: &str| pipe(line).flowset.aqm;
+        let bare = aqm_of(&format!("pipe 1 config {head}"));
+        assert_eq!((bare.kind.name, &bare.params), (ty.name, &given), "{head}");
+        for p in ty.params {
+            for (text, want) in written(p) {
+                let line = format!("pipe 1 config {head} {text} queue 10");
+                let fs = pipe(&line).flowset;
+                let mut expect = given.clone();
+                expect.push((p.name.to_string(), want));
+                assert_eq!(fs.aqm.params, expect, "{line}");
+                assert_eq!(fs.limit, QueueLimit::Slots(10), "{line}");
+                let q = queue(&format!("queue 2 config pipe 1 {head} {text}"));
+                assert_eq!(q.flowset.aqm, fs.aqm, "{line}");
+            }
+        }
     }
 }
 
@@ -111,7 +169,7 @@ fn flowset_options() {
             buckets: 256,
             weight: 10,
             noerror: true,
-            aqm: AqmConfig::DropTail,
+            aqm: AqmConfig::droptail(),
             ..FlowsetConfig::default()
         }
     );
@@ -259,28 +317,15 @@ fn schedulers() {
     let e = err("sched 1 config type fifo quantum 1514");
     assert_eq!(e.found(), Some("quantum"));
     assert!(e.message.contains("takes no parameters"), "{e}");
-    // Every registered parameter parses in its kind's form.
+    // Every registered scheduler parameter parses in its kind's form, once.
     for ty in sched::REGISTRY {
         for p in ty.params {
-            let name = p.name;
-            let cases: Vec<(String, u64)> = match p.kind {
-                ParamKind::Count => vec![(format!("{name} 42"), 42)],
-                ParamKind::Time => vec![
-                    (format!("{name} 5ms"), 5_000_000),
-                    (format!("{name} 250us"), 250_000),
-                ],
-                ParamKind::Flag { off } => vec![(name.to_string(), 1), (off.to_string(), 0)],
-            };
-            for (text, want) in cases {
+            for (text, want) in written(p) {
                 let s = sched_cfg(&format!("sched 1 config type {} {text}", ty.name));
-                // FQ types also get their omitted parameters' defaults.
-                assert!(s.params.contains(&(name.to_string(), want)), "{text}");
-                let named = s.params.iter().filter(|(k, _)| k == name).count();
-                assert_eq!(named, 1, "{text}: {:?}", s.params);
+                assert_eq!(s.params, vec![(p.name.to_string(), want)], "{text}");
             }
         }
     }
-
     // A FreeBSD type is refused as unavailable only while the registry lacks it.
     for ty in ["qfq", "rr", "prio", "fq_codel", "fq_pie"] {
         if sched::lookup(ty).is_some() {
@@ -432,7 +477,10 @@ fn settings() {
     );
     assert_eq!(
         apply("sysctl net.inet.ip.dummynet.fqcodel.quantum=2000"),
-        Command::Set(Setting::FqCodelQuantum(2000))
+        Command::Set(Setting::Tunable {
+            sysctl: "fqcodel.quantum",
+            value: 2000
+        })
     );
     let e = err("sysctl net.inet.ip.dummynet.fqcodel.quantum=90000");
     assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("90000")));

@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
+use dummynet_engine::aqm::codel;
 use dummynet_engine::config::{
-    AqmConfig, Command, Field, LinkConfig, PipeConfig, Schedule, Setting, Settings,
+    AqmConfig, Command, Field, LinkConfig, PipeConfig, Schedule, Setting,
 };
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
-use dummynet_lang::{
-    parse_command, parse_file, parse_file_with, ErrorKind, FileError, Parsed, Statement,
-};
+use dummynet_engine::Engine;
+use dummynet_lang::{parse_command, parse_file, ErrorKind, FileError, Parsed, Statement};
 
 /// A scratch directory of our own, removed when dropped.
 struct TempDir(PathBuf);
@@ -215,7 +215,10 @@ fn at_lines_make_schedules() {
         ),
         (
             5 * NS_PER_SEC,
-            Command::Set(Setting::CodelTarget(20 * NS_PER_MS)),
+            Command::Set(Setting::Tunable {
+                sysctl: "codel.target",
+                value: 20_000,
+            }),
         ),
         (
             9_500 * NS_PER_MS,
@@ -239,15 +242,12 @@ fn at_lines_make_schedules() {
     assert!(f.contains(Field::Delay) && f.contains(Field::Jitter));
     assert!(!f.contains(Field::Bw));
 
-    // The scheduled sysctl happens later: `codel` on line 9 takes the
-    // target in force when the file is applied.
+    // `codel` on line 9 is as written: the engine fills its target when it
+    // applies it, from the sysctls in force then.
     let Command::ConfigPipe(2, PipeConfig { flowset, .. }) = command(&parsed[2].1) else {
         panic!()
     };
-    assert_eq!(
-        flowset.aqm,
-        AqmConfig::Codel(Settings::default().codel_defaults())
-    );
+    assert_eq!(flowset.aqm, AqmConfig::new(&codel::TYPE, Vec::new()));
     // Without `repeat`, a block runs once.
     assert_eq!(
         command(&parsed[3].1),
@@ -269,20 +269,57 @@ fn at_lines_make_schedules() {
     assert_eq!(steps, &[(0, line_command("sched 1 modify quantum 3000"))]);
 }
 
+/// A sysctl counts for the commands applied after it, scheduled or not,
+/// as on FreeBSD running the file line by line.
 #[test]
-fn a_sysctl_before_the_block_does_count() {
-    let text = "sysctl net.inet.ip.dummynet.codel.target=20000\nat 1s pipe 1 config codel\n";
-    let parsed = parse_file_with(text, None, &Settings::default()).unwrap();
-    let Command::Schedule(s) = command(&parsed[1].1) else {
-        panic!()
-    };
-    let Command::ConfigPipe(1, cfg) = &s.steps[0].1 else {
-        panic!()
-    };
-    let AqmConfig::Codel(c) = &cfg.flowset.aqm else {
-        panic!()
-    };
-    assert_eq!(c.target, 20 * NS_PER_MS);
+fn a_sysctl_counts_from_when_it_is_applied() {
+    let text = "\
+pipe 1 config codel
+sysctl net.inet.ip.dummynet.codel.target=20000
+pipe 2 config codel
+at 1s pipe 3 config codel
+at 2s sysctl net.inet.ip.dummynet.codel.target=9000
+at 3s pipe 4 config codel
+";
+    let mut e: Engine<u64> = Engine::new(1);
+    for (n, p) in parse_file(text, None).unwrap() {
+        e.apply(0, command(&p).clone())
+            .unwrap_or_else(|err| panic!("line {n}: {err:?}"));
+    }
+    e.apply(4 * NS_PER_SEC, Command::ZeroRules(Vec::new()))
+        .unwrap();
+    // The pipes' own flowsets, in pipe order.
+    let targets: Vec<String> = e
+        .snapshot()
+        .flowsets
+        .iter()
+        .map(|f| f.aqm.clone())
+        .collect();
+    assert_eq!(
+        targets,
+        ["5ms", "20ms", "20ms", "9ms"]
+            .map(|t| format!("AQM CoDel target {t} interval 100ms NoECN"))
+    );
+}
+
+/// `at flush` cancels the schedules running; in a file it applies in
+/// its place (it is no step of a block), and it takes nothing after it.
+#[test]
+fn at_flush_cancels_schedules() {
+    assert_eq!(line_command("at flush"), Command::CancelSchedules);
+    assert_eq!(line_command("ipfw at flush"), Command::CancelSchedules);
+    let parsed = parse_file("at 1s pipe 1 delete\nat flush\nat 2s pipe 2 delete\n", None).unwrap();
+    let commands: Vec<&Command> = parsed.iter().map(|(_, p)| command(p)).collect();
+    assert!(matches!(
+        commands[..],
+        [
+            Command::Schedule(_),
+            Command::CancelSchedules,
+            Command::Schedule(_)
+        ]
+    ));
+    let e = parse_command("at flush now").unwrap_err();
+    assert_eq!(e.found(), Some("now"));
 }
 
 #[test]

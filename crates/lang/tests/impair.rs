@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dummynet_engine::config::{
-    Command, Correlated, Distribution, Field, Fields, FlowsetConfig, Jitter, LossModel, Overhead,
-    QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
+    Command, Correlated, Corrupt, Distribution, Duplicate, Field, Fields, FlowsetConfig, Jitter,
+    LossModel, Overhead, QueueConfig, Reorder, SchedConfig, Schedule, Slot, Trace, TraceMode,
 };
 use dummynet_engine::impair::dist;
 use dummynet_engine::rng::Probability;
@@ -755,12 +755,18 @@ fn duplicate_and_corrupt() {
     let fs = flowset("pipe 1 config duplicate 1% corrupt 0.1% 25%");
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.01, 0.0)), Some(corr(0.001, 0.25)))
+        (
+            Some(Duplicate(corr(0.01, 0.0))),
+            Some(Corrupt(corr(0.001, 0.25)))
+        )
     );
     let fs = flowset("pipe 1 config corrupt 0.1% correlation 25% duplicate 0.02 corr 10%");
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.02, 0.1)), Some(corr(0.001, 0.25)))
+        (
+            Some(Duplicate(corr(0.02, 0.1))),
+            Some(Corrupt(corr(0.001, 0.25)))
+        )
     );
     use ErrorKind::*;
     fails(
@@ -797,7 +803,10 @@ fn impairments_go_to_the_object_that_has_them() {
     assert_eq!(fs.loss, Some(LossModel::Random(corr(0.01, 0.0))));
     assert_eq!(
         (fs.duplicate, fs.corrupt),
-        (Some(corr(0.02, 0.0)), Some(corr(0.03, 0.0)))
+        (
+            Some(Duplicate(corr(0.02, 0.0))),
+            Some(Corrupt(corr(0.03, 0.0)))
+        )
     );
     let Command::ConfigSched(1, s) = apply("sched 1 config delay 10ms 2ms reorder 5% overhead 24")
     else {
@@ -912,7 +921,7 @@ fn sched_modify_without_type_takes_any_types_parameters() {
     let Command::ModifySched(1, cfg, f) = apply("sched 1 modify quantum 3000") else {
         panic!()
     };
-    // No type, so no defaults filled: only what was given.
+    // Only what was given: the engine fills defaults when it applies it.
     assert_eq!(
         cfg,
         SchedConfig {
@@ -930,12 +939,12 @@ fn sched_modify_without_type_takes_any_types_parameters() {
         cfg.params,
         vec![
             ("target".into(), 10 * MS),
-            ("alpha".into(), 200),
+            ("alpha".into(), 200_000_000),
             ("ecn".into(), 0),
             ("lmax".into(), 1500)
         ]
     );
-    // With a type, its parameters and defaults, as `config` has them.
+    // With a type, its parameters, as `config` has them.
     let Command::ModifySched(_, cfg, f) = apply("sched 1 modify type fq_codel quantum 3000") else {
         panic!()
     };
@@ -1199,4 +1208,55 @@ mod soup {
             }
         }
     }
+}
+
+/// `OPTION off` removes an impairment: with `modify`, only that one goes
+/// and the rest of the pipe (and its queued packets) stays.
+#[test]
+fn off_removes_an_impairment() {
+    use dummynet_engine::Engine;
+    let mut e: Engine<u64> = Engine::new(1);
+    for line in [
+        "pipe 1 config bw 1Mbit/s delay 20ms jitter 5ms reorder 10% slot 1ms loss 1% \
+         duplicate 1% corrupt 1% overhead 24",
+        "pipe 1 modify jitter off slot off loss off corrupt off",
+    ] {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c)
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    let shown = dummynet_lang::format_pipes(&e.snapshot(), &[]);
+    let impair: Vec<&str> = shown.lines().filter(|l| l.contains("impair:")).collect();
+    assert_eq!(
+        impair,
+        [
+            "    impair: reorder 10% overhead 24",
+            "    impair: duplicate 1%"
+        ],
+        "{shown}"
+    );
+    let Command::ModifyPipe(1, cfg, f) = apply("pipe 1 modify trace off profile off duplicate off")
+    else {
+        panic!()
+    };
+    assert!(f.contains(Field::Trace) && f.contains(Field::Profile) && f.contains(Field::Duplicate));
+    assert!(cfg.link.trace.is_none() && cfg.flowset.duplicate.is_none());
+    // `config` takes `off` too (it is the default there anyway).
+    assert_eq!(pipe("pipe 1 config jitter off").link.jitter, None);
+    fails(
+        "pipe 1 modify delay off",
+        ErrorKind::Syntax,
+        Some("off"),
+        21,
+        "a delay",
+    );
+    fails(
+        "pipe 1 modify bw off",
+        ErrorKind::Syntax,
+        Some("off"),
+        18,
+        "bandwidth",
+    );
 }

@@ -3,13 +3,13 @@
 //! `router # ` prompts of seed 004 taken off.
 
 use dummynet_engine::config::{
-    Action, AddrMatch, AqmConfig, CodelConfig, Command, Cond, CondKind, FlowsetConfig, LinkConfig,
-    PipeConfig, QueueConfig, QueueLimit, RuleSpec, Setting, Settings,
+    Action, AddrMatch, AqmConfig, Command, Cond, CondKind, FlowsetConfig, LinkConfig, PipeConfig,
+    QueueConfig, QueueLimit, RuleSpec, Setting,
 };
 use dummynet_engine::flow::{proto, FlowMask};
 use dummynet_engine::time::NS_PER_MS;
 use dummynet_engine::Direction;
-use dummynet_lang::{parse_command, parse_command_with, ErrorKind, ShowRequest, Statement};
+use dummynet_lang::{parse_command, ErrorKind, ShowRequest, Statement};
 
 fn apply(line: &str) -> Command {
     match parse_command(line) {
@@ -19,16 +19,6 @@ fn apply(line: &str) -> Command {
         },
         Err(e) => panic!("{line}:\n{e}"),
     }
-}
-
-/// The settings after applying one `sysctl` line to the defaults.
-fn apply_setting(line: &str) -> Settings {
-    let Command::Set(s) = apply(line) else {
-        panic!("{line}: not a setting")
-    };
-    let mut settings = Settings::default();
-    settings.set(s).unwrap();
-    settings
 }
 
 fn net(s: &str, prefix: u8) -> AddrMatch {
@@ -210,19 +200,19 @@ fn seed_001_dummynet_project_page() {
     );
 }
 
-fn codel(target_ms: u64, interval_ms: u64, ecn: bool) -> AqmConfig {
-    AqmConfig::Codel(CodelConfig {
-        target: target_ms * NS_PER_MS,
-        interval: interval_ms * NS_PER_MS,
-        ecn,
-    })
+/// `codel` with the parameters as written; the engine fills the rest.
+fn codel(params: &[(&str, u64)]) -> AqmConfig {
+    AqmConfig::new(
+        &dummynet_engine::aqm::codel::TYPE,
+        params.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
+    )
 }
 
 #[test]
 fn seed_002_codel_report() {
     // Section III-C, example 1: the CoDel defaults of Table I (5 ms, 100 ms, no ECN).
     let mut one = pipe(1_000_000, 0, None);
-    one.flowset.aqm = codel(5, 100, false);
+    one.flowset.aqm = codel(&[]);
     assert_eq!(
         apply("ipfw pipe 1 config bw 1mbits/s codel"),
         Command::ConfigPipe(1, one)
@@ -237,31 +227,47 @@ fn seed_002_codel_report() {
     };
     assert_eq!(
         apply("ipfw queue 1 config pipe 1 codel target 7 ecn"),
-        Command::ConfigQueue(1, q(codel(7, 100, true)))
+        Command::ConfigQueue(1, q(codel(&[("target", 7 * NS_PER_MS), ("ecn", 1)])))
     );
     assert_eq!(
         apply("ipfw queue 2 config pipe 1 codel target 8 interval 160 ecn"),
-        Command::ConfigQueue(2, q(codel(8, 160, true)))
+        Command::ConfigQueue(
+            2,
+            q(codel(&[
+                ("target", 8 * NS_PER_MS),
+                ("interval", 160 * NS_PER_MS),
+                ("ecn", 1)
+            ]))
+        )
     );
     // Section V-B: `pipe 1 config codel` through the full path of the patched ipfw.
     let mut plain = pipe(0, 0, None);
-    plain.flowset.aqm = codel(5, 100, false);
+    plain.flowset.aqm = codel(&[]);
     assert_eq!(
         apply("/usr/src/sbin/ipfw/ipfw pipe 1 config codel"),
         Command::ConfigPipe(1, plain)
     );
-    // Table I's sysctls change what a later `codel` without values gets.
-    let settings = apply_setting("sysctl net.inet.ip.dummynet.codel.target=7000");
-    let settings = {
-        let mut s = settings;
-        s.set(Setting::CodelInterval(150 * NS_PER_MS)).unwrap();
-        s
-    };
-    let parsed = parse_command_with("ipfw pipe 1 config codel", &settings).unwrap();
-    let Statement::Apply(Command::ConfigPipe(1, cfg)) = parsed.statement else {
-        panic!("{parsed:?}")
-    };
-    assert_eq!(cfg.flowset.aqm, codel(7, 150, false));
+    // Table I's sysctls change what a later `codel` without values gets,
+    // when the engine applies it; a pipe configured before keeps its values.
+    let mut e: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+    for line in [
+        "ipfw pipe 1 config codel",
+        "sysctl net.inet.ip.dummynet.codel.target=7000",
+        "sysctl net.inet.ip.dummynet.codel.interval=150000",
+        "ipfw pipe 2 config codel",
+        "ipfw pipe 3 config codel target 9",
+    ] {
+        e.apply(0, apply(line))
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+    }
+    let shown = dummynet_lang::format_pipes(&e.snapshot(), &[]);
+    for want in [
+        "AQM CoDel target 5ms interval 100ms NoECN",
+        "AQM CoDel target 7ms interval 150ms NoECN",
+        "AQM CoDel target 9ms interval 150ms NoECN",
+    ] {
+        assert_eq!(shown.matches(want).count(), 1, "{want} in\n{shown}");
+    }
     // Section IV-C: fq_codel lines. The scheduler type parses once registered,
     // with the report's parameters; until then it is refused as unavailable.
     for (line, params) in [

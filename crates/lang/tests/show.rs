@@ -353,12 +353,11 @@ fn rules_with_timestamps() {
 
 #[test]
 fn default_rule_follows_default_to_accept() {
+    let mut settings = Settings::default();
+    settings.default_to_accept = true;
     let s = Snapshot {
         rules: vec![default_rule(3, 180)],
-        settings: Settings {
-            default_to_accept: true,
-            ..Settings::default()
-        },
+        settings,
         ..Snapshot::default()
     };
     assert_eq!(
@@ -504,8 +503,11 @@ fn aqm_options_round_trip_through_show() {
             shown,
             "{line}\n -> {again}"
         );
+        // The same values, as the AQM reads them (written or defaulted).
         let cfg = |l: &str| match parse_command(l).unwrap().statement {
-            Statement::Apply(Command::ConfigPipe(_, c)) => c.flowset.aqm,
+            Statement::Apply(Command::ConfigPipe(_, c)) => {
+                format!("{:?}", c.flowset.aqm.model().unwrap())
+            }
             other => panic!("{other:?}"),
         };
         assert_eq!(cfg(&again), cfg(line), "{line}\n -> {again}");

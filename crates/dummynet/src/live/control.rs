@@ -233,14 +233,15 @@ fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
     conn.write_all(text.as_bytes())
 }
 
-/// Parses a command line under the engine's current settings and applies it.
+/// Parses a command line and applies it (the engine fills what it leaves
+/// out from its current settings).
 pub fn run_command<P: Payload>(
     engine: &mut Engine<P>,
     now: Nanos,
     argv: &[String],
     cwd: Option<&Path>,
 ) -> Reply {
-    match dummynet_lang::parse_args_with(argv, cwd, &engine.settings()) {
+    match dummynet_lang::parse_args_in(argv, cwd) {
         Ok(parsed) => execute(engine, now, &parsed),
         Err(e) => {
             let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
@@ -257,9 +258,7 @@ fn dispatch(req: ClientRequest, requests: &Sender<Request>, wake: &mut UnixStrea
     let kind = if req.stats {
         RequestKind::Stats
     } else {
-        // Parsed on the data-plane thread, against the engine's current
-        // settings: a `sysctl ...codel.target=` sent earlier sets what a
-        // later `codel` leaves out.
+        // Parsed on the data-plane thread for now (issue 14 moves it off).
         RequestKind::Command {
             argv: req.argv,
             cwd: req.cwd,

@@ -137,6 +137,7 @@ pub struct Report {
     pub schedule_applied: u64,
     pub schedule_failed: u64,
     pub schedule_pending: u64,
+    pub schedule_cancelled: u64,
     pub schedule_late_last_ns: u64,
     pub schedule_late_max_ns: u64,
     pub schedule_last_error: Option<String>,
@@ -170,13 +171,20 @@ impl std::fmt::Display for Report {
                 self.duplicated, self.duplicate_failed, self.corrupted
             )?;
         }
-        if self.schedule_applied + self.schedule_failed + self.schedule_pending > 0 {
+        if self.schedule_applied
+            + self.schedule_failed
+            + self.schedule_pending
+            + self.schedule_cancelled
+            > 0
+        {
             write!(
                 f,
-                "scheduled: {} applied, {} refused, {} pending; late by {:.1} us last, {:.1} us worst",
+                "scheduled: {} applied, {} refused, {} pending, {} cancelled; \
+                 late by {:.1} us last, {:.1} us worst",
                 self.schedule_applied,
                 self.schedule_failed,
                 self.schedule_pending,
+                self.schedule_cancelled,
                 self.schedule_late_last_ns as f64 / 1e3,
                 self.schedule_late_max_ns as f64 / 1e3
             )?;
@@ -497,6 +505,7 @@ impl DataPlane {
             schedule_applied: sched.applied,
             schedule_failed: sched.failed,
             schedule_pending: sched.pending as u64,
+            schedule_cancelled: sched.cancelled,
             schedule_late_last_ns: sched.last_late,
             schedule_late_max_ns: sched.max_late,
             schedule_last_error: sched.last_error.map(|(_, e)| e),

@@ -38,10 +38,117 @@
 //!   mark counts like a drop (`count += 1`, next drop scheduled) and ends
 //!   the loop.
 
-use super::{AqmState, AqmVerdict, Arrival, Departure};
-use crate::config::CodelConfig;
+use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure};
+use crate::config::QueueLimit;
+use crate::params::{self, ParamError, ParamSpec, Params, Tunable, TunableUnit};
 use crate::rng::Rng;
-use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+
+/// `codel [target T] [interval T] [ecn|noecn]`.
+pub static TYPE: AqmType = AqmType {
+    name: "codel",
+    positional: &[],
+    params: &[
+        ParamSpec::time("target"),
+        ParamSpec::time("interval"),
+        ParamSpec::flag("ecn", "noecn"),
+    ],
+    flowset_ecn: false,
+    tunables: &[
+        Tunable {
+            sysctl: "codel.target",
+            param: "target",
+            unit: TunableUnit::Micros,
+            default: 5_000,
+            min: 1,
+            max: 5_000_000,
+        },
+        Tunable {
+            sysctl: "codel.interval",
+            param: "interval",
+            unit: TunableUnit::Micros,
+            default: 100_000,
+            min: 1,
+            max: 5_000_000,
+        },
+    ],
+    build: |p| Ok(Box::new(CodelConfig::from_params(p)?)),
+};
+
+/// FreeBSD bounds both times to 1 us..5 s.
+const TIME_RANGE: (Nanos, Nanos) = (NS_PER_US, 5 * NS_PER_SEC);
+
+/// CoDel's parameters; [`Default`] gives FreeBSD's defaults
+/// (`net.inet.ip.dummynet.codel.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodelConfig {
+    /// `target T`: acceptable standing queue delay; default 5 ms, range 1 us..5 s.
+    /// (ipfw reads a bare number as milliseconds.)
+    pub target: Nanos,
+    /// `interval T`: window over which the delay must stay above `target`
+    /// before dropping starts; default 100 ms, range 1 us..5 s.
+    pub interval: Nanos,
+    /// `ecn` / `noecn` (default): mark ECN-capable packets instead of dropping.
+    pub ecn: bool,
+}
+
+impl Default for CodelConfig {
+    fn default() -> Self {
+        CodelConfig {
+            target: 5 * NS_PER_MS,
+            interval: 100 * NS_PER_MS,
+            ecn: false,
+        }
+    }
+}
+
+impl CodelConfig {
+    /// Reads [`TYPE`]'s parameters, starting from the defaults, and checks
+    /// FreeBSD's bounds.
+    pub fn from_params(params: &Params) -> Result<Self, ParamError> {
+        let mut c = CodelConfig::default();
+        for (k, v) in params {
+            match k.as_str() {
+                "target" => c.target = params::time_in("codel", k, *v, TIME_RANGE)?,
+                "interval" => c.interval = params::time_in("codel", k, *v, TIME_RANGE)?,
+                "ecn" => c.ecn = *v != 0,
+                _ => {
+                    return Err(format!(
+                        "codel takes target, interval and ecn|noecn, not `{k}`"
+                    ))
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+impl From<&CodelConfig> for AqmConfig {
+    fn from(c: &CodelConfig) -> Self {
+        let params = [
+            ("target", c.target),
+            ("interval", c.interval),
+            ("ecn", u64::from(c.ecn)),
+        ];
+        AqmConfig::new(&TYPE, params.iter().map(|&(k, v)| (k.into(), v)).collect())
+    }
+}
+
+impl AqmModel for CodelConfig {
+    fn new_state(&self, _limit: QueueLimit) -> Option<Box<dyn AqmState>> {
+        Some(Box::new(Codel::new(self)))
+    }
+
+    /// `AQM CoDel target 5ms interval 100ms NoECN`.
+    fn display(&self) -> String {
+        format!(
+            "AQM CoDel target {} interval {} {}",
+            super::fmt_time(self.target),
+            super::fmt_time(self.interval),
+            if self.ecn { "ECN" } else { "NoECN" }
+        )
+    }
+}
 
 /// FreeBSD's initial `maxpkt_size` before any packet was seen.
 pub const INITIAL_MAXPACKET: u32 = 500;
@@ -222,30 +329,6 @@ impl AqmState for Codel {
     }
 }
 
-/// `AQM CoDel target 5ms interval 100ms NoECN`.
-pub fn display(c: &CodelConfig) -> String {
-    format!(
-        "AQM CoDel target {} interval {} {}",
-        super::fmt_time(c.target),
-        super::fmt_time(c.interval),
-        if c.ecn { "ECN" } else { "NoECN" }
-    )
-}
-
-/// FreeBSD bounds both times to 1 us..5 s.
-pub fn validate(c: &CodelConfig) -> Result<(), String> {
-    const MAX: Nanos = 5 * NS_PER_SEC;
-    for (name, t) in [("target", c.target), ("interval", c.interval)] {
-        if !(NS_PER_US..=MAX).contains(&t) {
-            return Err(format!(
-                "codel {name} {} is out of range 1us..5s",
-                super::fmt_time(t)
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,14 +430,18 @@ mod tests {
 
     #[test]
     fn ranges() {
-        assert!(validate(&CodelConfig::default()).is_ok());
+        let read = |target, interval| {
+            CodelConfig::from_params(&[("target".into(), target), ("interval".into(), interval)])
+        };
+        assert_eq!(read(MS, 5000 * MS).map(|c| c.target), Ok(MS));
         for (target, interval) in [(0, MS), (MS, 0), (5001 * MS, MS), (MS, 5001 * MS)] {
-            assert!(validate(&CodelConfig {
-                target,
-                interval,
-                ecn: false
-            })
-            .is_err());
+            assert!(read(target, interval).is_err(), "{target} {interval}");
         }
+        let c = CodelConfig {
+            target: 7 * MS,
+            interval: 70 * MS,
+            ecn: true,
+        };
+        assert_eq!(CodelConfig::from_params(&AqmConfig::from(&c).params), Ok(c));
     }
 }

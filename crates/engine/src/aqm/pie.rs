@@ -37,10 +37,252 @@
 //! arithmetic is `f64` on nanoseconds rather than 31-bit fixed point on
 //! microseconds. Uniform draws are [`super::uniform`].
 
-use super::{AqmState, AqmVerdict, Arrival, Departure, QueueState};
-use crate::config::{PieConfig, QueueLimit};
+use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure, QueueState};
+use crate::config::QueueLimit;
+use crate::params::{self, ParamError, ParamSpec, Params, Tunable, TunableUnit};
 use crate::rng::Rng;
-use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+
+/// `pie [target T] [tupdate T] [max_burst T] [max_ecnth F] [alpha F]
+/// [beta F] [ecn|noecn] [capdrop|nocapdrop] [onoff] [dre|ts]
+/// [derand|noderand]`.
+pub static TYPE: AqmType = AqmType {
+    name: "pie",
+    positional: &[],
+    params: PARAMS,
+    flowset_ecn: false,
+    tunables: &[
+        tunable(
+            "pie.target",
+            "target",
+            TunableUnit::Micros,
+            15_000,
+            10_000_000,
+        ),
+        tunable(
+            "pie.tupdate",
+            "tupdate",
+            TunableUnit::Micros,
+            15_000,
+            10_000_000,
+        ),
+        tunable(
+            "pie.max_burst",
+            "max_burst",
+            TunableUnit::Micros,
+            150_000,
+            10_000_000,
+        ),
+        tunable(
+            "pie.max_ecnth",
+            "max_ecnth",
+            TunableUnit::Thousandths,
+            100,
+            1000,
+        ),
+        tunable("pie.alpha", "alpha", TunableUnit::Thousandths, 125, 7000),
+        tunable("pie.beta", "beta", TunableUnit::Thousandths, 1250, 7000),
+    ],
+    build: |p| {
+        Ok(Box::new(PieConfig::from_params(
+            p,
+            "pie",
+            PieConfig::default(),
+        )?))
+    },
+};
+
+/// PIE's parameters, as `pie` takes them; fq_pie takes the same.
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec::time("target"),
+    ParamSpec::time("tupdate"),
+    ParamSpec::time("max_burst"),
+    ParamSpec::fraction("max_ecnth", 0.0, 1.0),
+    ParamSpec::fraction("alpha", 0.0, 7.0),
+    ParamSpec::fraction("beta", 0.0, 7.0),
+    ParamSpec::flag("ecn", "noecn"),
+    ParamSpec::flag("capdrop", "nocapdrop"),
+    ParamSpec::flag("onoff", "noonoff"),
+    ParamSpec::flag("dre", "ts"),
+    ParamSpec::flag("derand", "noderand"),
+];
+
+/// A PIE sysctl (lowest value 1, in its unit), for this table and fq_pie's.
+pub const fn tunable(
+    sysctl: &'static str,
+    param: &'static str,
+    unit: TunableUnit,
+    default: u64,
+    max: u64,
+) -> Tunable {
+    Tunable {
+        sysctl,
+        param,
+        unit,
+        default,
+        min: 1,
+        max,
+    }
+}
+
+/// PIE's parameters; [`Default`] gives FreeBSD's defaults
+/// (`net.inet.ip.dummynet.pie.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PieConfig {
+    /// `target T`: queue delay reference; default 15 ms, range 1 us..10 s.
+    pub target: Nanos,
+    /// `tupdate T`: drop probability update period; default 15 ms, range 1 us..10 s.
+    pub tupdate: Nanos,
+    /// `max_burst T`: burst allowance; default 150 ms, range 0..10 s.
+    pub max_burst: Nanos,
+    /// `max_ecnth F`: above this drop probability ECN-capable packets are
+    /// dropped rather than marked; default 0.1, range 0..1.
+    pub max_ecnth: f64,
+    /// `alpha F`: weight of the delay error, per second; default 0.125, range 0..7.
+    pub alpha: f64,
+    /// `beta F`: weight of the delay trend, per second; default 1.25, range 0..7.
+    pub beta: f64,
+    /// `ecn` / `noecn` (default).
+    pub ecn: bool,
+    /// `capdrop` (default) / `nocapdrop`: once the probability is 10% or more,
+    /// one update raises it by at most 2%.
+    pub capdrop: bool,
+    /// `onoff`: PIE stays off until the queue is a third full and turns off
+    /// again when it is idle (default: always on).
+    pub onoff: bool,
+    /// `dre` (default, true): queue delay from the departure rate estimate;
+    /// `ts` (false): from packet timestamps.
+    pub dre: bool,
+    /// `derand` (default) / `noderand`: RFC 8033's de-randomization, which
+    /// spaces drops evenly using the accumulated probability.
+    pub derand: bool,
+}
+
+impl Default for PieConfig {
+    fn default() -> Self {
+        PieConfig {
+            target: 15 * NS_PER_MS,
+            tupdate: 15 * NS_PER_MS,
+            max_burst: 150 * NS_PER_MS,
+            max_ecnth: 0.1,
+            alpha: 0.125,
+            beta: 1.25,
+            ecn: false,
+            capdrop: true,
+            onoff: false,
+            dre: true,
+            derand: true,
+        }
+    }
+}
+
+impl PieConfig {
+    /// Reads the [`PARAMS`] among `params` into `base`, checking FreeBSD's
+    /// bounds (target and tupdate 1 us..10 s, max_burst 0..10 s, max_ecnth
+    /// 0..1, alpha and beta 0..7); `owner` names the AQM in messages.
+    /// Unknown names are refused.
+    pub fn from_params(params: &Params, owner: &str, base: PieConfig) -> Result<Self, ParamError> {
+        let mut c = base;
+        for (k, v) in params {
+            if !c.read(k, *v, owner, 10 * NS_PER_SEC)? {
+                return Err(format!(
+                    "{owner} takes target, tupdate, max_burst, max_ecnth, alpha, beta, \
+                     ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and derand|noderand, not `{k}`"
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Reads parameter `k` if it is one of PIE's (times up to `max_time`);
+    /// false if it is not.
+    pub fn read(
+        &mut self,
+        k: &str,
+        v: u64,
+        owner: &str,
+        max_time: Nanos,
+    ) -> Result<bool, ParamError> {
+        let fraction = |max| params::fraction_in(owner, k, v, (0.0, max), false);
+        let on = v != 0;
+        match k {
+            "target" => self.target = params::time_in(owner, k, v, (NS_PER_US, max_time))?,
+            "tupdate" => self.tupdate = params::time_in(owner, k, v, (NS_PER_US, max_time))?,
+            "max_burst" => self.max_burst = params::time_in(owner, k, v, (0, max_time))?,
+            "max_ecnth" => self.max_ecnth = fraction(1.0)?,
+            "alpha" => self.alpha = fraction(7.0)?,
+            "beta" => self.beta = fraction(7.0)?,
+            "ecn" => self.ecn = on,
+            "capdrop" => self.capdrop = on,
+            "onoff" => self.onoff = on,
+            "dre" => self.dre = on,
+            "derand" => self.derand = on,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The parameters that give this configuration.
+    pub fn to_params(&self) -> Vec<(String, u64)> {
+        let p = params::to_ppb;
+        [
+            ("target", self.target),
+            ("tupdate", self.tupdate),
+            ("max_burst", self.max_burst),
+            ("max_ecnth", p(self.max_ecnth)),
+            ("alpha", p(self.alpha)),
+            ("beta", p(self.beta)),
+            ("ecn", u64::from(self.ecn)),
+            ("capdrop", u64::from(self.capdrop)),
+            ("onoff", u64::from(self.onoff)),
+            ("dre", u64::from(self.dre)),
+            ("derand", u64::from(self.derand)),
+        ]
+        .iter()
+        .map(|&(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The flags at the end of `show`'s line: `NoECN CapDrop DRE Derand`,
+    /// with ` OnOff` before the estimator when set.
+    pub fn flags(&self) -> String {
+        format!(
+            "{} {}{} {} {}",
+            if self.ecn { "ECN" } else { "NoECN" },
+            if self.capdrop { "CapDrop" } else { "NoCapDrop" },
+            if self.onoff { " OnOff" } else { "" },
+            if self.dre { "DRE" } else { "TS" },
+            if self.derand { "Derand" } else { "NoDerand" },
+        )
+    }
+}
+
+impl From<&PieConfig> for AqmConfig {
+    fn from(c: &PieConfig) -> Self {
+        AqmConfig::new(&TYPE, c.to_params())
+    }
+}
+
+impl AqmModel for PieConfig {
+    fn new_state(&self, limit: QueueLimit) -> Option<Box<dyn AqmState>> {
+        Some(Box::new(Pie::new(self, limit)))
+    }
+
+    /// `AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25
+    /// max_burst 150ms max_ecnth 0.1 NoECN CapDrop DRE Derand`.
+    fn display(&self) -> String {
+        format!(
+            "AQM type PIE target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} {}",
+            super::fmt_time(self.target),
+            super::fmt_time(self.tupdate),
+            super::fmt_g(self.alpha, 6),
+            super::fmt_g(self.beta, 6),
+            super::fmt_time(self.max_burst),
+            super::fmt_g(self.max_ecnth, 3),
+            self.flags(),
+        )
+    }
+}
 
 /// Bytes of departures per rate measurement cycle (2^14).
 pub const DQ_THRESHOLD: u64 = 1 << 14;
@@ -334,55 +576,6 @@ impl AqmState for Pie {
     }
 }
 
-/// `AQM type PIE target 15ms tupdate 15ms alpha 0.125 beta 1.25 max_burst
-/// 150ms max_ecnth 0.1 NoECN CapDrop DRE Derand` (` OnOff` before the
-/// estimator when set).
-pub fn display(c: &PieConfig) -> String {
-    format!(
-        "AQM type PIE target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} {} {}{} {} {}",
-        super::fmt_time(c.target),
-        super::fmt_time(c.tupdate),
-        super::fmt_g(c.alpha, 6),
-        super::fmt_g(c.beta, 6),
-        super::fmt_time(c.max_burst),
-        super::fmt_g(c.max_ecnth, 3),
-        if c.ecn { "ECN" } else { "NoECN" },
-        if c.capdrop { "CapDrop" } else { "NoCapDrop" },
-        if c.onoff { " OnOff" } else { "" },
-        if c.dre { "DRE" } else { "TS" },
-        if c.derand { "Derand" } else { "NoDerand" },
-    )
-}
-
-/// FreeBSD's bounds: target and tupdate 1 us..10 s, max_burst 0..10 s,
-/// max_ecnth 0..1, alpha and beta 0..7.
-pub fn validate(c: &PieConfig) -> Result<(), String> {
-    const MAX: Nanos = 10 * NS_PER_SEC;
-    for (name, t, min) in [
-        ("target", c.target, NS_PER_US),
-        ("tupdate", c.tupdate, NS_PER_US),
-        ("max_burst", c.max_burst, 0),
-    ] {
-        if !(min..=MAX).contains(&t) {
-            return Err(format!(
-                "pie {name} {} is out of range {}..10s",
-                super::fmt_time(t),
-                if min == 0 { "0" } else { "1us" }
-            ));
-        }
-    }
-    for (name, v, max) in [
-        ("max_ecnth", c.max_ecnth, 1.0),
-        ("alpha", c.alpha, 7.0),
-        ("beta", c.beta, 7.0),
-    ] {
-        if !(0.0..=max).contains(&v) {
-            return Err(format!("pie {name} {v} is out of range 0..{max}"));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,42 +666,23 @@ mod tests {
             derand: false,
         };
         assert_eq!(
-            display(&c),
+            c.display(),
             "AQM type PIE target 20ms tupdate 30ms alpha 0.1 beta 2 max_burst 0 \
              max_ecnth 0.25 ECN NoCapDrop OnOff TS NoDerand"
         );
-        assert!(validate(&c).is_ok());
-        for bad in [
-            PieConfig {
-                target: 0,
-                ..c.clone()
-            },
-            PieConfig {
-                tupdate: 11 * NS_PER_SEC,
-                ..c.clone()
-            },
-            PieConfig {
-                max_burst: 10 * NS_PER_SEC + 1,
-                ..c.clone()
-            },
-            PieConfig {
-                max_ecnth: 1.5,
-                ..c.clone()
-            },
-            PieConfig {
-                alpha: -1.0,
-                ..c.clone()
-            },
-            PieConfig {
-                beta: 7.5,
-                ..c.clone()
-            },
-            PieConfig {
-                beta: f64::NAN,
-                ..c.clone()
-            },
+        let read = |p: &[(String, u64)]| PieConfig::from_params(p, "pie", PieConfig::default());
+        assert_eq!(read(&c.to_params()), Ok(c.clone()));
+        let ppb = params::to_ppb;
+        for (k, v) in [
+            ("target", 0),
+            ("tupdate", 11 * NS_PER_SEC),
+            ("max_burst", 10 * NS_PER_SEC + 1),
+            ("max_ecnth", ppb(1.5)),
+            ("beta", ppb(7.5)),
+            ("alpha", u64::MAX),
+            ("interval", MS),
         ] {
-            assert!(validate(&bad).is_err(), "{bad:?}");
+            assert!(read(&[(k.to_string(), v)]).is_err(), "{k} {v}");
         }
     }
 }

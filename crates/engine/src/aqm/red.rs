@@ -28,10 +28,168 @@
 //! time; we evaluate the defining formula on exact nanoseconds instead.
 //! FreeBSD's fixed-point arithmetic (16 fraction bits) is replaced by `f64`.
 
-use super::{AqmState, AqmVerdict, Arrival, Departure};
-use crate::config::{QueueLimit, RedConfig};
+use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure};
+use crate::config::QueueLimit;
+use crate::params::{self, ParamError, ParamSpec, Params};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_SEC};
+
+/// `red w_q/min_th/max_th/max_p`, marking with the flowset's `ecn`.
+pub static RED: AqmType = AqmType {
+    name: "red",
+    positional: POSITIONAL,
+    params: &[],
+    flowset_ecn: true,
+    tunables: &[],
+    build: |p| build(p, false),
+};
+
+/// `gred w_q/min_th/max_th/max_p`: gentle RED.
+pub static GRED: AqmType = AqmType {
+    name: "gred",
+    positional: POSITIONAL,
+    params: &[],
+    flowset_ecn: true,
+    tunables: &[],
+    build: |p| build(p, true),
+};
+
+const POSITIONAL: &[ParamSpec] = &[
+    ParamSpec::fraction_above("w_q", 0.0, 1.0),
+    ParamSpec::size("min_th"),
+    ParamSpec::size("max_th"),
+    ParamSpec::fraction("max_p", 0.0, 1.0),
+];
+
+fn build(p: &Params, gentle: bool) -> Result<Box<dyn AqmModel>, ParamError> {
+    Ok(Box::new(RedModel {
+        cfg: RedConfig::from_params(p, gentle)?,
+        gentle,
+    }))
+}
+
+/// RED and gentle RED, written `w_q/min_th/max_th/max_p` after `red` / `gred`.
+///
+/// FreeBSD has no defaults for these (all four are required on the command
+/// line); [`Default`] gives Floyd and Jacobson's usual values, for tests and
+/// programs that build one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedConfig {
+    /// Weight of the average queue estimate, `0 < w_q <= 1`.
+    pub w_q: f64,
+    /// Lower threshold of the average queue: in slots, or in bytes when the
+    /// flowset's queue limit is in bytes (ipfw accepts a `K` suffix, x1024).
+    pub min_th: u64,
+    /// Upper threshold, same unit as `min_th`; `> 0` and `> min_th`
+    /// (`>= min_th` with `ecn`).
+    pub max_th: u64,
+    /// Drop probability reached at `max_th`, `0 <= max_p <= 1`.
+    pub max_p: f64,
+    /// The flowset's `ecn` flag: mark ECN-capable packets instead of dropping
+    /// them. As in FreeBSD, with `ecn` every packet that finds the average
+    /// above `min_th` is marked (or dropped if it cannot be marked).
+    pub ecn: bool,
+}
+
+impl Default for RedConfig {
+    fn default() -> Self {
+        RedConfig {
+            w_q: 0.002,
+            min_th: 5,
+            max_th: 15,
+            max_p: 0.1,
+            ecn: false,
+        }
+    }
+}
+
+impl RedConfig {
+    /// Reads `red`'s (or, `gentle`, `gred`'s) parameters, all four values
+    /// required, and checks what ipfw refuses: `0 < w_q <= 1`,
+    /// `0 <= max_p <= 1`, `max_th > 0`, and `min_th < max_th` (`<=` with
+    /// ecn).
+    pub fn from_params(params: &Params, gentle: bool) -> Result<Self, ParamError> {
+        let name = if gentle { "gred" } else { "red" };
+        let need = |k: &str| {
+            params::get(params, k)
+                .ok_or_else(|| format!("{name} needs w_q/min_th/max_th/max_p; `{k}` is missing"))
+        };
+        if let Some((k, _)) = params
+            .iter()
+            .find(|(k, _)| !["w_q", "min_th", "max_th", "max_p", "ecn"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "{name} takes w_q/min_th/max_th/max_p and ecn, not `{k}`"
+            ));
+        }
+        let c = RedConfig {
+            w_q: params::fraction_in(name, "w_q", need("w_q")?, (0.0, 1.0), true)?,
+            min_th: need("min_th")?,
+            max_th: need("max_th")?,
+            max_p: params::fraction_in(name, "max_p", need("max_p")?, (0.0, 1.0), false)?,
+            ecn: params::get(params, "ecn").is_some_and(|v| v != 0),
+        };
+        if c.max_th == 0 {
+            return Err(format!("{name}: max_th must be > 0"));
+        }
+        if c.ecn && c.min_th > c.max_th {
+            return Err(format!(
+                "{name}: min_th {} must be <= max_th {}",
+                c.min_th, c.max_th
+            ));
+        }
+        if !c.ecn && c.min_th >= c.max_th {
+            return Err(format!(
+                "{name}: min_th {} must be < max_th {}",
+                c.min_th, c.max_th
+            ));
+        }
+        Ok(c)
+    }
+
+    /// As `red` (or, `gentle`, `gred`).
+    pub fn aqm(&self, gentle: bool) -> AqmConfig {
+        let p = params::to_ppb;
+        let params = [
+            ("w_q", p(self.w_q)),
+            ("min_th", self.min_th),
+            ("max_th", self.max_th),
+            ("max_p", p(self.max_p)),
+            ("ecn", u64::from(self.ecn)),
+        ];
+        AqmConfig::new(
+            if gentle { &GRED } else { &RED },
+            params.iter().map(|&(k, v)| (k.into(), v)).collect(),
+        )
+    }
+}
+
+#[derive(Debug)]
+struct RedModel {
+    cfg: RedConfig,
+    gentle: bool,
+}
+
+impl AqmModel for RedModel {
+    fn new_state(&self, limit: QueueLimit) -> Option<Box<dyn AqmState>> {
+        Some(Box::new(Red::new(&self.cfg, self.gentle, limit)))
+    }
+
+    /// `"\n\t  RED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000"` (`GRED`
+    /// for gentle, ` (ecn)` with ecn): FreeBSD prints RED on its own line.
+    fn display(&self) -> String {
+        let c = &self.cfg;
+        format!(
+            "\n\t {}RED w_q {:.6} min_th {} max_th {} max_p {:.6}{}",
+            if self.gentle { 'G' } else { ' ' },
+            c.w_q,
+            c.min_th,
+            c.max_th,
+            c.max_p,
+            if c.ecn { " (ecn)" } else { "" }
+        )
+    }
+}
 
 /// FreeBSD's `net.inet.ip.dummynet.red_avg_pkt_size`: the small packet of the
 /// idle decay, in bytes.
@@ -165,50 +323,6 @@ impl AqmState for Red {
     }
 }
 
-/// `"\n\t  RED w_q 0.002000 min_th 5 max_th 15 max_p 0.100000"` (`GRED` for
-/// gentle, ` (ecn)` with ecn): FreeBSD prints RED on its own line.
-pub fn display(c: &RedConfig, gentle: bool) -> String {
-    format!(
-        "\n\t {}RED w_q {:.6} min_th {} max_th {} max_p {:.6}{}",
-        if gentle { 'G' } else { ' ' },
-        c.w_q,
-        c.min_th,
-        c.max_th,
-        c.max_p,
-        if c.ecn { " (ecn)" } else { "" }
-    )
-}
-
-/// What ipfw refuses: `0 < w_q <= 1`, `0 <= max_p <= 1`, `max_th > 0`, and
-/// `min_th < max_th` (`<=` with ecn).
-pub fn validate(c: &RedConfig, name: &str) -> Result<(), String> {
-    if !(c.w_q > 0.0 && c.w_q <= 1.0) {
-        return Err(format!("{name}: w_q {} must be in 0 < w_q <= 1", c.w_q));
-    }
-    if !(0.0..=1.0).contains(&c.max_p) {
-        return Err(format!(
-            "{name}: max_p {} must be in 0 <= max_p <= 1",
-            c.max_p
-        ));
-    }
-    if c.max_th == 0 {
-        return Err(format!("{name}: max_th must be > 0"));
-    }
-    if c.ecn && c.min_th > c.max_th {
-        return Err(format!(
-            "{name}: min_th {} must be <= max_th {}",
-            c.min_th, c.max_th
-        ));
-    }
-    if !c.ecn && c.min_th >= c.max_th {
-        return Err(format!(
-            "{name}: min_th {} must be < max_th {}",
-            c.min_th, c.max_th
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,8 +406,9 @@ mod tests {
 
     #[test]
     fn ranges() {
+        let check = |c: &RedConfig| RedConfig::from_params(&c.aqm(false).params, false);
         let ok = RedConfig::default();
-        assert!(validate(&ok, "red").is_ok());
+        assert_eq!(check(&ok), Ok(ok.clone()));
         let bad = [
             RedConfig {
                 w_q: 0.0,
@@ -301,14 +416,6 @@ mod tests {
             },
             RedConfig {
                 w_q: 1.5,
-                ..ok.clone()
-            },
-            RedConfig {
-                w_q: f64::NAN,
-                ..ok.clone()
-            },
-            RedConfig {
-                max_p: -0.1,
                 ..ok.clone()
             },
             RedConfig {
@@ -327,7 +434,7 @@ mod tests {
             },
         ];
         for b in bad {
-            assert!(validate(&b, "red").is_err(), "{b:?}");
+            assert!(check(&b).is_err(), "{b:?}");
         }
         let equal_with_ecn = RedConfig {
             min_th: 15,
@@ -335,6 +442,14 @@ mod tests {
             ecn: true,
             ..ok
         };
-        assert!(validate(&equal_with_ecn, "red").is_ok());
+        assert!(check(&equal_with_ecn).is_ok());
+        // All four values are required; nothing else is taken.
+        let mut p = RedConfig::default().aqm(true).params;
+        p.retain(|(k, _)| k != "max_p");
+        assert!(RedConfig::from_params(&p, true)
+            .unwrap_err()
+            .contains("max_p"));
+        p.push(("target".into(), 1));
+        assert!(RedConfig::from_params(&p, true).is_err());
     }
 }

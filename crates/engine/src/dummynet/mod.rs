@@ -29,7 +29,9 @@ use rustc_hash::FxHashMap;
 
 use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{Correlated, FlowsetConfig, LinkConfig, LossModel, QueueLimit, DN_MAX_ID};
+use crate::config::{
+    Corrupt, Duplicate, FlowsetConfig, LinkConfig, LossModel, QueueLimit, DN_MAX_ID,
+};
 use crate::flow::{FlowKey, FlowMask};
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
@@ -180,8 +182,8 @@ impl QueueFx {
 struct EntryOptions {
     plr: Probability,
     loss: Option<LossModel>,
-    duplicate: Option<Correlated>,
-    corrupt: Option<Correlated>,
+    duplicate: Option<Duplicate>,
+    corrupt: Option<Corrupt>,
 }
 
 impl EntryOptions {
@@ -1120,7 +1122,7 @@ impl<P: Payload> Dummynet<P> {
             return (inst, q);
         }
         let aqm = match &sched.sub {
-            Some(sub) => aqm::new_state(&sub.aqm, sub.aqm_limit),
+            Some(sub) => sub.aqm.new_state(sub.aqm_limit),
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
         let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
@@ -1495,7 +1497,9 @@ impl<P: Payload> Dummynet<P> {
                 let remask = s.mask != mask;
                 // Queues made for other buckets or another AQM go (they are
                 // drained); the refill makes them again under the new rules.
-                let requeue = s.sub != sub;
+                // The sub-queues follow from the type and its parameters.
+                let requeue = (s.sub.is_some() || sub.is_some())
+                    && (!std::ptr::eq(s.kind, kind) || s.params != params);
                 s.kind = kind;
                 s.params = params;
                 s.mask = mask;

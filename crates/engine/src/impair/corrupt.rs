@@ -10,7 +10,12 @@
 //! bytes is counted as corrupted and left unchanged.
 
 use super::correlated::{self, CorrState, Correlated};
+use super::{Impairment, Stage};
 use crate::rng::Rng;
+
+/// `corrupt P [correlation C]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Corrupt(pub Correlated);
 
 /// Per-queue state.
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,8 +23,8 @@ pub struct CorruptState(CorrState);
 
 impl CorruptState {
     #[inline]
-    pub fn hit(&mut self, c: Correlated, rng: &mut Rng) -> bool {
-        self.0.chance(c, rng)
+    pub fn hit(&mut self, c: Corrupt, rng: &mut Rng) -> bool {
+        self.0.chance(c.0, rng)
     }
 }
 
@@ -33,8 +38,18 @@ pub fn flip_one_bit(bytes: &mut [u8], rng: &mut Rng) -> Option<usize> {
     Some(at * 8 + bit)
 }
 
-pub fn display(c: Correlated) -> String {
-    format!("corrupt {}", correlated::display(c))
+impl Impairment for Corrupt {
+    fn name(&self) -> &'static str {
+        "corrupt"
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Entry
+    }
+
+    fn display(&self) -> String {
+        format!("corrupt {}", correlated::display(self.0))
+    }
 }
 
 #[cfg(test)]

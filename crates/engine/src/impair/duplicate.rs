@@ -8,7 +8,12 @@
 //! packet's copy is intact.
 
 use super::correlated::{self, CorrState, Correlated};
+use super::{Impairment, Stage};
 use crate::rng::Rng;
+
+/// `duplicate P [correlation C]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Duplicate(pub Correlated);
 
 /// Per-queue state.
 #[derive(Debug, Clone, Copy, Default)]
@@ -16,11 +21,21 @@ pub struct DuplicateState(CorrState);
 
 impl DuplicateState {
     #[inline]
-    pub fn copy(&mut self, c: Correlated, rng: &mut Rng) -> bool {
-        self.0.chance(c, rng)
+    pub fn copy(&mut self, d: Duplicate, rng: &mut Rng) -> bool {
+        self.0.chance(d.0, rng)
     }
 }
 
-pub fn display(c: Correlated) -> String {
-    format!("duplicate {}", correlated::display(c))
+impl Impairment for Duplicate {
+    fn name(&self) -> &'static str {
+        "duplicate"
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Entry
+    }
+
+    fn display(&self) -> String {
+        format!("duplicate {}", correlated::display(self.0))
+    }
 }

@@ -15,8 +15,9 @@
 
 use super::correlated::{self, CorrState};
 use super::dist::{self, Distribution};
+use super::{Impairment, On, Stage};
 use crate::rng::{Probability, Rng};
-use crate::time::Nanos;
+use crate::time::{Nanos, NS_PER_MS};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Jitter {
@@ -43,19 +44,42 @@ impl JitterState {
     }
 }
 
-pub fn display(j: &Jitter) -> String {
-    let mut s = format!("jitter {}", crate::aqm::fmt_time(j.amount));
-    if !j.correlation.is_zero() {
-        s.push_str(&format!(
-            " correlation {}",
-            correlated::fmt_percent(j.correlation)
-        ));
+impl Impairment for Jitter {
+    fn name(&self) -> &'static str {
+        "jitter"
     }
-    if j.distribution != Distribution::Uniform {
-        s.push_str(&format!(" distribution {}", j.distribution.name()));
+
+    fn stage(&self) -> Stage {
+        Stage::DelayLine
     }
-    if j.unordered {
-        s.push_str(" unordered");
+
+    /// No more than a delay may be (an hour).
+    fn check(&self, _on: On<'_>) -> Result<(), String> {
+        if self.amount > crate::engine::MAX_DELAY {
+            return Err(format!(
+                "jitter {} ms is above the limit of {} ms (one hour)",
+                self.amount / NS_PER_MS,
+                crate::engine::MAX_DELAY / NS_PER_MS
+            ));
+        }
+        Ok(())
     }
-    s
+
+    fn display(&self) -> String {
+        let j = self;
+        let mut s = format!("jitter {}", crate::aqm::fmt_time(j.amount));
+        if !j.correlation.is_zero() {
+            s.push_str(&format!(
+                " correlation {}",
+                correlated::fmt_percent(j.correlation)
+            ));
+        }
+        if j.distribution != Distribution::Uniform {
+            s.push_str(&format!(" distribution {}", j.distribution.name()));
+        }
+        if j.unordered {
+            s.push_str(" unordered");
+        }
+        s
+    }
 }

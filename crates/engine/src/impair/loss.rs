@@ -29,6 +29,7 @@
 //! `loss P`: the models only differ from it once the other values are given.
 
 use super::correlated::{self, CorrState, Correlated};
+use super::{Impairment, On, Stage};
 use crate::rng::{Probability, Rng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,22 +193,6 @@ pub fn defaults_state(
     }
 }
 
-/// Refuses a 4-state model whose moves out of a state add up to more than
-/// 100% (state 1: `P13 + P14`; state 3: `P31 + P32`). Everything else is a
-/// well-defined chain and is accepted, including ones that end in a state
-/// they never leave (Gilbert–Elliott with `R` = 0, 4-state with `P31` and
-/// `P32` = 0): a link that fails for good is a thing one may want to test.
-pub fn validate(m: &LossModel) -> Result<(), String> {
-    if let LossModel::FourState {
-        p13, p31, p32, p14, ..
-    } = *m
-    {
-        check_row(("p13", p13), ("p14", p14), "state 1 (received, in a gap)")?;
-        check_row(("p31", p31), ("p32", p32), "state 3 (lost, in a burst)")?;
-    }
-    Ok(())
-}
-
 fn check_row(
     (a, pa): (&str, Probability),
     (b, pb): (&str, Probability),
@@ -224,37 +209,65 @@ fn check_row(
     Ok(())
 }
 
-/// The model's words on the pipe's `show` line, every value spelled out.
-pub fn display(m: &LossModel) -> String {
-    let pc = correlated::fmt_percent;
-    match *m {
-        LossModel::Random(c) => format!("loss {}", correlated::display(c)),
-        LossModel::GilbertElliott {
-            p,
-            r,
-            loss_bad,
-            loss_good,
-        } => format!(
-            "loss gemodel p {} r {} 1-h {} 1-k {}",
-            pc(p),
-            pc(r),
-            pc(loss_bad),
-            pc(loss_good)
-        ),
-        LossModel::FourState {
-            p13,
-            p31,
-            p32,
-            p23,
-            p14,
-        } => format!(
-            "loss state p13 {} p31 {} p32 {} p23 {} p14 {}",
-            pc(p13),
-            pc(p31),
-            pc(p32),
-            pc(p23),
-            pc(p14)
-        ),
+impl Impairment for LossModel {
+    fn name(&self) -> &'static str {
+        "loss"
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Entry
+    }
+
+    /// Refuses a 4-state model whose moves out of a state add up to more than
+    /// 100% (state 1: `P13 + P14`; state 3: `P31 + P32`). Everything else is a
+    /// well-defined chain and is accepted, including ones that end in a state
+    /// they never leave (Gilbert–Elliott with `R` = 0, 4-state with `P31` and
+    /// `P32` = 0): a link that fails for good is a thing one may want to test.
+    fn check(&self, _on: On<'_>) -> Result<(), String> {
+        let m = self;
+        if let LossModel::FourState {
+            p13, p31, p32, p14, ..
+        } = *m
+        {
+            check_row(("p13", p13), ("p14", p14), "state 1 (received, in a gap)")?;
+            check_row(("p31", p31), ("p32", p32), "state 3 (lost, in a burst)")?;
+        }
+        Ok(())
+    }
+
+    /// The model's words on the pipe's `show` line, every value spelled out.
+    fn display(&self) -> String {
+        let m = self;
+        let pc = correlated::fmt_percent;
+        match *m {
+            LossModel::Random(c) => format!("loss {}", correlated::display(c)),
+            LossModel::GilbertElliott {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            } => format!(
+                "loss gemodel p {} r {} 1-h {} 1-k {}",
+                pc(p),
+                pc(r),
+                pc(loss_bad),
+                pc(loss_good)
+            ),
+            LossModel::FourState {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => format!(
+                "loss state p13 {} p31 {} p32 {} p23 {} p14 {}",
+                pc(p13),
+                pc(p31),
+                pc(p32),
+                pc(p23),
+                pc(p14)
+            ),
+        }
     }
 }
 
@@ -371,6 +384,11 @@ pub fn stationary(m: &LossModel) -> Option<Stationary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's own checks (it needs nothing of its queue).
+    fn checked(m: &LossModel) -> Result<(), String> {
+        m.check(On::Queue(&crate::config::FlowsetConfig::default()))
+    }
 
     fn p(x: f64) -> Probability {
         Probability::new(x).unwrap()
@@ -589,7 +607,7 @@ mod tests {
     #[test]
     fn four_state_occupancy_matches_the_stationary_distribution() {
         let m = four(0.02, 0.30, 0.20, 0.40, 0.01);
-        validate(&m).unwrap();
+        checked(&m).unwrap();
         let pm = matrix(&m);
         let pi = four_states(&m);
         // The closed form is a fixed point of the matrix written from the
@@ -738,36 +756,36 @@ mod tests {
 
     #[test]
     fn validate_refuses_rows_above_one() {
-        let err = validate(&four(0.8, 0.1, 0.1, 1.0, 0.3)).unwrap_err();
+        let err = checked(&four(0.8, 0.1, 0.1, 1.0, 0.3)).unwrap_err();
         assert!(
             err.contains("p13 80%") && err.contains("p14 30%") && err.contains("state 1"),
             "{err}"
         );
-        let err = validate(&four(0.1, 0.6, 0.5, 1.0, 0.0)).unwrap_err();
+        let err = checked(&four(0.1, 0.6, 0.5, 1.0, 0.0)).unwrap_err();
         assert!(
             err.contains("p31 60%") && err.contains("p32 50%") && err.contains("at most 100%"),
             "{err}"
         );
         // Exactly 100% is a row that never stays.
-        assert!(validate(&four(0.5, 0.25, 0.75, 1.0, 0.5)).is_ok());
-        assert!(validate(&four(1.0, 1.0, 0.0, 1.0, 0.0)).is_ok());
+        assert!(checked(&four(0.5, 0.25, 0.75, 1.0, 0.5)).is_ok());
+        assert!(checked(&four(1.0, 1.0, 0.0, 1.0, 0.0)).is_ok());
         // Gilbert–Elliott rows always add up: p = 0, 1-k = 0 is no loss.
-        assert!(validate(&ge(0.0, 0.0, 1.0, 0.0)).is_ok());
-        assert!(validate(&ge(1.0, 1.0, 1.0, 1.0)).is_ok());
-        assert!(validate(&LossModel::Random(Correlated::new(p(0.5), p(0.5)))).is_ok());
+        assert!(checked(&ge(0.0, 0.0, 1.0, 0.0)).is_ok());
+        assert!(checked(&ge(1.0, 1.0, 1.0, 1.0)).is_ok());
+        assert!(checked(&LossModel::Random(Correlated::new(p(0.5), p(0.5)))).is_ok());
     }
 
     #[test]
     fn display_spells_out_every_value() {
         let random = |x, c| LossModel::Random(Correlated::new(p(x), p(c)));
-        assert_eq!(display(&random(0.01, 0.0)), "loss 1%");
-        assert_eq!(display(&random(0.01, 0.25)), "loss 1% correlation 25%");
+        assert_eq!(random(0.01, 0.0).display(), "loss 1%");
+        assert_eq!(random(0.01, 0.25).display(), "loss 1% correlation 25%");
         assert_eq!(
-            display(&defaults_gemodel(p(0.01), Some(p(0.3)), None, None)),
+            defaults_gemodel(p(0.01), Some(p(0.3)), None, None).display(),
             "loss gemodel p 1% r 30% 1-h 100% 1-k 0%"
         );
         assert_eq!(
-            display(&defaults_state(p(0.01), None, None, None, None)),
+            defaults_state(p(0.01), None, None, None, None).display(),
             "loss state p13 1% p31 99% p32 0% p23 100% p14 0%"
         );
     }

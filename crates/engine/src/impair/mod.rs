@@ -15,13 +15,18 @@
 //! | delay line | `jitter` (with [`dist`] tables) | [`jitter`] | instance |
 //! | delay line | `reorder` | [`reorder`] | instance |
 //!
-//! Every impairment file holds its configuration type (what the language
-//! parses into), its `validate` (ranges the engine checks before applying),
-//! its `display` (its words on the pipe's `show` line) and its per-queue or
-//! per-instance state. Random draws come from the stream of the queue or
-//! instance they act on ([`crate::rng::Rng::stream`]), so configuring one
-//! pipe never changes another pipe's draws. Correlated draws follow netem's
-//! definition ([`correlated`]).
+//! Every impairment is one file holding its configuration type (what the
+//! language parses into), which implements [`Impairment`] (its checks and
+//! its words on `show`'s `impair:` line), and its per-queue or per-instance
+//! state. [`LinkConfig::impairments`] and [`FlowsetConfig::impairments`]
+//! list the impairments of each stage, one line each; the engine checks and
+//! `show` prints through them alone. What an impairment does to a packet is
+//! called where its stage runs, in [`crate::dummynet`].
+//!
+//! Random draws come from the stream of the queue or instance they act on
+//! ([`crate::rng::Rng::stream`]), so configuring one pipe never changes
+//! another pipe's draws. Correlated draws follow netem's definition
+//! ([`correlated`]).
 
 pub mod correlated;
 pub mod corrupt;
@@ -33,3 +38,39 @@ pub mod overhead;
 pub mod reorder;
 pub mod slot;
 pub mod trace;
+
+use crate::config::{FlowsetConfig, LinkConfig};
+
+/// Where on a packet's path an impairment acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// As the packet enters its queue, after `plr` (per queue).
+    Entry,
+    /// On the link: what it bills and when it may send (per pipe or instance).
+    Link,
+    /// On the delay line after the link (per instance).
+    DelayLine,
+}
+
+/// What an impairment is configured on, for the checks that involve the
+/// rest of it (`reorder` needs a delay; `trace` excludes `bw`).
+#[derive(Debug, Clone, Copy)]
+pub enum On<'a> {
+    Link(&'a LinkConfig),
+    Queue(&'a FlowsetConfig),
+}
+
+/// An impairment's configuration, whatever its stage.
+pub trait Impairment: std::fmt::Debug {
+    /// The option word that sets it (`jitter`, `loss`).
+    fn name(&self) -> &'static str;
+    fn stage(&self) -> Stage;
+    /// Its bounds, and how it goes with what it is configured on. The engine
+    /// refuses a command whose impairments say no, before anything changes.
+    fn check(&self, _on: On<'_>) -> Result<(), String> {
+        Ok(())
+    }
+    /// Its words on the `impair:` line under its pipe or queue in `show`,
+    /// which read back as the same option.
+    fn display(&self) -> String;
+}

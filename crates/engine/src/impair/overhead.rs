@@ -10,6 +10,8 @@
 //! removes bytes (a header the wire does not carry). Queues, AQMs and
 //! counters still see the packet's own length.
 
+use super::{Impairment, On, Stage};
+
 /// Largest absolute `overhead` / `celloverhead`, bytes.
 pub const MAX_OVERHEAD: i32 = 65_535;
 /// Largest `cellsize`, bytes.
@@ -40,39 +42,51 @@ impl Overhead {
     }
 }
 
-pub fn validate(o: &Overhead) -> Result<(), String> {
-    if o.bytes.abs() > MAX_OVERHEAD || o.cell_overhead.abs() > MAX_OVERHEAD {
-        return Err(format!(
-            "overhead is out of range -{MAX_OVERHEAD}..{MAX_OVERHEAD} bytes"
-        ));
+impl Impairment for Overhead {
+    fn name(&self) -> &'static str {
+        "overhead"
     }
-    if o.cell_size > MAX_CELL {
-        return Err(format!(
-            "cellsize {} is out of range 1..{MAX_CELL} bytes",
-            o.cell_size
-        ));
-    }
-    if o.cell_size == 0 && o.cell_overhead != 0 {
-        return Err("celloverhead needs a cellsize".into());
-    }
-    if o.cell_size != 0 && i64::from(o.cell_size) + i64::from(o.cell_overhead) <= 0 {
-        return Err(format!(
-            "celloverhead {} leaves nothing of a {}-byte cell",
-            o.cell_overhead, o.cell_size
-        ));
-    }
-    Ok(())
-}
 
-pub fn display(o: &Overhead) -> String {
-    let mut s = format!("overhead {}", o.bytes);
-    if o.cell_size != 0 {
-        s.push_str(&format!(" cellsize {}", o.cell_size));
-        if o.cell_overhead != 0 {
-            s.push_str(&format!(" celloverhead {}", o.cell_overhead));
-        }
+    fn stage(&self) -> Stage {
+        Stage::Link
     }
-    s
+
+    fn check(&self, _on: On<'_>) -> Result<(), String> {
+        let o = self;
+        if o.bytes.abs() > MAX_OVERHEAD || o.cell_overhead.abs() > MAX_OVERHEAD {
+            return Err(format!(
+                "overhead is out of range -{MAX_OVERHEAD}..{MAX_OVERHEAD} bytes"
+            ));
+        }
+        if o.cell_size > MAX_CELL {
+            return Err(format!(
+                "cellsize {} is out of range 1..{MAX_CELL} bytes",
+                o.cell_size
+            ));
+        }
+        if o.cell_size == 0 && o.cell_overhead != 0 {
+            return Err("celloverhead needs a cellsize".into());
+        }
+        if o.cell_size != 0 && i64::from(o.cell_size) + i64::from(o.cell_overhead) <= 0 {
+            return Err(format!(
+                "celloverhead {} leaves nothing of a {}-byte cell",
+                o.cell_overhead, o.cell_size
+            ));
+        }
+        Ok(())
+    }
+
+    fn display(&self) -> String {
+        let o = self;
+        let mut s = format!("overhead {}", o.bytes);
+        if o.cell_size != 0 {
+            s.push_str(&format!(" cellsize {}", o.cell_size));
+            if o.cell_overhead != 0 {
+                s.push_str(&format!(" celloverhead {}", o.cell_overhead));
+            }
+        }
+        s
+    }
 }
 
 #[cfg(test)]
@@ -101,11 +115,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(strip.billed(60), 0);
-        assert!(validate(&atm).is_ok());
-        assert!(validate(&Overhead {
+        let on = On::Link(&crate::config::LinkConfig::default());
+        assert!(atm.check(on).is_ok());
+        let orphan = Overhead {
             cell_overhead: 3,
             ..Default::default()
-        })
-        .is_err());
+        };
+        assert!(orphan.check(on).is_err());
     }
 }

@@ -11,6 +11,7 @@
 //! pipe without a delay, where it could change nothing.
 
 use super::correlated::{self, CorrState, Correlated};
+use super::{Impairment, On, Stage};
 use crate::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,19 +43,38 @@ impl ReorderState {
     }
 }
 
-pub fn validate(r: &Reorder) -> Result<(), String> {
-    if r.gap == 0 {
-        return Err("reorder gap must be at least 1".into());
+impl Impairment for Reorder {
+    fn name(&self) -> &'static str {
+        "reorder"
     }
-    Ok(())
-}
 
-pub fn display(r: &Reorder) -> String {
-    let mut s = format!("reorder {}", correlated::display(r.p));
-    if r.gap > 1 {
-        s.push_str(&format!(" gap {}", r.gap));
+    fn stage(&self) -> Stage {
+        Stage::DelayLine
     }
-    s
+
+    /// A gap of at least 1, and a delay to skip.
+    fn check(&self, on: On<'_>) -> Result<(), String> {
+        if self.gap == 0 {
+            return Err("reorder gap must be at least 1".into());
+        }
+        if matches!(on, On::Link(l) if l.delay == 0) {
+            return Err(
+                "reorder needs a delay: reordered packets skip the delay to overtake \
+                 the others, so without one nothing can change (add `delay T`)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn display(&self) -> String {
+        let r = self;
+        let mut s = format!("reorder {}", correlated::display(r.p));
+        if r.gap > 1 {
+            s.push_str(&format!(" gap {}", r.gap));
+        }
+        s
+    }
 }
 
 #[cfg(test)]

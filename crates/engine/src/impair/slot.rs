@@ -14,6 +14,7 @@
 //! grant, then serializes at `bw`); netem gates its output after the delay.
 //! With no `bw`, packets let through by one slot leave together at its start.
 
+use super::{Impairment, On, Stage};
 use crate::rng::Rng;
 use crate::time::Nanos;
 
@@ -76,32 +77,44 @@ impl SlotState {
     }
 }
 
-pub fn validate(s: &Slot) -> Result<(), String> {
-    if s.max < s.min {
-        return Err("slot MAX must not be below MIN".into());
+impl Impairment for Slot {
+    fn name(&self) -> &'static str {
+        "slot"
     }
-    if s.max == 0 {
-        return Err("slot needs a spacing above 0".into());
-    }
-    if s.packets == Some(0) || s.bytes == Some(0) {
-        return Err("slot packets and bytes must be at least 1".into());
-    }
-    Ok(())
-}
 
-pub fn display(s: &Slot) -> String {
-    let t = crate::aqm::fmt_time;
-    let mut out = format!("slot {}", t(s.min));
-    if s.max != s.min {
-        out.push_str(&format!(" {}", t(s.max)));
+    fn stage(&self) -> Stage {
+        Stage::Link
     }
-    if let Some(p) = s.packets {
-        out.push_str(&format!(" packets {p}"));
+
+    fn check(&self, _on: On<'_>) -> Result<(), String> {
+        let s = self;
+        if s.max < s.min {
+            return Err("slot MAX must not be below MIN".into());
+        }
+        if s.max == 0 {
+            return Err("slot needs a spacing above 0".into());
+        }
+        if s.packets == Some(0) || s.bytes == Some(0) {
+            return Err("slot packets and bytes must be at least 1".into());
+        }
+        Ok(())
     }
-    if let Some(b) = s.bytes {
-        out.push_str(&format!(" bytes {b}"));
+
+    fn display(&self) -> String {
+        let s = self;
+        let t = crate::aqm::fmt_time;
+        let mut out = format!("slot {}", t(s.min));
+        if s.max != s.min {
+            out.push_str(&format!(" {}", t(s.max)));
+        }
+        if let Some(p) = s.packets {
+            out.push_str(&format!(" packets {p}"));
+        }
+        if let Some(b) = s.bytes {
+            out.push_str(&format!(" bytes {b}"));
+        }
+        out
     }
-    out
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@
 
 use thiserror::Error;
 
+use super::{Impairment, On, Stage};
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC};
 
 /// Why a trace file was refused.
@@ -200,7 +201,9 @@ impl Trace {
 
 /// The trace's words on the pipe's `show` line:
 /// `trace NAME [once] (N opportunities over P ms, mean X Mbit/s)`.
-pub fn display(t: &Trace) -> String {
+/// A summary for people: `trace NAME [once] (N opportunities over T ms,
+/// mean R)`.
+pub fn summary(t: &Trace) -> String {
     let mode = match t.mode {
         TraceMode::Loop => "",
         TraceMode::Once => " once",
@@ -230,6 +233,46 @@ fn fmt_rate(bps: u64) -> String {
         format!("{whole} {name}")
     } else {
         format!("{whole}.{frac} {name}")
+    }
+}
+
+impl Impairment for Trace {
+    fn name(&self) -> &'static str {
+        "trace"
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Link
+    }
+
+    /// A trace is the link's rate: nothing else may set or shape it.
+    fn check(&self, on: On<'_>) -> Result<(), String> {
+        if let On::Link(l) = on {
+            let other = [
+                (l.bw > 0, "bw"),
+                (l.profile.is_some(), "profile"),
+                (l.burst > 0, "burst"),
+                (l.slot.is_some(), "slot"),
+            ];
+            if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
+                return Err(format!(
+                    "`trace` and `{what}` exclude each other: a traced link sends \
+                     only at its trace's opportunities"
+                ));
+            }
+        }
+        if self.times.is_empty() {
+            return Err(format!("trace `{}` has no opportunities", self.name));
+        }
+        Ok(())
+    }
+
+    /// `trace NAME` (` once` in that mode).
+    fn display(&self) -> String {
+        match self.mode {
+            TraceMode::Loop => format!("trace {}", self.name),
+            TraceMode::Once => format!("trace {} once", self.name),
+        }
     }
 }
 
@@ -407,7 +450,7 @@ mod tests {
         assert_eq!(t.period(), 1_000 * MS);
         assert_eq!(t.mean_rate(), 12_032_000);
         assert_eq!(
-            display(&t),
+            summary(&t),
             "trace t (1000 opportunities over 1000 ms, mean 12.032 Mbit/s)"
         );
         // Two opportunities per 10 ms: 2 × 12032 bits / 10 ms.
@@ -417,7 +460,7 @@ mod tests {
         };
         assert_eq!(slow.mean_rate(), 2_406_400);
         assert_eq!(
-            display(&slow),
+            summary(&slow),
             "trace slow once (2 opportunities over 10 ms, mean 2.406 Mbit/s)"
         );
         assert_eq!(fmt_rate(376_000), "376 Kbit/s");

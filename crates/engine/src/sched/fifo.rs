@@ -10,6 +10,7 @@ pub static TYPE: SchedType = SchedType {
     aliases: &[],
     display: "FIFO",
     params: &[],
+    tunables: &[],
     new_instance: |params| {
         if let Some((k, _)) = params.first() {
             return Err(format!("fifo takes no parameters (got `{k}`)"));

@@ -36,7 +36,11 @@
 
 use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::aqm::fmt_time;
-use crate::config::{AqmConfig, CodelConfig, QueueLimit};
+pub(crate) use crate::aqm::pie::tunable as fq_tunable;
+use std::sync::Arc;
+
+use crate::config::{CodelConfig, QueueLimit};
+use crate::params::TunableUnit;
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
 /// FreeBSD's defaults (`net.inet.ip.dummynet.fqcodel.*`) and bounds
@@ -49,6 +53,10 @@ pub const MAX_LIMIT: u32 = 20480;
 pub const MAX_FLOWS: u32 = 65536;
 const MAX_TARGET: Nanos = 5 * NS_PER_SEC;
 const MAX_INTERVAL: Nanos = 100 * NS_PER_SEC;
+/// The units of the `quantum`, `limit` and `flows` sysctls.
+pub(crate) const BYTES: TunableUnit = TunableUnit::Count("bytes");
+pub(crate) const PACKETS: TunableUnit = TunableUnit::Count("packets");
+pub(crate) const FLOWS: TunableUnit = TunableUnit::Count("flows");
 
 pub static TYPE: SchedType = SchedType {
     name: "fq_codel",
@@ -61,6 +69,31 @@ pub static TYPE: SchedType = SchedType {
         ParamSpec::count("limit"),
         ParamSpec::count("flows"),
         ParamSpec::flag("ecn", "noecn"),
+    ],
+    tunables: &[
+        fq_tunable(
+            "fqcodel.target",
+            "target",
+            TunableUnit::Micros,
+            5_000,
+            5_000_000,
+        ),
+        fq_tunable(
+            "fqcodel.interval",
+            "interval",
+            TunableUnit::Micros,
+            100_000,
+            5_000_000,
+        ),
+        fq_tunable(
+            "fqcodel.quantum",
+            "quantum",
+            BYTES,
+            1514,
+            MAX_QUANTUM as u64,
+        ),
+        fq_tunable("fqcodel.limit", "limit", PACKETS, 10240, MAX_LIMIT as u64),
+        fq_tunable("fqcodel.flows", "flows", FLOWS, 1024, MAX_FLOWS as u64),
     ],
     new_instance: |params| {
         let c = FqCodelParams::parse(params)?;
@@ -129,7 +162,7 @@ impl FqCodelParams {
         SubQueues {
             buckets: self.flows,
             limit: self.limit,
-            aqm: AqmConfig::Codel(self.codel.clone()),
+            aqm: Arc::new(self.codel.clone()),
             aqm_limit: QueueLimit::Slots(self.limit),
         }
     }

@@ -16,20 +16,19 @@
 //! 1024. Bounds: target and tupdate 1 us..5 s, max_burst 0..5 s; quantum,
 //! limit and flows as fq_codel's.
 //!
-//! Not yet in the language: `alpha`, `beta` and `max_ecnth` are fractions,
-//! and a scheduler parameter can only be a count, a time or a flag so far.
-//! The type accepts them in thousandths (`alpha 125` is 0.125), the unit of
-//! FreeBSD's `net.inet.ip.dummynet.fqpie.*` sysctls, for a caller that fills
-//! them from those settings; they are left out of [`TYPE`]'s parameter table
-//! so that `alpha 0.125` is not misread. `onoff` has no negative keyword in
-//! ipfw; `noonoff` is this engine's, so that the flag table can express it.
+//! `onoff` has no negative keyword in ipfw; `noonoff` is this engine's,
+//! so that the flag table can express it.
 
 use super::fq_codel::{
-    fq_param, time_in, FqDrr, DEFAULT_FLOWS, DEFAULT_LIMIT, DEFAULT_QUANTUM, FLOW_STATE_BYTES,
+    fq_param, fq_tunable, FqDrr, BYTES, DEFAULT_FLOWS, DEFAULT_LIMIT, DEFAULT_QUANTUM, FLOWS,
+    FLOW_STATE_BYTES, MAX_FLOWS, MAX_LIMIT, MAX_QUANTUM, PACKETS,
 };
 use super::{ParamSpec, SchedType, SubQueues};
 use crate::aqm::{fmt_g, fmt_time};
-use crate::config::{AqmConfig, PieConfig, QueueLimit};
+use std::sync::Arc;
+
+use crate::config::{PieConfig, QueueLimit};
+use crate::params::TunableUnit;
 use crate::time::{Nanos, NS_PER_SEC};
 
 const MAX_TIME: Nanos = 5 * NS_PER_SEC;
@@ -50,6 +49,44 @@ pub static TYPE: SchedType = SchedType {
         ParamSpec::flag("onoff", "noonoff"),
         ParamSpec::flag("dre", "ts"),
         ParamSpec::flag("derand", "noderand"),
+        ParamSpec::fraction("max_ecnth", 0.0, 1.0),
+        ParamSpec::fraction("alpha", 0.0, 7.0),
+        ParamSpec::fraction("beta", 0.0, 7.0),
+    ],
+    tunables: &[
+        fq_tunable(
+            "fqpie.target",
+            "target",
+            TunableUnit::Micros,
+            15_000,
+            10_000_000,
+        ),
+        fq_tunable(
+            "fqpie.tupdate",
+            "tupdate",
+            TunableUnit::Micros,
+            15_000,
+            10_000_000,
+        ),
+        fq_tunable(
+            "fqpie.max_burst",
+            "max_burst",
+            TunableUnit::Micros,
+            150_000,
+            10_000_000,
+        ),
+        fq_tunable(
+            "fqpie.max_ecnth",
+            "max_ecnth",
+            TunableUnit::Thousandths,
+            100,
+            1000,
+        ),
+        fq_tunable("fqpie.alpha", "alpha", TunableUnit::Thousandths, 125, 7000),
+        fq_tunable("fqpie.beta", "beta", TunableUnit::Thousandths, 1250, 7000),
+        fq_tunable("fqpie.quantum", "quantum", BYTES, 1514, MAX_QUANTUM as u64),
+        fq_tunable("fqpie.limit", "limit", PACKETS, 10240, MAX_LIMIT as u64),
+        fq_tunable("fqpie.flows", "flows", FLOWS, 1024, MAX_FLOWS as u64),
     ],
     new_instance: |params| {
         let c = FqPieParams::parse(params)?;
@@ -89,36 +126,15 @@ impl FqPieParams {
     pub fn parse(params: &[(String, u64)]) -> Result<Self, String> {
         let mut p = FqPieParams::default();
         for (k, v) in params {
-            let on = *v != 0;
-            match k.to_ascii_lowercase().as_str() {
-                "target" => p.pie.target = time_in("fq_pie", k, *v, MAX_TIME)?,
-                "tupdate" => p.pie.tupdate = time_in("fq_pie", k, *v, MAX_TIME)?,
-                "max_burst" if *v <= MAX_TIME => p.pie.max_burst = *v,
-                "max_burst" => return Err("fq_pie max_burst must be at most 5000ms".into()),
-                "ecn" => p.pie.ecn = on,
-                "capdrop" => p.pie.capdrop = on,
-                "onoff" => p.pie.onoff = on,
-                "dre" => p.pie.dre = on,
-                "derand" => p.pie.derand = on,
-                "alpha" => p.pie.alpha = thousandths("alpha", *v, 7000)?,
-                "beta" => p.pie.beta = thousandths("beta", *v, 7000)?,
-                "max_ecnth" => p.pie.max_ecnth = thousandths("max_ecnth", *v, 1000)?,
-                other => {
-                    if !fq_param(
-                        &mut p.quantum,
-                        &mut p.limit,
-                        &mut p.flows,
-                        "fq_pie",
-                        other,
-                        *v,
-                    )? {
-                        return Err(format!(
-                            "fq_pie takes target, tupdate, max_burst, quantum, limit, flows, \
-                             ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and derand|noderand, \
-                             not `{k}`"
-                        ));
-                    }
-                }
+            let k = k.to_ascii_lowercase();
+            if !p.pie.read(&k, *v, "fq_pie", MAX_TIME)?
+                && !fq_param(&mut p.quantum, &mut p.limit, &mut p.flows, "fq_pie", &k, *v)?
+            {
+                return Err(format!(
+                    "fq_pie takes target, tupdate, max_burst, max_ecnth, alpha, beta, quantum, \
+                     limit, flows, ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and \
+                     derand|noderand, not `{k}`"
+                ));
             }
         }
         Ok(p)
@@ -128,7 +144,7 @@ impl FqPieParams {
         SubQueues {
             buckets: self.flows,
             limit: self.limit,
-            aqm: AqmConfig::Pie(self.pie.clone()),
+            aqm: Arc::new(self.pie.clone()),
             aqm_limit: QueueLimit::Slots(self.limit),
         }
     }
@@ -141,7 +157,7 @@ impl FqPieParams {
         let c = &self.pie;
         format!(
             "  FQ_PIE target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} \
-             quantum {} limit {} flows {} {} {}{} {} {}",
+             quantum {} limit {} flows {} {}",
             fmt_time(c.target),
             fmt_time(c.tupdate),
             fmt_g(c.alpha, 6),
@@ -151,27 +167,15 @@ impl FqPieParams {
             self.quantum,
             self.limit,
             self.flows,
-            if c.ecn { "ECN" } else { "NoECN" },
-            if c.capdrop { "CapDrop" } else { "NoCapDrop" },
-            if c.onoff { " OnOff" } else { "" },
-            if c.dre { "DRE" } else { "TS" },
-            if c.derand { "Derand" } else { "NoDerand" },
+            c.flags(),
         )
-    }
-}
-
-/// A fraction given in thousandths, within FreeBSD's bound.
-fn thousandths(k: &str, v: u64, max: u64) -> Result<f64, String> {
-    if v <= max {
-        Ok(v as f64 / 1000.0)
-    } else {
-        Err(format!("fq_pie {k} is in thousandths, at most {max}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::to_ppb;
     use crate::time::NS_PER_MS;
 
     #[test]
@@ -187,8 +191,8 @@ mod tests {
             ("onoff".into(), 1),
             ("dre".into(), 1),
             ("ecn".into(), 1),
-            ("alpha".into(), 250),
-            ("max_ecnth".into(), 200),
+            ("alpha".into(), to_ppb(0.25)),
+            ("max_ecnth".into(), to_ppb(0.2)),
         ])
         .unwrap();
         assert!(
@@ -202,7 +206,10 @@ mod tests {
             "{}",
             p.describe()
         );
-        assert_eq!(p.sub_queues().aqm, AqmConfig::Pie(p.pie.clone()));
+        assert_eq!(
+            p.sub_queues().aqm.display(),
+            crate::aqm::AqmModel::display(&p.pie)
+        );
         for bad in [
             ("quantum", 0),
             ("limit", 0),
@@ -210,8 +217,8 @@ mod tests {
             ("tupdate", 0),
             ("max_burst", 6 * NS_PER_SEC),
             ("interval", NS_PER_MS),
-            ("beta", 7001),
-            ("max_ecnth", 1001),
+            ("beta", to_ppb(7.001)),
+            ("max_ecnth", to_ppb(1.001)),
         ] {
             assert!(
                 (TYPE.new_instance)(&[(bad.0.into(), bad.1)]).is_err(),

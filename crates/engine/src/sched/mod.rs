@@ -19,7 +19,10 @@ pub mod workload;
 
 pub use fifo::Fifo;
 
-use crate::config::{AqmConfig, QueueLimit};
+use std::sync::Arc;
+
+use crate::aqm::AqmModel;
+use crate::config::QueueLimit;
 use crate::flow::FlowKey;
 
 /// An engine-wide handle to a flow queue.
@@ -68,66 +71,11 @@ pub trait SchedInstance: Send {
     }
 }
 
-/// One parameter of a scheduler type. Values reach
-/// [`SchedType::new_instance`] as `(name, u64)` in the unit of its kind, so
-/// the language parses every type's parameters from this table alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ParamSpec {
-    pub name: &'static str,
-    pub kind: ParamKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamKind {
-    /// A plain number (`quantum 1514`, `flows 1024`).
-    Count,
-    /// A time (`target 5ms`; a bare number is milliseconds, as in ipfw),
-    /// passed in nanoseconds.
-    Time,
-    /// A keyword pair: the parameter's name sets 1, `off` sets 0 (`ecn` /
-    /// `noecn`), passed under the name.
-    Flag { off: &'static str },
-}
-
-impl ParamSpec {
-    pub const fn count(name: &'static str) -> Self {
-        ParamSpec {
-            name,
-            kind: ParamKind::Count,
-        }
-    }
-    pub const fn time(name: &'static str) -> Self {
-        ParamSpec {
-            name,
-            kind: ParamKind::Time,
-        }
-    }
-    pub const fn flag(name: &'static str, off: &'static str) -> Self {
-        ParamSpec {
-            name,
-            kind: ParamKind::Flag { off },
-        }
-    }
-
-    /// The words that introduce this parameter.
-    pub fn keywords(&self) -> impl Iterator<Item = &'static str> {
-        let off = match self.kind {
-            ParamKind::Flag { off } => Some(off),
-            _ => None,
-        };
-        std::iter::once(self.name).chain(off)
-    }
-}
-
-/// A scheduler's parameters as configured: `(name, value)` in the unit of
-/// each one's [`ParamKind`].
-pub type Params = [(String, u64)];
-
-/// Why a scheduler refused its parameters.
-pub type ParamError = String;
+use crate::params::Tunable;
+pub use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 
 /// Validates a type's parameters and builds an instance.
-pub type NewInstance = fn(&[(String, u64)]) -> Result<Box<dyn SchedInstance>, ParamError>;
+pub type NewInstance = fn(&Params) -> Result<Box<dyn SchedInstance>, ParamError>;
 
 /// A scheduler type, as registered.
 pub struct SchedType {
@@ -139,6 +87,9 @@ pub struct SchedType {
     pub display: &'static str,
     /// Parameters it accepts after `type NAME`, and how each is written.
     pub params: &'static [ParamSpec],
+    /// The sysctls that fill parameters a command leaves out (filled by the
+    /// engine when the scheduler is configured, as FreeBSD's kernel does).
+    pub tunables: &'static [Tunable],
     /// Validates parameters and builds an instance.
     pub new_instance: NewInstance,
     /// A packet that finds an instance of this type with nothing queued may
@@ -165,14 +116,15 @@ pub struct SchedType {
 /// holds at most `limit` packets across the instance's queues (in place of
 /// the flowset's per-queue limit); on overflow it drops the head packet of
 /// the longest queue. The scheduler itself only orders the queues.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct SubQueues {
     /// Number of hash buckets (`flows`), at least 1.
     pub buckets: u32,
     /// Packets held across all buckets of one instance (`limit`).
     pub limit: u32,
-    /// Queue management of each bucket.
-    pub aqm: AqmConfig,
+    /// Queue management of each bucket, checked by the type's own bounds
+    /// (fq_codel's `interval` goes to 100 s, plain CoDel's to 5 s).
+    pub aqm: Arc<dyn AqmModel>,
     /// The queue limit that AQM is told about (PIE sizes its `onoff`
     /// threshold from it).
     pub aqm_limit: QueueLimit,

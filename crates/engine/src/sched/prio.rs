@@ -34,6 +34,7 @@ pub static TYPE: SchedType = SchedType {
     aliases: &[],
     display: "PRIO",
     params: &[],
+    tunables: &[],
     new_instance: |params| {
         if let Some((k, _)) = params.first() {
             return Err(format!(

@@ -94,6 +94,7 @@ pub static TYPE: SchedType = SchedType {
     aliases: &[],
     display: "QFQ",
     params: &[ParamSpec::count("lmax")],
+    tunables: &[],
     new_instance: |params| Ok(Box::new(Qfq::new(lmax_param(params)?))),
     // V and every class's finish time must see each packet.
     idle_bypass: false,

@@ -43,6 +43,7 @@ pub static TYPE: SchedType = SchedType {
     aliases: &["drr"],
     display: "RR",
     params: &[ParamSpec::count("lmax"), ParamSpec::count("quantum")],
+    tunables: &[],
     new_instance: |params| Ok(Box::new(Rr::new(quantum_param(params)?))),
     // With nothing queued the ring is empty and no credit is remembered, so
     // a packet that finds the instance idle would be served at once and

@@ -54,6 +54,7 @@ pub static TYPE: SchedType = SchedType {
     aliases: &["wf2qp", "wf2q"],
     display: "WF2Q+",
     params: &[],
+    tunables: &[],
     new_instance: |params| {
         if let Some((k, _)) = params.first() {
             return Err(format!(

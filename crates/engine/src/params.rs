@@ -1,0 +1,305 @@
+//! The parameters of a plug-in (a scheduler type, an AQM): how each is
+//! written, and which sysctl fills it when a command leaves it out.
+//!
+//! A plug-in declares its parameters as a table of [`ParamSpec`]s; the
+//! language parses every plug-in's words from these tables alone and hands
+//! the values over as `(name, u64)` pairs ([`Params`]) in the unit of each
+//! one's [`ParamKind`]. The plug-in reads them back into its own typed
+//! configuration, which is also where it checks FreeBSD's bounds.
+//!
+//! Defaults work as in FreeBSD, where the kernel, not ipfw, fills what a
+//! command left out from `net.inet.ip.dummynet.*` sysctls: a plug-in lists
+//! its [`Tunable`]s, and the engine fills the missing parameters from the
+//! current [`Settings`] when the command is applied ([`fill_defaults`]).
+//! Parameters without a tunable take the plug-in's built-in default.
+
+use crate::config::Settings;
+use crate::time::NS_PER_US;
+
+/// One parameter, as a plug-in declares it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+}
+
+/// How a parameter is written, and the unit its value travels in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamKind {
+    /// A plain number (`quantum 1514`, `flows 1024`).
+    Count,
+    /// A whole number, times 1024 with a `K` suffix, as ipfw reads RED's
+    /// thresholds (`10K`).
+    Size,
+    /// A time (`target 5ms`; a bare number is milliseconds, as in ipfw),
+    /// passed in nanoseconds.
+    Time,
+    /// A decimal number in `min..=max` (`min` itself refused when
+    /// `open_min`), passed in parts per billion ([`to_ppb`]), so decimals
+    /// of up to nine places travel exactly.
+    Fraction { min: f64, max: f64, open_min: bool },
+    /// A keyword pair: the parameter's name sets 1, `off` sets 0 (`ecn` /
+    /// `noecn`), passed under the name.
+    Flag { off: &'static str },
+}
+
+impl ParamSpec {
+    pub const fn count(name: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Count,
+        }
+    }
+    pub const fn size(name: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Size,
+        }
+    }
+    pub const fn time(name: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Time,
+        }
+    }
+    /// A fraction in `min..=max`.
+    pub const fn fraction(name: &'static str, min: f64, max: f64) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Fraction {
+                min,
+                max,
+                open_min: false,
+            },
+        }
+    }
+    /// A fraction in `min < v <= max`.
+    pub const fn fraction_above(name: &'static str, min: f64, max: f64) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Fraction {
+                min,
+                max,
+                open_min: true,
+            },
+        }
+    }
+    pub const fn flag(name: &'static str, off: &'static str) -> Self {
+        ParamSpec {
+            name,
+            kind: ParamKind::Flag { off },
+        }
+    }
+
+    /// The words that introduce this parameter.
+    pub fn keywords(&self) -> impl Iterator<Item = &'static str> {
+        let off = match self.kind {
+            ParamKind::Flag { off } => Some(off),
+            _ => None,
+        };
+        std::iter::once(self.name).chain(off)
+    }
+}
+
+/// A plug-in's parameters as configured: `(name, value)` in the unit of
+/// each one's [`ParamKind`]. A name given twice: the last one counts.
+pub type Params = [(String, u64)];
+
+/// Why a plug-in refused its parameters.
+pub type ParamError = String;
+
+/// Parts per billion: the unit of [`ParamKind::Fraction`] values.
+pub const PPB: u64 = 1_000_000_000;
+
+/// `v` in parts per billion, rounded (negative values are 0).
+pub fn to_ppb(v: f64) -> u64 {
+    (v * PPB as f64).round().max(0.0) as u64
+}
+
+/// A [`ParamKind::Fraction`] value back as a number.
+pub fn from_ppb(v: u64) -> f64 {
+    v as f64 / PPB as f64
+}
+
+/// The value of parameter `name` in `params` (the last one given).
+pub fn get(params: &Params, name: &str) -> Option<u64> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|&(_, v)| v)
+}
+
+/// A default of a plug-in parameter that a sysctl sets:
+/// `net.inet.ip.dummynet.<sysctl>`, in FreeBSD's unit for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tunable {
+    /// The sysctl's name after `net.inet.ip.dummynet.` (`codel.target`).
+    pub sysctl: &'static str,
+    /// The parameter it fills (`target`).
+    pub param: &'static str,
+    pub unit: TunableUnit,
+    /// FreeBSD's default, in `unit`.
+    pub default: u64,
+    /// What the sysctl accepts, in `unit` (FreeBSD's handler's bounds).
+    pub min: u64,
+    pub max: u64,
+}
+
+/// The unit of a sysctl's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunableUnit {
+    /// Microseconds; fills a [`ParamKind::Time`] parameter.
+    Micros,
+    /// Thousandths; fills a [`ParamKind::Fraction`] parameter.
+    Thousandths,
+    /// A count of what the word says (`bytes`, `packets`, `flows`); fills a
+    /// [`ParamKind::Count`] parameter.
+    Count(&'static str),
+}
+
+impl TunableUnit {
+    /// How the unit is named in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            TunableUnit::Micros => "microseconds",
+            TunableUnit::Thousandths => "thousandths",
+            TunableUnit::Count(what) => what,
+        }
+    }
+}
+
+impl Tunable {
+    /// The full sysctl name.
+    pub fn full_name(&self) -> String {
+        format!("net.inet.ip.dummynet.{}", self.sysctl)
+    }
+
+    /// `value` if the sysctl accepts it, else why not.
+    pub fn check(&self, value: u64) -> Result<u64, String> {
+        if (self.min..=self.max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!(
+                "{} {value} is out of range {}..{} {}",
+                self.sysctl,
+                self.min,
+                self.max,
+                self.unit.name()
+            ))
+        }
+    }
+
+    /// A sysctl value as the parameter it fills.
+    pub fn to_param(&self, value: u64) -> u64 {
+        match self.unit {
+            TunableUnit::Micros => value.saturating_mul(NS_PER_US),
+            TunableUnit::Thousandths => value.saturating_mul(PPB / 1000),
+            TunableUnit::Count(_) => value,
+        }
+    }
+}
+
+/// Appends to `params` the value `settings` hold for each of `tunables`
+/// whose parameter `params` leaves out, as FreeBSD's kernel fills a new
+/// flowset or scheduler from its sysctls.
+pub fn fill_defaults(tunables: &[Tunable], params: &mut Vec<(String, u64)>, settings: &Settings) {
+    for t in tunables {
+        if get(params, t.param).is_none() {
+            params.push((t.param.to_string(), t.to_param(settings.tunable(t))));
+        }
+    }
+}
+
+/// Every tunable of every registered plug-in (AQMs, then scheduler types).
+pub fn tunables() -> impl Iterator<Item = &'static Tunable> {
+    crate::aqm::REGISTRY
+        .iter()
+        .flat_map(|t| t.tunables.iter())
+        .chain(
+            crate::sched::REGISTRY
+                .iter()
+                .flat_map(|t| t.tunables.iter()),
+        )
+}
+
+/// The tunable named `sysctl` (after `net.inet.ip.dummynet.`).
+pub fn tunable(sysctl: &str) -> Option<&'static Tunable> {
+    tunables().find(|t| t.sysctl.eq_ignore_ascii_case(sysctl))
+}
+
+/// A time parameter within `min..=max`, or a message naming it.
+pub fn time_in(owner: &str, name: &str, v: u64, (min, max): (u64, u64)) -> Result<u64, String> {
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{owner} {name} {} is out of range {}..{}",
+            crate::aqm::fmt_time(v),
+            if min == 0 {
+                "0".to_string()
+            } else {
+                crate::aqm::fmt_time(min)
+            },
+            crate::aqm::fmt_time(max)
+        ))
+    }
+}
+
+/// A fraction parameter within `min..=max` (`min` excluded if `open_min`).
+pub fn fraction_in(
+    owner: &str,
+    name: &str,
+    v: u64,
+    (min, max): (f64, f64),
+    open_min: bool,
+) -> Result<f64, String> {
+    let f = from_ppb(v);
+    let below = if open_min { f <= min } else { f < min };
+    if below || f > max {
+        let rel = if open_min { "<" } else { "<=" };
+        Err(format!(
+            "{owner}: {name} {f} must be in {min} {rel} {name} <= {max}"
+        ))
+    } else {
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::NS_PER_MS;
+
+    #[test]
+    fn fractions_travel_exactly() {
+        for v in [0.002, 0.1, 0.125, 1.25, 7.0, 0.000_000_001, 0.3333] {
+            assert_eq!(from_ppb(to_ppb(v)), v, "{v}");
+        }
+        assert_eq!(to_ppb(-1.0), 0);
+    }
+
+    #[test]
+    fn every_tunable_fills_a_declared_parameter_and_accepts_its_default() {
+        let mut names = std::collections::HashSet::new();
+        for t in tunables() {
+            assert!(names.insert(t.sysctl), "{} registered twice", t.sysctl);
+            assert_eq!(t.check(t.default), Ok(t.default), "{}", t.sysctl);
+            assert!(t.check(t.max.saturating_add(1)).is_err() || t.max == u64::MAX);
+        }
+        assert!(tunable("codel.target").is_some());
+        assert!(tunable("CODEL.TARGET").is_some());
+        assert!(tunable("codel.nothing").is_none());
+    }
+
+    #[test]
+    fn defaults_fill_only_what_is_missing() {
+        let t = tunable("codel.target").unwrap();
+        let mut p = vec![("interval".to_string(), 7)];
+        fill_defaults(std::slice::from_ref(t), &mut p, &Settings::default());
+        assert_eq!(get(&p, "target"), Some(5 * NS_PER_MS));
+        let mut p = vec![("target".to_string(), 7)];
+        fill_defaults(std::slice::from_ref(t), &mut p, &Settings::default());
+        assert_eq!(p, vec![("target".to_string(), 7)]);
+    }
+}
