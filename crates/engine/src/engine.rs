@@ -311,7 +311,21 @@ impl<P: Payload> Engine<P> {
     /// Runs the earliest event due by `now`: a scheduled command (first, on
     /// a tie, so a change at T applies to what happens at T) or a dummynet
     /// timer. False when nothing is due.
+    #[inline]
     fn run_one(&mut self, now: Nanos) -> bool {
+        // Most calls find nothing due (every `input` and every `poll` ends
+        // with one): answered here, without the call below.
+        let step_due = self.plan.peek().is_some_and(|Reverse((t, ..))| *t <= now);
+        if !step_due && self.dn.next_deadline().is_none_or(|d| d > now) {
+            return false;
+        }
+        self.run_due(now)
+    }
+
+    /// [`Self::run_one`] once something may be due. Never inlined, so that
+    /// `run_one` stays small enough to be inlined where it is called.
+    #[inline(never)]
+    fn run_due(&mut self, now: Nanos) -> bool {
         let step = self.plan.peek().map(|Reverse((t, ..))| *t);
         if let Some(t) = step.filter(|&t| t <= now) {
             if self.dn.next_deadline().is_none_or(|d| t <= d) {
@@ -429,11 +443,18 @@ impl<P: Payload> Engine<P> {
 
     /// Packets leaving dummynet: delivered, dropped, or (with `one_pass` 0)
     /// sent back through the ruleset after the rule that queued them.
+    #[inline]
     fn process_exits(&mut self) {
         if self.settings.one_pass {
             // Final as they are; `poll` takes them straight from dummynet.
             return;
         }
+        self.reinject_exits();
+    }
+
+    /// [`Self::process_exits`] with `one_pass` 0. Kept out of line so that
+    /// the check above costs a `one_pass` engine no call.
+    fn reinject_exits(&mut self) {
         while !self.dn.exits.is_empty() {
             let mut exits = std::mem::take(&mut self.spare_exits);
             std::mem::swap(&mut exits, &mut self.dn.exits);

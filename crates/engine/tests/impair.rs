@@ -1090,3 +1090,59 @@ fn every_impairment_is_listed_checked_and_shown() {
     assert!(refused.is_err());
     assert_eq!(b.e.snapshot().links[0].config, link);
 }
+
+#[test]
+fn a_modify_of_entry_options_reaches_a_queue_that_exists() {
+    // The pipe's queue is made plain; each modify must reach it: first
+    // giving it impairments, then changing and removing them.
+    let mut b = Bench::new(31);
+    b.pipe(0, delay_link(MS, None), FlowsetConfig::default());
+    let entry = |loss: Option<f64>, duplicate: Option<f64>, corrupt: Option<f64>| FlowsetConfig {
+        loss: loss.map(|x| LossModel::Random(plain(x))),
+        duplicate: duplicate.map(|x| Duplicate(plain(x))),
+        corrupt: corrupt.map(|x| Corrupt(plain(x))),
+        ..Default::default()
+    };
+    let fields = [Field::Loss, Field::Duplicate, Field::Corrupt];
+    let steps = [
+        (None, None, None),
+        (None, Some(1.0), None),
+        (Some(1.0), Some(1.0), None),
+        (None, None, Some(1.0)),
+        (None, None, None),
+    ];
+    let mut t = 0;
+    let mut books = Vec::new();
+    for (i, &(loss, duplicate, corrupt)) in steps.iter().enumerate() {
+        if i > 0 {
+            let cmd = modify(
+                1,
+                LinkConfig::default(),
+                entry(loss, duplicate, corrupt),
+                &fields,
+            );
+            b.apply(t, cmd);
+        }
+        for _ in 0..10 {
+            t += MS;
+            b.send(t, 100);
+        }
+        let totals = b.e.totals();
+        books.push((
+            totals.drops_for(DropReason::Loss),
+            totals.duplicated,
+            totals.corrupted,
+        ));
+    }
+    b.finish();
+    assert_eq!(
+        books,
+        [
+            (0, 0, 0),
+            (0, 10, 0),
+            (10, 10, 0),
+            (10, 10, 10),
+            (10, 10, 10)
+        ]
+    );
+}

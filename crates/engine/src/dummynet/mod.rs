@@ -29,11 +29,13 @@ use rustc_hash::FxHashMap;
 
 use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{FlowsetConfig, LinkConfig, DN_MAX_ID};
+use crate::config::{
+    Corrupt, Duplicate, FlowsetConfig, LinkConfig, LossModel, QueueLimit, DN_MAX_ID,
+};
 use crate::flow::{FlowKey, FlowMask};
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
-use crate::rng::Rng;
+use crate::rng::{Probability, Rng};
 use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::stats::{DropReason, FlowCounters};
 use crate::time::Nanos;
@@ -151,20 +153,47 @@ struct FlowQueue<P> {
 struct QueueFx {
     rng: Rng,
     aqm: Option<Box<dyn AqmState>>,
+    /// Its flowset's options that act on entry.
+    entry: EntryOptions,
     loss: LossState,
     dup: DuplicateState,
     corrupt: corrupt::CorruptState,
 }
 
 impl QueueFx {
-    fn new(rng: Rng, aqm: Option<Box<dyn AqmState>>) -> Box<Self> {
+    fn new(rng: Rng, aqm: Option<Box<dyn AqmState>>, cfg: &FlowsetConfig) -> Box<Self> {
         Box::new(QueueFx {
             rng,
             aqm,
+            entry: EntryOptions::of(cfg),
             loss: LossState::default(),
             dup: DuplicateState::default(),
             corrupt: corrupt::CorruptState::default(),
         })
+    }
+}
+
+/// A flowset's options that act on a packet as it enters one of its queues,
+/// drawn from the queue's stream: `plr`, `loss`, `duplicate`, `corrupt`.
+/// Each [`QueueFx`] keeps a copy, kept in step by `set_flowset`, so that a
+/// packet's entry reads them from the queue it already holds: a queue
+/// without them (a plain pipe's) never reads or copies them.
+#[derive(Debug, Clone, Copy)]
+struct EntryOptions {
+    plr: Probability,
+    loss: Option<LossModel>,
+    duplicate: Option<Duplicate>,
+    corrupt: Option<Corrupt>,
+}
+
+impl EntryOptions {
+    fn of(cfg: &FlowsetConfig) -> Self {
+        EntryOptions {
+            plr: cfg.plr,
+            loss: cfg.loss,
+            duplicate: cfg.duplicate,
+            corrupt: cfg.corrupt,
+        }
     }
 }
 
@@ -400,9 +429,7 @@ impl<P: Payload> Dummynet<P> {
                 reason: DropReason::NoSuchTarget,
             });
         };
-        let cfg = &fs.cfg;
-        let (plr, limit) = (cfg.plr, cfg.limit);
-        let (loss, dup, corrupt) = (cfg.loss, cfg.duplicate, cfg.corrupt);
+        let limit = fs.cfg.limit;
         // Fast path: an unmasked flowset on an unmasked scheduler has one queue.
         let (inst, q) = match fs
             .solo
@@ -438,6 +465,12 @@ impl<P: Payload> Dummynet<P> {
         // loss, duplicate and corrupt follow `plr` as more random loss.
         let mut copy = None;
         if let Some(fx) = queue.fx.as_deref_mut() {
+            let EntryOptions {
+                plr,
+                loss,
+                duplicate: dup,
+                corrupt,
+            } = fx.entry;
             if !plr.is_zero() && fx.rng.chance(plr) {
                 queue.drops += 1;
                 instance.counters.drops += 1;
@@ -481,38 +514,59 @@ impl<P: Payload> Dummynet<P> {
                 }
             }
         }
+        match copy {
+            None => self.admit(now, q, inst, held, limit),
+            Some(copy) => self.admit_with_copy(now, q, inst, held, copy, limit),
+        }
+    }
+
+    /// [`Self::admit`] for a packet and then the copy `duplicate` made of
+    /// it; if the queue refuses the copy, it leaves at once as a drop. Out
+    /// of line, so that the packet without a copy goes straight from
+    /// `admit` to the caller.
+    #[inline(never)]
+    fn admit_with_copy(
+        &mut self,
+        now: Nanos,
+        q: QueueId,
+        inst: InstId,
+        held: Held<P>,
+        copy: Held<P>,
+        limit: QueueLimit,
+    ) -> Result<(), Rejected<P>> {
         let result = self.admit(now, q, inst, held, limit);
-        if let Some(copy) = copy {
-            self.new_copies += 1;
-            if let (Some(queue), Some(instance)) =
-                (self.queues.get_mut(q), self.instances.get_mut(inst))
-            {
-                queue.tot_pkts += 1;
-                queue.tot_bytes += u64::from(len);
-                instance.counters.tot_pkts += 1;
-                instance.counters.tot_bytes += u64::from(len);
-            }
-            if let Err(Rejected { held, reason }) = self.admit(now, q, inst, copy, limit) {
-                self.exits.push_back(Exit {
-                    held,
-                    at: now,
-                    drop: Some(reason),
-                });
-            }
+        self.new_copies += 1;
+        let len = u64::from(copy.info.len);
+        if let (Some(queue), Some(instance)) =
+            (self.queues.get_mut(q), self.instances.get_mut(inst))
+        {
+            queue.tot_pkts += 1;
+            queue.tot_bytes += len;
+            instance.counters.tot_pkts += 1;
+            instance.counters.tot_bytes += len;
+        }
+        if let Err(Rejected { held, reason }) = self.admit(now, q, inst, copy, limit) {
+            self.exits.push_back(Exit {
+                held,
+                at: now,
+                drop: Some(reason),
+            });
         }
         result
     }
 
     /// The rest of the entry for a packet that survived random loss: its
     /// queue's AQM and limit, then the scheduler (or straight to an idle link).
-    #[inline]
+    /// Always inlined: a call would move the packet (some 150 bytes) once
+    /// more on every entry, and write its refusal once more on the way out.
+    #[inline(always)]
     fn admit(
         &mut self,
         now: Nanos,
         q: QueueId,
         inst: InstId,
         mut held: Held<P>,
-        limit: crate::config::QueueLimit,
+        limit: QueueLimit,
     ) -> Result<(), Rejected<P>> {
         let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
         else {
@@ -647,9 +701,9 @@ impl<P: Payload> Dummynet<P> {
     /// Starts an idle link, granting its burst allowance, and serves it;
     /// `first` is a packet handed over without queueing (see
     /// [`SchedType::idle_bypass`]), sent before anything the policy holds.
-    /// A slotted link waits for a slot; a traced one for its next
-    /// opportunity, those up to now having passed with nothing to send.
-    #[inline]
+    /// Always inlined: a call would move `first` once more on its way to
+    /// the link.
+    #[inline(always)]
     fn kick(&mut self, now: Nanos, inst: InstId, first: Option<Held<P>>) {
         let Some(instance) = self.instances.get_mut(inst) else {
             return;
@@ -658,26 +712,37 @@ impl<P: Payload> Dummynet<P> {
             return;
         }
         instance.link.wake(now, &instance.params);
-        if instance.params.gated {
-            let fx = instance.fx.get_or_insert_with(Default::default);
-            if let Some(slot) = &instance.params.slot {
-                fx.slot.wake(now, slot, &mut instance.rng);
-            }
-            if let Some(tr) = &instance.params.trace {
-                let start = instance.params.trace_start;
-                fx.cursor = tr.first_after(start, now);
-                // A finished `once` trace carries nothing more: its packets
-                // stay queued (and are counted inside).
-                if let Some(c) = fx.cursor {
-                    let at = tr.at(start, c);
-                    instance.link.active = true;
-                    instance.link_timer = Some(at);
-                    self.timers.arm(at, inst, TimerKind::Link);
-                }
-                return;
-            }
+        if instance.params.gated && !self.wake_gate(now, inst) {
+            return;
         }
         self.serve(now, inst, first);
+    }
+
+    /// A gated link wakes: a slotted one is served in its slot (true); a
+    /// traced one waits for its next opportunity, those up to now having
+    /// passed with nothing to send (false).
+    fn wake_gate(&mut self, now: Nanos, inst: InstId) -> bool {
+        let Some(instance) = self.instances.get_mut(inst) else {
+            return false;
+        };
+        let fx = instance.fx.get_or_insert_with(Default::default);
+        if let Some(slot) = &instance.params.slot {
+            fx.slot.wake(now, slot, &mut instance.rng);
+        }
+        if let Some(tr) = &instance.params.trace {
+            let start = instance.params.trace_start;
+            fx.cursor = tr.first_after(start, now);
+            // A finished `once` trace carries nothing more: its packets
+            // stay queued (and are counted inside).
+            if let Some(c) = fx.cursor {
+                let at = tr.at(start, c);
+                instance.link.active = true;
+                instance.link_timer = Some(at);
+                self.timers.arm(at, inst, TimerKind::Link);
+            }
+            return false;
+        }
+        true
     }
 
     /// FreeBSD's `serve_sched`: while the link has credit, dequeue and put on
@@ -944,7 +1009,11 @@ impl<P: Payload> Dummynet<P> {
             }
             self.exits.push_back(Exit { held: h, at, drop });
         }
-        self.reap(inst);
+        // Only a retired instance can be reaped; checked here, where the
+        // instance is at hand, the release of a live one skips the call.
+        if instance.retired {
+            self.reap(inst);
+        }
     }
 
     /// Frees a retired instance once it holds nothing.
@@ -1057,7 +1126,7 @@ impl<P: Payload> Dummynet<P> {
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
         let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
-        let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm));
+        let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm, &fs.cfg));
         let q = self.queues.insert(FlowQueue {
             pkts: VecDeque::new(),
             bytes: 0,
@@ -1524,11 +1593,14 @@ impl<P: Payload> Dummynet<P> {
                 continue;
             }
             match (&mut queue.fx, fresh) {
-                (Some(fx), Some(a)) => fx.aqm = a,
-                (Some(_), None) => {}
+                (Some(fx), Some(a)) => {
+                    fx.aqm = a;
+                    fx.entry = EntryOptions::of(&fs.cfg);
+                }
+                (Some(fx), None) => fx.entry = EntryOptions::of(&fs.cfg),
                 (None, a) => {
                     let rng = Rng::stream(self.seed, &stream_name(1, n, &qid));
-                    queue.fx = Some(QueueFx::new(rng, a.flatten()));
+                    queue.fx = Some(QueueFx::new(rng, a.flatten(), &fs.cfg));
                 }
             }
         }
