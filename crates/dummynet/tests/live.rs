@@ -1219,6 +1219,58 @@ fn shell_passes_the_command_status_on() {
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
 }
 
+/// The number after `before` in `text` (up to the next space or `%`).
+fn number_after(text: &str, before: &str) -> f64 {
+    let at = text
+        .find(before)
+        .unwrap_or_else(|| panic!("no `{before}` in:\n{text}"));
+    let rest = &text[at + before.len()..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|e| panic!("`{before}` in {text}: {e}"))
+}
+
+/// At the default precision an idle shell sleeps (under 2% of a core over
+/// 2 s of nothing), and under pings its release lateness keeps what
+/// `stats` promises: the median within the timer's worst recent wake-up.
+#[test]
+fn the_default_precision_sleeps_when_idle_and_keeps_its_promise() {
+    if !ready(
+        "the_default_precision_sleeps_when_idle_and_keeps_its_promise",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let link = ["--up", "delay 10ms", "--down", "delay 10ms"];
+    let idle = shell(&ns, &scratch, &link, "sleep 2");
+    let cost = text(&idle.stderr);
+    assert!(idle.status.success(), "{cost}");
+    let share = number_after(&cost, "s (");
+    println!("idle shell: {cost}");
+    assert!(share < 2.0, "an idle shell used {share}% of a core: {cost}");
+    assert!(cost.contains("precision timer"), "{cost}");
+
+    let stats = shell_ok(
+        &ns,
+        &scratch,
+        &link,
+        "ping -q -c 200 -i 0.01 $DUMMYNET_PEER >/dev/null && $DN stats",
+    );
+    println!("{stats}");
+    let p50 = number_after(&stats, "hand-overs: p50 ");
+    let worst = number_after(&stats, "(median), ");
+    assert!(
+        p50 <= worst + 20.0,
+        "median lateness {p50} us beyond the timer's worst recent wake-up {worst} us"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Seed 002: CoDel and FQ-CoDel with real TCP
 // ---------------------------------------------------------------------------

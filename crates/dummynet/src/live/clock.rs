@@ -36,8 +36,8 @@ impl Clock {
 /// Why [`wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Woke {
-    /// A descriptor is readable.
-    Ready,
+    /// These descriptors are readable: bit `i` for `fds[i]` (the first 64).
+    Ready(u64),
     /// The deadline passed.
     Deadline,
     /// The longest nap passed with neither (time to look at the stop flag).
@@ -80,8 +80,8 @@ pub fn wait(
     let busy_until = now.saturating_add(busy).min(until);
     if busy > 0 {
         loop {
-            if poll_fds(&mut pfds, Some(0)) {
-                return Woke::Ready;
+            if let Some(ready) = poll_fds(&mut pfds, Some(0)) {
+                return Woke::Ready(ready);
             }
             let t = clock.now();
             if t >= until {
@@ -102,8 +102,8 @@ pub fn wait(
     if sleep > 0 {
         let ready = poll_fds(&mut pfds, Some(sleep));
         let after = clock.now();
-        if ready {
-            return Woke::Ready;
+        if let Some(ready) = ready {
+            return Woke::Ready(ready);
         }
         timer.record(after.saturating_sub(now + sleep));
         if deadline.is_none() || after + spin < until {
@@ -120,8 +120,8 @@ pub fn wait(
         if clock.now() >= until {
             return Woke::Deadline;
         }
-        if poll_fds(&mut pfds, Some(0)) {
-            return Woke::Ready;
+        if let Some(ready) = poll_fds(&mut pfds, Some(0)) {
+            return Woke::Ready(ready);
         }
         std::hint::spin_loop();
     }
@@ -136,6 +136,9 @@ pub struct TimerWatch {
     recent: [Nanos; Self::KEPT],
     next: usize,
     seen: usize,
+    /// The median of `recent`, worked out as each one is recorded (the
+    /// data plane asks for it before every wait).
+    median: Option<Nanos>,
 }
 
 impl TimerWatch {
@@ -147,14 +150,28 @@ impl TimerWatch {
         self.recent[self.next] = overshoot;
         self.next = (self.next + 1) % Self::KEPT;
         self.seen = self.seen.saturating_add(1);
+        let n = self.seen.min(Self::KEPT);
+        let mut sorted = self.recent;
+        let sorted = &mut sorted[..n];
+        sorted.sort_unstable();
+        self.median = sorted.get(n / 2).copied();
+    }
+
+    /// The median of the recent overshoots; `None` before the first.
+    pub fn median(&self) -> Option<Nanos> {
+        self.median
     }
 
     /// A spin that would have covered every recent wake-up, with
     /// [`Self::MARGIN`]; `None` before the first.
     pub fn spin_needed(&self) -> Option<Nanos> {
+        Some(self.worst()? + Self::MARGIN)
+    }
+
+    /// The worst recent overshoot; `None` before the first.
+    pub fn worst(&self) -> Option<Nanos> {
         let n = self.seen.min(Self::KEPT);
-        let worst = self.recent[..n].iter().max()?;
-        Some(worst + Self::MARGIN)
+        self.recent[..n].iter().max().copied()
     }
 }
 
@@ -303,12 +320,22 @@ pub fn thread_cpu() -> Nanos {
         .unwrap_or(0)
 }
 
-/// `ppoll` with a nanosecond timeout; true if any descriptor is readable.
-/// Errors (EINTR from a signal, mostly) count as "nothing ready": the caller
-/// looks at its flags and comes back.
-fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> bool {
+/// `ppoll` with a nanosecond timeout: which descriptors are readable (bit
+/// `i` for `pfds[i]`), `None` if none. Errors (EINTR from a signal,
+/// mostly) count as "nothing ready": the caller looks at its flags and
+/// comes back.
+fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> Option<u64> {
     let ts = timeout.map(|ns| TimeSpec::from_duration(Duration::from_nanos(ns)));
-    matches!(nix::poll::ppoll(pfds, ts, None), Ok(n) if n > 0)
+    match nix::poll::ppoll(pfds, ts, None) {
+        Ok(n) if n > 0 => Some(
+            pfds.iter()
+                .take(64)
+                .enumerate()
+                .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
+                .fold(0, |mask, (i, _)| mask | 1 << i),
+        ),
+        _ => None,
+    }
 }
 
 /// Asks the kernel for 1 ns of timer slack on this thread (the default is
@@ -525,5 +552,21 @@ mod tests {
         let s = l.summary();
         assert_eq!(s.max_recent_ns, 5);
         assert_eq!(s.max_ns, 1_000_000);
+    }
+
+    #[test]
+    fn timer_watch_median_and_worst() {
+        let mut w = TimerWatch::default();
+        assert_eq!((w.median(), w.spin_needed()), (None, None));
+        for x in [5, 50, 7, 9, 6] {
+            w.record(x * 1000);
+        }
+        assert_eq!(w.median(), Some(7_000));
+        assert_eq!(w.spin_needed(), Some(50_000 + TimerWatch::MARGIN));
+        // Only the last KEPT count.
+        for _ in 0..TimerWatch::KEPT {
+            w.record(1_000);
+        }
+        assert_eq!(w.median(), Some(1_000));
     }
 }

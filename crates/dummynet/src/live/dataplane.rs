@@ -60,11 +60,53 @@ const FLUSH_SLACK: Nanos = 5_000;
 /// these last microseconds is read once the departure has gone.
 const STAGE_LEAD: Nanos = 8_000;
 
-/// How the data plane runs: its scheduling and how long it spins.
+/// In [`Precision::Timer`], the spin before a deadline while the timer has
+/// not yet said how late it wakes, and the most it may become: the spin
+/// follows the timer's median overshoot, so that the median wake-up lands
+/// on the deadline, and stops there on a machine whose timer is worse.
+pub const TIMER_FIRST_SPIN: Nanos = 10_000;
+pub const TIMER_MAX_SPIN: Nanos = 50_000;
+
+/// At [`Precision::Timer`], how often the data plane checks that it keeps
+/// the idle time its real-time budget asks for ([`Rest`]).
+const PACE_EVERY: Nanos = 1_000_000;
+
+/// How exactly the data plane releases departures, and what it spends on
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+pub enum Precision {
+    /// Sleep on the kernel's timer up to each departure, aimed so that the
+    /// median wake-up lands on time, and spin only what is left (at most
+    /// [`TIMER_MAX_SPIN`]); no polling after arrivals. Departures leave
+    /// within the timer's jitter (tens of µs on a VM) for a small share of
+    /// a core: the default.
+    #[default]
+    Timer,
+    /// Spin the last [`DEFAULT_SPIN`] (or `--spin-us`) before every
+    /// departure, release it ahead and hand it over on the nanosecond, and
+    /// poll the ports a while after every arrival: about a microsecond
+    /// late, at the cost of a core whenever departures are closer together
+    /// than the spin.
+    Max,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Timer => "timer",
+            Precision::Max => "max",
+        }
+    }
+}
+
+/// How the data plane runs: its scheduling, its precision and, at
+/// [`Precision::Max`], how long it spins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlaneOptions {
     pub priority: Priority,
-    /// Spin (instead of sleeping) this long before a deadline.
+    pub precision: Precision,
+    /// At [`Precision::Max`], spin (instead of sleeping) this long before a
+    /// deadline.
     pub spin: Nanos,
 }
 
@@ -72,7 +114,57 @@ impl Default for PlaneOptions {
     fn default() -> Self {
         PlaneOptions {
             priority: Priority::default(),
+            precision: Precision::default(),
             spin: DEFAULT_SPIN,
+        }
+    }
+}
+
+/// How one wait of the data plane goes: polling the ports for `busy`
+/// first, then sleeping until `spin` before `until`, then spinning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPlan {
+    /// Wake for this time (a departure's, or ahead of it to stage it).
+    pub until: Option<Nanos>,
+    pub spin: Nanos,
+    pub busy: Nanos,
+}
+
+/// The wait before `deadline` (the engine's next), from the data plane's
+/// precision and spin, whether the last turn received frames, whether it
+/// is behind on the idle time its real-time budget asks for, and how late
+/// its timer has lately woken (`timer_median`, `timer_worst`: `None`
+/// before the first timed sleep). Pure, so it is tested on its own.
+pub fn plan_wait(
+    o: &PlaneOptions,
+    deadline: Option<Nanos>,
+    received: bool,
+    behind: bool,
+    timer_median: Option<Nanos>,
+    timer_worst: Option<Nanos>,
+) -> WaitPlan {
+    match o.precision {
+        Precision::Timer => WaitPlan {
+            until: deadline,
+            spin: timer_median.unwrap_or(TIMER_FIRST_SPIN).min(TIMER_MAX_SPIN),
+            busy: 0,
+        },
+        Precision::Max => {
+            let until = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
+            if behind {
+                let short = timer_worst.unwrap_or(SHORT_SPIN);
+                WaitPlan {
+                    until,
+                    spin: short.clamp(MIN_SHORT_SPIN.min(o.spin), o.spin),
+                    busy: 0,
+                }
+            } else {
+                WaitPlan {
+                    until,
+                    spin: o.spin,
+                    busy: if received { BUSY_POLL } else { 0 },
+                }
+            }
         }
     }
 }
@@ -150,7 +242,35 @@ pub struct Report {
     /// length in ns (see [`Rest`]).
     pub rests: u64,
     pub rest_ns: u64,
+    /// `timer` or `max` ([`Precision`]).
+    pub precision: &'static str,
+    /// How late the kernel's timer has lately woken the data plane (ns, the
+    /// median and the worst of its last timed sleeps): what a `timer`
+    /// precision can promise. `None` before the first.
+    pub timer_median_ns: Option<u64>,
+    pub timer_worst_ns: Option<u64>,
+    /// The data-plane thread's CPU time and the wall time since it started.
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
+}
+
+impl Report {
+    /// One line for a user at exit: the traffic carried and what it cost.
+    pub fn cost(&self) -> String {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        format!(
+            "{} packets delivered in {:.1} s; emulator CPU {:.2} s ({:.1}% of a core), \
+             precision {}, release lateness p50 {:.1} us, p99 {:.1} us",
+            self.delivered,
+            secs(self.wall_ns),
+            secs(self.cpu_ns),
+            100.0 * self.cpu_ns as f64 / self.wall_ns.max(1) as f64,
+            self.precision,
+            self.lateness.p50_ns as f64 / 1e3,
+            self.lateness.p99_ns as f64 / 1e3,
+        )
+    }
 }
 
 impl std::fmt::Display for Report {
@@ -214,6 +334,21 @@ impl std::fmt::Display for Report {
             )?;
         }
         writeln!(f, ")")?;
+        write!(f, "precision {}", self.precision)?;
+        if let (Some(m), Some(w)) = (self.timer_median_ns, self.timer_worst_ns) {
+            write!(
+                f,
+                ": the timer lately wakes {:.1} us late (median), {:.1} us at worst",
+                m as f64 / 1e3,
+                w as f64 / 1e3
+            )?;
+        }
+        writeln!(
+            f,
+            "; CPU {:.2} s in {:.1} s",
+            self.cpu_ns as f64 / 1e9,
+            self.wall_ns as f64 / 1e9
+        )?;
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
                 .iter()
@@ -233,7 +368,7 @@ pub struct DataPlane {
     lateness: Lateness,
     inbox: Option<Inbox>,
     stop: Arc<AtomicBool>,
-    spin: Nanos,
+    options: PlaneOptions,
     arrivals: Vec<(PacketInfo, Carrier)>,
     /// Earliest departure time among packets released but not yet handed
     /// to the kernel.
@@ -243,7 +378,12 @@ pub struct DataPlane {
     timer: TimerWatch,
     /// The last turn received something: poll a while before sleeping.
     busy: bool,
-    priority: Priority,
+    /// The control socket was readable at the last wake-up (or nothing has
+    /// looked yet): only then is it read, not on every turn.
+    inbox_ready: bool,
+    /// At [`Precision::Timer`], when the real-time budget is next looked at
+    /// (a CPU clock read is a system call; once a millisecond is plenty).
+    next_pace: Nanos,
     scheduling: &'static str,
     memory_locked: bool,
 }
@@ -262,13 +402,14 @@ impl DataPlane {
             lateness: Lateness::default(),
             inbox,
             stop,
-            spin: DEFAULT_SPIN,
+            options: PlaneOptions::default(),
             arrivals: Vec::with_capacity(256),
             due: None,
             rest: None,
             timer: TimerWatch::default(),
             busy: false,
-            priority: Priority::default(),
+            inbox_ready: true,
+            next_pace: 0,
             scheduling: "normal",
             memory_locked: false,
         }
@@ -280,8 +421,7 @@ impl DataPlane {
     /// Chooses how the data-plane thread is scheduled and how long it
     /// spins before a deadline (before [`Self::run`]).
     pub fn with_options(mut self, o: PlaneOptions) -> Self {
-        self.priority = o.priority;
-        self.spin = o.spin;
+        self.options = o;
         self
     }
 
@@ -292,7 +432,7 @@ impl DataPlane {
         self.memory_locked = dummynet_io::rt::lock_memory().is_ok();
         // Best effort: without CAP_SYS_NICE the thread keeps normal
         // scheduling, and `stats` says so.
-        self.scheduling = match self.priority {
+        self.scheduling = match self.options.priority {
             Priority::Realtime if dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok() => {
                 self.rest = Rest::for_this_kernel();
                 "SCHED_FIFO"
@@ -403,9 +543,10 @@ impl DataPlane {
     }
 
     fn serve_control(&mut self) {
-        let Some(inbox) = &mut self.inbox else {
+        let Some(inbox) = self.inbox.as_mut().filter(|_| self.inbox_ready) else {
             return;
         };
+        self.inbox_ready = false;
         let mut buf = [0u8; 64];
         let hung_up = loop {
             match inbox.wake.read(&mut buf) {
@@ -437,9 +578,10 @@ impl DataPlane {
         }
     }
 
-    /// Waits for an arrival, a control request or the next departure.
-    /// Returns that departure's time when it woke for it, which it does
-    /// [`STAGE_LEAD`] ahead of time for [`Self::stage`].
+    /// Waits for an arrival, a control request or the next departure, as
+    /// [`plan_wait`] plans it. Returns that departure's time when it woke
+    /// for it (at [`Precision::Max`], [`STAGE_LEAD`] ahead of time, for
+    /// [`Self::stage`]).
     fn wait(&mut self) -> Option<Nanos> {
         let deadline = self.engine.next_deadline();
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
@@ -449,8 +591,10 @@ impl DataPlane {
         if let Some(inbox) = &self.inbox {
             fds.push(inbox.wake.as_fd());
         }
-        let pace = match &mut self.rest {
-            Some(rest) => match rest.pace(self.clock.now(), clock::thread_cpu()) {
+        let now = self.clock.now();
+        let look = self.options.precision == Precision::Max || now >= self.next_pace;
+        let pace = match self.rest.as_mut().filter(|_| look) {
+            Some(rest) => match rest.pace(now, clock::thread_cpu()) {
                 Pace::Rest(ns) => {
                     rest.take(ns);
                     // Whatever fell due meanwhile goes at the top of the loop.
@@ -460,15 +604,30 @@ impl DataPlane {
             },
             None => Pace::Fine,
         };
-        let (spin, busy) = match pace {
-            Pace::Behind => {
-                let short = self.timer.spin_needed().unwrap_or(SHORT_SPIN);
-                (short.clamp(MIN_SHORT_SPIN.min(self.spin), self.spin), 0)
-            }
-            _ => (self.spin, if self.busy { BUSY_POLL } else { 0 }),
-        };
-        let stage_at = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
-        let woke = clock::wait(&self.clock, &fds, stage_at, spin, busy, &mut self.timer);
+        let plan = plan_wait(
+            &self.options,
+            deadline,
+            self.busy,
+            pace == Pace::Behind,
+            self.timer.median(),
+            self.timer.spin_needed(),
+        );
+        if look {
+            self.next_pace = now + PACE_EVERY;
+        }
+        let woke = clock::wait(
+            &self.clock,
+            &fds,
+            plan.until,
+            plan.spin,
+            plan.busy,
+            &mut self.timer,
+        );
+        // The control socket, when there is one, is the last descriptor.
+        if let (Woke::Ready(mask), Some(_)) = (woke, &self.inbox) {
+            let last = fds.len() - 1;
+            self.inbox_ready |= last >= 64 || mask & (1 << last) != 0;
+        }
         deadline.filter(|_| woke == Woke::Deadline)
     }
 
@@ -514,6 +673,11 @@ impl DataPlane {
             memory_locked: self.memory_locked,
             rests: self.rest.as_ref().map_or(0, |r| r.rests),
             rest_ns: self.rest.as_ref().map_or(0, |r| r.rest_ns),
+            precision: self.options.precision.as_str(),
+            timer_median_ns: self.timer.median(),
+            timer_worst_ns: self.timer.worst(),
+            cpu_ns: clock::thread_cpu(),
+            wall_ns: self.clock.now(),
             backends: self
                 .backends
                 .iter_mut()
@@ -672,8 +836,16 @@ mod tests {
         assert!(plane.inbox.is_none());
     }
 
+    /// In both precisions, departures 4 ms apart are each woken for and
+    /// handed over on their own, and never before their time.
     #[test]
-    fn staged_departures_leave_one_by_one_and_never_early() {
+    fn departures_leave_one_by_one_and_never_early() {
+        for precision in [Precision::Timer, Precision::Max] {
+            departures_one_by_one(precision);
+        }
+    }
+
+    fn departures_one_by_one(precision: Precision) {
         let mut engine = Engine::new(1);
         for cmd in [
             "pipe 1 config bw 2Mbit/s delay 1ms",
@@ -695,6 +867,7 @@ mod tests {
         let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
             PlaneOptions {
                 priority: Priority::Nice,
+                precision,
                 spin: DEFAULT_SPIN,
             },
         );
@@ -709,5 +882,48 @@ mod tests {
         assert_eq!((report.arrived, report.delivered, report.inside), (8, 8, 0));
         assert_eq!(report.lateness.samples, 8, "{report}");
         assert_eq!(report.lateness.early, 0, "{report}");
+    }
+
+    /// The pacing decisions, on made-up timer readings.
+    #[test]
+    fn the_wait_spins_only_what_the_timer_cannot_hit() {
+        let timer = PlaneOptions::default();
+        assert_eq!(timer.precision, Precision::Timer);
+        let max = PlaneOptions {
+            precision: Precision::Max,
+            ..timer
+        };
+        let d = Some(1_000_000);
+        // Timer: wake for the departure itself, spin the timer's median
+        // overshoot (so half the wake-ups land early and spin the rest),
+        // never poll after arrivals.
+        let p = plan_wait(&timer, d, true, false, Some(12_000), Some(80_000));
+        assert_eq!((p.until, p.spin, p.busy), (d, 12_000, 0));
+        // Before any reading, a small first guess; a bad timer is capped.
+        assert_eq!(
+            plan_wait(&timer, d, false, false, None, None).spin,
+            TIMER_FIRST_SPIN
+        );
+        let p = plan_wait(&timer, d, false, false, Some(400_000), Some(900_000));
+        assert_eq!(p.spin, TIMER_MAX_SPIN);
+        // Nothing due: sleep until woken.
+        assert_eq!(
+            plan_wait(&timer, None, false, false, None, None).until,
+            None
+        );
+        // Max: wake STAGE_LEAD early, spin the whole spin, poll after arrivals.
+        let p = plan_wait(&max, d, true, false, Some(12_000), Some(80_000));
+        assert_eq!(
+            (p.until, p.spin, p.busy),
+            (Some(1_000_000 - STAGE_LEAD), DEFAULT_SPIN, BUSY_POLL)
+        );
+        assert_eq!(plan_wait(&max, d, false, false, None, None).busy, 0);
+        // Max, behind on the real-time budget's idle time: a spin sized from
+        // the worst recent wake-up, within [MIN_SHORT_SPIN, spin].
+        let p = plan_wait(&max, d, true, true, Some(12_000), Some(80_000));
+        assert_eq!((p.spin, p.busy), (80_000, 0));
+        assert_eq!(plan_wait(&max, d, true, true, None, None).spin, SHORT_SPIN);
+        let p = plan_wait(&max, d, true, true, None, Some(1_000));
+        assert_eq!(p.spin, MIN_SHORT_SPIN);
     }
 }

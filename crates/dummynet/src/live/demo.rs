@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use dummynet_io::netns::Netns;
 
+use super::dataplane::Precision;
 use super::presets::{self, Preset};
 use super::probe::{self, BulkServer, EchoServer};
 use super::shell::{build_path, shell_config, start_emulator};
@@ -29,6 +30,10 @@ pub struct DemoArgs {
     /// RTT probes to send.
     #[arg(long, default_value_t = 20)]
     pub probes: u32,
+    /// How exactly departures leave: `timer` (default) or `max` (see
+    /// `dummynet run --help`).
+    #[arg(long, value_enum, default_value_t = Precision::Timer)]
+    pub precision: Precision,
 }
 
 const ECHO_PORT: u16 = 7;
@@ -84,7 +89,14 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let (up, down) = preset.options_for_use()?;
     let config = shell_config(&up, &down)?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
-    let emulator = start_emulator(&path, config, 1, None, Arc::new(AtomicBool::new(false)))?;
+    let emulator = start_emulator(
+        &path,
+        config,
+        1,
+        None,
+        Arc::new(AtomicBool::new(false)),
+        args.precision,
+    )?;
 
     let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));
     let bulk_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, BULK_PORT));
@@ -175,6 +187,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     }
     println!();
     print!("emulator: {report}");
+    println!("cost: {}", report.cost());
     println!(
         "done in {:.1} s; the namespaces and links are gone with the demo.",
         started.elapsed().as_secs_f64()

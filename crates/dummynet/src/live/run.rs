@@ -18,7 +18,7 @@ use dummynet_io::nfqueue::InterceptSpec;
 
 use super::bridge::Bridge;
 use super::control::{self, ControlServer};
-use super::dataplane::{DataPlane, Inbox, PlaneOptions, Priority, Report};
+use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
 use super::{Backend, Carrier};
 
@@ -70,11 +70,18 @@ pub struct RunArgs {
     /// kernel never throttles it).
     #[arg(long)]
     pub nice: bool,
-    /// Microseconds the data plane spins before each deadline instead of
-    /// sleeping: more is more exact on a busy machine, and burns more CPU.
-    /// Under SCHED_FIFO, while short of the idle time the kernel's RT
-    /// budget asks for, it spins only as long as its timer has lately
-    /// needed (at most this).
+    /// How exactly departures leave: `timer` (the default) sleeps on the
+    /// kernel's timer to each one, within its jitter (tens of µs on a VM),
+    /// for a small share of a core; `max` spins before each one and leaves
+    /// within about a microsecond, for a core whenever departures come
+    /// closer together than the spin.
+    #[arg(long, value_enum, default_value_t = Precision::Timer)]
+    pub precision: Precision,
+    /// With `--precision max`: microseconds the data plane spins before
+    /// each deadline instead of sleeping: more is more exact on a busy
+    /// machine, and burns more CPU. Under SCHED_FIFO, while short of the
+    /// idle time the kernel's RT budget asks for, it spins only as long as
+    /// its timer has lately needed (at most this).
     #[arg(long, default_value_t = 300)]
     pub spin_us: u64,
 }
@@ -276,6 +283,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         } else {
             Priority::Realtime
         },
+        precision: args.precision,
         spin: args.spin_us.saturating_mul(1000),
     };
     /// Opens the backends on the data-plane thread.

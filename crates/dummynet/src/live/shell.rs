@@ -26,7 +26,7 @@ use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 
 use super::bridge::Bridge;
-use super::dataplane::PlaneOptions;
+use super::dataplane::{PlaneOptions, Precision};
 use super::presets;
 use super::run::{spawn, Running};
 use super::Backend;
@@ -56,6 +56,11 @@ pub struct ShellArgs {
     /// By default every frame is one wire packet.
     #[arg(long)]
     pub gso: bool,
+    /// How exactly departures leave: `timer` (default: within the kernel
+    /// timer's jitter, for a small share of a core) or `max` (within about a
+    /// microsecond, spinning a core under load). See `dummynet run --help`.
+    #[arg(long, value_enum, default_value_t = Precision::Timer)]
+    pub precision: Precision,
     /// The command and its arguments.
     #[arg(required = true, last = true)]
     pub command: Vec<String>,
@@ -213,6 +218,7 @@ pub fn start_emulator(
     seed: u64,
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
+    precision: Precision,
 ) -> Result<Running, String> {
     spawn(
         Some(&path.mid),
@@ -220,7 +226,10 @@ pub fn start_emulator(
         seed,
         socket,
         stop,
-        PlaneOptions::default(),
+        PlaneOptions {
+            precision,
+            ..PlaneOptions::default()
+        },
         |e| {
             let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
@@ -272,6 +281,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         args.seed,
         Some(socket.clone()),
         Arc::new(AtomicBool::new(false)),
+        args.precision,
     )?;
     let (program, rest) = args
         .command
@@ -287,7 +297,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     {
         Ok(c) => c,
         Err(e) => {
-            drop(emulator.stop());
+            let report = emulator.stop();
+            // On stderr: the command's output stays its own.
+            eprintln!("dummynet shell: {}", report.cost());
             return Err(format!("cannot run `{program}`: {e}"));
         }
     };
@@ -307,7 +319,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    drop(emulator.stop());
+    let report = emulator.stop();
+    // On stderr: the command's output stays its own.
+    eprintln!("dummynet shell: {}", report.cost());
     // The kernel would remove our end of the veth with the namespaces, a
     // moment after we exit; do it now so the caller sees a clean state.
     if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
