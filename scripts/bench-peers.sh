@@ -19,7 +19,10 @@
 # removes: both shells put their far end there, and the iperf3 server
 # listens only there. Installs rattan with cargo if it is missing.
 #
-# Needs root, ip, iperf3, ping, jq. Usage:
+# Each measurement runs dummynet at its default precision, then at
+# `--precision max`, then rattan.
+#
+# Needs root, ip, iperf3, ping, jq, bc. Usage:
 #   sudo scripts/bench-peers.sh [path/to/dummynet] [rounds] [dummynet shell options...]
 set -euo pipefail
 
@@ -34,7 +37,7 @@ if ! command -v rattan >/dev/null; then
     cargo install rattan --locked >&2
 fi
 RATTAN=$(command -v rattan || echo "$HOME/.cargo/bin/rattan")
-for tool in iperf3 ping jq ip; do
+for tool in iperf3 ping jq ip bc; do
     command -v $tool >/dev/null || { echo "needs $tool" >&2; exit 1; }
 done
 
@@ -89,9 +92,11 @@ echo "RESULT $what $extra cpu_s=$(echo "scale=2; ($c1 - $c0) / $hz" | bc) \
 softirq_s=$(echo "scale=2; ($s1 - $s0) / $hz" | bc) wall_s=$(echo "$t1 - $t0" | bc)"
 EOF
 
-run_dn() { # $1 test, $2 up/down options
-    ip netns exec "$NS" "$DN" shell "${DN_OPTS[@]}" --up "$2" --down "$2" -- \
-        bash "$WORK/inner.sh" "$1" 2>&1 | grep '^RESULT' || echo "RESULT $1 failed"
+run_dn() { # $1 test, $2 up/down options, $3... more shell options
+    local test=$1 link=$2
+    shift 2
+    ip netns exec "$NS" "$DN" shell "${DN_OPTS[@]}" "$@" --up "$link" --down "$link" -- \
+        bash "$WORK/inner.sh" "$test" 2>&1 | grep '^RESULT' || echo "RESULT $test failed"
 }
 run_rattan() { # $1 test, $2 delay, $3 bandwidth (empty: none)
     local bw=()
@@ -107,12 +112,11 @@ echo "# rattan: $("$RATTAN" --version 2>/dev/null | head -1)"
 echo "# $(nproc) CPUs, $(uname -r), $ROUNDS interleaved rounds"
 for r in $(seq 1 "$ROUNDS"); do
     echo "## round $r"
-    echo "dummynet $(run_dn ping 'delay 10ms')"
-    echo "rattan   $(run_rattan ping 10ms '')"
-    echo "dummynet $(run_dn tcp50 'bw 50Mbit/s delay 10ms')"
-    echo "rattan   $(run_rattan tcp50 10ms 50Mbps)"
-    echo "dummynet $(run_dn tcp 'bw 0')"
-    echo "rattan   $(run_rattan tcp '' '')"
-    echo "dummynet $(run_dn udp64 'bw 0')"
-    echo "rattan   $(run_rattan udp64 '' '')"
+    for t in "ping|delay 10ms|10ms|" "tcp50|bw 50Mbit/s delay 10ms|10ms|50Mbps" \
+             "tcp|bw 0||" "udp64|bw 0||"; do
+        IFS='|' read -r test link delay bw <<<"$t"
+        echo "dummynet     $(run_dn "$test" "$link")"
+        echo "dummynet-max $(run_dn "$test" "$link" --precision max)"
+        echo "rattan       $(run_rattan "$test" "$delay" "$bw")"
+    done
 done

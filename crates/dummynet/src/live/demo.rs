@@ -16,7 +16,7 @@ use dummynet_io::netns::Netns;
 use super::dataplane::Precision;
 use super::presets::{self, Preset};
 use super::probe::{self, BulkServer, EchoServer};
-use super::shell::{build_path, shell_config, start_emulator};
+use super::shell::{build_path, shell_config, start_emulator, Gso};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -85,9 +85,9 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     );
     let near = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let path = build_path(&near, &far, "srv0", false)?;
     let (up, down) = preset.options_for_use()?;
     let config = shell_config(&up, &down)?;
+    let path = build_path(&near, &far, "srv0", Gso::Auto.whole(&config))?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
     let emulator = start_emulator(
         &path,

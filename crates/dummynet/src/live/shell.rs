@@ -51,11 +51,14 @@ pub struct ShellArgs {
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Let TCP's GSO super-packets (up to 64 KB) cross whole: needed for
-    /// multi-Gbit/s rates, but a super-packet then takes one queue slot.
-    /// By default every frame is one wire packet.
-    #[arg(long)]
-    pub gso: bool,
+    /// Whether TCP's GSO super-packets (up to 64 KB) cross whole, which
+    /// multi-Gbit/s rates need: `auto` (the default) lets them where that
+    /// changes nothing a pipe does (every pipe only delays), and makes every
+    /// frame one wire packet otherwise; `on` (also plain `--gso`) always,
+    /// though a super-packet then takes one queue slot, one loss draw and
+    /// one billing; `off` never.
+    #[arg(long, value_enum, default_value_t = Gso::Auto, num_args = 0..=1, default_missing_value = "on")]
+    pub gso: Gso,
     /// How exactly departures leave: `timer` (default: within the kernel
     /// timer's jitter, for a small share of a core) or `max` (within about a
     /// microsecond, spinning a core under load). See `dummynet run --help`.
@@ -64,6 +67,53 @@ pub struct ShellArgs {
     /// The command and its arguments.
     #[arg(required = true, last = true)]
     pub command: Vec<String>,
+}
+
+/// Whether GSO super-packets cross the shell whole (see [`ShellArgs::gso`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Gso {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Gso {
+    /// Whether super-packets cross whole under `config`.
+    pub fn whole(self, config: &[(usize, Command)]) -> bool {
+        match self {
+            Gso::Auto => super_packets_change_nothing(config),
+            Gso::On => true,
+            Gso::Off => false,
+        }
+    }
+}
+
+/// Whether a configuration treats a GSO super-packet as it would treat
+/// the segments it stands for: only when no pipe counts packets. A rate
+/// bills it as one (one burst of up to 64 KB), a queue holds it in one
+/// slot, `plr`, loss, duplication, jitter, reordering, AQMs and a rule's
+/// `prob` draw once for it, and a schedule or `modify` may bring any of
+/// these in later. Pipes that only delay, and rules without `prob`, are
+/// the same for it and for its segments.
+pub fn super_packets_change_nothing(config: &[(usize, Command)]) -> bool {
+    use dummynet_engine::config::{FlowsetConfig, LinkConfig};
+    let link_only_delays =
+        |l: &LinkConfig| l.bw == 0 && l.profile.is_none() && l.impairments().next().is_none();
+    let flowset_plain = |f: &FlowsetConfig| {
+        f.plr.is_zero() && f.impairments().next().is_none() && f.aqm.is_droptail()
+    };
+    config.iter().all(|(_, c)| match c {
+        Command::ConfigPipe(_, p) => link_only_delays(&p.link) && flowset_plain(&p.flowset),
+        Command::ConfigQueue(_, q) => flowset_plain(&q.flowset),
+        Command::ConfigSched(_, s) => s.link.as_ref().is_none_or(link_only_delays),
+        Command::AddRule(r) => r.prob.is_none(),
+        Command::ModifyPipe(..)
+        | Command::ModifyQueue(..)
+        | Command::ModifySched(..)
+        | Command::Schedule(_) => false,
+        _ => true,
+    })
 }
 
 /// The three namespaces of a path through the emulator, joined by veths.
@@ -268,7 +318,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far_if = format!("dn-{}", std::process::id());
-    let path = build_path(&app, &here, &far_if, args.gso)?;
+    let path = build_path(&app, &here, &far_if, args.gso.whole(&config))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -346,6 +396,31 @@ fn exit_code(s: std::process::ExitStatus) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn super_packets_cross_whole_only_where_no_pipe_counts_packets() {
+        let whole =
+            |up: &str, down: &str| super_packets_change_nothing(&shell_config(up, down).unwrap());
+        assert!(whole("bw 0", "bw 0"));
+        assert!(whole("delay 20ms", "delay 20ms queue 10"));
+        for limited in [
+            "bw 10Mbit/s",
+            "delay 10ms plr 0.01",
+            "delay 10ms jitter 1ms",
+            "delay 10ms loss 1%",
+            "delay 10ms codel",
+            "trace examples/traces/constant-12mbit.trace",
+        ] {
+            if let Ok(c) = shell_config(limited, "bw 0") {
+                assert!(!super_packets_change_nothing(&c), "{limited}");
+            }
+        }
+        assert!(!whole("delay 10ms", "bw 1Mbit/s"));
+        let mut c = shell_config("bw 0", "bw 0").unwrap();
+        c.extend(crate::lang::commands("at 5s pipe 1 modify bw 1Mbit/s\n", None).unwrap());
+        assert!(!super_packets_change_nothing(&c));
+        assert!(Gso::On.whole(&c) && !Gso::Off.whole(&[]));
+    }
 
     #[test]
     fn shell_config_names_the_bad_direction() {
