@@ -296,6 +296,26 @@ impl<P: Payload> Engine<P> {
         }
     }
 
+    /// When a packet may next leave the engine, or a scheduled command is
+    /// due: a lower bound (polled then, the engine may still have nothing
+    /// to return) that skips the timers at which packets only move inside
+    /// it, such as a transmission ending before a delay line. A live caller
+    /// sleeps until this rather than [`Self::next_deadline`]: the timers it
+    /// skips run at their own times whenever the engine is next driven, so
+    /// the outputs are the same, with fewer wake-ups.
+    pub fn next_output_deadline(&self) -> Option<Nanos> {
+        let packets = match (self.ready.front(), self.dn.exits.front()) {
+            (Some(o), _) => Some(o.at),
+            (None, Some(e)) => Some(e.at),
+            (None, None) => self.dn.next_output_deadline(),
+        };
+        let plan = self.plan.peek().map(|Reverse((t, ..))| *t);
+        match (packets, plan) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// [`Self::next_deadline`] leaving scheduled commands out: when a packet
     /// next moves. A caller draining the engine at the end of a run stops
     /// when this is `None`, since a repeating schedule never ends (steps due

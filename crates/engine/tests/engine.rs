@@ -7,7 +7,9 @@ use common::*;
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::rng::Probability;
-use dummynet_engine::{Command, Direction, DropReason, FlowMask, Target};
+use dummynet_engine::{
+    Command, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target, Verdict,
+};
 
 fn all_to_pipe(h: &mut Harness, n: u32) {
     h.apply(rule(100, Action::Pipe(n), vec![]));
@@ -803,4 +805,128 @@ fn an_idle_flow_costs_less_than_256_bytes() {
         eprintln!("{}: {bytes} bytes per idle flow queue", kind.name);
         assert!(bytes < 256, "{}: {bytes} bytes per idle flow", kind.name);
     }
+}
+
+/// A live caller that sleeps until `next_output_deadline` (skipping the
+/// timers at which packets only move inside the engine) sees exactly what
+/// one woken at every `next_deadline` sees: the same outputs at the same
+/// times, and every output at a time it was told to be awake for.
+#[test]
+fn waking_only_for_outputs_changes_nothing() {
+    let uniform = |amount| Jitter {
+        amount,
+        correlation: Probability::ZERO,
+        distribution: Distribution::Uniform,
+        unordered: false,
+    };
+    let links = [
+        LinkConfig {
+            bw: 10_000_000,
+            delay: 10 * MS,
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            bw: 10_000_000,
+            delay: 10 * MS,
+            jitter: Some(uniform(3 * MS)),
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            bw: 10_000_000,
+            delay: 10 * MS,
+            jitter: Some(Jitter {
+                distribution: Distribution::Table(
+                    dummynet_engine::impair::dist::builtin("normal").unwrap(),
+                ),
+                ..uniform(3 * MS)
+            }),
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            bw: 10_000_000,
+            delay: 10 * MS,
+            reorder: Some(Reorder {
+                p: Correlated::new(Probability::new(0.2).unwrap(), Probability::ZERO),
+                gap: 1,
+            }),
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            bw: 10_000_000,
+            ..LinkConfig::default()
+        },
+    ];
+    for link in links {
+        let config = [
+            pipe_cfg(1, link.clone(), FlowsetConfig::default()),
+            pipe_cfg(
+                2,
+                LinkConfig {
+                    bw: 3_000_000,
+                    delay: 2 * MS,
+                    ..LinkConfig::default()
+                },
+                FlowsetConfig::default(),
+            ),
+            rule(
+                100,
+                Action::Pipe(1),
+                vec![Cond::new(CondKind::DstPort(vec![PortRange {
+                    lo: 80,
+                    hi: 80,
+                }]))],
+            ),
+            rule(200, Action::Pipe(2), vec![]),
+        ];
+        // Bursts to both pipes, 300 packets over about 60 ms.
+        let sends: Vec<(Nanos, PacketInfo)> = (0..300u64)
+            .map(|i| {
+                let t = (i / 10) * 2 * MS + (i % 10) * 50 * US;
+                let port = if i % 3 == 0 { 443 } else { 80 };
+                (t, udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, port, 1000))
+            })
+            .collect();
+        let every = drive(&config, &sends, |e| e.next_deadline());
+        let outputs_only = drive(&config, &sends, |e| e.next_output_deadline());
+        assert_eq!(every.len(), 300, "{link:?}");
+        assert_eq!(every, outputs_only, "{link:?}");
+    }
+}
+
+/// Feeds `sends` to a fresh engine, polling only at the times `next` gives
+/// (and at each input); returns (packet, time, delivered) for every output,
+/// after checking that each came out at a time it was polled for.
+fn drive(
+    config: &[Command],
+    sends: &[(Nanos, PacketInfo)],
+    next: impl Fn(&Engine<u64>) -> Option<Nanos>,
+) -> Vec<(u64, Nanos, bool)> {
+    let mut e: Engine<u64> = Engine::new(7);
+    for c in config {
+        e.apply(0, c.clone()).unwrap();
+    }
+    let mut out = Vec::new();
+    let poll = |e: &mut Engine<u64>, now: Nanos, out: &mut Vec<(u64, Nanos, bool)>| {
+        while let Some(o) = e.poll(now) {
+            assert_eq!(o.at, now, "an output due at {} found at {now}", o.at);
+            out.push((o.payload, o.at, o.delivered()));
+        }
+    };
+    let run_until = |e: &mut Engine<u64>, t: Nanos, out: &mut Vec<(u64, Nanos, bool)>| {
+        while let Some(d) = next(e).filter(|&d| d < t) {
+            poll(e, d, out);
+        }
+    };
+    for (id, &(t, info)) in sends.iter().enumerate() {
+        run_until(&mut e, t, &mut out);
+        match e.input(t, info, id as u64) {
+            Verdict::Queued { .. } => {}
+            Verdict::Pass { payload, .. } => out.push((payload, t, true)),
+            Verdict::Drop { payload, .. } => out.push((payload, t, false)),
+        }
+        poll(&mut e, t, &mut out);
+    }
+    run_until(&mut e, Nanos::MAX, &mut out);
+    out.sort_unstable();
+    out
 }

@@ -252,6 +252,8 @@ pub struct Report {
     /// The data-plane thread's CPU time and the wall time since it started.
     pub cpu_ns: u64,
     pub wall_ns: u64,
+    /// The data plane's wake-ups: for input, for a deadline, naps.
+    pub wakes: [u64; 3],
     pub backends: Vec<(String, Vec<(String, u64)>)>,
 }
 
@@ -345,9 +347,12 @@ impl std::fmt::Display for Report {
         }
         writeln!(
             f,
-            "; CPU {:.2} s in {:.1} s",
+            "; CPU {:.2} s in {:.1} s; woke {} times for input, {} for a deadline, {} napping",
             self.cpu_ns as f64 / 1e9,
-            self.wall_ns as f64 / 1e9
+            self.wall_ns as f64 / 1e9,
+            self.wakes[0],
+            self.wakes[1],
+            self.wakes[2]
         )?;
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
@@ -381,6 +386,8 @@ pub struct DataPlane {
     /// The control socket was readable at the last wake-up (or nothing has
     /// looked yet): only then is it read, not on every turn.
     inbox_ready: bool,
+    /// Wake-ups: for input, for a deadline, and naps with neither.
+    wakes: [u64; 3],
     /// At [`Precision::Timer`], when the real-time budget is next looked at
     /// (a CPU clock read is a system call; once a millisecond is plenty).
     next_pace: Nanos,
@@ -409,6 +416,7 @@ impl DataPlane {
             timer: TimerWatch::default(),
             busy: false,
             inbox_ready: true,
+            wakes: [0; 3],
             next_pace: 0,
             scheduling: "normal",
             memory_locked: false,
@@ -583,7 +591,10 @@ impl DataPlane {
     /// for it (at [`Precision::Max`], [`STAGE_LEAD`] ahead of time, for
     /// [`Self::stage`]).
     fn wait(&mut self) -> Option<Nanos> {
-        let deadline = self.engine.next_deadline();
+        // Not `next_deadline`: a transmission ending before a delay line
+        // moves a packet only inside the engine, which catches up on it at
+        // its own time whenever it is next driven.
+        let deadline = self.engine.next_output_deadline();
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
         for b in &self.backends {
             fds.extend(b.fds());
@@ -628,6 +639,11 @@ impl DataPlane {
             let last = fds.len() - 1;
             self.inbox_ready |= last >= 64 || mask & (1 << last) != 0;
         }
+        self.wakes[match woke {
+            Woke::Ready(_) => 0,
+            Woke::Deadline => 1,
+            Woke::Nap => 2,
+        }] += 1;
         deadline.filter(|_| woke == Woke::Deadline)
     }
 
@@ -678,6 +694,7 @@ impl DataPlane {
             timer_worst_ns: self.timer.worst(),
             cpu_ns: clock::thread_cpu(),
             wall_ns: self.clock.now(),
+            wakes: self.wakes,
             backends: self
                 .backends
                 .iter_mut()

@@ -334,6 +334,23 @@ impl Timers {
     }
 }
 
+/// The least time link `l` keeps a packet from the end of its transmission
+/// to its exit: its delay, less a uniform jitter's span; 0 with a jitter
+/// drawn from a table (unbounded below, then clamped at 0) or with
+/// `reorder` (whose packets skip the delay).
+fn least_delay(l: &LinkConfig) -> Nanos {
+    if l.reorder.is_some() {
+        return 0;
+    }
+    match &l.jitter {
+        None => l.delay,
+        Some(j) if j.distribution == crate::impair::dist::Distribution::Uniform => {
+            l.delay.saturating_sub(j.amount)
+        }
+        Some(_) => 0,
+    }
+}
+
 /// Packets an AQM dropped during a service leave, at `now`, as `aqm` drops.
 fn exit_aqm_drops<P>(
     exits: &mut VecDeque<Exit<P>>,
@@ -366,6 +383,10 @@ pub(crate) struct Dummynet<P> {
     queues: Slab<FlowQueue<P>>,
     instances: Slab<Instance<P>>,
     timers: Timers,
+    /// The least time any configured link keeps a packet between the end
+    /// of its transmission and its exit ([`least_delay`]): a link timer at
+    /// `t` lets no packet out before `t + least_delay`.
+    least_delay: Nanos,
     /// Packets that left (or were dropped inside) and await the engine.
     pub exits: VecDeque<Exit<P>>,
     /// ECN CE marks set by AQMs, engine-wide.
@@ -396,6 +417,7 @@ impl<P> Dummynet<P> {
             queues: Slab::default(),
             instances: Slab::default(),
             timers: Timers::default(),
+            least_delay: 0,
             exits: VecDeque::new(),
             marks: 0,
             new_copies: 0,
@@ -1035,6 +1057,30 @@ impl<P: Payload> Dummynet<P> {
         self.timers.heap.peek().map(|Reverse((t, ..))| *t)
     }
 
+    /// The earliest time a packet may leave: each delay-line timer's time,
+    /// each link timer's plus the least delay of any link, whichever comes
+    /// first. A lower bound, never later than a real exit, so a caller that
+    /// only needs to be awake when packets leave may sleep through the link
+    /// timers before it: they run, at their own times, whenever the engine
+    /// is next driven. Worked out over the timers when they are few (a
+    /// shell, a bridge with a few pipes); with more, it is
+    /// [`Self::next_deadline`], which keeps the packet path free of any
+    /// bookkeeping for it.
+    pub fn next_output_deadline(&self) -> Option<Nanos> {
+        const SCANNED: usize = 64;
+        if self.least_delay == 0 || self.timers.heap.len() > SCANNED {
+            return self.next_deadline();
+        }
+        self.timers
+            .heap
+            .iter()
+            .map(|&Reverse((t, _, _, kind))| match kind {
+                TimerKind::Link => t.saturating_add(self.least_delay),
+                TimerKind::DelayLine => t,
+            })
+            .min()
+    }
+
     /// Runs the earliest timer if it is due at or before `now`. Returns false
     /// when nothing is due. Exits land in `self.exits`.
     pub fn run_timer(&mut self, now: Nanos) -> bool {
@@ -1474,6 +1520,7 @@ impl<P: Payload> Dummynet<P> {
             }
         }
         self.links.insert(n, cfg);
+        self.least_delay = self.links.values().map(least_delay).min().unwrap_or(0);
     }
 
     /// Creates or changes scheduler `n` (its link must exist or be created by
@@ -1619,6 +1666,7 @@ impl<P: Payload> Dummynet<P> {
     pub fn delete_link(&mut self, n: u32) {
         self.links.remove(&n);
         self.trace_starts.remove(&n);
+        self.least_delay = self.links.values().map(least_delay).min().unwrap_or(0);
     }
 
     pub fn link_numbers(&self) -> Vec<u32> {
