@@ -40,8 +40,8 @@ pub(crate) use crate::aqm::pie::tunable as fq_tunable;
 use std::sync::Arc;
 
 use crate::config::{CodelConfig, QueueLimit};
-use crate::params::TunableUnit;
-use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use crate::params::{time_in, TunableUnit};
+use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
 
 /// FreeBSD's defaults (`net.inet.ip.dummynet.fqcodel.*`) and bounds
 /// (`fq_codel_config`).
@@ -135,8 +135,10 @@ impl FqCodelParams {
         let mut p = FqCodelParams::default();
         for (k, v) in params {
             match k.to_ascii_lowercase().as_str() {
-                "target" => p.codel.target = time_in("fq_codel", k, *v, MAX_TARGET)?,
-                "interval" => p.codel.interval = time_in("fq_codel", k, *v, MAX_INTERVAL)?,
+                "target" => p.codel.target = time_in("fq_codel", k, *v, (NS_PER_US, MAX_TARGET))?,
+                "interval" => {
+                    p.codel.interval = time_in("fq_codel", k, *v, (NS_PER_US, MAX_INTERVAL))?
+                }
                 "ecn" => p.codel.ecn = *v != 0,
                 other => {
                     if !fq_param(
@@ -179,18 +181,6 @@ impl FqCodelParams {
             self.flows,
             if self.codel.ecn { "ECN" } else { "NoECN" }
         )
-    }
-}
-
-/// A time parameter within FreeBSD's bounds (1 us..=`max`).
-pub(crate) fn time_in(ty: &str, k: &str, v: u64, max: Nanos) -> Result<Nanos, String> {
-    if (NS_PER_US..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{ty} {k} must be from 1us to {}ms",
-            max / NS_PER_MS
-        ))
     }
 }
 
@@ -443,6 +433,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::time::NS_PER_MS;
 
     #[derive(Default)]
     struct Queues {
