@@ -70,14 +70,17 @@ pub struct RunArgs {
     /// kernel never throttles it).
     #[arg(long)]
     pub nice: bool,
-    /// How exactly departures leave: `timer` (the default) sleeps on the
-    /// kernel's timer to each one, within its jitter (tens of µs on a VM),
-    /// for a small share of a core; `max` spins before each one and leaves
-    /// within about a microsecond, for a core whenever departures come
-    /// closer together than the spin.
-    #[arg(long, value_enum, default_value_t = Precision::Timer)]
+    /// How exactly departures leave: `max` (the default for `run`, which
+    /// usually has a machine to itself) spins before each one and leaves
+    /// within about a microsecond, and polls its ports after arrivals so
+    /// that a sender does not pay for waking it, for a core whenever
+    /// departures come closer together than the spin; `timer` (the default
+    /// of `shell` and `demo`, which share their cores with the traffic's
+    /// own programs) sleeps on the kernel's timer to each one, within its
+    /// jitter (tens of µs on a VM), for a small share of a core.
+    #[arg(long, value_enum, default_value_t = Precision::Max)]
     pub precision: Precision,
-    /// With `--precision max`: microseconds the data plane spins before
+    /// At `--precision max`: microseconds the data plane spins before
     /// each deadline instead of sleeping: more is more exact on a busy
     /// machine, and burns more CPU. Under SCHED_FIFO, while short of the
     /// idle time the kernel's RT budget asks for, it spins only as long as
