@@ -23,13 +23,16 @@
 # `--precision max`, then rattan.
 #
 # Needs root, ip, iperf3, ping, jq, bc. Usage:
-#   sudo scripts/bench-peers.sh [path/to/dummynet] [rounds] [dummynet shell options...]
+#   sudo [TESTS="ping tcp50 tcp udp64"] [PEERS="dummynet dummynet-max rattan"] \
+#       scripts/bench-peers.sh [path/to/dummynet] [rounds] [dummynet shell options...]
 set -euo pipefail
 
 DN=${1:-target/release/dummynet}
 ROUNDS=${2:-3}
 shift $(( $# > 2 ? 2 : $# )) || true
 DN_OPTS=("$@")
+TESTS=${TESTS:-ping tcp50 tcp udp64}
+PEERS=${PEERS:-dummynet dummynet-max rattan}
 [ -x "$DN" ] || { echo "build first: cargo build --release -p dummynet" >&2; exit 1; }
 DN=$(realpath "$DN")
 if ! command -v rattan >/dev/null; then
@@ -115,8 +118,14 @@ for r in $(seq 1 "$ROUNDS"); do
     for t in "ping|delay 10ms|10ms|" "tcp50|bw 50Mbit/s delay 10ms|10ms|50Mbps" \
              "tcp|bw 0||" "udp64|bw 0||"; do
         IFS='|' read -r test link delay bw <<<"$t"
-        echo "dummynet     $(run_dn "$test" "$link")"
-        echo "dummynet-max $(run_dn "$test" "$link" --precision max)"
-        echo "rattan       $(run_rattan "$test" "$delay" "$bw")"
+        [[ " $TESTS " == *" $test "* ]] || continue
+        for peer in $PEERS; do
+            case $peer in
+            dummynet) echo "dummynet     $(run_dn "$test" "$link")";;
+            dummynet-max) echo "dummynet-max $(run_dn "$test" "$link" --precision max)";;
+            rattan) echo "rattan       $(run_rattan "$test" "$delay" "$bw")";;
+            *) echo "unknown peer $peer" >&2; exit 2;;
+            esac
+        done
     done
 done

@@ -6,7 +6,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-use crate::classifier::{self, Decision, Interfaces, Ruleset};
+use crate::classifier::{self, Decision, Interfaces, Reach, Ruleset};
 use crate::config::{
     Action, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
     RuleSpec, SchedConfig, Schedule, Setting, Settings, DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS,
@@ -70,6 +70,8 @@ pub struct Engine<P> {
     schedules: FxHashMap<u32, Plan>,
     next_plan_id: u32,
     schedule_stats: ScheduleStats,
+    /// Counts configuration changes ([`Self::config_epoch`]).
+    epoch: u64,
 }
 
 /// A schedule being carried out.
@@ -127,6 +129,7 @@ impl<P: Payload> Engine<P> {
             schedules: FxHashMap::default(),
             next_plan_id: 0,
             schedule_stats: ScheduleStats::default(),
+            epoch: 0,
         }
     }
 
@@ -139,9 +142,42 @@ impl<P: Payload> Engine<P> {
         let before = self.ifaces.len();
         let id = self.ifaces.intern(name);
         if self.ifaces.len() != before {
+            self.epoch += 1;
             self.learn_new_ifaces(before);
         }
         id
+    }
+
+    /// The latest time the engine has been driven to.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Changes whenever the configuration may have: a command applied or
+    /// refused (scheduled ones included), an interface learnt. What a
+    /// caller works out from the configuration ([`Self::least_transit`])
+    /// holds while this stays the same.
+    pub fn config_epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The least time from a packet's arrival `in` on `recv_if` to the
+    /// first departure it can cause: the least delay of any pipe when the
+    /// rules send every such packet into a pipe or queue, or deny it;
+    /// [`Nanos::MAX`] when they deny them all; 0 when some may pass at
+    /// once. A live caller with a kernel timestamp on each arrival may read
+    /// arrivals this late (and run them at their own times) without letting
+    /// any departure leave late. Judged from the rules alone, erring
+    /// towards 0 (see [`Ruleset::reach_in`]).
+    pub fn least_transit(&self, recv_if: IfaceId) -> Nanos {
+        let reach = self
+            .rules
+            .reach_in(recv_if, self.settings.default_to_accept);
+        match reach {
+            Reach { pass: true, .. } => 0,
+            Reach { shaped: true, .. } => self.dn.least_delay(),
+            Reach { .. } => Nanos::MAX,
+        }
     }
 
     pub fn iface_name(&self, id: IfaceId) -> Option<&str> {
@@ -546,6 +582,7 @@ impl<P: Payload> Engine<P> {
 
     /// [`Self::apply`] once every event before `now` has run.
     fn apply_now(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
+        self.epoch += 1;
         match cmd {
             Command::AddRule(spec) => self.add_rule(spec),
             Command::DeleteRules(nums) => {

@@ -930,3 +930,223 @@ fn drive(
     out.sort_unstable();
     out
 }
+
+/// `least_transit` reads the rules as a shell's or a bridge's would be
+/// read: what every packet coming in on an interface must go through.
+#[test]
+fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
+    let recv = |name: &str| Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())));
+    let shell = |e: &mut Engine<u64>| {
+        e.apply(0, pipe(1, 50_000_000, 10 * MS)).unwrap();
+        e.apply(0, pipe(2, 50_000_000, 7 * MS)).unwrap();
+        e.apply(0, rule(100, Action::Pipe(1), vec![recv("app")]))
+            .unwrap();
+        e.apply(0, rule(200, Action::Pipe(2), vec![recv("peer")]))
+            .unwrap();
+        e.apply(0, rule(65000, Action::Allow, vec![])).unwrap();
+    };
+    let mut e: Engine<u64> = Engine::new(1);
+    let (app, peer, other) = (e.iface("app"), e.iface("peer"), e.iface("other"));
+    shell(&mut e);
+    // Any pipe may take a packet: the least delay of all of them.
+    assert_eq!(e.least_transit(app), 7 * MS);
+    assert_eq!(e.least_transit(peer), 7 * MS);
+    // Neither pipe's rule matches: rule 65000 passes it at once.
+    assert_eq!(e.least_transit(other), 0);
+
+    // A rule before them that passes some packets: 0.
+    let epoch = e.config_epoch();
+    let web = Cond::new(CondKind::DstPort(vec![PortRange { lo: 80, hi: 80 }]));
+    e.apply(0, rule(50, Action::Allow, vec![web.clone()]))
+        .unwrap();
+    assert_ne!(e.config_epoch(), epoch, "a change moves the epoch");
+    assert_eq!(e.least_transit(app), 0);
+    // Counted, or skipped to a pipe for sure: the pipe still decides.
+    e.apply(0, Command::DeleteRules(vec![50])).unwrap();
+    e.apply(0, rule(50, Action::Count, vec![web.clone()]))
+        .unwrap();
+    e.apply(0, rule(60, Action::Skipto(100), vec![])).unwrap();
+    assert_eq!(e.least_transit(app), 7 * MS);
+    // A skipto only some packets take: it may lead past every pipe.
+    e.apply(0, Command::DeleteRules(vec![60])).unwrap();
+    e.apply(0, rule(60, Action::Skipto(65000), vec![web]))
+        .unwrap();
+    assert_eq!(e.least_transit(app), 0);
+
+    // Denied, all of them: nothing ever leaves.
+    let mut e: Engine<u64> = Engine::new(1);
+    let app = e.iface("app");
+    e.apply(0, rule(100, Action::Deny, vec![])).unwrap();
+    assert_eq!(e.least_transit(app), Nanos::MAX);
+    // The default rule passes, with no rules: at once.
+    let mut settings = dummynet_engine::Settings::default();
+    settings.default_to_accept = true;
+    let mut e: Engine<u64> = Engine::with_settings(1, settings);
+    let app = e.iface("app");
+    assert_eq!(e.least_transit(app), 0);
+    // A pipe that takes packets only by chance leaves the rest to it.
+    let mut chance = RuleSpec {
+        number: Some(100),
+        action: Action::Pipe(1),
+        prob: Some(Probability::new(0.5).unwrap()),
+        body: vec![],
+    };
+    e.apply(0, pipe(1, 0, 10 * MS)).unwrap();
+    e.apply(0, Command::AddRule(chance.clone())).unwrap();
+    assert_eq!(e.least_transit(app), 0);
+    chance.prob = None;
+    e.apply(0, Command::DeleteRules(vec![100])).unwrap();
+    e.apply(0, Command::AddRule(chance)).unwrap();
+    assert_eq!(e.least_transit(app), 10 * MS);
+}
+
+/// A live data plane that reads arrivals late, up to `least_transit` after
+/// it last looked, and runs each at the time the kernel stamped on it, sees
+/// what one reading every arrival at once sees: the same outputs at the same
+/// times, and no departure due before the wake-up that found it.
+#[test]
+fn reading_arrivals_late_by_the_least_transit_changes_nothing() {
+    let recv = |name: &str| Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())));
+    let uniform = |amount| Jitter {
+        amount,
+        correlation: Probability::ZERO,
+        distribution: Distribution::Uniform,
+        unordered: false,
+    };
+    let links = [
+        LinkConfig {
+            bw: 10_000_000,
+            delay: 10 * MS,
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            delay: 3 * MS,
+            jitter: Some(uniform(2 * MS)),
+            ..LinkConfig::default()
+        },
+        LinkConfig {
+            bw: 1_000_000,
+            delay: 5 * MS,
+            ..LinkConfig::default()
+        },
+    ];
+    for link in links {
+        let config = [
+            pipe_cfg(
+                1,
+                link.clone(),
+                FlowsetConfig {
+                    limit: QueueLimit::Slots(20),
+                    ..FlowsetConfig::default()
+                },
+            ),
+            pipe(2, 20_000_000, 4 * MS),
+            rule(100, Action::Pipe(1), vec![recv("app")]),
+            rule(200, Action::Pipe(2), vec![recv("peer")]),
+            rule(65000, Action::Allow, vec![]),
+        ];
+        // Bursts both ways, 400 packets over about 80 ms, then single
+        // packets further apart than the least transit, each way in turn.
+        let sends: Vec<(Nanos, PacketInfo, &str)> = (0..400u64)
+            .map(|i| {
+                let t = (i / 10) * 2 * MS + (i % 10) * 37 * US;
+                (t, if i % 4 == 0 { "peer" } else { "app" })
+            })
+            .chain((0..40).map(|i| {
+                let t = 100 * MS + i * 5_300 * US;
+                (t, if i % 2 == 0 { "peer" } else { "app" })
+            }))
+            .map(|(t, side)| (t, udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, 80, 1200), side))
+            .collect();
+        let eager = drive_ifaces(&config, &sends, None);
+        let lazy = drive_ifaces(&config, &sends, Some(()));
+        assert_eq!(eager.len(), 440, "{link:?}");
+        if link.bw > 0 {
+            assert!(eager.iter().any(|o| !o.2), "some queue-full drops");
+        }
+        assert_eq!(eager, lazy, "{link:?}");
+    }
+}
+
+/// Feeds `sends` (time, packet, receive interface) to a fresh engine and
+/// returns every output as (packet, time, delivered), sorted. Eager
+/// (`lazy` None): each arrival is read at its time, and the engine polled
+/// at every output deadline. Lazy: the reader wakes only at
+/// `next_output_deadline` or `least_transit` after its last read, whichever
+/// comes first (at the next arrival when the engine is empty), and then
+/// runs what arrived since at the arrivals' own times; it checks that every
+/// delivered output is found at a wake-up at its exact time.
+fn drive_ifaces(
+    config: &[Command],
+    sends: &[(Nanos, PacketInfo, &str)],
+    lazy: Option<()>,
+) -> Vec<(u64, Nanos, bool)> {
+    let mut e: Engine<u64> = Engine::new(7);
+    for c in config {
+        e.apply(0, c.clone()).unwrap();
+    }
+    let arrivals: Vec<(Nanos, PacketInfo)> = sends
+        .iter()
+        .map(|&(t, info, side)| {
+            let recv_if = Some(e.iface(side));
+            (t, PacketInfo { recv_if, ..info })
+        })
+        .collect();
+    let transit = ["app", "peer"]
+        .iter()
+        .map(|s| {
+            let i = e.iface(s);
+            e.least_transit(i)
+        })
+        .min()
+        .unwrap();
+    if lazy.is_some() {
+        assert!(transit > 0 && transit < Nanos::MAX);
+    }
+    let mut out = Vec::new();
+    let mut next = 0;
+    let mut last_read: Nanos = 0;
+    loop {
+        let wake = match (lazy, e.next_output_deadline()) {
+            (None, d) => match (d, arrivals.get(next)) {
+                (Some(d), Some(a)) => d.min(a.0),
+                (Some(d), None) => d,
+                (None, Some(a)) => a.0,
+                (None, None) => break,
+            },
+            (Some(()), Some(d)) => d.min(last_read.saturating_add(transit)),
+            (Some(()), None) => match arrivals.get(next) {
+                Some(a) => a.0,
+                None => break,
+            },
+        };
+        // Everything that arrived by now, each at its own time.
+        while let Some(&(t, info)) = arrivals.get(next).filter(|a| a.0 <= wake) {
+            while let Some(o) = e.poll(t) {
+                assert!(
+                    !o.delivered() || o.at == wake,
+                    "departure at {} found at {wake}",
+                    o.at
+                );
+                out.push((o.payload, o.at, o.delivered()));
+            }
+            match e.input(t, info, next as u64) {
+                Verdict::Queued { .. } => {}
+                Verdict::Pass { payload, .. } => out.push((payload, t, true)),
+                Verdict::Drop { payload, .. } => out.push((payload, t, false)),
+            }
+            next += 1;
+        }
+        last_read = wake;
+        while let Some(o) = e.poll(wake) {
+            assert!(
+                !o.delivered() || o.at == wake,
+                "departure at {} found at {wake}",
+                o.at
+            );
+            out.push((o.payload, o.at, o.delivered()));
+        }
+    }
+    out.sort_unstable();
+    out
+}

@@ -485,6 +485,11 @@ pub struct RxFrame {
     /// Bytes the frame takes on a wire: `data.len()`, or the sum of the
     /// segments of a super-packet (see [`VnetHdr::wire_len_of`]).
     pub wire_len: u64,
+    /// When the kernel put the frame in the receive ring (`tp_sec` and
+    /// `tp_nsec`: `CLOCK_REALTIME`, nanoseconds since the epoch), so a
+    /// caller that reads it later still knows when it arrived; 0 from a
+    /// port without a ring ([`Port::stamps_frames`]).
+    pub stamp_ns: u64,
 }
 
 impl RxFrame {
@@ -745,6 +750,12 @@ impl Port {
         self.ring.as_ref().map_or(0, |r| r.geometry.frames)
     }
 
+    /// Whether every frame read carries the kernel's receive time
+    /// ([`RxFrame::stamp_ns`]): true when the port reads from a ring.
+    pub fn stamps_frames(&self) -> bool {
+        self.ring.is_some()
+    }
+
     /// Whether the kernel keeps outgoing frames away (`PACKET_IGNORE_OUTGOING`);
     /// if not, they are skipped by `sll_pkttype`.
     pub fn ignores_outgoing_in_kernel(&self) -> bool {
@@ -822,7 +833,9 @@ impl Port {
             let frame = match outcome {
                 SlotOutcome::Frame(frame) => Some(frame),
                 SlotOutcome::Skipped => None,
-                SlotOutcome::Copied { outgoing } => self.take_copied(outgoing)?,
+                SlotOutcome::Copied { outgoing, stamp_ns } => self
+                    .take_copied(outgoing)?
+                    .map(|f| RxFrame { stamp_ns, ..f }),
             };
             if let Some(frame) = frame {
                 out.push(frame);
@@ -1097,6 +1110,7 @@ fn finish_frame(
         data,
         vnet,
         wire_len,
+        stamp_ns: 0,
     })
 }
 
@@ -1120,6 +1134,7 @@ enum SlotOutcome {
     /// `TP_STATUS_COPY`: the frame waits whole on the socket's queue.
     Copied {
         outgoing: bool,
+        stamp_ns: u64,
     },
 }
 
@@ -1128,6 +1143,8 @@ enum SlotOutcome {
 struct SlotHeader {
     status: u32,
     len: u32,
+    /// `tp_sec` and `tp_nsec` as nanoseconds since the epoch.
+    stamp_ns: u64,
     snaplen: u32,
     mac: u16,
     vlan_tci: u16,
@@ -1150,6 +1167,8 @@ impl SlotHeader {
         Some(SlotHeader {
             status: u32_at(offset_of!(H, tp_status))?,
             len: u32_at(offset_of!(H, tp_len))?,
+            stamp_ns: u64::from(u32_at(offset_of!(H, tp_sec))?) * 1_000_000_000
+                + u64::from(u32_at(offset_of!(H, tp_nsec))?),
             snaplen: u32_at(offset_of!(H, tp_snaplen))?,
             mac: u16_at(offset_of!(H, tp_mac))?,
             vlan_tci: u16_at(offset_of!(H, tp_vlan_tci))?,
@@ -1176,7 +1195,10 @@ fn read_slot(
     if h.status & libc::TP_STATUS_COPY != 0 {
         // Taken (and skipped if outgoing) from the queue, so the queue
         // stays in step with the ring.
-        return SlotOutcome::Copied { outgoing };
+        return SlotOutcome::Copied {
+            outgoing,
+            stamp_ns: h.stamp_ns,
+        };
     }
     if outgoing {
         stats.rx_outgoing_skipped += 1;
@@ -1206,7 +1228,10 @@ fn read_slot(
     };
     let aux = (h.status, h.vlan_tci, h.vlan_tpid);
     match finish_frame(frame, vnet, aux, how.with_vnet, pool, stats) {
-        Some(f) => SlotOutcome::Frame(f),
+        Some(f) => SlotOutcome::Frame(RxFrame {
+            stamp_ns: h.stamp_ns,
+            ..f
+        }),
         None => SlotOutcome::Skipped,
     }
 }
@@ -2176,6 +2201,28 @@ mod tests {
     }
 
     #[test]
+    fn a_ring_slot_says_when_the_kernel_received_its_frame() {
+        let frame = tcp_frame(10);
+        let mut s = slot(libc::TP_STATUS_USER, &frame, VnetHdr::default());
+        set_u32(&mut s, 16, 1_764_028_800); // tp_sec
+        set_u32(&mut s, 20, 123_456_789); // tp_nsec
+        let (SlotOutcome::Frame(f), _) = read(&s, HOW) else {
+            panic!("no frame");
+        };
+        assert_eq!(f.stamp_ns, 1_764_028_800_123_456_789);
+        // A frame waiting whole on the queue keeps its slot's time.
+        s[0..4].copy_from_slice(&(libc::TP_STATUS_USER | libc::TP_STATUS_COPY).to_ne_bytes());
+        let (outcome, _) = read(&s, HOW);
+        assert!(matches!(
+            outcome,
+            SlotOutcome::Copied {
+                outgoing: false,
+                stamp_ns: 1_764_028_800_123_456_789
+            }
+        ));
+    }
+
+    #[test]
     fn a_ring_slot_gets_its_vlan_tag_back() {
         let frame = tcp_frame(10);
         let status =
@@ -2216,12 +2263,15 @@ mod tests {
         let copied = slot(libc::TP_STATUS_USER | libc::TP_STATUS_COPY, &big, tso());
         assert!(matches!(
             read(&copied, HOW).0,
-            SlotOutcome::Copied { outgoing: false }
+            SlotOutcome::Copied {
+                outgoing: false,
+                ..
+            }
         ));
         out[0..4].copy_from_slice(&(libc::TP_STATUS_USER | libc::TP_STATUS_COPY).to_ne_bytes());
         assert!(matches!(
             read(&out, HOW).0,
-            SlotOutcome::Copied { outgoing: true }
+            SlotOutcome::Copied { outgoing: true, .. }
         ));
         // Longer than the caller's frame_capacity.
         let small = ReadSlot {

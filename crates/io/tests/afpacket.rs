@@ -179,6 +179,10 @@ struct Direction {
     batches: u64,
     /// Frames refused on send, with the reason.
     drops: Vec<String>,
+    /// Frames whose receive time (`stamp_ns`) lay between the previous read
+    /// and this one, as it must; and the others.
+    stamped_in_order: u64,
+    stamped_wrong: u64,
 }
 
 #[derive(Debug)]
@@ -284,11 +288,24 @@ fn forward(
     dir: &mut Direction,
 ) -> Result<usize, String> {
     batch.clear();
+    let realtime = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    // The ring slots read below were written at most a few seconds ago.
+    let before = realtime().saturating_sub(LIMIT.as_nanos() as u64);
     let n = from.recv_batch(batch, 64).map_err(|e| e.to_string())?;
+    let after = realtime();
     if n > 0 {
         dir.batches += 1;
     }
     for f in batch.iter() {
+        if from.stamps_frames() && (before..=after).contains(&f.stamp_ns) {
+            dir.stamped_in_order += 1;
+        } else {
+            dir.stamped_wrong += 1;
+        }
         dir.frames += 1;
         dir.bytes += f.data.len() as u64;
         dir.wire_bytes += f.wire_len;
@@ -509,6 +526,10 @@ fn ping_and_udp_cross_the_bridge() {
     assert_eq!(report.stats_b.tx_frames, report.a_to_b.frames);
     // Plain frames: the wire carries exactly the frame.
     assert_eq!(report.a_to_b.wire_bytes, report.a_to_b.bytes);
+    // Every frame read from the ring said when the kernel received it.
+    for d in [&report.a_to_b, &report.b_to_a] {
+        assert_eq!((d.stamped_in_order, d.stamped_wrong), (d.frames, 0));
+    }
 }
 
 /// Sends `frames` from a port on va in A and collects, for up to 2 s, the

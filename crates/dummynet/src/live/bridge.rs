@@ -15,7 +15,7 @@ use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::afpacket::{Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
 
-use super::{Backend, Body, Carrier};
+use super::{Arrival, Backend, Body, Carrier, LateReading};
 
 /// Frames read per port per turn of the data plane.
 const RX_BATCH: usize = 64;
@@ -81,17 +81,15 @@ impl Backend for Bridge {
         self.ports.iter().map(|p| p.as_fd()).collect()
     }
 
-    fn receive(
-        &mut self,
-        _engine: &mut Engine<Carrier>,
-        arrivals: &mut Vec<(PacketInfo, Carrier)>,
-    ) {
+    fn receive(&mut self, _engine: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+        let mut more = false;
         for side in 0..2 {
             let other = 1 - side;
             self.rx.clear();
             // Errors here are the kernel refusing one read; the counters of
             // the port record them and the next turn tries again.
-            let _ = self.ports[side].recv_batch(&mut self.rx, RX_BATCH);
+            let got = self.ports[side].recv_batch(&mut self.rx, RX_BATCH);
+            more |= got.is_ok_and(|n| n == RX_BATCH);
             for frame in self.rx.drain(..) {
                 match wire::parse(LinkType::Ethernet, &frame.data) {
                     Ok(parsed) => {
@@ -111,8 +109,15 @@ impl Backend for Bridge {
                                 port: other as u8,
                             },
                         };
-                        arrivals.push((info, carrier));
+                        arrivals.push(Arrival {
+                            info,
+                            carrier,
+                            stamp_ns: frame.stamp_ns,
+                        });
                     }
+                    // Read late, a frame the engine does not see leaves
+                    // late too: within the pipes' least delay (see
+                    // `late_reading`).
                     Err(WireError::NotIp { .. }) => {
                         self.counters.non_ip += 1;
                         self.tx[other].push((frame.data, frame.vnet));
@@ -126,6 +131,21 @@ impl Backend for Bridge {
                 }
             }
         }
+        more
+    }
+
+    /// Both ports read from rings, whose slots carry the kernel's receive
+    /// time. Frames that are not IP (ARP, mostly) cross without the engine,
+    /// so when the data plane reads late they are late by as much: never
+    /// more than the least delay the pipes give every IP packet.
+    fn late_reading(&self) -> Option<LateReading> {
+        if !self.ports.iter().all(Port::stamps_frames) {
+            return None;
+        }
+        Some(LateReading {
+            room: self.ports.iter().map(Port::rx_ring_frames).min()?,
+            ifaces: self.ifaces.to_vec(),
+        })
     }
 
     fn complete(&mut self, carrier: Carrier, deliver: bool) {

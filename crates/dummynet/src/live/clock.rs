@@ -31,6 +31,40 @@ impl Clock {
     pub fn now(&self) -> Nanos {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
+
+    /// `CLOCK_REALTIME` and this clock read together, to map the kernel's
+    /// receive stamps (which are on `CLOCK_REALTIME`) onto this clock. Read
+    /// anew for each batch: the two clocks are slewed alike, but the
+    /// wall clock can be stepped.
+    pub fn realtime(&self) -> Realtime {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        Realtime {
+            wall,
+            clock: self.now(),
+        }
+    }
+}
+
+/// A `CLOCK_REALTIME` reading (ns since the epoch) and this clock's time
+/// at that moment ([`Clock::realtime`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Realtime {
+    pub wall: u64,
+    pub clock: Nanos,
+}
+
+impl Realtime {
+    /// The clock time of a `CLOCK_REALTIME` stamp (0 for one before the
+    /// clock started).
+    pub fn to_clock(self, stamp_ns: u64) -> Nanos {
+        if stamp_ns >= self.wall {
+            self.clock.saturating_add(stamp_ns - self.wall)
+        } else {
+            self.clock.saturating_sub(self.wall - stamp_ns)
+        }
+    }
 }
 
 /// Why [`wait`] returned.
@@ -432,6 +466,31 @@ impl std::fmt::Display for LatenessSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receive_stamps_map_onto_the_clock() {
+        let r = Realtime {
+            wall: 1_764_028_800_000_000_000,
+            clock: 5_000_000,
+        };
+        assert_eq!(r.to_clock(r.wall), 5_000_000);
+        assert_eq!(r.to_clock(r.wall - 1_234), 5_000_000 - 1_234);
+        assert_eq!(r.to_clock(r.wall + 99), 5_000_099);
+        // From before the clock started (or a wall clock stepped back).
+        assert_eq!(r.to_clock(r.wall - 6_000_000), 0);
+        assert_eq!(r.to_clock(0), 0);
+        // Read for real, the wall clock and the clock move together: a
+        // stamp taken 5 ms later maps to the clock 5 ms later.
+        let clock = Clock::new();
+        let before = clock.realtime();
+        std::thread::sleep(Duration::from_millis(5));
+        let after = clock.realtime();
+        let mapped = before.to_clock(after.wall);
+        assert!(
+            mapped.abs_diff(after.clock) < 1_000_000,
+            "{mapped} vs {after:?}"
+        );
+    }
 
     #[test]
     fn a_busy_poll_that_runs_into_the_deadline_wakes_for_it() {

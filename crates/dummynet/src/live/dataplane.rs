@@ -18,7 +18,7 @@ use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
 
 use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, TimerWatch, Woke};
 use super::control::{self, Reply};
-use super::{Backend, Carrier};
+use super::{Arrival, Backend, Carrier};
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
 /// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
@@ -77,6 +77,23 @@ pub const TIMER_MAX_SPIN: Nanos = 50_000;
 pub const TIMER_GAP_SHARE: Nanos = 64;
 pub const TIMER_GAP_SPIN: Nanos = 150_000;
 
+/// At [`Precision::Timer`], arrivals stay in the kernel until the next
+/// departure, and each runs at the time the kernel stamped on it, when every
+/// backend stamps them and every one must spend at least this long inside
+/// the engine ([`Engine::least_transit`]: the least delay of the pipes the
+/// rules send them to). Below it, the wake-ups that bound the wait would
+/// outnumber the arrivals'.
+pub const LATE_MIN_TRANSIT: Nanos = 1_000_000;
+
+/// A late read comes this long (or the timer's worst recent lateness, if
+/// more) before a packet that arrived just after the previous read could
+/// be due to leave.
+pub const LATE_MARGIN: Nanos = 200_000;
+
+/// Between late reads, at the rate the last read found, at most this share
+/// of the kernel's room for unread arrivals fills.
+const LATE_ROOM_SHARE: u64 = 4;
+
 /// At [`Precision::Timer`], how often the data plane checks that it keeps
 /// the idle time its real-time budget asks for ([`Rest`]).
 const PACE_EVERY: Nanos = 1_000_000;
@@ -87,9 +104,11 @@ const PACE_EVERY: Nanos = 1_000_000;
 pub enum Precision {
     /// Sleep on the kernel's timer up to each departure, aimed so that the
     /// median wake-up lands on time, and spin only what is left (at most
-    /// [`TIMER_MAX_SPIN`]); no polling after arrivals. Departures leave
-    /// within the timer's jitter (tens of µs on a VM) for a small share of
-    /// a core: the default.
+    /// [`TIMER_MAX_SPIN`]); no polling after arrivals, and arrivals that
+    /// carry the kernel's receive time wait in the kernel until the next
+    /// departure whenever no pipe can let them out sooner
+    /// ([`LATE_MIN_TRANSIT`]). Departures leave within the timer's jitter
+    /// (tens of µs on a VM) for a small share of a core: the default.
     #[default]
     Timer,
     /// Spin the last [`DEFAULT_SPIN`] (or `--spin-us`) before every
@@ -269,6 +288,10 @@ pub struct Report {
     pub wall_ns: u64,
     /// The data plane's wake-ups: for input, for a deadline, naps.
     pub wakes: [u64; 3],
+    /// While arrivals are read late ([`LATE_MIN_TRANSIT`]), the least time
+    /// every one must stay inside, which bounds how late; `None` while
+    /// they are read as they come.
+    pub late_reads_within_ns: Option<u64>,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
 }
 
@@ -360,7 +383,7 @@ impl std::fmt::Display for Report {
                 w as f64 / 1e3
             )?;
         }
-        writeln!(
+        write!(
             f,
             "; CPU {:.2} s in {:.1} s; woke {} times for input, {} for a deadline, {} napping",
             self.cpu_ns as f64 / 1e9,
@@ -369,6 +392,14 @@ impl std::fmt::Display for Report {
             self.wakes[1],
             self.wakes[2]
         )?;
+        match self.late_reads_within_ns {
+            Some(t) => writeln!(
+                f,
+                "; arrivals read at departures, run at their kernel times (every one stays {:.1} ms)",
+                t as f64 / 1e6
+            )?,
+            None => writeln!(f, "; arrivals read as they come")?,
+        }
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
                 .iter()
@@ -381,6 +412,48 @@ impl std::fmt::Display for Report {
     }
 }
 
+/// What reading arrivals late needs to know ([`Precision::Timer`]; see
+/// [`LATE_MIN_TRANSIT`]).
+#[derive(Debug, Default)]
+struct LateReads {
+    /// The engine configuration epoch `transit` and `room` were worked out
+    /// at.
+    epoch: Option<u64>,
+    /// The least time every arrival stays inside the engine; 0 when some
+    /// backend cannot stamp its arrivals.
+    transit: Nanos,
+    /// Arrivals the backends' kernel buffers hold unread, at least.
+    room: usize,
+    /// When the backends were last read, how long after the read before,
+    /// what it found, and whether it stopped at a batch limit.
+    read_at: Nanos,
+    span: Nanos,
+    got: usize,
+    more: bool,
+    /// The last wait left arrivals in the kernel.
+    active: bool,
+}
+
+impl LateReads {
+    /// When to read next, before `deadline` (the next departure), if the
+    /// arrivals may wait until then: see [`DataPlane::late_until`].
+    /// `timer_worst` is the worst recent lateness of the timer. Pure, so it
+    /// is tested on its own.
+    fn next_read(&self, deadline: Nanos, timer_worst: Option<Nanos>) -> Option<Nanos> {
+        let margin = timer_worst.unwrap_or(0).max(LATE_MARGIN);
+        if self.more || self.transit < LATE_MIN_TRANSIT.max(2 * margin) {
+            return None;
+        }
+        let mut until = self.read_at.saturating_add(self.transit - margin);
+        if self.got > 0 {
+            let room = (self.room as u64 / LATE_ROOM_SHARE).max(1);
+            let fill = self.span.saturating_mul(room) / self.got as u64;
+            until = until.min(self.read_at.saturating_add(fill));
+        }
+        Some(deadline.min(until))
+    }
+}
+
 pub struct DataPlane {
     pub engine: Engine<Carrier>,
     backends: Vec<Box<dyn Backend>>,
@@ -389,7 +462,8 @@ pub struct DataPlane {
     inbox: Option<Inbox>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
-    arrivals: Vec<(PacketInfo, Carrier)>,
+    arrivals: Vec<Arrival>,
+    late: LateReads,
     /// Earliest departure time among packets released but not yet handed
     /// to the kernel.
     due: Option<Nanos>,
@@ -426,6 +500,7 @@ impl DataPlane {
             stop,
             options: PlaneOptions::default(),
             arrivals: Vec::with_capacity(256),
+            late: LateReads::default(),
             due: None,
             rest: None,
             timer: TimerWatch::default(),
@@ -464,13 +539,10 @@ impl DataPlane {
             _ => "normal",
         };
         while !self.stop.load(Ordering::Relaxed) {
-            // Departures first, straight to the kernel: they are the ones
-            // with a deadline.
-            self.release(self.clock.now());
-            if self.due.is_some() {
-                self.flush_all();
-            }
+            // Arrivals and the departures due among them, in time order,
+            // then whatever else is due.
             self.receive_all();
+            self.release(self.clock.now());
             self.flush_all();
             self.serve_control();
             if let Some(d) = self.wait() {
@@ -494,34 +566,99 @@ impl DataPlane {
         self.report()
     }
 
-    /// Reads a batch from every backend and runs it through the engine,
-    /// each arrival at its own clock time. Departures that fall due while
-    /// the batch is processed leave between arrivals, and are handed to the
-    /// kernel once they have waited [`FLUSH_SLACK`], so a long batch cannot
-    /// hold back a delayed packet by more than that.
+    /// Reads a batch from every backend and runs it through the engine in
+    /// time order, each arrival at the time the kernel received it (when
+    /// the backend says; at the read otherwise), never before what the
+    /// engine has already run. Departures that fell due before an arrival
+    /// leave before it is run, and are handed to the kernel once they have
+    /// waited [`FLUSH_SLACK`], so a long batch cannot hold back a delayed
+    /// packet by more than that.
     fn receive_all(&mut self) {
+        let read_at = self.clock.now();
+        let mut more = false;
         for (i, b) in self.backends.iter_mut().enumerate() {
             let first = self.arrivals.len();
-            b.receive(&mut self.engine, &mut self.arrivals);
-            for (_, carrier) in &mut self.arrivals[first..] {
-                carrier.backend = i as u8;
+            more |= b.receive(&mut self.engine, &mut self.arrivals);
+            for a in &mut self.arrivals[first..] {
+                a.carrier.backend = i as u8;
             }
         }
+        let late = &mut self.late;
+        late.span = read_at.saturating_sub(late.read_at);
+        late.read_at = read_at;
+        late.got = self.arrivals.len();
+        late.more = more;
         let mut arrivals = std::mem::take(&mut self.arrivals);
         self.busy = !arrivals.is_empty();
-        for (info, carrier) in arrivals.drain(..) {
-            let now = self.clock.now();
-            self.release(now);
-            if self
-                .due
-                .is_some_and(|due| now.saturating_sub(due) >= FLUSH_SLACK)
-            {
-                self.flush_all();
+        if !arrivals.is_empty() {
+            let real = self.clock.realtime();
+            for a in &mut arrivals {
+                if a.stamp_ns == 0 {
+                    a.stamp_ns = real.wall;
+                }
             }
-            let verdict = self.engine.input(now, info, carrier);
-            settle(&mut self.engine, &mut self.backends, now, info, verdict);
+            // Two ports' rings, each in order, read one after the other.
+            if !arrivals.is_sorted_by_key(|a| a.stamp_ns) {
+                arrivals.sort_by_key(|a| a.stamp_ns);
+            }
+            for Arrival {
+                info,
+                carrier,
+                stamp_ns,
+            } in arrivals.drain(..)
+            {
+                let at = real
+                    .to_clock(stamp_ns)
+                    .min(real.clock)
+                    .max(self.engine.now());
+                self.release(at);
+                if self
+                    .due
+                    .is_some_and(|due| self.clock.now().saturating_sub(due) >= FLUSH_SLACK)
+                {
+                    self.flush_all();
+                }
+                let verdict = self.engine.input(at, info, carrier);
+                settle(&mut self.engine, &mut self.backends, at, info, verdict);
+            }
         }
         self.arrivals = arrivals;
+    }
+
+    /// At [`Precision::Timer`], when to read arrivals next if they may wait
+    /// in the kernel until then: the next departure, or earlier if a packet
+    /// arriving just after the last read could be due before it (less
+    /// [`LATE_MARGIN`]), or if the kernel's room for unread arrivals would
+    /// fill a [`LATE_ROOM_SHARE`]th. `None` when they must be read as they
+    /// come: nothing is inside (nothing to wake for anyway), the last read
+    /// stopped at a batch limit, some backend cannot stamp its arrivals,
+    /// or some may leave sooner than [`LATE_MIN_TRANSIT`].
+    fn late_until(&mut self, deadline: Option<Nanos>) -> Option<Nanos> {
+        if self.options.precision != Precision::Timer {
+            return None;
+        }
+        let deadline = deadline?;
+        let epoch = self.engine.config_epoch();
+        if self.late.epoch != Some(epoch) {
+            let (mut transit, mut room) = (Nanos::MAX, usize::MAX);
+            for b in &self.backends {
+                let Some(r) = b.late_reading() else {
+                    transit = 0;
+                    break;
+                };
+                room = room.min(r.room);
+                for i in r.ifaces {
+                    transit = transit.min(self.engine.least_transit(i));
+                }
+            }
+            if self.backends.is_empty() {
+                transit = 0;
+            }
+            self.late.epoch = Some(epoch);
+            self.late.transit = transit;
+            self.late.room = room;
+        }
+        self.late.next_read(deadline, self.timer.worst())
     }
 
     /// Everything due by `now` leaves the engine (into the backends' send
@@ -610,9 +747,13 @@ impl DataPlane {
         // moves a packet only inside the engine, which catches up on it at
         // its own time whenever it is next driven.
         let deadline = self.engine.next_output_deadline();
+        let late = self.late_until(deadline);
+        self.late.active = late.is_some();
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
-        for b in &self.backends {
-            fds.extend(b.fds());
+        if late.is_none() {
+            for b in &self.backends {
+                fds.extend(b.fds());
+            }
         }
         if let Some(inbox) = &self.inbox {
             fds.push(inbox.wake.as_fd());
@@ -633,7 +774,7 @@ impl DataPlane {
         let plan = plan_wait(
             &self.options,
             now,
-            deadline,
+            late.or(deadline),
             self.busy,
             pace == Pace::Behind,
             self.timer.median(),
@@ -660,7 +801,9 @@ impl DataPlane {
             Woke::Deadline => 1,
             Woke::Nap => 2,
         }] += 1;
-        deadline.filter(|_| woke == Woke::Deadline)
+        // Staged only at `max`: at `timer`, what arrived meanwhile runs
+        // first, at its own times (the top of the loop).
+        deadline.filter(|_| woke == Woke::Deadline && self.options.precision == Precision::Max)
     }
 
     /// Releases what falls due at `d` ahead of time (the engine's work and
@@ -711,6 +854,7 @@ impl DataPlane {
             cpu_ns: clock::thread_cpu(),
             wall_ns: self.clock.now(),
             wakes: self.wakes,
+            late_reads_within_ns: self.late.active.then_some(self.late.transit),
             backends: self
                 .backends
                 .iter_mut()
@@ -766,6 +910,7 @@ fn settle(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
     use std::net::Ipv4Addr;
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
@@ -773,14 +918,22 @@ mod tests {
     use dummynet_engine::FlowKey;
 
     use super::*;
-    use crate::live::Body;
+    use crate::live::{Body, LateReading};
 
     /// A port that delivers `burst` frames on its first read and counts
     /// what the data plane sends through it.
     struct Port {
-        burst: Vec<(PacketInfo, Carrier)>,
+        burst: Vec<Arrival>,
         pending: u64,
         sent: Arc<Mutex<(u64, u64)>>,
+        /// Says its arrivals carry the kernel's time, and how much room.
+        late: Option<LateReading>,
+        /// Wall-clock times of the hand-overs.
+        sent_at: Arc<Mutex<Vec<u64>>>,
+        /// Nothing to read before this...
+        hold_until: Option<Instant>,
+        /// ...though this says there is, so the data plane keeps looking.
+        readable: Option<(UnixStream, UnixStream)>,
     }
 
     impl Backend for Port {
@@ -788,10 +941,17 @@ mod tests {
             "test port".into()
         }
         fn fds(&self) -> Vec<BorrowedFd<'_>> {
-            Vec::new()
+            self.readable.iter().map(|(r, _)| r.as_fd()).collect()
         }
-        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<(PacketInfo, Carrier)>) {
+        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+            if self.hold_until.is_some_and(|t| Instant::now() < t) {
+                return false;
+            }
             arrivals.append(&mut self.burst);
+            false
+        }
+        fn late_reading(&self) -> Option<LateReading> {
+            self.late.clone()
         }
         fn complete(&mut self, _: Carrier, deliver: bool) {
             assert!(deliver, "nothing here should be dropped");
@@ -799,6 +959,8 @@ mod tests {
         }
         fn flush(&mut self) {
             if self.pending > 0 {
+                let wall = Clock::new().realtime().wall;
+                self.sent_at.lock().unwrap().push(wall);
                 let mut sent = self.sent.lock().unwrap();
                 sent.0 += self.pending;
                 sent.1 += 1;
@@ -810,7 +972,7 @@ mod tests {
         }
     }
 
-    fn frame(n: u16) -> (PacketInfo, Carrier) {
+    fn frame(n: u16) -> Arrival {
         let info = PacketInfo {
             len: 1000,
             key: FlowKey::v4(
@@ -833,7 +995,11 @@ mod tests {
                 port: 0,
             },
         };
-        (info, carrier)
+        Arrival {
+            info,
+            carrier,
+            stamp_ns: 0,
+        }
     }
 
     #[test]
@@ -895,6 +1061,10 @@ mod tests {
             burst: (0..8).map(frame).collect(),
             pending: 0,
             sent: sent.clone(),
+            late: None,
+            sent_at: Arc::default(),
+            hold_until: None,
+            readable: None,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
@@ -915,6 +1085,101 @@ mod tests {
         assert_eq!((report.arrived, report.delivered, report.inside), (8, 8, 0));
         assert_eq!(report.lateness.samples, 8, "{report}");
         assert_eq!(report.lateness.early, 0, "{report}");
+    }
+
+    /// Arrivals the kernel stamped run at those times, however late they
+    /// are read: frames that waited 30 ms unread in a 50 ms pipe leave 20 ms
+    /// after they are read, 50 ms after they arrived.
+    #[test]
+    fn arrivals_run_at_the_time_the_kernel_stamped_on_them() {
+        let mut engine = Engine::new(1);
+        for cmd in [
+            "pipe 1 config delay 50ms",
+            "add 100 pipe 1 ip from any to any",
+        ] {
+            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let reply = control::run_command(&mut engine, 0, &argv, None);
+            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
+        }
+        // Stamped 10 ms from now (after the data plane's clock starts), read
+        // 40 ms from now.
+        let stamp = Clock::new().realtime().wall + 10_000_000;
+        let hold_until = Some(Instant::now() + Duration::from_millis(40));
+        let readable = UnixStream::pair().unwrap();
+        (&readable.1).write_all(b"x").unwrap();
+        let sent_at = Arc::new(Mutex::new(Vec::new()));
+        let sent = Arc::new(Mutex::new((0, 0)));
+        let port = Port {
+            burst: (0..4)
+                .map(|n| Arrival {
+                    stamp_ns: stamp + u64::from(n) * 1_000,
+                    ..frame(n)
+                })
+                .collect(),
+            pending: 0,
+            sent: sent.clone(),
+            late: None,
+            sent_at: sent_at.clone(),
+            hold_until,
+            readable: Some(readable),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
+            PlaneOptions {
+                priority: Priority::Nice,
+                ..PlaneOptions::default()
+            },
+        );
+        let thread = std::thread::spawn(move || plane.run());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while sent.lock().unwrap().0 < 4 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        assert_eq!((report.arrived, report.delivered), (4, 4), "{report}");
+        assert_eq!(report.lateness.early, 0, "{report}");
+        let first = sent_at.lock().unwrap()[0];
+        // Never before 50 ms after the stamp; well before 50 ms after the
+        // read (30 ms later), however busy the machine.
+        let after = first.saturating_sub(stamp);
+        assert!((50_000_000..75_000_000).contains(&after), "{after} ns");
+    }
+
+    /// When arrivals may wait in the kernel, and until when.
+    #[test]
+    fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
+        const MS: Nanos = 1_000_000;
+        let l = LateReads {
+            epoch: Some(1),
+            transit: 10 * MS,
+            room: 4096,
+            read_at: 100 * MS,
+            span: 2 * MS,
+            got: 8,
+            more: false,
+            active: false,
+        };
+        // The next departure, if it comes before a packet that arrived just
+        // after the read could be due (less the margin)...
+        assert_eq!(l.next_read(105 * MS, None), Some(105 * MS));
+        assert_eq!(l.next_read(500 * MS, None), Some(110 * MS - LATE_MARGIN));
+        // ...or the timer's worst lateness, if larger.
+        assert_eq!(l.next_read(500 * MS, Some(MS)), Some(109 * MS));
+        // A timer that bad leaves no room: read as they come.
+        assert_eq!(l.next_read(500 * MS, Some(6 * MS)), None);
+        // Pipes that let packets out sooner than LATE_MIN_TRANSIT: no.
+        let short = LateReads {
+            transit: LATE_MIN_TRANSIT - 1,
+            ..l
+        };
+        assert_eq!(short.next_read(105 * MS, None), None);
+        // A read that stopped at its batch: more is waiting, read it now.
+        let more = LateReads { more: true, ..l };
+        assert_eq!(more.next_read(105 * MS, None), None);
+        // 1024 frames in 2 ms: a quarter of 4096 slots fills in 2 ms.
+        let busy = LateReads { got: 1024, ..l };
+        assert_eq!(busy.next_read(500 * MS, None), Some(102 * MS));
     }
 
     /// The pacing decisions, on made-up timer readings.

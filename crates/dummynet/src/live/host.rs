@@ -33,7 +33,7 @@ use dummynet_io::nfqueue::{
 };
 use dummynet_io::rawip::RawSender;
 
-use super::{Backend, Body, Carrier};
+use super::{Arrival, Backend, Body, Carrier};
 
 /// Packets read from the queue per turn of the data plane.
 const RX_BATCH: usize = 64;
@@ -150,14 +150,14 @@ impl Backend for Host {
         vec![self.queue.as_fd()]
     }
 
-    fn receive(&mut self, engine: &mut Engine<Carrier>, arrivals: &mut Vec<(PacketInfo, Carrier)>) {
+    fn receive(&mut self, engine: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
         for _ in 0..RX_BATCH {
             let pkt = match self.queue.recv() {
                 Ok(Some(p)) => p,
-                Ok(None) => break,
+                Ok(None) => return false,
                 Err(_) => {
                     self.read_errors += 1;
-                    break;
+                    return false;
                 }
             };
             let Ok(parsed) = wire::parse(LinkType::RawIp, pkt.payload()) else {
@@ -198,8 +198,13 @@ impl Backend for Host {
                 out_pass: None,
                 body,
             };
-            arrivals.push((info, carrier));
+            arrivals.push(Arrival {
+                info,
+                carrier,
+                stamp_ns: 0,
+            });
         }
+        true
     }
 
     fn complete(&mut self, carrier: Carrier, deliver: bool) {

@@ -124,6 +124,26 @@ fn ip_offset(frame: &[u8]) -> Option<usize> {
     None
 }
 
+/// A packet a backend read, for the engine.
+pub struct Arrival {
+    pub info: PacketInfo,
+    pub carrier: Carrier,
+    /// When the kernel received it (`CLOCK_REALTIME`, ns since the epoch),
+    /// or 0 when the backend cannot say: it then arrived when it was read.
+    pub stamp_ns: u64,
+}
+
+/// A backend whose arrivals may wait in the kernel to be read late
+/// ([`Backend::late_reading`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateReading {
+    /// Frames that can wait unread before the kernel drops any.
+    pub room: usize,
+    /// The interfaces arrivals come `in` on (the engine says how long
+    /// packets from each must stay inside: `Engine::least_transit`).
+    pub ifaces: Vec<IfaceId>,
+}
+
 /// A packet source and sink around the engine.
 pub trait Backend: Send {
     /// One line for logs and `dummynet stats`.
@@ -132,8 +152,16 @@ pub trait Backend: Send {
     fn fds(&self) -> Vec<BorrowedFd<'_>>;
     /// Reads what is waiting (a batch at most). IP packets go to `arrivals`
     /// with what the classifier needs; anything else is forwarded (or given
-    /// its verdict) by the backend itself.
-    fn receive(&mut self, engine: &mut Engine<Carrier>, arrivals: &mut Vec<(PacketInfo, Carrier)>);
+    /// its verdict) by the backend itself. True when it stopped at its
+    /// batch, so more may be waiting.
+    fn receive(&mut self, engine: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool;
+    /// `Some` when every arrival carries the kernel's receive time, so the
+    /// data plane may leave arrivals in the kernel a while and run each at
+    /// its own time when it reads it; `None` (the default) when arrivals
+    /// must be read as they come.
+    fn late_reading(&self) -> Option<LateReading> {
+        None
+    }
     /// The engine decided: send the packet on, or discard it.
     fn complete(&mut self, carrier: Carrier, deliver: bool);
     /// Hands batched frames or verdicts to the kernel.

@@ -223,10 +223,50 @@ fn in_ranges(ranges: &[PortRange], port: u16) -> bool {
     ranges.iter().any(|r| r.lo <= port && port <= r.hi)
 }
 
+/// Whether a rule matches every packet of some kind, none of them, or
+/// some only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tri {
+    Always,
+    Never,
+    Maybe,
+}
+
 impl Compiled {
     #[inline]
     pub fn matches(&self, p: &PacketInfo) -> bool {
         self.tests.iter().all(|(negate, t)| t.eval(p) != *negate)
+    }
+
+    /// Whether the body matches packets coming `in` on `recv_if` with no
+    /// transmit interface yet: the direction and interface tests decide
+    /// for all of them; any other test (addresses, ports, protocol) may go
+    /// either way.
+    pub fn decides_in(&self, recv_if: IfaceId) -> Tri {
+        let mut all = true;
+        for (negate, t) in &self.tests {
+            let known = match t {
+                Test::Dir(d) => Some(*d == Direction::In),
+                Test::Recv(m) | Test::Via(m) => Some(m.matches(Some(recv_if))),
+                Test::Xmit(m) => Some(m.matches(None)),
+                Test::Proto(_)
+                | Test::V6(_)
+                | Test::Src(_)
+                | Test::Dst(_)
+                | Test::SrcPort(_)
+                | Test::DstPort(_) => None,
+            };
+            match known {
+                Some(v) if v == *negate => return Tri::Never,
+                Some(_) => {}
+                None => all = false,
+            }
+        }
+        if all {
+            Tri::Always
+        } else {
+            Tri::Maybe
+        }
     }
 
     /// Interface `id` was just interned with `name`.
@@ -332,6 +372,44 @@ mod tests {
         assert!(c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 1500)));
         assert!(!c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 2001)));
         assert!(!c.matches(&pkt([1; 4], [2; 4], proto::ICMP, 0, 80)));
+    }
+
+    #[test]
+    fn direction_and_interface_decide_a_rule_for_all_incoming_packets() {
+        let mut ifs = Interfaces::default();
+        let app = ifs.intern("app");
+        let peer = ifs.intern("peer");
+        let body = |conds: &[Cond], ifs: &mut Interfaces| compile(conds, ifs);
+        let in_app = body(
+            &[
+                Cond::new(CondKind::Dir(Direction::In)),
+                Cond::new(CondKind::Recv(IfaceSpec::Name("app".into()))),
+            ],
+            &mut ifs,
+        );
+        assert_eq!(in_app.decides_in(app), Tri::Always);
+        assert_eq!(in_app.decides_in(peer), Tri::Never);
+        assert_eq!(Compiled::default().decides_in(peer), Tri::Always);
+        let out = body(&[Cond::new(CondKind::Dir(Direction::Out))], &mut ifs);
+        assert_eq!(out.decides_in(app), Tri::Never);
+        let not_via_app = body(
+            &[Cond::not(CondKind::Via(IfaceSpec::Pattern("a*".into())))],
+            &mut ifs,
+        );
+        assert_eq!(not_via_app.decides_in(app), Tri::Never);
+        assert_eq!(not_via_app.decides_in(peer), Tri::Always);
+        // Nothing has a transmit interface on the way in.
+        let xmit = body(&[Cond::new(CondKind::Xmit(IfaceSpec::Any))], &mut ifs);
+        assert_eq!(xmit.decides_in(app), Tri::Never);
+        let port = body(
+            &[
+                Cond::new(CondKind::Recv(IfaceSpec::Name("app".into()))),
+                Cond::new(CondKind::DstPort(vec![PortRange { lo: 80, hi: 80 }])),
+            ],
+            &mut ifs,
+        );
+        assert_eq!(port.decides_in(app), Tri::Maybe);
+        assert_eq!(port.decides_in(peer), Tri::Never);
     }
 
     #[test]

@@ -15,7 +15,8 @@ use crate::packet::PacketInfo;
 use crate::rng::{Probability, Rng};
 use crate::time::Nanos;
 
-pub(crate) use cond::{compile, Compiled, Interfaces};
+use crate::packet::IfaceId;
+pub(crate) use cond::{compile, Compiled, Interfaces, Tri};
 
 /// What the ruleset decided for a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,16 @@ pub(crate) enum Decision {
     Deny,
     Pipe(u32),
     Queue(u32),
+}
+
+/// Where a packet's first pass through the ruleset may end, as far as the
+/// rules alone tell ([`Ruleset::reach_in`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Reach {
+    /// Some packet may leave passed, without a pipe or queue.
+    pub pass: bool,
+    /// Some packet may enter a pipe or queue.
+    pub shaped: bool,
 }
 
 /// The rule that decided, so a packet leaving dummynet can re-enter after it
@@ -157,6 +168,48 @@ impl Ruleset {
                 |p| first + p + 1,
             )
             .min(self.rules.len() - 1)
+    }
+
+    /// What the first pass may do with packets coming `in` on `recv_if`
+    /// (before they have a transmit interface: a bridge's `in` pass, a
+    /// host's incoming packets), judged from the rules without a packet: a
+    /// rule whose tests are all about the direction and the interfaces
+    /// matches all of them or none ([`Compiled::decides_in`]); any other
+    /// rule, or one with `prob`, may match some. Errs towards `pass`: a
+    /// `skipto` that may or may not be taken counts as one.
+    pub fn reach_in(&self, recv_if: IfaceId, default_to_accept: bool) -> Reach {
+        let mut reach = Reach::default();
+        let mut i = 0;
+        while let Some(rule) = self.rules.get(i) {
+            let m = match rule.body.decides_in(recv_if) {
+                Tri::Always if rule.spec.prob.is_some() => Tri::Maybe,
+                m => m,
+            };
+            i += 1;
+            if m == Tri::Never {
+                continue;
+            }
+            let always = m == Tri::Always;
+            match rule.spec.action {
+                _ if rule.number == DEFAULT_RULE => {
+                    reach.pass |= default_to_accept;
+                    break;
+                }
+                Action::Allow => reach.pass = true,
+                Action::Deny => {}
+                Action::Pipe(_) | Action::Queue(_) => reach.shaped = true,
+                Action::Count => continue,
+                Action::Skipto(n) if always => {
+                    i = self.rules.partition_point(|r| r.number < n).max(i);
+                    continue;
+                }
+                Action::Skipto(_) => reach.pass = true,
+            }
+            if always {
+                break;
+            }
+        }
+        reach
     }
 
     /// Walks the rules from index `start`. Always ends at a rule: the default

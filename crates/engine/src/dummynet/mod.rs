@@ -1052,6 +1052,12 @@ impl<P: Payload> Dummynet<P> {
         }
     }
 
+    /// The least time any configured link keeps a packet after its
+    /// transmission (0 without links).
+    pub fn least_delay(&self) -> Nanos {
+        self.least_delay
+    }
+
     /// The earliest pending timer.
     pub fn next_deadline(&self) -> Option<Nanos> {
         self.timers.heap.peek().map(|Reverse((t, ..))| *t)
