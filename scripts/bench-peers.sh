@@ -20,10 +20,15 @@
 # listens only there. Installs rattan with cargo if it is missing.
 #
 # Each measurement runs dummynet at its default precision, then at
-# `--precision max`, then rattan.
+# `--precision max`, then rattan (PEERS picks and orders them; TESTS picks
+# the measurements). HOGS=N runs N busy loops beside the traffic (inside
+# the shell, for the measurement's length): how each emulator keeps its
+# timing on a machine whose cores are all taken, as in a CI job that also
+# builds.
 #
 # Needs root, ip, iperf3, ping, jq, bc. Usage:
 #   sudo [TESTS="ping tcp50 tcp udp64"] [PEERS="dummynet dummynet-max rattan"] \
+#       [HOGS=N] \
 #       scripts/bench-peers.sh [path/to/dummynet] [rounds] [dummynet shell options...]
 set -euo pipefail
 
@@ -33,6 +38,7 @@ shift $(( $# > 2 ? 2 : $# )) || true
 DN_OPTS=("$@")
 TESTS=${TESTS:-ping tcp50 tcp udp64}
 PEERS=${PEERS:-dummynet dummynet-max rattan}
+export HOGS=${HOGS:-0}
 [ -x "$DN" ] || { echo "build first: cargo build --release -p dummynet" >&2; exit 1; }
 DN=$(realpath "$DN")
 if ! command -v rattan >/dev/null; then
@@ -77,6 +83,11 @@ softirq() { # ticks of every ksoftirqd thread
 }
 hz=$(getconf CLK_TCK)
 sleep 0.5
+hogs=()
+for _ in $(seq 1 "${HOGS:-0}"); do
+    (end=$((SECONDS + 15)); while [ $SECONDS -lt $end ]; do :; done) &
+    hogs+=($!)
+done
 c0=$(cpu_of $PPID); s0=$(softirq); t0=$(date +%s.%N)
 case $what in
 ping)
@@ -91,6 +102,7 @@ udp64)
     extra="sender_pps=$pps";;
 esac
 c1=$(cpu_of $PPID); s1=$(softirq); t1=$(date +%s.%N)
+[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null
 echo "RESULT $what $extra cpu_s=$(echo "scale=2; ($c1 - $c0) / $hz" | bc) \
 softirq_s=$(echo "scale=2; ($s1 - $s0) / $hz" | bc) wall_s=$(echo "$t1 - $t0" | bc)"
 EOF
@@ -112,7 +124,7 @@ run_rattan() { # $1 test, $2 delay, $3 bandwidth (empty: none)
 
 echo "# dummynet: $("$DN" --version 2>/dev/null || echo "$DN") ${DN_OPTS[*]:-(default options)}"
 echo "# rattan: $("$RATTAN" --version 2>/dev/null | head -1)"
-echo "# $(nproc) CPUs, $(uname -r), $ROUNDS interleaved rounds"
+echo "# $(nproc) CPUs, $(uname -r), $ROUNDS interleaved rounds, HOGS=$HOGS"
 for r in $(seq 1 "$ROUNDS"); do
     echo "## round $r"
     for t in "ping|delay 10ms|10ms|" "tcp50|bw 50Mbit/s delay 10ms|10ms|50Mbps" \

@@ -104,18 +104,18 @@ const PACE_EVERY: Nanos = 1_000_000;
 pub enum Precision {
     /// Sleep on the kernel's timer up to each departure, aimed so that the
     /// median wake-up lands on time, and spin only what is left (at most
-    /// [`TIMER_MAX_SPIN`]); no polling after arrivals, and arrivals that
-    /// carry the kernel's receive time wait in the kernel until the next
-    /// departure whenever no pipe can let them out sooner
-    /// ([`LATE_MIN_TRANSIT`]). Departures leave within the timer's jitter
-    /// (tens of µs on a VM) for a small share of a core: the default.
+    /// 50 µs); no polling after arrivals, and arrivals that carry the
+    /// kernel's receive time wait in the kernel until the next departure
+    /// whenever every one stays inside at least 1 ms. Departures leave
+    /// within the timer's jitter (tens of µs on a VM) for a small share of
+    /// a core: the default.
     #[default]
     Timer,
-    /// Spin the last [`DEFAULT_SPIN`] (or `--spin-us`) before every
-    /// departure, release it ahead and hand it over on the nanosecond, and
-    /// poll the ports a while after every arrival: about a microsecond
-    /// late, at the cost of a core whenever departures are closer together
-    /// than the spin.
+    /// Spin the last 300 µs (or `--spin-us`) before every departure,
+    /// release it ahead and hand it over on the nanosecond, and poll the
+    /// ports a while after every arrival: about a microsecond late, at the
+    /// cost of a core whenever departures are closer together than the
+    /// spin.
     Max,
 }
 
@@ -1180,6 +1180,30 @@ mod tests {
         // 1024 frames in 2 ms: a quarter of 4096 slots fills in 2 ms.
         let busy = LateReads { got: 1024, ..l };
         assert_eq!(busy.next_read(500 * MS, None), Some(102 * MS));
+    }
+
+    /// `--help` states the numbers as they are (clap shows the variants'
+    /// documentation, where a link to a constant would print as its name).
+    #[test]
+    fn the_precision_help_says_what_the_constants_are() {
+        use clap::ValueEnum;
+        let help = |p: Precision| {
+            p.to_possible_value()
+                .and_then(|v| v.get_help().map(|h| h.to_string()))
+                .unwrap_or_default()
+        };
+        let timer = help(Precision::Timer);
+        assert!(
+            timer.contains(&format!("at most {} µs", TIMER_MAX_SPIN / 1_000)),
+            "{timer}"
+        );
+        assert!(timer.contains(&format!("at least {} ms", LATE_MIN_TRANSIT / 1_000_000)));
+        let max = help(Precision::Max);
+        assert!(
+            max.contains(&format!("last {} µs", DEFAULT_SPIN / 1_000)),
+            "{max}"
+        );
+        assert!(!timer.contains('[') && !max.contains('['));
     }
 
     /// The pacing decisions, on made-up timer readings.
