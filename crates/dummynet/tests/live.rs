@@ -1271,6 +1271,84 @@ fn the_default_precision_sleeps_when_idle_and_keeps_its_promise() {
     );
 }
 
+/// A bridge counter from `dummynet stats` (`app.rx_gso_frames 12`); 0 when
+/// it is not shown (only non-zero counters are).
+fn stats_counter(stats: &str, name: &str) -> u64 {
+    let key = format!("{name} ");
+    stats
+        .find(&key)
+        .map_or(0, |_| number_after(stats, &key) as u64)
+}
+
+/// `--gso auto` follows the configuration: TCP's super-packets cross whole
+/// while the pipes only delay; once `ipfw` gives a pipe a bandwidth, the
+/// command's end segments before sending (`gso_max_segs 1`), so the pipe
+/// bills and queues each wire packet; with the bandwidth gone, whole again.
+#[test]
+fn super_packets_cross_whole_only_while_every_pipe_only_delays() {
+    if !ready(
+        "super_packets_cross_whole_only_while_every_pipe_only_delays",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let (port, port2) = (unique_port(), unique_port());
+    let _server = iperf3_server(&ns, port, None);
+    let _server2 = iperf3_server(&ns, port2, None);
+    let script = format!(
+        "segs() {{ ip -d link show dn0 | sed -n 's/.*gso_max_segs \\([0-9]*\\).*/\\1/p'; }}; \
+         settle() {{ for i in $(seq 1 100); do [ \"$(segs)\" = \"$1\" ] && return 0; sleep 0.02; done; }}; \
+         segs > $OUT/segs0; \
+         iperf3 -c $DUMMYNET_PEER -p {port} -t 1 -J > $OUT/whole.json || exit 97; \
+         \"$DN\" stats > $OUT/whole.txt; \
+         \"$DN\" ipfw pipe 1 config bw 20Mbit/s delay 5ms || exit 98; \
+         settle 1; segs > $OUT/segs1; \
+         \"$DN\" stats > $OUT/before.txt; \
+         iperf3 -c $DUMMYNET_PEER -p {port2} -t 2 -J > $OUT/limited.json || exit 97; \
+         \"$DN\" stats > $OUT/after.txt; \
+         \"$DN\" ipfw pipe 1 config bw 0 delay 5ms || exit 96; \
+         settle 65535; segs > $OUT/segs2"
+    );
+    shell_ok(
+        &ns,
+        &scratch,
+        &["--up", "delay 5ms", "--down", "delay 5ms"],
+        &script,
+    );
+    let segs = |f: &str| scratch.read(f).trim().to_string();
+    let (whole, before, after) = (
+        scratch.read("whole.txt"),
+        scratch.read("before.txt"),
+        scratch.read("after.txt"),
+    );
+    println!("{whole}\n{after}");
+    assert_eq!(segs("segs0"), "65535", "delay only: whole");
+    assert!(
+        stats_counter(&whole, "app.rx_gso_frames") > 0,
+        "TCP through delay-only pipes sent no super-packet"
+    );
+    assert_eq!(
+        segs("segs1"),
+        "1",
+        "with a bandwidth: one frame per segment"
+    );
+    assert_eq!(
+        stats_counter(&after, "app.rx_gso_frames"),
+        stats_counter(&before, "app.rx_gso_frames"),
+        "super-packets reached a pipe with a bandwidth"
+    );
+    let limited = iperf3_received_bps(&scratch.read("limited.json"));
+    assert!(
+        limited < 20e6,
+        "{:.2} Mbit/s through 20 Mbit/s",
+        mbit(limited)
+    );
+    assert_eq!(segs("segs2"), "65535", "delay only again: whole");
+}
+
 // ---------------------------------------------------------------------------
 // Seed 002: CoDel and FQ-CoDel with real TCP
 // ---------------------------------------------------------------------------

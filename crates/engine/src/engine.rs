@@ -161,6 +161,19 @@ impl<P: Payload> Engine<P> {
         self.epoch
     }
 
+    /// Whether a burst of packets sent as one (a GSO super-packet) fares
+    /// exactly as its packets would: every pipe only delays
+    /// ([`Dummynet::only_delays`]: no bandwidth to bill it against, no
+    /// queue-slot limit it could overflow alone, no draw made once for it),
+    /// no rule has `prob`, and no scheduled command waits (it may bring
+    /// any of these in). A live caller that can make the kernel segment
+    /// bursts lets them cross whole only while this holds.
+    pub fn only_delays(&self) -> bool {
+        self.dn.only_delays()
+            && self.plan.is_empty()
+            && self.rules.rules().iter().all(|r| r.spec.prob.is_none())
+    }
+
     /// The least time from a packet's arrival `in` on `recv_if` to the
     /// first departure it can cause: the least delay of any pipe when the
     /// rules send every such packet into a pipe or queue, or deny it;

@@ -10,6 +10,7 @@
 //! are billed for the bytes their segments would put on the wire.
 
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::mpsc::Sender;
 
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
@@ -33,6 +34,9 @@ pub struct Bridge {
     rx: Vec<RxFrame>,
     tx: [Vec<(Vec<u8>, Option<VnetHdr>)>; 2],
     counters: Counters,
+    /// Told whether super-packets may cross whole, whenever that changes
+    /// ([`Bridge::follow_bursts`]), and what it was told last.
+    bursts: Option<(Sender<bool>, Option<bool>)>,
 }
 
 impl Bridge {
@@ -50,7 +54,18 @@ impl Bridge {
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
+            bursts: None,
         })
+    }
+
+    /// Tells `bursts`, at the start and whenever it changes, whether GSO
+    /// super-packets may cross whole (`Engine::only_delays`), for a caller
+    /// that makes the senders beyond the ports segment them or not: a
+    /// burst billed and queued as one is exact only while no pipe counts
+    /// packets.
+    pub fn follow_bursts(mut self, bursts: Sender<bool>) -> Self {
+        self.bursts = Some((bursts, None));
+        self
     }
 }
 
@@ -132,6 +147,18 @@ impl Backend for Bridge {
             }
         }
         more
+    }
+
+    fn reconfigured(&mut self, engine: &Engine<Carrier>) {
+        let Some((tell, last)) = &mut self.bursts else {
+            return;
+        };
+        let whole = engine.only_delays();
+        if *last != Some(whole) {
+            *last = Some(whole);
+            // Gone only when the shell is ending.
+            let _ = tell.send(whole);
+        }
     }
 
     /// Both ports read from rings, whose slots carry the kernel's receive

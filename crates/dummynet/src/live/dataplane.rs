@@ -416,9 +416,6 @@ impl std::fmt::Display for Report {
 /// [`LATE_MIN_TRANSIT`]).
 #[derive(Debug, Default)]
 struct LateReads {
-    /// The engine configuration epoch `transit` and `room` were worked out
-    /// at.
-    epoch: Option<u64>,
     /// The least time every arrival stays inside the engine; 0 when some
     /// backend cannot stamp its arrivals.
     transit: Nanos,
@@ -440,6 +437,7 @@ impl LateReads {
     /// `timer_worst` is the worst recent lateness of the timer. Pure, so it
     /// is tested on its own.
     fn next_read(&self, deadline: Nanos, timer_worst: Option<Nanos>) -> Option<Nanos> {
+        // (Worked out at each configuration change: see `reconfigured`.)
         let margin = timer_worst.unwrap_or(0).max(LATE_MARGIN);
         if self.more || self.transit < LATE_MIN_TRANSIT.max(2 * margin) {
             return None;
@@ -464,6 +462,8 @@ pub struct DataPlane {
     options: PlaneOptions,
     arrivals: Vec<Arrival>,
     late: LateReads,
+    /// The engine configuration epoch last looked at ([`Self::reconfigured`]).
+    epoch: Option<u64>,
     /// Earliest departure time among packets released but not yet handed
     /// to the kernel.
     due: Option<Nanos>,
@@ -501,6 +501,7 @@ impl DataPlane {
             options: PlaneOptions::default(),
             arrivals: Vec::with_capacity(256),
             late: LateReads::default(),
+            epoch: None,
             due: None,
             rest: None,
             timer: TimerWatch::default(),
@@ -545,6 +546,7 @@ impl DataPlane {
             self.release(self.clock.now());
             self.flush_all();
             self.serve_control();
+            self.reconfigured();
             if let Some(d) = self.wait() {
                 self.stage(d);
             }
@@ -637,28 +639,37 @@ impl DataPlane {
         if self.options.precision != Precision::Timer {
             return None;
         }
-        let deadline = deadline?;
+        self.late.next_read(deadline?, self.timer.worst())
+    }
+
+    /// After any change of the engine's configuration (a command, a
+    /// scheduled step; and once at the start): works out again how late
+    /// arrivals may be read, and lets the backends follow.
+    fn reconfigured(&mut self) {
         let epoch = self.engine.config_epoch();
-        if self.late.epoch != Some(epoch) {
-            let (mut transit, mut room) = (Nanos::MAX, usize::MAX);
-            for b in &self.backends {
-                let Some(r) = b.late_reading() else {
-                    transit = 0;
-                    break;
-                };
-                room = room.min(r.room);
-                for i in r.ifaces {
-                    transit = transit.min(self.engine.least_transit(i));
-                }
-            }
-            if self.backends.is_empty() {
-                transit = 0;
-            }
-            self.late.epoch = Some(epoch);
-            self.late.transit = transit;
-            self.late.room = room;
+        if self.epoch == Some(epoch) {
+            return;
         }
-        self.late.next_read(deadline, self.timer.worst())
+        self.epoch = Some(epoch);
+        let (mut transit, mut room) = (Nanos::MAX, usize::MAX);
+        for b in &self.backends {
+            let Some(r) = b.late_reading() else {
+                transit = 0;
+                break;
+            };
+            room = room.min(r.room);
+            for i in r.ifaces {
+                transit = transit.min(self.engine.least_transit(i));
+            }
+        }
+        if self.backends.is_empty() {
+            transit = 0;
+        }
+        self.late.transit = transit;
+        self.late.room = room;
+        for b in &mut self.backends {
+            b.reconfigured(&self.engine);
+        }
     }
 
     /// Everything due by `now` leaves the engine (into the backends' send
@@ -1151,7 +1162,6 @@ mod tests {
     fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
         const MS: Nanos = 1_000_000;
         let l = LateReads {
-            epoch: Some(1),
             transit: 10 * MS,
             room: 4096,
             read_at: 100 * MS,

@@ -87,7 +87,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let (up, down) = preset.options_for_use()?;
     let config = shell_config(&up, &down)?;
-    let path = build_path(&near, &far, "srv0", Gso::Auto.whole(&config))?;
+    let path = build_path(&near, &far, "srv0", Gso::Auto)?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
     let emulator = start_emulator(
         &path,
@@ -96,6 +96,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         None,
         Arc::new(AtomicBool::new(false)),
         args.precision,
+        Gso::Auto,
     )?;
 
     let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));

@@ -162,6 +162,11 @@ pub trait Backend: Send {
     fn late_reading(&self) -> Option<LateReading> {
         None
     }
+    /// The engine's configuration changed (or the data plane just
+    /// started): a backend whose kernel setup follows it looks at it here.
+    /// On the data-plane thread, between packets: anything slow goes to
+    /// another thread.
+    fn reconfigured(&mut self, _engine: &Engine<Carrier>) {}
     /// The engine decided: send the packet on, or discard it.
     fn complete(&mut self, carrier: Carrier, deliver: bool);
     /// Hands batched frames or verdicts to the kernel.

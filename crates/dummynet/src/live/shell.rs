@@ -18,6 +18,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,11 +53,12 @@ pub struct ShellArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Whether TCP's GSO super-packets (up to 64 KB) cross whole, which
-    /// multi-Gbit/s rates need: `auto` (the default) lets them where that
+    /// multi-Gbit/s rates need: `auto` (the default) lets them while that
     /// changes nothing a pipe does (every pipe only delays), and makes every
-    /// frame one wire packet otherwise; `on` (also plain `--gso`) always,
-    /// though a super-packet then takes one queue slot, one loss draw and
-    /// one billing; `off` never.
+    /// frame one wire packet otherwise, following the configuration as
+    /// `ipfw` commands change it; `on` (also plain `--gso`) always, though a
+    /// super-packet then takes one queue slot, one loss draw and one
+    /// billing; `off` never.
     #[arg(long, value_enum, default_value_t = Gso::Auto, num_args = 0..=1, default_missing_value = "on")]
     pub gso: Gso,
     /// How exactly departures leave: `timer` (default: within the kernel
@@ -72,54 +74,23 @@ pub struct ShellArgs {
 /// Whether GSO super-packets cross the shell whole (see [`ShellArgs::gso`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Gso {
+    /// While the engine says they fare as their segments would
+    /// (`Engine::only_delays`), following its configuration.
     #[default]
     Auto,
     On,
     Off,
 }
 
-impl Gso {
-    /// Whether super-packets cross whole under `config`.
-    pub fn whole(self, config: &[(usize, Command)]) -> bool {
-        match self {
-            Gso::Auto => super_packets_change_nothing(config),
-            Gso::On => true,
-            Gso::Off => false,
-        }
-    }
-}
-
-/// Whether a configuration treats a GSO super-packet as it would treat
-/// the segments it stands for: only when no pipe counts packets. A rate
-/// bills it as one (one burst of up to 64 KB), a queue holds it in one
-/// slot, `plr`, loss, duplication, jitter, reordering, AQMs and a rule's
-/// `prob` draw once for it, and a schedule or `modify` may bring any of
-/// these in later. Pipes that only delay, and rules without `prob`, are
-/// the same for it and for its segments.
-pub fn super_packets_change_nothing(config: &[(usize, Command)]) -> bool {
-    use dummynet_engine::config::{FlowsetConfig, LinkConfig};
-    let link_only_delays =
-        |l: &LinkConfig| l.bw == 0 && l.profile.is_none() && l.impairments().next().is_none();
-    let flowset_plain = |f: &FlowsetConfig| {
-        f.plr.is_zero() && f.impairments().next().is_none() && f.aqm.is_droptail()
-    };
-    config.iter().all(|(_, c)| match c {
-        Command::ConfigPipe(_, p) => link_only_delays(&p.link) && flowset_plain(&p.flowset),
-        Command::ConfigQueue(_, q) => flowset_plain(&q.flowset),
-        Command::ConfigSched(_, s) => s.link.as_ref().is_none_or(link_only_delays),
-        Command::AddRule(r) => r.prob.is_none(),
-        Command::ModifyPipe(..)
-        | Command::ModifyQueue(..)
-        | Command::ModifySched(..)
-        | Command::Schedule(_) => false,
-        _ => true,
-    })
-}
-
 /// The three namespaces of a path through the emulator, joined by veths.
+#[derive(Clone)]
 pub struct Path {
     /// Where the emulator runs.
     pub mid: Netns,
+    /// The namespaces at the ends, and the far end's interface.
+    pub near: Netns,
+    pub far: Netns,
+    pub far_if: String,
     /// Address of the near end (the command's side) and of the far end.
     pub near_addr: Ipv4Addr,
     pub far_addr: Ipv4Addr,
@@ -137,12 +108,14 @@ pub const NEAR_IF: &str = "dn0";
 /// unlikely to clash with a user's own networks), a default route on the
 /// near side towards the far end, and the bridge ports in `mid`.
 ///
-/// Unless `gso`, both ends segment before sending (`gso_max_segs 1`), so
-/// every frame the emulator sees is one wire packet and takes one queue
-/// slot, as on a real link; with `gso`, TCP's super-packets of up to 64 KB
+/// With `Gso::Off`, both ends segment before sending (`gso_max_segs 1`),
+/// so every frame the emulator sees is one wire packet and takes one queue
+/// slot, as on a real link; otherwise TCP's super-packets of up to 64 KB
 /// cross whole (billed for all their bytes), which multi-Gbit/s runs need
-/// but which lets a slot-limited queue hold far more than it says.
-pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: bool) -> Result<Path, String> {
+/// but which lets a slot-limited queue hold far more than it says, until
+/// [`start_emulator`] says otherwise (`Gso::Auto`).
+pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, String> {
+    let whole = gso != Gso::Off;
     let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let subnet = far
         .run(free_subnet)
@@ -159,14 +132,14 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: bool) -> Result<
     let mut f = far.rtnl().map_err(|e| e.to_string())?;
     f.add_address(far_if, IpAddr::V4(far_addr), 30)
         .map_err(|e| e.to_string())?;
-    if !gso {
+    if !whole {
         f.set_gso_max_segs(far_if, 1).map_err(|e| e.to_string())?;
     }
     f.set_up(far_if).map_err(|e| e.to_string())?;
     let mut n = near.rtnl().map_err(|e| e.to_string())?;
     n.add_address(NEAR_IF, IpAddr::V4(near_addr), 30)
         .map_err(|e| e.to_string())?;
-    if !gso {
+    if !whole {
         n.set_gso_max_segs(NEAR_IF, 1).map_err(|e| e.to_string())?;
     }
     n.set_up(NEAR_IF).map_err(|e| e.to_string())?;
@@ -178,9 +151,60 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: bool) -> Result<
     .map_err(|e| e.to_string())?;
     Ok(Path {
         mid,
+        near: near.clone(),
+        far: far.clone(),
+        far_if: far_if.to_string(),
         near_addr,
         far_addr,
     })
+}
+
+/// `gso_max_segs` that lets a sender's super-packets stay whole: the
+/// kernel's default (`GSO_MAX_SEGS`).
+const WHOLE_SEGS: u32 = 65_535;
+
+impl Path {
+    /// Makes both ends segment their super-packets before sending, or lets
+    /// them send them whole.
+    fn set_bursts(&self, whole: bool) -> Result<(), String> {
+        let segs = if whole { WHOLE_SEGS } else { 1 };
+        let near = self.near.rtnl().map_err(|e| e.to_string())?;
+        let far = self.far.rtnl().map_err(|e| e.to_string())?;
+        for (mut rtnl, name) in [(near, NEAR_IF), (far, self.far_if.as_str())] {
+            rtnl.set_gso_max_segs(name, segs)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the outcome of applying the first word arrives.
+type FirstApplied = Receiver<Result<(), String>>;
+
+/// A thread that sets the path's segmentation as the emulator's bridge
+/// tells it (`Bridge::follow_bursts`), until the bridge is gone: netlink
+/// is no work for the data plane. Returns the bridge's end of the channel.
+fn follow_bursts(path: &Path) -> Result<(Sender<bool>, FirstApplied), String> {
+    let (tell, words) = mpsc::channel::<bool>();
+    let (done, first) = mpsc::channel();
+    let path = path.clone();
+    std::thread::Builder::new()
+        .name("dummynet-bursts".into())
+        .spawn(move || {
+            let mut done = Some(done);
+            for whole in words {
+                let applied = path.set_bursts(whole);
+                match (done.take(), applied) {
+                    (Some(done), applied) => {
+                        let _ = done.send(applied);
+                    }
+                    (None, Err(e)) => eprintln!("dummynet shell: segmentation: {e}"),
+                    (None, Ok(())) => {}
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    Ok((tell, first))
 }
 
 trait BorrowFd {
@@ -269,8 +293,16 @@ pub fn start_emulator(
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
     precision: Precision,
+    gso: Gso,
 ) -> Result<Running, String> {
-    spawn(
+    let (tell, first) = match gso {
+        Gso::Auto => {
+            let (tell, first) = follow_bursts(path)?;
+            (Some(tell), Some(first))
+        }
+        Gso::On | Gso::Off => (None, None),
+    };
+    let running = spawn(
         Some(&path.mid),
         config,
         seed,
@@ -281,10 +313,29 @@ pub fn start_emulator(
             ..PlaneOptions::default()
         },
         |e| {
-            let bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+            let mut bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+            if let Some(tell) = tell {
+                bridge = bridge.follow_bursts(tell);
+            }
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
         },
-    )
+    )?;
+    // The command starts only once its end segments as the configuration
+    // needs.
+    if let Some(first) = first {
+        let failed = match first.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("setting the ends' segmentation: {e}")),
+            Err(_) => Some(
+                "the emulator did not say within 5 s whether super-packets may cross whole".into(),
+            ),
+        };
+        if let Some(e) = failed {
+            running.stop();
+            return Err(e);
+        }
+    }
+    Ok(running)
 }
 
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
@@ -318,7 +369,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let far_if = format!("dn-{}", std::process::id());
-    let path = build_path(&app, &here, &far_if, args.gso.whole(&config))?;
+    let path = build_path(&app, &here, &far_if, args.gso)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -332,6 +383,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Some(socket.clone()),
         Arc::new(AtomicBool::new(false)),
         args.precision,
+        args.gso,
     )?;
     let (program, rest) = args
         .command
@@ -399,8 +451,10 @@ mod tests {
 
     #[test]
     fn super_packets_cross_whole_only_where_no_pipe_counts_packets() {
-        let whole =
-            |up: &str, down: &str| super_packets_change_nothing(&shell_config(up, down).unwrap());
+        let engine = |c: &[(usize, Command)]| -> dummynet_engine::Engine<crate::live::Carrier> {
+            crate::sim::configure(c, 1).unwrap()
+        };
+        let whole = |up: &str, down: &str| engine(&shell_config(up, down).unwrap()).only_delays();
         assert!(whole("bw 0", "bw 0"));
         assert!(whole("delay 20ms", "delay 20ms queue 10"));
         for limited in [
@@ -412,14 +466,26 @@ mod tests {
             "trace examples/traces/constant-12mbit.trace",
         ] {
             if let Ok(c) = shell_config(limited, "bw 0") {
-                assert!(!super_packets_change_nothing(&c), "{limited}");
+                assert!(!engine(&c).only_delays(), "{limited}");
             }
         }
         assert!(!whole("delay 10ms", "bw 1Mbit/s"));
+        // A schedule may bring a limit in; once it has, the state says so.
         let mut c = shell_config("bw 0", "bw 0").unwrap();
         c.extend(crate::lang::commands("at 5s pipe 1 modify bw 1Mbit/s\n", None).unwrap());
-        assert!(!super_packets_change_nothing(&c));
-        assert!(Gso::On.whole(&c) && !Gso::Off.whole(&[]));
+        let mut e = engine(&c);
+        assert!(!e.only_delays());
+        let _ = e.poll(6_000_000_000);
+        assert_eq!(e.schedule_stats().applied, 1);
+        assert!(!e.only_delays());
+        // A change back to delay only, by hand: whole again, and the
+        // configuration epoch moved both times.
+        let epoch = e.config_epoch();
+        let argv: Vec<String> = "pipe 1 modify bw 0".split(' ').map(String::from).collect();
+        let reply = crate::live::control::run_command(&mut e, 7_000_000_000, &argv, None);
+        assert_eq!(reply.status, 0, "{}", reply.stderr);
+        assert!(e.only_delays());
+        assert!(e.config_epoch() > epoch);
     }
 
     #[test]

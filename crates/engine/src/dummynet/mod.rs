@@ -1052,6 +1052,19 @@ impl<P: Payload> Dummynet<P> {
         }
     }
 
+    /// Whether every link only delays (no bandwidth, profile or
+    /// impairment) and every flowset takes packets as they come (no `plr`,
+    /// impairment or AQM): then nothing here counts packets, and a burst
+    /// fares as the packets it stands for would.
+    pub fn only_delays(&self) -> bool {
+        let link =
+            |l: &LinkConfig| l.bw == 0 && l.profile.is_none() && l.impairments().next().is_none();
+        let flowset = |f: &Flowset| {
+            f.cfg.plr.is_zero() && f.cfg.impairments().next().is_none() && f.cfg.aqm.is_droptail()
+        };
+        self.links.values().all(link) && self.flowsets.values().all(flowset)
+    }
+
     /// The least time any configured link keeps a packet after its
     /// transmission (0 without links).
     pub fn least_delay(&self) -> Nanos {
