@@ -467,6 +467,9 @@ pub struct DataPlane {
     /// Earliest departure time among packets released but not yet handed
     /// to the kernel.
     due: Option<Nanos>,
+    /// When the first of those was released (clock time): it is handed
+    /// over once it has waited [`FLUSH_SLACK`] since, even mid-batch.
+    due_since: Nanos,
     /// The share of the CPU a `SCHED_FIFO` data plane leaves to others.
     rest: Option<Rest>,
     timer: TimerWatch,
@@ -503,6 +506,7 @@ impl DataPlane {
             late: LateReads::default(),
             epoch: None,
             due: None,
+            due_since: 0,
             rest: None,
             timer: TimerWatch::default(),
             busy: false,
@@ -614,9 +618,11 @@ impl DataPlane {
                     .min(real.clock)
                     .max(self.engine.now());
                 self.release(at);
-                if self
-                    .due
-                    .is_some_and(|due| self.clock.now().saturating_sub(due) >= FLUSH_SLACK)
+                // Measured from the release, not from the departure time: an
+                // arrival read late releases what was due long ago, and the
+                // batch should still go out whole.
+                if self.due.is_some()
+                    && self.clock.now().saturating_sub(self.due_since) >= FLUSH_SLACK
                 {
                     self.flush_all();
                 }
@@ -691,6 +697,9 @@ impl DataPlane {
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
                 if settle(&mut self.engine, &mut self.backends, now, out.info, pass) {
+                    if self.due.is_none() {
+                        self.due_since = self.clock.now();
+                    }
                     self.due = Some(self.due.map_or(out.at, |e| e.min(out.at)));
                 }
             } else {
@@ -1155,6 +1164,57 @@ mod tests {
         // read (30 ms later), however busy the machine.
         let after = first.saturating_sub(stamp);
         assert!((50_000_000..75_000_000).contains(&after), "{after} ns");
+    }
+
+    /// A batch of arrivals read late leaves in one hand-over: what they
+    /// release was due long ago, but has waited no time in the data plane.
+    #[test]
+    fn a_batch_read_late_still_leaves_in_one_hand_over() {
+        let mut engine = Engine::new(1);
+        for cmd in ["pipe 1 config bw 0", "add 100 pipe 1 ip from any to any"] {
+            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let reply = control::run_command(&mut engine, 0, &argv, None);
+            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
+        }
+        // Stamped 20 ms from now, read 30 ms from now: 10 ms late.
+        let stamp = Clock::new().realtime().wall + 20_000_000;
+        let sent = Arc::new(Mutex::new((0, 0)));
+        let readable = UnixStream::pair().unwrap();
+        (&readable.1).write_all(b"x").unwrap();
+        let port = Port {
+            burst: (0..32)
+                .map(|n| Arrival {
+                    stamp_ns: stamp + u64::from(n) * 100,
+                    ..frame(n)
+                })
+                .collect(),
+            pending: 0,
+            sent: sent.clone(),
+            late: None,
+            sent_at: Arc::default(),
+            hold_until: Some(Instant::now() + Duration::from_millis(30)),
+            readable: Some(readable),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
+            PlaneOptions {
+                priority: Priority::Nice,
+                ..PlaneOptions::default()
+            },
+        );
+        let thread = std::thread::spawn(move || plane.run());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while sent.lock().unwrap().0 < 32 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        // One hand-over, or a few if the batch took more than FLUSH_SLACK
+        // to run (each arrival then waits for none of the others): never
+        // one per arrival.
+        let (packets, hand_overs) = *sent.lock().unwrap();
+        assert_eq!(packets, 32, "{report}");
+        assert!(hand_overs <= 4, "{hand_overs} hand-overs for 32 packets");
     }
 
     /// When arrivals may wait in the kernel, and until when.
