@@ -807,18 +807,27 @@ fn an_idle_flow_costs_less_than_256_bytes() {
     }
 }
 
+/// A uniform jitter of `amount` either way, uncorrelated, in order.
+fn uniform(amount: Nanos) -> Jitter {
+    Jitter {
+        amount,
+        correlation: Probability::ZERO,
+        distribution: Distribution::Uniform,
+        unordered: false,
+    }
+}
+
+/// `recv NAME`.
+fn recv(name: &str) -> Cond {
+    Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())))
+}
+
 /// A live caller that sleeps until `next_output_deadline` (skipping the
 /// timers at which packets only move inside the engine) sees exactly what
 /// one woken at every `next_deadline` sees: the same outputs at the same
 /// times, and every output at a time it was told to be awake for.
 #[test]
 fn waking_only_for_outputs_changes_nothing() {
-    let uniform = |amount| Jitter {
-        amount,
-        correlation: Probability::ZERO,
-        distribution: Distribution::Uniform,
-        unordered: false,
-    };
     let links = [
         LinkConfig {
             bw: 10_000_000,
@@ -935,7 +944,6 @@ fn drive(
 /// read: what every packet coming in on an interface must go through.
 #[test]
 fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
-    let recv = |name: &str| Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())));
     let shell = |e: &mut Engine<u64>| {
         e.apply(0, pipe(1, 50_000_000, 10 * MS)).unwrap();
         e.apply(0, pipe(2, 50_000_000, 7 * MS)).unwrap();
@@ -1006,13 +1014,6 @@ fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
 /// times, and no departure due before the wake-up that found it.
 #[test]
 fn reading_arrivals_late_by_the_least_transit_changes_nothing() {
-    let recv = |name: &str| Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())));
-    let uniform = |amount| Jitter {
-        amount,
-        correlation: Probability::ZERO,
-        distribution: Distribution::Uniform,
-        unordered: false,
-    };
     let links = [
         LinkConfig {
             bw: 10_000_000,

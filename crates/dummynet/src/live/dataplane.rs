@@ -1022,6 +1022,66 @@ mod tests {
         }
     }
 
+    /// An engine given `commands`, each of which must be accepted.
+    fn configured(commands: &[&str]) -> Engine<Carrier> {
+        let mut engine = Engine::new(1);
+        for cmd in commands {
+            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
+            let reply = control::run_command(&mut engine, 0, &argv, None);
+            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
+        }
+        engine
+    }
+
+    /// A port that reads `burst` (at `hold_until`, if given; then it keeps
+    /// the data plane looking, with a descriptor that stays readable).
+    fn port_with(burst: Vec<Arrival>, hold_until: Option<Instant>) -> Port {
+        let readable = hold_until.map(|_| {
+            let pair = UnixStream::pair().unwrap();
+            (&pair.1).write_all(b"x").unwrap();
+            pair
+        });
+        Port {
+            burst,
+            pending: 0,
+            sent: Arc::default(),
+            late: None,
+            sent_at: Arc::default(),
+            hold_until,
+            readable,
+        }
+    }
+
+    /// Runs a data plane (nice, not real-time) over `port` until it has
+    /// sent `want` packets or 10 s have passed; returns its report, the
+    /// packets and hand-overs sent, and the hand-overs' wall-clock times.
+    fn run_until_sent(
+        engine: Engine<Carrier>,
+        port: Port,
+        precision: Precision,
+        want: u64,
+    ) -> (Report, (u64, u64), Vec<u64>) {
+        let (sent, sent_at) = (port.sent.clone(), port.sent_at.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
+            PlaneOptions {
+                priority: Priority::Nice,
+                precision,
+                spin: DEFAULT_SPIN,
+            },
+        );
+        let thread = std::thread::spawn(move || plane.run());
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while sent.lock().unwrap().0 < want && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        let sent = *sent.lock().unwrap();
+        let at = sent_at.lock().unwrap().clone();
+        (report, sent, at)
+    }
+
     #[test]
     fn a_control_plane_that_hangs_up_is_answered_then_no_longer_watched() {
         let (req_tx, req_rx) = std::sync::mpsc::channel();
@@ -1065,43 +1125,15 @@ mod tests {
     }
 
     fn departures_one_by_one(precision: Precision) {
-        let mut engine = Engine::new(1);
-        for cmd in [
+        let engine = configured(&[
             "pipe 1 config bw 2Mbit/s delay 1ms",
             "add 100 pipe 1 ip from any to any",
-        ] {
-            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
-            let reply = control::run_command(&mut engine, 0, &argv, None);
-            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
-        }
+        ]);
         // 8 frames of 1000 bytes at 2 Mbit/s: departures 4 ms apart, each
         // one woken for, staged and handed over on its own.
-        let sent = Arc::new(Mutex::new((0, 0)));
-        let port = Port {
-            burst: (0..8).map(frame).collect(),
-            pending: 0,
-            sent: sent.clone(),
-            late: None,
-            sent_at: Arc::default(),
-            hold_until: None,
-            readable: None,
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
-            PlaneOptions {
-                priority: Priority::Nice,
-                precision,
-                spin: DEFAULT_SPIN,
-            },
-        );
-        let thread = std::thread::spawn(move || plane.run());
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while sent.lock().unwrap().0 < 8 && Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        stop.store(true, Ordering::Relaxed);
-        let report = thread.join().unwrap();
-        assert_eq!(*sent.lock().unwrap(), (8, 8), "{report}");
+        let port = port_with((0..8).map(frame).collect(), None);
+        let (report, sent, _) = run_until_sent(engine, port, precision, 8);
+        assert_eq!(sent, (8, 8), "{report}");
         assert_eq!((report.arrived, report.delivered, report.inside), (8, 8, 0));
         assert_eq!(report.lateness.samples, 8, "{report}");
         assert_eq!(report.lateness.early, 0, "{report}");
@@ -1112,57 +1144,26 @@ mod tests {
     /// after they are read, 50 ms after they arrived.
     #[test]
     fn arrivals_run_at_the_time_the_kernel_stamped_on_them() {
-        let mut engine = Engine::new(1);
-        for cmd in [
+        let engine = configured(&[
             "pipe 1 config delay 50ms",
             "add 100 pipe 1 ip from any to any",
-        ] {
-            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
-            let reply = control::run_command(&mut engine, 0, &argv, None);
-            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
-        }
+        ]);
         // Stamped 10 ms from now (after the data plane's clock starts), read
         // 40 ms from now.
         let stamp = Clock::new().realtime().wall + 10_000_000;
-        let hold_until = Some(Instant::now() + Duration::from_millis(40));
-        let readable = UnixStream::pair().unwrap();
-        (&readable.1).write_all(b"x").unwrap();
-        let sent_at = Arc::new(Mutex::new(Vec::new()));
-        let sent = Arc::new(Mutex::new((0, 0)));
-        let port = Port {
-            burst: (0..4)
-                .map(|n| Arrival {
-                    stamp_ns: stamp + u64::from(n) * 1_000,
-                    ..frame(n)
-                })
-                .collect(),
-            pending: 0,
-            sent: sent.clone(),
-            late: None,
-            sent_at: sent_at.clone(),
-            hold_until,
-            readable: Some(readable),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
-            PlaneOptions {
-                priority: Priority::Nice,
-                ..PlaneOptions::default()
-            },
-        );
-        let thread = std::thread::spawn(move || plane.run());
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while sent.lock().unwrap().0 < 4 && Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        stop.store(true, Ordering::Relaxed);
-        let report = thread.join().unwrap();
+        let burst = (0..4)
+            .map(|n| Arrival {
+                stamp_ns: stamp + u64::from(n) * 1_000,
+                ..frame(n)
+            })
+            .collect();
+        let port = port_with(burst, Some(Instant::now() + Duration::from_millis(40)));
+        let (report, _, sent_at) = run_until_sent(engine, port, Precision::Timer, 4);
         assert_eq!((report.arrived, report.delivered), (4, 4), "{report}");
         assert_eq!(report.lateness.early, 0, "{report}");
-        let first = sent_at.lock().unwrap()[0];
         // Never before 50 ms after the stamp; well before 50 ms after the
         // read (30 ms later), however busy the machine.
-        let after = first.saturating_sub(stamp);
+        let after = sent_at[0].saturating_sub(stamp);
         assert!((50_000_000..75_000_000).contains(&after), "{after} ns");
     }
 
@@ -1170,49 +1171,20 @@ mod tests {
     /// release was due long ago, but has waited no time in the data plane.
     #[test]
     fn a_batch_read_late_still_leaves_in_one_hand_over() {
-        let mut engine = Engine::new(1);
-        for cmd in ["pipe 1 config bw 0", "add 100 pipe 1 ip from any to any"] {
-            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
-            let reply = control::run_command(&mut engine, 0, &argv, None);
-            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
-        }
+        let engine = configured(&["pipe 1 config bw 0", "add 100 pipe 1 ip from any to any"]);
         // Stamped 20 ms from now, read 30 ms from now: 10 ms late.
         let stamp = Clock::new().realtime().wall + 20_000_000;
-        let sent = Arc::new(Mutex::new((0, 0)));
-        let readable = UnixStream::pair().unwrap();
-        (&readable.1).write_all(b"x").unwrap();
-        let port = Port {
-            burst: (0..32)
-                .map(|n| Arrival {
-                    stamp_ns: stamp + u64::from(n) * 100,
-                    ..frame(n)
-                })
-                .collect(),
-            pending: 0,
-            sent: sent.clone(),
-            late: None,
-            sent_at: Arc::default(),
-            hold_until: Some(Instant::now() + Duration::from_millis(30)),
-            readable: Some(readable),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone()).with_options(
-            PlaneOptions {
-                priority: Priority::Nice,
-                ..PlaneOptions::default()
-            },
-        );
-        let thread = std::thread::spawn(move || plane.run());
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while sent.lock().unwrap().0 < 32 && Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        stop.store(true, Ordering::Relaxed);
-        let report = thread.join().unwrap();
+        let burst = (0..32)
+            .map(|n| Arrival {
+                stamp_ns: stamp + u64::from(n) * 100,
+                ..frame(n)
+            })
+            .collect();
+        let port = port_with(burst, Some(Instant::now() + Duration::from_millis(30)));
+        let (report, (packets, hand_overs), _) = run_until_sent(engine, port, Precision::Timer, 32);
         // One hand-over, or a few if the batch took more than FLUSH_SLACK
         // to run (each arrival then waits for none of the others): never
         // one per arrival.
-        let (packets, hand_overs) = *sent.lock().unwrap();
         assert_eq!(packets, 32, "{report}");
         assert!(hand_overs <= 4, "{hand_overs} hand-overs for 32 packets");
     }
