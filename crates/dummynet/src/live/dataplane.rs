@@ -1182,11 +1182,11 @@ mod tests {
             .collect();
         let port = port_with(burst, Some(Instant::now() + Duration::from_millis(30)));
         let (report, (packets, hand_overs), _) = run_until_sent(engine, port, Precision::Timer, 32);
-        // One hand-over, or a few if the batch took more than FLUSH_SLACK
-        // to run (each arrival then waits for none of the others): never
-        // one per arrival.
+        // One hand-over per FLUSH_SLACK the batch takes to run (a release
+        // build: 1-2; a debug build: 6-8 here), never one per arrival (32,
+        // when the slack counted from the departures' due times).
         assert_eq!(packets, 32, "{report}");
-        assert!(hand_overs <= 4, "{hand_overs} hand-overs for 32 packets");
+        assert!(hand_overs <= 16, "{hand_overs} hand-overs for 32 packets");
     }
 
     /// When arrivals may wait in the kernel, and until when.
