@@ -396,6 +396,9 @@ pub fn configure<P: dummynet_engine::Payload>(
         engine
             .apply(0, cmd.clone())
             .map_err(|e| (*line, e.to_string()))?;
+        for note in engine.take_notes() {
+            eprintln!("dummynet: config line {line}: warning: {note}");
+        }
     }
     Ok(engine)
 }

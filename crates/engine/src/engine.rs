@@ -72,6 +72,9 @@ pub struct Engine<P> {
     schedule_stats: ScheduleStats,
     /// Counts configuration changes ([`Self::config_epoch`]).
     epoch: u64,
+    /// What the last command applied changed on its way in
+    /// ([`Self::take_notes`]).
+    notes: Vec<String>,
 }
 
 /// A schedule being carried out.
@@ -130,6 +133,7 @@ impl<P: Payload> Engine<P> {
             next_plan_id: 0,
             schedule_stats: ScheduleStats::default(),
             epoch: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -437,7 +441,10 @@ impl<P: Payload> Engine<P> {
         let st = &mut self.schedule_stats;
         st.max_late = st.max_late.max(late);
         st.last_late = late;
-        match self.apply_now(at, cmd) {
+        let applied = self.apply_now(at, cmd);
+        // A scheduled step has nobody to tell.
+        self.notes.clear();
+        match applied {
             Ok(()) => self.schedule_stats.applied += 1,
             Err(ConfigError(e)) => {
                 self.schedule_stats.failed += 1;
@@ -590,7 +597,20 @@ impl<P: Payload> Engine<P> {
     /// (reported by `poll` with [`DropReason::Deleted`]).
     pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.run_timers(now);
-        self.apply_now(now, cmd)
+        self.notes.clear();
+        let applied = self.apply_now(now, cmd);
+        if applied.is_err() {
+            self.notes.clear();
+        }
+        applied
+    }
+
+    /// What the last command [`Self::apply`] accepted was changed to, in
+    /// words for its user: a value outside a plug-in's bounds brought
+    /// within them, as FreeBSD's kernel does (`fq_codel target 0 is below
+    /// 1us, its least: ...`). Empty when it was taken as given.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     /// [`Self::apply`] once every event before `now` has run.
@@ -757,6 +777,7 @@ impl<P: Payload> Engine<P> {
     fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
         cfg.flowset.aqm.fill_defaults(&self.settings);
+        cfg.flowset.aqm.clamp(&mut self.notes);
         self.check_link(&cfg.link)?;
         self.check_flowset(&cfg.flowset)?;
         if cfg.flowset.weight == 0 {
@@ -798,6 +819,7 @@ impl<P: Payload> Engine<P> {
     ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
         cfg.flowset.aqm.fill_defaults(&self.settings);
+        cfg.flowset.aqm.clamp(&mut self.notes);
         let sched = cfg.sched.unwrap_or(1);
         check_number("scheduler", sched)?;
         self.check_flowset(&cfg.flowset)?;
@@ -834,6 +856,7 @@ impl<P: Payload> Engine<P> {
             None => self.dn.sched_kind(n).unwrap_or_else(default_type),
         };
         crate::params::fill_defaults(kind.tunables, &mut cfg.params, &self.settings);
+        crate::params::clamp(kind.name, kind.params, &mut cfg.params, &mut self.notes);
         if let Err(e) = (kind.new_instance)(&cfg.params) {
             return err(format!("sched {n} type {}: {e}", kind.name));
         }
@@ -890,23 +913,12 @@ impl<P: Payload> Engine<P> {
                 return err("rule 65535 is the default rule; use a number from 1 to 65534")
             }
             Some(n) => n,
-            None => match self.rules.next_auto_number() {
-                Some(n) => n,
-                None => {
-                    return err(
-                        "no automatic rule number is left below 65535; give the rule a number",
-                    )
-                }
-            },
+            None => self.rules.next_auto_number(),
         };
         match spec.action {
             Action::Pipe(n) => check_number("pipe", n)?,
             Action::Queue(n) => check_number("queue", n)?,
-            Action::Skipto(t) if t <= number => {
-                return err(format!(
-                "skipto {t} must jump forward: use a number greater than the rule's own ({number})"
-            ))
-            }
+            // A `skipto` back goes on at the next rule (see `classify`).
             _ => {}
         }
         let before = self.ifaces.len();

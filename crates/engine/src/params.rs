@@ -21,6 +21,12 @@ use crate::time::NS_PER_US;
 pub struct ParamSpec {
     pub name: &'static str,
     pub kind: ParamKind,
+    /// The least and greatest value the plug-in runs with, in the unit the
+    /// value travels in: a value outside is brought to the nearer one when
+    /// the command is applied, with a note ([`clamp`]), as FreeBSD's kernel
+    /// bounds AQM and scheduler parameters (`BOUND_VAR`) instead of
+    /// refusing them. `None`: the plug-in checks it itself.
+    pub bounds: Option<(u64, u64)>,
 }
 
 /// How a parameter is written, and the unit its value travels in.
@@ -48,18 +54,21 @@ impl ParamSpec {
         ParamSpec {
             name,
             kind: ParamKind::Count,
+            bounds: None,
         }
     }
     pub const fn size(name: &'static str) -> Self {
         ParamSpec {
             name,
             kind: ParamKind::Size,
+            bounds: None,
         }
     }
     pub const fn time(name: &'static str) -> Self {
         ParamSpec {
             name,
             kind: ParamKind::Time,
+            bounds: None,
         }
     }
     /// A fraction in `min..=max`.
@@ -71,6 +80,7 @@ impl ParamSpec {
                 max,
                 open_min: false,
             },
+            bounds: None,
         }
     }
     /// A fraction in `min < v <= max`.
@@ -82,12 +92,31 @@ impl ParamSpec {
                 max,
                 open_min: true,
             },
+            bounds: None,
         }
     }
     pub const fn flag(name: &'static str, off: &'static str) -> Self {
         ParamSpec {
             name,
             kind: ParamKind::Flag { off },
+            bounds: None,
+        }
+    }
+
+    /// The same, brought within `lo..=hi` when applied ([`Self::bounds`]).
+    pub const fn within(self, lo: u64, hi: u64) -> Self {
+        ParamSpec {
+            bounds: Some((lo, hi)),
+            ..self
+        }
+    }
+
+    /// `v` as a command would write it.
+    fn show(&self, v: u64) -> String {
+        match self.kind {
+            ParamKind::Time => crate::aqm::fmt_time(v),
+            ParamKind::Fraction { .. } => from_ppb(v).to_string(),
+            ParamKind::Count | ParamKind::Size | ParamKind::Flag { .. } => v.to_string(),
         }
     }
 
@@ -208,6 +237,42 @@ pub fn fill_defaults(tunables: &[Tunable], params: &mut Vec<(String, u64)>, sett
         if get(params, t.param).is_none() {
             params.push((t.param.to_string(), t.to_param(settings.tunable(t))));
         }
+    }
+}
+
+/// Brings every value of `params` that has [`ParamSpec::bounds`] in
+/// `specs` within them, and says so in `notes` (`owner` names the plug-in:
+/// `fq_codel target 0 is below 1us, its least: 1us is used, as FreeBSD's
+/// kernel does`).
+pub fn clamp(
+    owner: &str,
+    specs: &[ParamSpec],
+    params: &mut [(String, u64)],
+    notes: &mut Vec<String>,
+) {
+    for (k, v) in params.iter_mut() {
+        let Some((spec, (lo, hi))) = specs
+            .iter()
+            .find(|s| s.name.eq_ignore_ascii_case(k))
+            .and_then(|s| Some((s, s.bounds?)))
+        else {
+            continue;
+        };
+        let (edge, word) = if *v < lo {
+            (lo, "below")
+        } else if *v > hi {
+            (hi, "above")
+        } else {
+            continue;
+        };
+        let least = if word == "below" { "least" } else { "greatest" };
+        notes.push(format!(
+            "{owner} {k} {} is {word} {}, its {least}: {} is used, as FreeBSD's kernel does",
+            spec.show(*v),
+            spec.show(edge),
+            spec.show(edge),
+        ));
+        *v = edge;
     }
 }
 

@@ -1598,18 +1598,40 @@ fn ecn_marks_ect_packets_and_drops_the_others() {
 
 // ------------------------------------------------------------------ configuration
 
+/// Values FreeBSD refuses (PIE's fractions and RED's, checked by ipfw
+/// itself) are refused and change nothing; the times FreeBSD's kernel
+/// bounds instead are brought within them (see the engine's
+/// `aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note`).
 #[test]
 fn out_of_range_parameters_are_refused_and_change_nothing() {
     let mut e: Engine<Pkt> = Engine::new(1);
+    for (codel, note) in [
+        (
+            CodelConfig {
+                target: 0,
+                ..Default::default()
+            },
+            "codel target 0 is below 1us",
+        ),
+        (
+            CodelConfig {
+                interval: 6 * SEC,
+                ..Default::default()
+            },
+            "codel interval 6s is above 5s",
+        ),
+    ] {
+        let cmd = pipe_cfg(
+            9,
+            LinkConfig::default(),
+            flowset(QueueLimit::default(), AqmConfig::from(&codel)),
+        );
+        e.apply(0, cmd).unwrap();
+        let notes = e.take_notes();
+        assert!(notes.len() == 1 && notes[0].starts_with(note), "{notes:?}");
+    }
+    e.apply(0, Command::DeletePipes(vec![9])).unwrap();
     let bad = [
-        AqmConfig::from(&CodelConfig {
-            target: 0,
-            ..Default::default()
-        }),
-        AqmConfig::from(&CodelConfig {
-            interval: 6 * SEC,
-            ..Default::default()
-        }),
         AqmConfig::from(&PieConfig {
             alpha: 8.0,
             ..Default::default()

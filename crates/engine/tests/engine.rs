@@ -364,10 +364,63 @@ fn skipto_count_and_first_match() {
             (65535, 0, 0)
         ]
     );
-    assert!(
-        h.e.apply(0, rule(400, Action::Skipto(400), vec![]))
-            .is_err(),
-        "skipto must jump forward"
+}
+
+/// A `skipto` to its own number or back is taken, as FreeBSD takes it, and
+/// goes on at the next rule (ip_fw2.c never jumps back).
+#[test]
+fn a_skipto_back_goes_on_at_the_next_rule() {
+    let mut h = Harness::new(1);
+    h.apply(rule(100, Action::Count, vec![]));
+    h.apply(rule(200, Action::Skipto(100), vec![]));
+    h.apply(rule(300, Action::Skipto(300), vec![]));
+    h.apply(rule(400, Action::Allow, vec![]));
+    let p = h.send(0, udp([1; 4], [2; 4], 1, 2, 100));
+    h.finish();
+    assert_eq!(
+        h.fates[p as usize],
+        Some(Fate::Delivered { at: 0, rule: 400 })
+    );
+    let counted: Vec<(u16, u64)> =
+        h.e.snapshot()
+            .rules
+            .iter()
+            .map(|r| (r.number, r.packets))
+            .collect();
+    // Each rule once: no loop back to 100.
+    assert_eq!(
+        counted,
+        vec![(100, 1), (200, 1), (300, 1), (400, 1), (65535, 0)]
+    );
+}
+
+/// Rules added without a number: 100 past the highest, while that stays
+/// below the default rule; after that, the highest's own number (FreeBSD's
+/// `autoinc_step` rule), in the order added.
+#[test]
+fn automatic_rule_numbers_follow_freebsd_up_to_65534() {
+    let mut h = Harness::new(1);
+    let auto = |action| {
+        Command::AddRule(RuleSpec {
+            number: None,
+            action,
+            prob: None,
+            body: vec![],
+        })
+    };
+    h.apply(auto(Action::Count));
+    h.apply(rule(65400, Action::Count, vec![]));
+    h.apply(auto(Action::Count));
+    h.apply(auto(Action::Count));
+    h.apply(rule(65534, Action::Count, vec![]));
+    h.apply(auto(Action::Allow));
+    let numbers: Vec<u16> = h.e.snapshot().rules.iter().map(|r| r.number).collect();
+    assert_eq!(numbers, vec![100, 65400, 65500, 65500, 65534, 65534, 65535]);
+    let last = h.e.snapshot().rules[5].spec.action;
+    assert_eq!(
+        last,
+        Action::Allow,
+        "the newest 65534 comes after the older one"
     );
 }
 
@@ -1150,4 +1203,69 @@ fn drive_ifaces(
     }
     out.sort_unstable();
     out
+}
+
+/// Out-of-range AQM and scheduler values are brought within the plug-in's
+/// bounds, as FreeBSD's kernel bounds them (`BOUND_VAR`), with a note for
+/// the user; a refused command leaves no note behind.
+#[test]
+fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
+    let mut e: Engine<u64> = Engine::new(1);
+    // FreeBSD's own test script: `fq_codel target 0ms interval 0ms`.
+    let fq = SchedConfig {
+        kind: Some("fq_codel".into()),
+        params: vec![
+            ("target".into(), 0),
+            ("interval".into(), 0),
+            ("quantum".into(), 100_000),
+        ],
+        ..SchedConfig::default()
+    };
+    e.apply(0, Command::ConfigSched(1, fq)).unwrap();
+    let notes = e.take_notes();
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert!(notes[0].starts_with("fq_codel target 0"), "{notes:?}");
+    assert!(notes[0].contains("below 1us"), "{notes:?}");
+    assert!(
+        notes[2].contains("quantum 100000 is above 9000"),
+        "{notes:?}"
+    );
+    assert!(e.take_notes().is_empty(), "taken once");
+    let sched = e
+        .snapshot()
+        .scheds
+        .into_iter()
+        .find(|s| s.number == 1)
+        .unwrap();
+    let get = |k: &str| sched.params.iter().find(|(n, _)| n == k).map(|&(_, v)| v);
+    assert_eq!(
+        (get("target"), get("interval"), get("quantum")),
+        (Some(1_000), Some(1_000), Some(9000))
+    );
+    // An AQM on a pipe: codel's target above 5 s.
+    let codel = dummynet_engine::aqm::lookup("codel").unwrap();
+    let cfg = PipeConfig {
+        flowset: FlowsetConfig {
+            aqm: dummynet_engine::aqm::AqmConfig::new(codel, vec![("target".into(), 9_000 * MS)]),
+            ..FlowsetConfig::default()
+        },
+        ..PipeConfig::default()
+    };
+    e.apply(0, Command::ConfigPipe(2, cfg)).unwrap();
+    let notes = e.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("codel target 9s is above 5s"),
+        "{notes:?}"
+    );
+    // Within bounds: nothing to say. Refused: nothing left to say either.
+    e.apply(0, pipe(3, 1_000_000, MS)).unwrap();
+    assert!(e.take_notes().is_empty());
+    let bad = SchedConfig {
+        kind: Some("fq_codel".into()),
+        params: vec![("target".into(), 0), ("nonsense".into(), 1)],
+        ..SchedConfig::default()
+    };
+    assert!(e.apply(0, Command::ConfigSched(4, bad)).is_err());
+    assert!(e.take_notes().is_empty());
 }

@@ -128,10 +128,7 @@ fn positional(
     }
     for (spec, &(from, part)) in specs.iter().zip(&parts) {
         let v = one(part, spec).map_err(|e| {
-            let (kind, m) = match e {
-                ValueError::Malformed(m) => (ErrorKind::Syntax, m),
-                ValueError::OutOfRange(m) => (ErrorKind::Range, m),
-            };
+            let (kind, m) = (e.kind(), e.into_message());
             // Point at this part only, not the rest of the token.
             ParseError {
                 len: part.len(),

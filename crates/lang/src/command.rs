@@ -71,9 +71,10 @@ pub(crate) fn parse_line(
     mode: Mode,
     ctx: Context<'_>,
 ) -> Result<Option<Parsed>, ParseError> {
-    let Some((mut cur, flags)) = frame(line, mode)? else {
+    let Some((mut cur, flags, dnctl)) = frame(line, mode)? else {
         return Ok(None);
     };
+    let ctx = Context { dnctl, ..ctx };
     if let Some(t) = cur.peek().filter(|t| t.is("repeat")) {
         return Err(cur.error_at(
             t,
@@ -121,9 +122,10 @@ pub(crate) fn parse_file_line(
     ctx: Context<'_>,
     block: Option<Nanos>,
 ) -> Result<Option<FileLine>, ParseError> {
-    let Some((mut cur, flags)) = frame(line, Mode::File)? else {
+    let Some((mut cur, flags, dnctl)) = frame(line, Mode::File)? else {
         return Ok(None);
     };
+    let ctx = Context { dnctl, ..ctx };
     if let Some(t) = cur.peek().filter(|t| t.is("repeat")) {
         cur.bump();
         let Some(last) = block else {
@@ -185,18 +187,27 @@ fn at_flush(cur: &mut Cursor<'_>) -> Result<Option<Statement>, ParseError> {
 
 /// The tokens of a line's command, after the program word and the flags;
 /// `None` for a line without a command.
-fn frame(line: &str, mode: Mode) -> Result<Option<(Cursor<'_>, Flags)>, ParseError> {
+/// The command of a line with its flags, and whether it was given to
+/// `dnctl`.
+fn frame(line: &str, mode: Mode) -> Result<Option<(Cursor<'_>, Flags, bool)>, ParseError> {
     let (start, end) = command_span(line, mode);
     let mut cur = Cursor::new(line, start, end);
     if cur.at_end() {
         return Ok(None);
     }
     cur.eat("sudo");
-    if cur.peek_word().is_some_and(is_program) {
-        cur.bump();
-    }
+    let dnctl = eat_program(&mut cur).unwrap_or(false);
     let flags = parse_flags(&mut cur)?;
-    Ok(Some((cur, flags)))
+    Ok(Some((cur, flags, dnctl)))
+}
+
+/// Takes `ipfw` or `dnctl` (or a path to either) if it comes next: `None`
+/// if it does not, else whether it was `dnctl`.
+fn eat_program(cur: &mut Cursor<'_>) -> Option<bool> {
+    let w = cur.peek_word().filter(|w| is_program(w))?;
+    let dnctl = w.eq_ignore_ascii_case("dnctl") || w.ends_with("/dnctl");
+    cur.bump();
+    Some(dnctl)
 }
 
 /// `T COMMAND` after `at`: any command that changes the configuration.
@@ -223,9 +234,10 @@ fn parse_at(
         ));
     }
     // `at 5s ipfw pipe 1 ...`, as the command would be written on its own line.
-    if cur.peek_word().is_some_and(is_program) {
-        cur.bump();
-    }
+    let ctx = match eat_program(cur) {
+        Some(dnctl) => Context { dnctl, ..ctx },
+        None => ctx,
+    };
     let Some(first) = cur.peek() else {
         return Err(cur.expected("a command to run at that time after `at T`", COMMANDS));
     };
@@ -385,7 +397,11 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
             }
             Statement::Apply(Command::DeleteRules(numbers))
         }
+        // dnctl(8): `flush` removes every pipe, queue and scheduler, and
+        // leaves the rules.
+        "flush" if ctx.dnctl => Statement::Apply(Command::FlushDummynet),
         "flush" => Statement::Apply(Command::FlushRules),
+        "show" | "list" if ctx.dnctl => Statement::Show(ShowRequest::Pipes(Vec::new())),
         "zero" => Statement::Apply(Command::ZeroRules(rule_numbers(cur, true)?)),
         "show" | "list" => Statement::Show(ShowRequest::Rules {
             numbers: rule_numbers(cur, true)?,
@@ -438,11 +454,7 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
         "1" => Ok(true),
         _ => Err(value_error(format!("{name} takes 0 or 1, found `{value}`"))),
     };
-    let int = |hi: u64| {
-        number_in(value, name, 1, hi).map_err(|e| match e {
-            ValueError::Malformed(m) | ValueError::OutOfRange(m) => value_error(m),
-        })
-    };
+    let int = |hi: u64| number_in(value, name, 1, hi).map_err(|e| value_error(e.into_message()));
     Ok(match name {
         "net.inet.ip.fw.one_pass" => Setting::OnePass(flag()?),
         "net.inet.ip.fw.default_to_accept" => Setting::DefaultToAccept(flag()?),
@@ -491,7 +503,7 @@ fn tunable_setting(name: &str, value: &str) -> Result<Option<Setting>, String> {
         return Ok(None);
     };
     let value = number_in(value, &format!("{name} ({})", t.unit.name()), t.min, t.max)
-        .map_err(|(ValueError::Malformed(m) | ValueError::OutOfRange(m))| m)?;
+        .map_err(ValueError::into_message)?;
     Ok(Some(Setting::Tunable {
         sysctl: t.sysctl,
         value,

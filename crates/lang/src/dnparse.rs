@@ -32,6 +32,9 @@ use crate::{ShowRequest, Statement};
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Context<'p> {
     pub base_dir: Option<&'p Path>,
+    /// The line was given to `dnctl`, dummynet's own tool, whose `flush`
+    /// and `show` are about pipes, not rules.
+    pub dnctl: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -96,11 +96,7 @@ fn numeric_next(cur: &Cursor<'_>) -> bool {
 
 /// A refused value, its message prefixed with the option it belongs to.
 fn value_error(cur: &Cursor<'_>, t: Token<'_>, what: &str, e: ValueError) -> ParseError {
-    let e = match e {
-        ValueError::Malformed(m) => ValueError::Malformed(format!("{what}: {m}")),
-        ValueError::OutOfRange(m) => ValueError::OutOfRange(format!("{what}: {m}")),
-    };
-    cur.value_error(t, e)
+    cur.value_error(t, e.map_message(|m| format!("{what}: {m}")))
 }
 
 /// The probability after `what` (`loss`, `reorder`, `correlation`).

@@ -229,10 +229,8 @@ impl<'a> Cursor<'a> {
 
     /// A refused value, pointed at the token it came from.
     pub fn value_error(&self, t: Token<'_>, e: ValueError) -> ParseError {
-        match e {
-            ValueError::Malformed(m) => self.error_at(t, ErrorKind::Syntax, m),
-            ValueError::OutOfRange(m) => self.error_at(t, ErrorKind::Range, m),
-        }
+        let kind = e.kind();
+        self.error_at(t, kind, e.into_message())
     }
 
     /// Fails unless every token was consumed; `after` names what came before.

@@ -144,7 +144,14 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
 /// relative to `base_dir` (the daemon uses the client's working directory).
 pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed, ParseError> {
     let line = args.join(" ");
-    match command::parse_line(&line, Mode::Argv, Context { base_dir })? {
+    match command::parse_line(
+        &line,
+        Mode::Argv,
+        Context {
+            base_dir,
+            dnctl: false,
+        },
+    )? {
         Some(p) => Ok(p),
         None => Err(ParseError::new(
             ErrorKind::Syntax,
@@ -178,7 +185,10 @@ pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Par
     // next `at` line extends.
     let mut in_block = false;
     for (i, line) in text.lines().enumerate() {
-        let ctx = Context { base_dir };
+        let ctx = Context {
+            base_dir,
+            dnctl: false,
+        };
         let last = open_block(&mut out, in_block)
             .and_then(|s| s.steps.last())
             .map(|(t, _)| *t);

@@ -66,7 +66,7 @@ pub(crate) fn parse_add(cur: &mut Cursor<'_>) -> Result<RuleSpec, ParseError> {
     }
     // FreeBSD writes `prob` before the action; accept it after as well.
     let mut prob = parse_prob(cur)?;
-    let action = parse_action(cur, number)?;
+    let action = parse_action(cur)?;
     if prob.is_none() {
         prob = parse_prob(cur)?;
     }
@@ -106,7 +106,7 @@ fn parse_prob(
         .map_err(|e| cur.value_error(t, e))
 }
 
-fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, ParseError> {
+fn parse_action(cur: &mut Cursor<'_>) -> Result<Action, ParseError> {
     let Some(t) = cur.peek().filter(|t| t.kind == Tok::Word) else {
         return Err(cur.expected(
             "an action (allow, deny, pipe N, queue N, skipto N, count)",
@@ -127,24 +127,20 @@ fn parse_action(cur: &mut Cursor<'_>, number: Option<u16>) -> Result<Action, Par
         "count" => Action::Count,
         "pipe" | "queue" | "skipto" => {
             cur.bump();
-            let target = cur.peek();
             let what = if kw == "skipto" {
                 "rule number"
             } else {
                 kw.as_str()
             };
             let n = cur.number(&format!("{what} after `{kw}`"), 1, u64::from(MAX_NUMBER))?;
-            return match (kw.as_str(), target, number) {
-                ("pipe", ..) => Ok(Action::Pipe(n as u32)),
-                ("queue", ..) => Ok(Action::Queue(n as u32)),
-                // FreeBSD only jumps forward; a jump back could loop forever.
-                (_, Some(t), Some(own)) if n <= u64::from(own) => Err(cur.error_at(
-                    t,
-                    ErrorKind::Range,
-                    format!("`skipto {n}` must jump forward, past rule {own}"),
-                )),
-                _ => Ok(Action::Skipto(n as u16)),
-            };
+            // A `skipto` back (or to itself) is taken, as FreeBSD takes it:
+            // the classifier then goes on at the next rule (ip_fw2.c never
+            // jumps back, so no loop can form).
+            return Ok(match kw.as_str() {
+                "pipe" => Action::Pipe(n as u32),
+                "queue" => Action::Queue(n as u32),
+                _ => Action::Skipto(n as u16),
+            });
         }
         _ => {
             return Err(cur.expected(

@@ -11,7 +11,7 @@ use dummynet_engine::config::QueueLimit;
 use dummynet_engine::rng::Probability;
 use dummynet_engine::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
-use ValueError::{Malformed, OutOfRange};
+use ValueError::{Malformed, OutOfRange, Unavailable};
 
 /// Why a value was refused; the message is a complete sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,34 @@ pub(crate) enum ValueError {
     Malformed(String),
     /// Well formed but outside the allowed range (`weight 200`).
     OutOfRange(String),
+    /// A form FreeBSD takes that this build does not (`bw tun0`).
+    Unavailable(String),
+}
+
+impl ValueError {
+    /// The kind of parse error it makes.
+    pub fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Malformed(_) => crate::ErrorKind::Syntax,
+            OutOfRange(_) => crate::ErrorKind::Range,
+            Unavailable(_) => crate::ErrorKind::Unavailable,
+        }
+    }
+
+    pub fn into_message(self) -> String {
+        match self {
+            Malformed(m) | OutOfRange(m) | Unavailable(m) => m,
+        }
+    }
+
+    /// The same error with its message changed by `f`.
+    pub fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Malformed(m) => Malformed(f(m)),
+            OutOfRange(m) => OutOfRange(f(m)),
+            Unavailable(m) => Unavailable(f(m)),
+        }
+    }
 }
 
 /// A non-negative decimal `digits / 10^scale`.
@@ -110,14 +138,28 @@ pub(crate) fn bandwidth(s: &str) -> Result<u64, ValueError> {
     let help = || {
         Malformed(format!(
             "expected a bandwidth such as 10Mbit/s, 300Kbit/s, 2KByte/s or 1.5Gbit/s \
-             (bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s, KByte/s, MByte/s, GByte/s), found `{s}`"
+             (bit/s, Kbit/s, Mbit/s, Gbit/s, Tbit/s, Byte/s, KByte/s, MByte/s, GByte/s), \
+             found `{s}`"
         ))
     };
+    // FreeBSD's `bw tun0`: the rate a device reports, for tun/tap devices
+    // whose driver sets it.
+    let device = s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if device {
+        return Err(Unavailable(format!(
+            "`bw {s}` would take the bandwidth from device `{s}`, which dummynet for Linux \
+             does not do (Linux devices report no rate it could follow); give a rate such \
+             as 10Mbit/s"
+        )));
+    }
     let (value, rest) = split_number(s).ok_or_else(help)?;
     let (mult, unit) = match rest.chars().next() {
         Some('k' | 'K') => (1_000, &rest[1..]),
         Some('m' | 'M') => (1_000_000, &rest[1..]),
         Some('g' | 'G') => (1_000_000_000, &rest[1..]),
+        Some('t' | 'T') => (1_000_000_000_000, &rest[1..]),
         _ => (1, rest),
     };
     let unit = unit
@@ -288,6 +330,7 @@ pub(crate) fn time(s: &str, what: &str) -> Result<Nanos, ValueError> {
              (a bare number is ms), found `{s}`"
         )),
         OutOfRange(_) => OutOfRange(format!("`{what}` time `{s}` is too large")),
+        other => other,
     })
 }
 
@@ -375,6 +418,7 @@ pub(crate) fn aqm_time(s: &str, what: &str) -> Result<Nanos, ValueError> {
              (a bare number is ms; units us, ms, s), found `{s}`"
         )),
         OutOfRange(_) => OutOfRange(format!("`{what}` time `{s}` is too large")),
+        other => other,
     })
 }
 
@@ -474,6 +518,8 @@ mod tests {
             ("1mbits/s", 1_000_000),
             ("300Kbit/s", 300_000),
             ("100Gbit/s", 100_000_000_000),
+            ("10Tbit/s", 10_000_000_000_000),
+            ("1.5tbit/s", 1_500_000_000_000),
             ("2KByte/s", 16_000),
             ("0", 0),
             ("1.5Mbit/s", 1_500_000),
@@ -492,9 +538,14 @@ mod tests {
         for (s, bw) in cases {
             assert_eq!(bandwidth(s), Ok(bw), "{s}");
         }
+        // A device's rate (FreeBSD's `bw tun0`): said so, not "malformed".
+        for device in ["tun0", "em0", "fast"] {
+            let e = bandwidth(device).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Unavailable, "{device}");
+            assert!(e.into_message().contains("from device"));
+        }
         for bad in [
-            "fast",
-            "10Tbit/s",
+            "11Tbit/s",
             "1.2.3",
             "10 Mbit/s",
             "Mbit/s",

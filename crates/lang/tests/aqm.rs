@@ -361,8 +361,6 @@ fn a_refused_aqm_changes_nothing() {
     let before = format_pipes(&e.snapshot(), &[]);
     for line in [
         "pipe 1 config red 0.002/20/10/0.1",
-        "pipe 1 config codel target 6s",
-        "pipe 1 config pie tupdate 11s",
         "pipe 1 config gred 0.002/5/0/0.1",
         "sysctl net.inet.ip.dummynet.codel.target=0",
     ] {
@@ -374,6 +372,25 @@ fn a_refused_aqm_changes_nothing() {
         assert_eq!(format_pipes(&e.snapshot(), &[]), before, "{line}");
     }
     assert_eq!(e.settings(), &Settings::default());
+    // Times FreeBSD's kernel bounds are taken, brought within the bounds,
+    // with a note.
+    for (line, note) in [
+        (
+            "pipe 1 config codel target 6s",
+            "codel target 6s is above 5s",
+        ),
+        (
+            "pipe 1 config pie tupdate 11s",
+            "pie tupdate 11s is above 10s",
+        ),
+    ] {
+        apply(&mut e, line).unwrap();
+        let notes = e.take_notes();
+        assert!(
+            notes.len() == 1 && notes[0].starts_with(note),
+            "{line}: {notes:?}"
+        );
+    }
 }
 
 /// `fqcodel.*` / `fqpie.*` fill what `type fq_codel` / `type fq_pie` leave

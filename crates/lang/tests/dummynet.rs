@@ -402,6 +402,30 @@ fn object_verbs() {
     for flush in ["pipe flush", "queue flush", "sched flush"] {
         assert_eq!(apply(flush), Command::FlushDummynet);
     }
+    // dnctl(8)'s `flush` and `show` are about pipes; ipfw's about rules.
+    for line in [
+        "dnctl flush",
+        "dnctl -q flush",
+        "/sbin/dnctl -f flush",
+        "at 2s dnctl flush",
+    ] {
+        let cmd = match apply(line) {
+            Command::Schedule(s) => s.steps[0].1.clone(),
+            c => c,
+        };
+        assert_eq!(cmd, Command::FlushDummynet, "{line}");
+    }
+    assert_eq!(apply("ipfw -q flush"), Command::FlushRules);
+    assert_eq!(apply("flush"), Command::FlushRules);
+    let argv: Vec<String> = ["dnctl", "-q", "flush"].map(String::from).to_vec();
+    assert_eq!(
+        parse_args(&argv).unwrap().statement,
+        Statement::Apply(Command::FlushDummynet)
+    );
+    assert_eq!(
+        show("dnctl show"),
+        Statement::Show(ShowRequest::Pipes(vec![]))
+    );
     assert_eq!(
         apply("pipe 1 config"),
         Command::ConfigPipe(1, PipeConfig::default())

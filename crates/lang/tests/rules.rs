@@ -61,6 +61,9 @@ fn actions_and_numbers() {
         ("add pipe 65535 ip from any to any", Action::Pipe(65535)),
         ("add queue 7 ip from any to any", Action::Queue(7)),
         ("add 10 skipto 20 ip from any to any", Action::Skipto(20)),
+        // Back or to itself, as FreeBSD takes it (the next rule, then).
+        ("add 30 skipto 20 ip from any to any", Action::Skipto(20)),
+        ("add 30 skipto 30 ip from any to any", Action::Skipto(30)),
         ("add count ip from any to any", Action::Count),
     ];
     for (line, action) in cases {

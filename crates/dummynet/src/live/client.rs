@@ -19,6 +19,11 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
         );
         return ExitCode::from(64);
     }
+    // `dnctl flush` is not `ipfw flush`: the daemon is told which tool.
+    let args: Vec<String> = match tool {
+        "dnctl" => std::iter::once(tool.to_string()).chain(args).collect(),
+        _ => args,
+    };
     // Syntax errors are reported here, daemon or not; the daemon parses
     // again (it is the one that applies the command).
     if let Err(e) = dummynet_lang::parse_args(&args) {

@@ -87,7 +87,15 @@ pub fn execute<P: Payload>(
 ) -> Reply {
     match &parsed.statement {
         Statement::Apply(cmd) => match engine.apply(now, cmd.clone()) {
-            Ok(()) => Reply::ok(""),
+            // Applied, perhaps with values brought within a plug-in's bounds.
+            Ok(()) => Reply {
+                stderr: engine
+                    .take_notes()
+                    .iter()
+                    .map(|n| format!("ipfw: warning: {n}\n"))
+                    .collect(),
+                ..Reply::ok("")
+            },
             Err(e) => Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
         },
         Statement::Show(req) => {
@@ -350,6 +358,47 @@ mod tests {
         run(&mut engine, "pipe 2 config codel");
         let show = run(&mut engine, "pipe 2 show").stdout;
         assert!(show.contains("AQM CoDel target 7ms"), "{show}");
+    }
+
+    /// FreeBSD's own test script gives fq_codel `target 0ms interval 0ms`:
+    /// taken, brought within bounds, with a warning on stderr (status 0).
+    #[test]
+    fn a_value_out_of_a_plug_in_bounds_is_clamped_with_a_warning() {
+        let mut engine: Engine<()> = Engine::new(1);
+        let r = run(
+            &mut engine,
+            "sched 1 config type fq_codel target 0ms interval 0ms",
+        );
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        assert_eq!(
+            r.stderr.matches("ipfw: warning: fq_codel").count(),
+            2,
+            "{}",
+            r.stderr
+        );
+        let show = run(&mut engine, "sched 1 show").stdout;
+        assert!(show.contains("target 1us interval 1us"), "{show}");
+        // The next command, within bounds, says nothing.
+        let r = run(&mut engine, "pipe 1 config bw 1Mbit/s");
+        assert_eq!((r.status, r.stderr.as_str()), (0, ""));
+    }
+
+    /// `dnctl flush` (the client sends its own name first) removes the
+    /// pipes and keeps the rules; `ipfw flush` the opposite.
+    #[test]
+    fn dnctl_flush_is_about_pipes_and_ipfw_flush_about_rules() {
+        let mut engine: Engine<()> = Engine::new(1);
+        for line in [
+            "pipe 1 config bw 1Mbit/s",
+            "add 100 pipe 1 ip from any to any",
+        ] {
+            assert_eq!(run(&mut engine, line).status, 0, "{line}");
+        }
+        assert_eq!(run(&mut engine, "dnctl -q flush").status, 0);
+        assert!(run(&mut engine, "pipe show").stdout.is_empty());
+        assert!(run(&mut engine, "show").stdout.contains("00100"));
+        assert_eq!(run(&mut engine, "ipfw -q flush").status, 0);
+        assert!(!run(&mut engine, "show").stdout.contains("00100"));
     }
 
     #[test]

@@ -49,8 +49,8 @@ pub static TYPE: AqmType = AqmType {
     name: "codel",
     positional: &[],
     params: &[
-        ParamSpec::time("target"),
-        ParamSpec::time("interval"),
+        ParamSpec::time("target").within(TIME_RANGE.0, TIME_RANGE.1),
+        ParamSpec::time("interval").within(TIME_RANGE.0, TIME_RANGE.1),
         ParamSpec::flag("ecn", "noecn"),
     ],
     flowset_ecn: false,

@@ -199,6 +199,12 @@ impl AqmConfig {
         params::fill_defaults(self.kind.tunables, &mut self.params, settings);
     }
 
+    /// Brings the parameters within the AQM's bounds, noting each it
+    /// changes ([`params::clamp`]).
+    pub fn clamp(&mut self, notes: &mut Vec<String>) {
+        params::clamp(self.kind.name, self.kind.params, &mut self.params, notes);
+    }
+
     /// The parameters read and checked against the AQM's bounds.
     pub fn model(&self) -> Result<Box<dyn AqmModel>, ParamError> {
         (self.kind.build)(&self.params)

@@ -92,11 +92,14 @@ pub static TYPE: AqmType = AqmType {
     },
 };
 
+/// The longest `target`, `tupdate` and `max_burst` PIE runs with.
+const MAX_TIME: Nanos = 10 * NS_PER_SEC;
+
 /// PIE's parameters, as `pie` takes them; fq_pie takes the same.
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec::time("target"),
-    ParamSpec::time("tupdate"),
-    ParamSpec::time("max_burst"),
+    ParamSpec::time("target").within(NS_PER_US, MAX_TIME),
+    ParamSpec::time("tupdate").within(NS_PER_US, MAX_TIME),
+    ParamSpec::time("max_burst").within(0, MAX_TIME),
     ParamSpec::fraction("max_ecnth", 0.0, 1.0),
     ParamSpec::fraction("alpha", 0.0, 7.0),
     ParamSpec::fraction("beta", 0.0, 7.0),
@@ -184,7 +187,7 @@ impl PieConfig {
     pub fn from_params(params: &Params, owner: &str, base: PieConfig) -> Result<Self, ParamError> {
         let mut c = base;
         for (k, v) in params {
-            if !c.read(k, *v, owner, 10 * NS_PER_SEC)? {
+            if !c.read(k, *v, owner, MAX_TIME)? {
                 return Err(format!(
                     "{owner} takes target, tupdate, max_burst, max_ecnth, alpha, beta, \
                      ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and derand|noderand, not `{k}`"

@@ -100,18 +100,22 @@ impl Ruleset {
         &mut self.rules
     }
 
-    /// The number a rule added without one gets: 100 past the highest
-    /// non-default rule (FreeBSD's `autoinc_step`), or `None` if that would
-    /// reach the default rule.
-    pub fn next_auto_number(&self) -> Option<u16> {
+    /// The number a rule added without one gets, as FreeBSD numbers it:
+    /// the highest non-default rule's plus 100 (`autoinc_step`) while that
+    /// stays below the default rule, else the highest's own (so after rule
+    /// 65534, 65534 again; rules sharing a number keep their order).
+    pub fn next_auto_number(&self) -> u16 {
         let last = self
             .rules
             .iter()
             .rev()
             .find(|r| r.number != DEFAULT_RULE)
-            .map_or(0, |r| u32::from(r.number));
-        let n = last + AUTOINC_STEP;
-        (n < u32::from(DEFAULT_RULE)).then_some(n as u16)
+            .map_or(0, |r| r.number);
+        if u32::from(last) + AUTOINC_STEP < u32::from(DEFAULT_RULE) {
+            last + AUTOINC_STEP as u16
+        } else {
+            last
+        }
     }
 
     /// Inserts after every rule with the same or a lower number.
@@ -253,8 +257,8 @@ impl Ruleset {
                     continue;
                 }
                 Action::Skipto(n) => {
-                    // Targets are checked to lie above the rule when it is added,
-                    // so this always moves forward.
+                    // Never back: a target at or before this rule means the
+                    // next one, as in FreeBSD's ip_fw2.c.
                     i = self.rules.partition_point(|r| r.number < n).max(i + 1);
                     continue;
                 }

@@ -63,11 +63,11 @@ pub static TYPE: SchedType = SchedType {
     aliases: &["fq-codel"],
     display: "FQ_CODEL",
     params: &[
-        ParamSpec::time("target"),
-        ParamSpec::time("interval"),
-        ParamSpec::count("quantum"),
-        ParamSpec::count("limit"),
-        ParamSpec::count("flows"),
+        ParamSpec::time("target").within(NS_PER_US, MAX_TARGET),
+        ParamSpec::time("interval").within(NS_PER_US, MAX_INTERVAL),
+        ParamSpec::count("quantum").within(1, MAX_QUANTUM as u64),
+        ParamSpec::count("limit").within(1, MAX_LIMIT as u64),
+        ParamSpec::count("flows").within(1, MAX_FLOWS as u64),
         ParamSpec::flag("ecn", "noecn"),
     ],
     tunables: &[

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use crate::config::{PieConfig, QueueLimit};
 use crate::params::TunableUnit;
-use crate::time::{Nanos, NS_PER_SEC};
+use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
 
 const MAX_TIME: Nanos = 5 * NS_PER_SEC;
 
@@ -38,12 +38,12 @@ pub static TYPE: SchedType = SchedType {
     aliases: &["fq-pie"],
     display: "FQ_PIE",
     params: &[
-        ParamSpec::time("target"),
-        ParamSpec::time("tupdate"),
-        ParamSpec::time("max_burst"),
-        ParamSpec::count("quantum"),
-        ParamSpec::count("limit"),
-        ParamSpec::count("flows"),
+        ParamSpec::time("target").within(NS_PER_US, MAX_TIME),
+        ParamSpec::time("tupdate").within(NS_PER_US, MAX_TIME),
+        ParamSpec::time("max_burst").within(0, MAX_TIME),
+        ParamSpec::count("quantum").within(1, MAX_QUANTUM as u64),
+        ParamSpec::count("limit").within(1, MAX_LIMIT as u64),
+        ParamSpec::count("flows").within(1, MAX_FLOWS as u64),
         ParamSpec::flag("ecn", "noecn"),
         ParamSpec::flag("capdrop", "nocapdrop"),
         ParamSpec::flag("onoff", "noonoff"),
