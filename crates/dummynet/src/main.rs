@@ -88,7 +88,12 @@ enum Cmd {
     /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
     Install(install::InstallArgs),
     /// Counters and release lateness (p50/p99/max) of a running daemon.
-    Stats,
+    Stats {
+        /// The daemon's control socket (default: $DUMMYNET_SOCKET or
+        /// /run/dummynet.sock).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+    },
     /// Send an ipfw command to a running daemon (`dummynet ipfw pipe 1 show`).
     #[command(disable_help_flag = true)]
     Ipfw {
@@ -127,7 +132,7 @@ fn main() -> ExitCode {
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
-        Cmd::Stats => live::client::stats(),
+        Cmd::Stats { socket } => live::client::stats(socket),
         Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),

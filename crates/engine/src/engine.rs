@@ -178,6 +178,14 @@ impl<P: Payload> Engine<P> {
             && self.rules.rules().iter().all(|r| r.spec.prob.is_none())
     }
 
+    /// Whether some packet may end at the default rule 65535 and be
+    /// dropped there (`default_to_accept` off): a daemon starting so warns
+    /// its user, whose own traffic (an SSH session, in host mode) may be
+    /// the packet.
+    pub fn drops_by_default(&self) -> bool {
+        !self.settings.default_to_accept && self.rules.default_reachable(self.settings.one_pass)
+    }
+
     /// The least time from a packet's arrival `in` on `recv_if` to the
     /// first departure it can cause: the least delay of any pipe when the
     /// rules send every such packet into a pipe or queue, or deny it;

@@ -1269,3 +1269,24 @@ fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
     assert!(e.apply(0, Command::ConfigSched(4, bad)).is_err());
     assert!(e.take_notes().is_empty());
 }
+
+/// Whether a packet may end at a default rule that denies: what a daemon
+/// warns its user of at start.
+#[test]
+fn a_ruleset_that_falls_to_the_default_deny_is_told_apart() {
+    let mut e: Engine<u64> = Engine::new(1);
+    assert!(e.drops_by_default(), "no rules: everything is denied");
+    e.apply(0, rule(100, Action::Pipe(1), vec![recv("eth0")]))
+        .unwrap();
+    assert!(e.drops_by_default(), "only eth0's traffic is piped");
+    e.apply(0, rule(200, Action::Pipe(1), vec![])).unwrap();
+    assert!(!e.drops_by_default(), "a pipe for everything ends the walk");
+    e.apply(0, Command::Set(Setting::OnePass(false))).unwrap();
+    assert!(e.drops_by_default(), "without one_pass, packets come back");
+    e.apply(0, rule(300, Action::Allow, vec![])).unwrap();
+    assert!(!e.drops_by_default());
+    e.apply(0, Command::DeleteRules(vec![300])).unwrap();
+    e.apply(0, Command::Set(Setting::DefaultToAccept(true)))
+        .unwrap();
+    assert!(!e.drops_by_default(), "the default rule allows");
+}

@@ -3,6 +3,7 @@
 //! `dnctl`.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::control::{self, ClientRequest, Reply};
@@ -10,11 +11,18 @@ use super::control::{self, ClientRequest, Reply};
 /// Sends `args` (an ipfw or dnctl command line) to the daemon and prints its
 /// answer; the exit status is the daemon's.
 pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
+    let (socket, args) = match take_socket(args) {
+        Ok(taken) => taken,
+        Err(e) => {
+            eprintln!("{tool}: {e}");
+            return ExitCode::from(64);
+        }
+    };
     if args.is_empty() || matches!(args[0].as_str(), "-h" | "--help" | "help") {
         eprintln!(
-            "usage: {tool} [-fqt] COMMAND ...\n  e.g. {tool} pipe 1 config bw 10Mbit/s delay 10ms\n       \
+            "usage: {tool} [--socket PATH] [-fqt] COMMAND ...\n  e.g. {tool} pipe 1 config bw 10Mbit/s delay 10ms\n       \
              {tool} add 100 pipe 1 ip from any to any out\n       {tool} show | {tool} pipe 1 show\n\
-             Commands go to the daemon on $DUMMYNET_SOCKET (default {}).",
+             Commands go to the daemon on --socket PATH, else $DUMMYNET_SOCKET, else {}.",
             control::DEFAULT_SOCKET
         );
         return ExitCode::from(64);
@@ -39,13 +47,35 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
         cwd: std::env::current_dir().ok(),
         stats: false,
     };
-    send(tool, &req)
+    send(tool, socket, &req)
+}
+
+/// A leading `--socket PATH` (or `--socket=PATH`), taken off the command.
+fn take_socket(mut args: Vec<String>) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let Some(first) = args.first() else {
+        return Ok((None, args));
+    };
+    if let Some(path) = first.strip_prefix("--socket=") {
+        let path = PathBuf::from(path);
+        args.remove(0);
+        return Ok((Some(path), args));
+    }
+    if first != "--socket" {
+        return Ok((None, args));
+    }
+    if args.len() < 2 {
+        return Err("--socket needs a path: --socket PATH COMMAND ...".into());
+    }
+    let path = PathBuf::from(args.remove(1));
+    args.remove(0);
+    Ok((Some(path), args))
 }
 
 /// `dummynet stats`.
-pub fn stats() -> ExitCode {
+pub fn stats(socket: Option<PathBuf>) -> ExitCode {
     send(
         "dummynet",
+        socket,
         &ClientRequest {
             stats: true,
             ..ClientRequest::default()
@@ -53,8 +83,8 @@ pub fn stats() -> ExitCode {
     )
 }
 
-fn send(tool: &str, req: &ClientRequest) -> ExitCode {
-    let path = control::default_socket();
+fn send(tool: &str, socket: Option<PathBuf>, req: &ClientRequest) -> ExitCode {
+    let path = socket.unwrap_or_else(control::default_socket);
     match control::call(&path, req) {
         Ok(Reply {
             status,
@@ -69,5 +99,34 @@ fn send(tool: &str, req: &ClientRequest) -> ExitCode {
             eprintln!("{tool}: {e}");
             ExitCode::from(69)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn a_leading_socket_option_names_the_daemon() {
+        assert_eq!(
+            take_socket(argv("--socket /tmp/a.sock pipe 1 show")),
+            Ok((Some(PathBuf::from("/tmp/a.sock")), argv("pipe 1 show")))
+        );
+        assert_eq!(
+            take_socket(argv("--socket=/tmp/b.sock -q flush")),
+            Ok((Some(PathBuf::from("/tmp/b.sock")), argv("-q flush")))
+        );
+        // Anywhere else it is the command's, and the parser says what it
+        // thinks of it.
+        assert_eq!(
+            take_socket(argv("pipe show --socket x")),
+            Ok((None, argv("pipe show --socket x")))
+        );
+        assert!(take_socket(argv("--socket")).is_err());
+        assert_eq!(take_socket(Vec::new()), Ok((None, Vec::new())));
     }
 }

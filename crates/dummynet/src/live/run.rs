@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use dummynet_engine::config::Setting;
 use dummynet_engine::{Command, Engine};
 use dummynet_io::netns::Netns;
 use dummynet_io::nfqueue::InterceptSpec;
@@ -58,6 +59,11 @@ pub struct RunArgs {
     /// An ipfw commands file applied at start.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Let through what no rule passes or sends to a pipe: rule 65535
+    /// allows, as `kenv net.inet.ip.fw.default_to_accept=1` makes it on
+    /// FreeBSD (by default it denies, as there).
+    #[arg(long)]
+    pub default_allow: bool,
     /// Control socket (default: $DUMMYNET_SOCKET or /run/dummynet.sock).
     #[arg(long)]
     pub socket: Option<PathBuf>,
@@ -270,10 +276,18 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RunArgs) -> Result<Report, String> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => crate::sim::load_config(path)?,
         None => Vec::new(),
     };
+    if args.default_allow {
+        config.insert(0, (0, Command::Set(Setting::DefaultToAccept(true))));
+    }
+    let checked: Engine<()> = crate::sim::configure(&config, args.seed)
+        .map_err(|(line, e)| format!("config line {line}: {e}"))?;
+    if checked.drops_by_default() {
+        eprintln!("dummynet: warning: {}", default_deny_warning(args.host));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -322,8 +336,15 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         open,
     )?;
     if let Some(path) = running.socket() {
+        // The hint works as printed: with the socket named unless it is the
+        // one the client finds by itself.
+        let flag = if path == control::default_socket() {
+            String::new()
+        } else {
+            format!(" --socket {}", path.display())
+        };
         eprintln!(
-            "dummynet: running; control socket {} (try `dummynet ipfw show`), Ctrl-C to stop",
+            "dummynet: running; control socket {} (try `dummynet ipfw{flag} show`), Ctrl-C to stop",
             path.display()
         );
     }
@@ -334,6 +355,22 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(running.stop())
+}
+
+/// What a user starting a daemon whose rules fall through to the default
+/// `deny` is told.
+fn default_deny_warning(host: bool) -> String {
+    let whose = if host {
+        " (in host mode, this machine's own traffic: an SSH session to it \
+         included)"
+    } else {
+        ""
+    };
+    format!(
+        "the rules end in the default rule 65535, which denies: every packet no \
+         rule passes or sends to a pipe is dropped{whose}. Pass --default-allow, or \
+         end the rules with `add 65000 allow ip from any to any`."
+    )
 }
 
 #[cfg(test)]

@@ -429,13 +429,16 @@ pub fn wait_for_socket(path: &Path, daemon: &mut Proc) {
     }
 }
 
-/// `dummynet ipfw ARGS` against the daemon on `socket`.
+/// `dummynet ipfw --socket SOCKET ARGS` (with `$DUMMYNET_SOCKET` pointing
+/// elsewhere, so the option is what finds the daemon).
 pub fn ipfw(socket: &Path, args: &[&str]) -> String {
     let out = run_bounded(
         Command::new(DUMMYNET)
             .arg("ipfw")
+            .arg("--socket")
+            .arg(socket)
             .args(args)
-            .env("DUMMYNET_SOCKET", socket),
+            .env("DUMMYNET_SOCKET", "/nonexistent/dummynet.sock"),
         Duration::from_secs(5),
         "dummynet ipfw",
     );

@@ -269,6 +269,11 @@ impl Compiled {
         }
     }
 
+    /// The body matches every packet (`ip from any to any`, or nothing).
+    pub fn matches_all(&self) -> bool {
+        self.tests.is_empty()
+    }
+
     /// Interface `id` was just interned with `name`.
     pub fn learn_iface(&mut self, id: IfaceId, name: &str) {
         for (_, t) in &mut self.tests {

@@ -216,6 +216,22 @@ impl Ruleset {
         reach
     }
 
+    /// Whether a packet may reach the default rule: no rule before it
+    /// matches every packet (no test, no `prob`) and ends its walk
+    /// (`allow`, `deny`, and with `one_pass` a pipe or queue).
+    pub fn default_reachable(&self, one_pass: bool) -> bool {
+        !self.rules.iter().any(|r| {
+            r.number != DEFAULT_RULE
+                && r.spec.prob.is_none()
+                && r.body.matches_all()
+                && match r.spec.action {
+                    Action::Allow | Action::Deny => true,
+                    Action::Pipe(_) | Action::Queue(_) => one_pass,
+                    Action::Count | Action::Skipto(_) => false,
+                }
+        })
+    }
+
     /// Walks the rules from index `start`. Always ends at a rule: the default
     /// rule matches everything.
     #[inline]
