@@ -153,17 +153,22 @@ fn assert_added_rtt(delayed: &Ping, base: &Ping, expected: f64) {
 /// The emulator's share of each RTT (`rtt - base_rtt`) against `expected`:
 ///
 /// - none early: a pipe never releases a packet before its delay;
-/// - the median within ±0.5 ms: the emulator's precision (its timers are
-///   late by tens of microseconds at p99);
+/// - the median at most 0.5 ms past the delay and the path's own RTT: the
+///   emulator's precision (its timers are late by tens of microseconds at
+///   p99);
 /// - none more than 10 ms late: a bound on stalls.
 ///
 /// The base is subtracted because the path itself costs 0.1-0.4 ms here
 /// (two veths and a user-space bridge each way, more in a debug build or
-/// while other work loads the two vCPUs). The median, not the average, is
-/// held to ±0.5 ms because the data plane is, rarely, several milliseconds
-/// late once (seen: one reply 5.6 ms late, the daemon's own `timer
-/// lateness max 5583.9 us`, in about one suite run in eight), and one such
-/// reply moves the average of ten by 0.56 ms. The average is printed.
+/// while other work loads the two vCPUs). It is an upper bound only: a
+/// delayed packet runs at the time the kernel received it, so it does not
+/// pay for the data plane's wake-up on arrival, which an undelayed one does
+/// (measured under a loaded CI run: the path alone 1.13 ms, the delayed
+/// RTT 0.2 ms over its 10). The median, not the average, is held because
+/// the data plane is, rarely, several milliseconds late once (seen: one
+/// reply 5.6 ms late, the daemon's own `timer lateness max 5583.9 us`, in
+/// about one suite run in eight), and one such reply moves the average of
+/// ten by 0.56 ms. The average is printed.
 fn check_added(what: &str, rtts: &[f64], base_rtt: f64, expected: f64) {
     let added: Vec<f64> = rtts.iter().map(|r| r - base_rtt).collect();
     let avg = added.iter().sum::<f64>() / added.len() as f64;
@@ -177,11 +182,11 @@ fn check_added(what: &str, rtts: &[f64], base_rtt: f64, expected: f64) {
         min >= expected,
         "{what}: a reply after {min} ms < {expected} ms"
     );
-    assert_near(
-        &format!("{what}: median RTT added by the emulator (ms)"),
-        median(&added),
-        expected,
-        0.5,
+    let over = median(rtts) - expected;
+    assert!(
+        over <= base_rtt + 0.5,
+        "{what}: the median RTT is {over:.3} ms past the {expected} ms delay, beyond the \
+         path's own {base_rtt:.3} ms + 0.5"
     );
     let worst = added.iter().copied().fold(f64::MIN, f64::max);
     assert!(

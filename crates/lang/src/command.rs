@@ -94,7 +94,11 @@ pub(crate) fn parse_line(
     } else {
         parse_statement(&mut cur, ctx)?
     };
-    Ok(Some(Parsed { flags, statement }))
+    Ok(Some(Parsed {
+        flags,
+        statement,
+        notes: cur.take_notes(),
+    }))
 }
 
 /// What a line of a commands file holds.
@@ -159,7 +163,11 @@ pub(crate) fn parse_file_line(
         return Ok(Some(FileLine::Repeat(every)));
     }
     if let Some(statement) = at_flush(&mut cur)? {
-        return Ok(Some(FileLine::Now(Parsed { flags, statement })));
+        return Ok(Some(FileLine::Now(Parsed {
+            flags,
+            statement,
+            notes: cur.take_notes(),
+        })));
     }
     if cur.eat("at") {
         let (offset, command) = parse_at(&mut cur, ctx, block)?;
@@ -170,7 +178,11 @@ pub(crate) fn parse_file_line(
         }));
     }
     let statement = parse_statement(&mut cur, ctx)?;
-    Ok(Some(FileLine::Now(Parsed { flags, statement })))
+    Ok(Some(FileLine::Now(Parsed {
+        flags,
+        statement,
+        notes: cur.take_notes(),
+    })))
 }
 
 /// `at flush`: cancels every schedule still running (applied now, in a

@@ -427,7 +427,19 @@ fn link_option<'a>(
     }
     let field = match kw.as_str() {
         "bw" | "bandwidth" => {
+            let given = cur.peek();
             link.bw = value(cur, &kw, "a bandwidth such as 10Mbit/s", bandwidth)?;
+            // ipfw reads a bare number as bit/s: `bw 10` is a link too slow
+            // for one packet a second, seldom what was meant.
+            if let Some(g) = given.filter(|g| g.text.bytes().all(|b| b.is_ascii_digit())) {
+                if (1..1000).contains(&link.bw) {
+                    cur.note(format!(
+                        "`{kw} {0}` is {0} bit/s (a bare number is bit/s, as in ipfw); \
+                         write a unit for more, such as {0}Mbit/s",
+                        g.text
+                    ));
+                }
+            }
             w.bw = Some(t);
             Field::Bw
         }

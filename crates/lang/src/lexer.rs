@@ -83,6 +83,8 @@ pub(crate) struct Cursor<'a> {
     pos: usize,
     /// Where the input ends, for "found end of line" errors.
     end: usize,
+    /// What was taken but may not be what the user meant ([`Self::note`]).
+    notes: Vec<String>,
 }
 
 impl<'a> Cursor<'a> {
@@ -94,7 +96,18 @@ impl<'a> Cursor<'a> {
             toks,
             pos: 0,
             end,
+            notes: Vec::new(),
         }
+    }
+
+    /// Keeps a warning for the user about something taken as written
+    /// (`bw 10` is 10 bit/s).
+    pub fn note(&mut self, message: String) {
+        self.notes.push(message);
+    }
+
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     pub fn peek(&self) -> Option<Token<'a>> {

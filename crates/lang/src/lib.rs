@@ -117,6 +117,9 @@ pub enum ShowRequest {
 pub struct Parsed {
     pub flags: Flags,
     pub statement: Statement,
+    /// Warnings about what was taken as written but may not be what was
+    /// meant (`bw 10` is 10 bit/s), for the user.
+    pub notes: Vec<String>,
 }
 
 /// Parses one command line, as typed at a shell or pasted from an article:
@@ -130,6 +133,7 @@ pub fn parse_command(line: &str) -> Result<Parsed, ParseError> {
     Ok(parsed.unwrap_or(Parsed {
         flags: Flags::default(),
         statement: Statement::Nop("empty line"),
+        notes: Vec::new(),
     }))
 }
 
@@ -209,7 +213,14 @@ pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Par
                         steps: vec![(offset, command)],
                         every: None,
                     }));
-                    out.push((i + 1, Parsed { flags, statement }));
+                    out.push((
+                        i + 1,
+                        Parsed {
+                            flags,
+                            statement,
+                            notes: Vec::new(),
+                        },
+                    ));
                     in_block = true;
                 }
             }

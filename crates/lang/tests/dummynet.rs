@@ -517,7 +517,6 @@ fn program_words_prompts_and_flags() {
     for line in [
         "flush",
         "ipfw flush",
-        "dnctl flush",
         "/sbin/ipfw flush",
         "ipfw/ipfw flush",
         "/usr/src/sbin/ipfw/ipfw flush",
@@ -716,5 +715,28 @@ mod properties {
                 }
             }
         }
+    }
+}
+
+/// `bw` with a bare number under 1000 is bit/s, as ipfw reads it: taken,
+/// with a warning that says so.
+#[test]
+fn a_bare_small_bandwidth_is_taken_with_a_warning() {
+    let notes = |line: &str| parse_command(line).unwrap().notes;
+    let n = notes("pipe 1 config bw 10 delay 5ms");
+    assert_eq!(n.len(), 1, "{n:?}");
+    assert!(
+        n[0].contains("`bw 10` is 10 bit/s") && n[0].contains("10Mbit/s"),
+        "{n:?}"
+    );
+    assert_eq!(link("pipe 1 config bw 10").bw, 10);
+    for quiet in [
+        "pipe 1 config bw 10Mbit/s",
+        "pipe 1 config bw 0",
+        "pipe 1 config bw 1000",
+        "pipe 1 config bw 999bit/s",
+        "pipe 1 config delay 10",
+    ] {
+        assert!(notes(quiet).is_empty(), "{quiet}");
     }
 }

@@ -87,11 +87,14 @@ pub fn execute<P: Payload>(
 ) -> Reply {
     match &parsed.statement {
         Statement::Apply(cmd) => match engine.apply(now, cmd.clone()) {
-            // Applied, perhaps with values brought within a plug-in's bounds.
+            // Applied; the parser's doubts and the values the engine
+            // brought within a plug-in's bounds are warnings.
             Ok(()) => Reply {
-                stderr: engine
-                    .take_notes()
+                stderr: parsed
+                    .notes
                     .iter()
+                    .cloned()
+                    .chain(engine.take_notes())
                     .map(|n| format!("ipfw: warning: {n}\n"))
                     .collect(),
                 ..Reply::ok("")
@@ -381,6 +384,14 @@ mod tests {
         // The next command, within bounds, says nothing.
         let r = run(&mut engine, "pipe 1 config bw 1Mbit/s");
         assert_eq!((r.status, r.stderr.as_str()), (0, ""));
+        // The parser's doubts come the same way.
+        let r = run(&mut engine, "pipe 1 config bw 10");
+        assert_eq!(r.status, 0, "{}", r.stderr);
+        assert!(
+            r.stderr.starts_with("ipfw: warning: `bw 10` is 10 bit/s"),
+            "{}",
+            r.stderr
+        );
     }
 
     /// `dnctl flush` (the client sends its own name first) removes the
