@@ -178,6 +178,20 @@ impl<P: Payload> Engine<P> {
             && self.rules.rules().iter().all(|r| r.spec.prob.is_none())
     }
 
+    /// The rules that send to a pipe or queue without saying `in` or `out`.
+    /// On a bridge, where every frame crosses the rules twice (on its way
+    /// in, then out), such a rule may take it twice: a 10 ms pipe then
+    /// adds 20 ms each way, as on FreeBSD.
+    pub fn undirected_pipe_rules(&self) -> Vec<u16> {
+        self.rules
+            .rules()
+            .iter()
+            .filter(|r| matches!(r.spec.action, Action::Pipe(_) | Action::Queue(_)))
+            .filter(|r| !r.body.has_direction())
+            .map(|r| r.number)
+            .collect()
+    }
+
     /// Whether some packet may end at the default rule 65535 and be
     /// dropped there (`default_to_accept` off): a daemon starting so warns
     /// its user, whose own traffic (an SSH session, in host mode) may be

@@ -1290,3 +1290,27 @@ fn a_ruleset_that_falls_to_the_default_deny_is_told_apart() {
         .unwrap();
     assert!(!e.drops_by_default(), "the default rule allows");
 }
+
+/// Pipe and queue rules that say neither `in` nor `out`: what a bridge
+/// warns of, since each frame crosses its rules twice.
+#[test]
+fn pipe_rules_without_a_direction_are_found() {
+    let mut e: Engine<u64> = Engine::new(1);
+    let dir = |d| Cond::new(CondKind::Dir(d));
+    e.apply(0, rule(100, Action::Pipe(1), vec![])).unwrap();
+    e.apply(0, rule(200, Action::Queue(2), vec![recv("eth0")]))
+        .unwrap();
+    e.apply(0, rule(300, Action::Pipe(1), vec![dir(Direction::In)]))
+        .unwrap();
+    e.apply(
+        0,
+        rule(
+            400,
+            Action::Pipe(1),
+            vec![Cond::not(CondKind::Dir(Direction::Out))],
+        ),
+    )
+    .unwrap();
+    e.apply(0, rule(500, Action::Allow, vec![])).unwrap();
+    assert_eq!(e.undirected_pipe_rules(), vec![100, 200]);
+}

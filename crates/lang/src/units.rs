@@ -143,8 +143,10 @@ pub(crate) fn bandwidth(s: &str) -> Result<u64, ValueError> {
         ))
     };
     // FreeBSD's `bw tun0`: the rate a device reports, for tun/tap devices
-    // whose driver sets it.
+    // whose driver sets it. A device name has a unit number (`tun0`); a
+    // word without one (`off`, `fast`) is no bandwidth at all.
     let device = s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.contains(|c: char| c.is_ascii_digit())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
     if device {
@@ -539,12 +541,14 @@ mod tests {
             assert_eq!(bandwidth(s), Ok(bw), "{s}");
         }
         // A device's rate (FreeBSD's `bw tun0`): said so, not "malformed".
-        for device in ["tun0", "em0", "fast"] {
+        for device in ["tun0", "em0", "vtnet1.5"] {
             let e = bandwidth(device).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::Unavailable, "{device}");
             assert!(e.into_message().contains("from device"));
         }
         for bad in [
+            "fast",
+            "off",
             "11Tbit/s",
             "1.2.3",
             "10 Mbit/s",

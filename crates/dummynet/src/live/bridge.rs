@@ -37,6 +37,9 @@ pub struct Bridge {
     /// Told whether super-packets may cross whole, whenever that changes
     /// ([`Bridge::follow_bursts`]), and what it was told last.
     bursts: Option<(Sender<bool>, Option<bool>)>,
+    /// The user was told that a pipe rule without `in`/`out` takes a frame
+    /// on both passes (once per daemon).
+    told_both_passes: bool,
 }
 
 impl Bridge {
@@ -55,6 +58,7 @@ impl Bridge {
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
             bursts: None,
+            told_both_passes: false,
         })
     }
 
@@ -67,6 +71,20 @@ impl Bridge {
         self.bursts = Some((bursts, None));
         self
     }
+}
+
+/// What a bridge's user is told of pipe rules without `in` or `out`.
+pub fn both_passes_warning(rules: &[u16]) -> String {
+    let list: Vec<String> = rules.iter().map(|n| format!("{n:05}")).collect();
+    format!(
+        "rule{} {} send{} to a pipe or queue without `in` or `out`: on a bridge every \
+         frame crosses the rules on its way in and again on its way out, so such a rule \
+         can take it twice (a 10 ms pipe adds 20 ms each way), as on FreeBSD; add `in` \
+         (or `out`) to take each frame once",
+        if rules.len() > 1 { "s" } else { "" },
+        list.join(", "),
+        if rules.len() > 1 { "" } else { "s" },
+    )
 }
 
 /// Bytes to bill for a frame: the IP packet, or for a super-packet the IP
@@ -150,6 +168,14 @@ impl Backend for Bridge {
     }
 
     fn reconfigured(&mut self, engine: &Engine<Carrier>) {
+        if !self.told_both_passes {
+            let rules = engine.undirected_pipe_rules();
+            if !rules.is_empty() {
+                // Once per daemon: a line on stderr, not a cost per packet.
+                eprintln!("dummynet: warning: {}", both_passes_warning(&rules));
+                self.told_both_passes = true;
+            }
+        }
         let Some((tell, last)) = &mut self.bursts else {
             return;
         };

@@ -269,6 +269,11 @@ impl Compiled {
         }
     }
 
+    /// The body says `in` or `out` (a `not` included).
+    pub fn has_direction(&self) -> bool {
+        self.tests.iter().any(|(_, t)| matches!(t, Test::Dir(_)))
+    }
+
     /// The body matches every packet (`ip from any to any`, or nothing).
     pub fn matches_all(&self) -> bool {
         self.tests.is_empty()
