@@ -1224,6 +1224,33 @@ fn shell_passes_the_command_status_on() {
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
 }
 
+/// `dummynet shell` with no command runs `$SHELL` behind the link, as
+/// mahimahi's shells do, and passes its status on.
+#[test]
+fn shell_without_a_command_runs_the_users_shell() {
+    if !ready("shell_without_a_command_runs_the_users_shell", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let login = scratch.write(
+        "login.sh",
+        "#!/bin/sh\necho \"$DUMMYNET_PEER\" > \"$OUT/peer\"\nexit 6\n",
+    );
+    std::fs::set_permissions(&login, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the script executable");
+    let mut cmd = ns.command(DUMMYNET, &["shell", "--up", "delay 1ms"]);
+    cmd.env("SHELL", &login).env("OUT", &scratch.dir);
+    let out = run_bounded(&mut cmd, SHELL_LIMIT, "dummynet shell (no command)");
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    let peer = scratch.read("peer");
+    assert!(
+        peer.trim().starts_with("100."),
+        "$DUMMYNET_PEER inside: {peer:?}"
+    );
+}
+
 /// The number after `before` in `text` (up to the next space or `%`).
 fn number_after(text: &str, before: &str) -> f64 {
     let at = text

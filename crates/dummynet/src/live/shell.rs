@@ -66,8 +66,9 @@ pub struct ShellArgs {
     /// microsecond, spinning a core under load). See `dummynet run --help`.
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
-    /// The command and its arguments.
-    #[arg(required = true, last = true)]
+    /// The command and its arguments; without one, your shell ($SHELL, or
+    /// /bin/sh), as mahimahi's shells do.
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -385,10 +386,11 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         args.precision,
         args.gso,
     )?;
-    let (program, rest) = args
-        .command
-        .split_first()
-        .ok_or("no command given after --")?;
+    let command = match args.command.as_slice() {
+        [] => vec![login_shell()],
+        given => given.to_vec(),
+    };
+    let (program, rest) = command.split_first().ok_or("no command given after --")?;
     let mut child = match app
         .command(program)
         .args(rest)
@@ -433,6 +435,14 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Some(s) => exit_code(s),
         None => ExitCode::from(125),
     })
+}
+
+/// What `dummynet shell` runs without a command: the user's shell.
+fn login_shell() -> String {
+    std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "/bin/sh".to_string())
 }
 
 /// The command's exit status as a shell reports it (128 + signal).
