@@ -16,6 +16,13 @@
 //! at the IP layer does not see them, so they leave as they arrived. Frames
 //! that claim to be IP but cannot be parsed are dropped as "malformed", as
 //! ipfw drops packets whose headers it cannot pull up.
+//!
+//! A capture meets the rules where its `--pcap` spec says ([`Entry`]): once,
+//! `in` or `out` on one interface, as a host's packets do (`run --host`), or
+//! twice when it crosses a bridge (`run --bridge`): `in recv RECV`, then,
+//! once the rules let it through or a pipe lets it out, `out recv RECV xmit
+//! XMIT` at that moment, through the same calls the live bridge makes, so a
+//! ruleset means the same in sim and live.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -24,7 +31,8 @@ use std::process::ExitCode;
 
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{
-    Command, Direction, DropReason, Engine, Nanos, PacketInfo, Payload, Snapshot, Target, Verdict,
+    Command, Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target,
+    Verdict,
 };
 use serde::Serialize;
 
@@ -36,9 +44,11 @@ pub struct SimArgs {
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// A pcap or pcapng capture to replay, entering on IFACE (default sim0)
-    /// in direction in (default) or out. Repeat to merge several captures by
-    /// timestamp.
-    #[arg(long = "pcap", value_name = "IN.pcap[@IFACE[:in|:out]]", required = true, value_parser = PcapSpec::parse)]
+    /// in direction in (default) or out, one pass through the rules; or
+    /// crossing a bridge from RECV to XMIT (IN.pcap@RECV:bridge:XMIT), two
+    /// passes: in on RECV, then out on XMIT. Repeat to merge several
+    /// captures by timestamp.
+    #[arg(long = "pcap", value_name = "IN.pcap[@IFACE[:in|:out]|@RECV:bridge:XMIT]", required = true, value_parser = PcapSpec::parse)]
     pub pcaps: Vec<PcapSpec>,
     /// Write delivered packets here (pcap, nanosecond timestamps).
     #[arg(long, value_name = "OUT.pcap")]
@@ -51,51 +61,101 @@ pub struct SimArgs {
     pub seed: u64,
 }
 
-/// Where a capture enters the firewall.
+/// A `--pcap` argument: a capture and where it meets the rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PcapSpec {
     pub path: PathBuf,
-    pub iface: String,
-    pub dir: Direction,
+    pub entry: Entry,
 }
 
+/// Where a capture's frames meet the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// One pass, as a host sees its own traffic: `in recv IFACE` for a
+    /// packet arriving on IFACE, `out xmit IFACE` for one leaving by it.
+    Iface { name: String, dir: Direction },
+    /// A frame crossing a bridge from `recv` to `xmit`: classified `in recv
+    /// RECV`, then `out recv RECV xmit XMIT`, and sent out of `xmit`.
+    Bridge { recv: String, xmit: String },
+}
+
+/// The forms of a `--pcap` argument, for error messages.
+const PCAP_FORMS: &str = "PATH, PATH@IFACE, PATH@IFACE:in, PATH@IFACE:out or PATH@RECV:bridge:XMIT";
+
 impl PcapSpec {
-    /// `PATH[@IFACE[:in|:out]]`. The last `@` splits, so a path may contain `@`
-    /// as long as an interface follows it.
+    /// `PATH[@IFACE[:in|:out]]` or `PATH@RECV:bridge:XMIT`. The last `@`
+    /// splits, so a path may contain `@` as long as an interface follows it;
+    /// interface names cannot contain `:`, so `:` splits the rest.
     pub fn parse(s: &str) -> Result<PcapSpec, String> {
         let (path, at) = match s.rsplit_once('@') {
             Some((p, a)) => (p, Some(a)),
             None => (s, None),
         };
         if path.is_empty() {
-            return Err(format!(
-                "`{s}`: no file name (expected PATH[@IFACE[:in|:out]])"
-            ));
+            return Err(format!("`{s}`: no file name (expected {PCAP_FORMS})"));
         }
-        let (iface, dir) = match at {
-            None => ("sim0", Direction::In),
-            Some(a) => match a.rsplit_once(':') {
-                None => (a, Direction::In),
-                Some((i, "in")) => (i, Direction::In),
-                Some((i, "out")) => (i, Direction::Out),
-                Some((_, d)) => {
-                    return Err(format!("`{s}`: direction must be `in` or `out`, not `{d}`"))
-                }
-            },
-        };
-        if iface.is_empty()
-            || !iface
+        let name = |n: &str, what: &str| -> Result<String, String> {
+            if n.is_empty() {
+                return Err(format!("`{s}`: {what} is empty (expected {PCAP_FORMS})"));
+            }
+            if !n
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-        {
-            return Err(format!(
-                "`{s}`: interface name `{iface}` must be letters, digits, `.`, `_` or `-` (expected PATH[@IFACE[:in|:out]])"
-            ));
-        }
+            {
+                return Err(format!(
+                    "`{s}`: {what} `{n}` must be letters, digits, `.`, `_` or `-` (expected {PCAP_FORMS})"
+                ));
+            }
+            Ok(n.to_string())
+        };
+        let parts: Vec<&str> = at.map_or_else(Vec::new, |a| a.split(':').collect());
+        let entry = match parts[..] {
+            [] => Entry::Iface {
+                name: "sim0".to_string(),
+                dir: Direction::In,
+            },
+            [i] | [i, "in"] => Entry::Iface {
+                name: name(i, "the interface name")?,
+                dir: Direction::In,
+            },
+            [i, "out"] => Entry::Iface {
+                name: name(i, "the interface name")?,
+                dir: Direction::Out,
+            },
+            [_, "bridge"] => {
+                return Err(format!(
+                    "`{s}`: `bridge` needs the interface the frames leave by after it (expected PATH@RECV:bridge:XMIT)"
+                ))
+            }
+            [_, d] => {
+                return Err(format!(
+                    "`{s}`: direction must be `in` or `out`, not `{d}` (expected {PCAP_FORMS})"
+                ))
+            }
+            [r, "bridge", x] => {
+                let recv = name(r, "the bridge's receiving interface (before `:bridge:`)")?;
+                let xmit = name(x, "the bridge's sending interface (after `:bridge:`)")?;
+                if recv == xmit {
+                    return Err(format!(
+                        "`{s}`: a bridge sends a frame out of another port than it came in by, not back out of `{recv}` (expected PATH@RECV:bridge:XMIT)"
+                    ));
+                }
+                Entry::Bridge { recv, xmit }
+            }
+            [_, w, _] => {
+                return Err(format!(
+                    "`{s}`: `{w}` between the two interfaces must be `bridge` (expected PATH@RECV:bridge:XMIT)"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "`{s}`: too many `:` after `@` (expected {PCAP_FORMS})"
+                ))
+            }
+        };
         Ok(PcapSpec {
             path: PathBuf::from(path),
-            iface: iface.to_string(),
-            dir,
+            entry,
         })
     }
 }
@@ -122,8 +182,7 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
         let capture = capture::read_file(&spec.path)?;
         inputs.push(Input {
             capture,
-            iface: spec.iface.clone(),
-            dir: spec.dir,
+            entry: spec.entry.clone(),
         });
     }
     let first = inputs.first().map(|i| i.capture.linktype);
@@ -172,11 +231,10 @@ pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
         .map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
 }
 
-/// One capture and where it enters.
+/// One capture and where it meets the rules.
 pub struct Input {
     pub capture: Capture,
-    pub iface: String,
-    pub dir: Direction,
+    pub entry: Entry,
 }
 
 /// What the engine carries: the frame itself, so an AQM can mark ECN in it
@@ -187,6 +245,9 @@ pub struct Packet {
     ip_offset: usize,
     /// Made by `duplicate`: it keeps its original's id, and the log marks it.
     copy: bool,
+    /// A bridged frame before its `in` pass has ended: the interface of the
+    /// `out` pass still to run (the live bridge's `Carrier::out_pass`).
+    out_pass: Option<IfaceId>,
 }
 
 impl Payload for Packet {
@@ -202,6 +263,7 @@ impl Payload for Packet {
             frame: self.frame.clone(),
             ip_offset: self.ip_offset,
             copy: true,
+            out_pass: self.out_pass,
         })
     }
 }
@@ -218,6 +280,23 @@ enum Event<'a> {
         len: u32,
         iface: &'a str,
         dir: &'static str,
+        /// A bridged frame: the port its `out` pass is for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        bridge_to: Option<&'a str>,
+    },
+    /// A bridged frame's `in` pass let it through (`rule`, and the pipe or
+    /// queue it left): its `out` pass on `iface` runs now.
+    Forward {
+        t_ns: Nanos,
+        id: u64,
+        rule: Option<u16>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pipe: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        queue: Option<u32>,
+        iface: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<&'a str>,
     },
     Departure {
         t_ns: Nanos,
@@ -227,6 +306,9 @@ enum Event<'a> {
         pipe: Option<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
         queue: Option<u32>,
+        /// The interface it leaves by, when known (`xmit`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        iface: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<&'a str>,
     },
@@ -239,6 +321,9 @@ enum Event<'a> {
         pipe: Option<u32>,
         #[serde(skip_serializing_if = "Option::is_none")]
         queue: Option<u32>,
+        /// The pass that dropped it, for a packet the rules saw.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dir: Option<&'static str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<&'a str>,
     },
@@ -273,6 +358,10 @@ pub struct Summary {
     /// Count per reason, in [`DropReason::ALL`] order then `malformed`; zeros omitted.
     pub drops: Vec<(&'static str, u64)>,
     pub inside: u64,
+    /// Bridged frames (copies included) whose `in` pass let them through,
+    /// so that they ran their `out` pass; each is still counted once, as
+    /// delivered, dropped or inside.
+    pub forwarded: u64,
     /// Copies `duplicate` made: each also counts as delivered or dropped.
     pub duplicated: u64,
     /// Packets `corrupt` flipped a bit in.
@@ -334,6 +423,13 @@ impl Summary {
             let _ = writeln!(s, "  {:<12} {n}", format!("{reason}:"));
         }
         let _ = writeln!(s, "still inside:  {}", self.inside);
+        if self.forwarded > 0 {
+            let _ = writeln!(
+                s,
+                "out passes:    {} (bridged frames the in pass let through)",
+                self.forwarded
+            );
+        }
         if self.duplicated > 0 {
             let _ = writeln!(
                 s,
@@ -414,13 +510,18 @@ pub fn simulate<'w>(
     let out = out.map(|w| capture::Writer::new(w, linktype)).transpose()?;
     let ports: Vec<Port> = inputs
         .iter()
-        .map(|i| Port {
-            link: i.capture.link,
-            iface: engine.iface(&i.iface),
-            name: i.iface.clone(),
-            dir: i.dir,
-        })
+        .map(|i| Port::new(&mut engine, i.capture.link, &i.entry))
         .collect();
+    if ports.iter().any(|p| p.out_pass.is_some()) {
+        // What `run --bridge` says of the same rules.
+        let rules = engine.undirected_pipe_rules();
+        if !rules.is_empty() {
+            eprintln!(
+                "dummynet sim: warning: {}",
+                crate::live::bridge::both_passes_warning(&rules)
+            );
+        }
+    }
 
     // Stable: equal timestamps keep input order, then file order.
     let mut frames: Vec<(usize, capture::Frame)> = Vec::new();
@@ -440,6 +541,7 @@ pub fn simulate<'w>(
         delivered: 0,
         not_ip: 0,
         malformed: 0,
+        forwarded: 0,
         delay: None,
     };
     for (k, frame) in frames {
@@ -449,11 +551,56 @@ pub fn simulate<'w>(
     Ok(sim.finish())
 }
 
+/// Where one input's frames meet the engine: the first pass's direction and
+/// interfaces, and for a bridge the interface of the second.
 struct Port {
     link: LinkType,
-    iface: dummynet_engine::IfaceId,
     name: String,
     dir: Direction,
+    recv_if: Option<IfaceId>,
+    xmit_if: Option<IfaceId>,
+    /// A bridge's sending port: its `out` pass, and where it leaves.
+    out_pass: Option<IfaceId>,
+    bridge_to: Option<String>,
+}
+
+impl Port {
+    fn new(engine: &mut Engine<Packet>, link: LinkType, entry: &Entry) -> Port {
+        match entry {
+            Entry::Iface { name, dir } => {
+                let id = engine.iface(name);
+                let (recv_if, xmit_if) = match dir {
+                    Direction::In => (Some(id), None),
+                    Direction::Out => (None, Some(id)),
+                };
+                Port {
+                    link,
+                    name: name.clone(),
+                    dir: *dir,
+                    recv_if,
+                    xmit_if,
+                    out_pass: None,
+                    bridge_to: None,
+                }
+            }
+            // As the live bridge reads a frame: `in`, received on `recv`,
+            // where it will leave not yet known to the rules.
+            Entry::Bridge { recv, xmit } => Port {
+                link,
+                name: recv.clone(),
+                dir: Direction::In,
+                recv_if: Some(engine.iface(recv)),
+                xmit_if: None,
+                out_pass: Some(engine.iface(xmit)),
+                bridge_to: Some(xmit.clone()),
+            },
+        }
+    }
+
+    /// The interface a frame that never meets the rules leaves by.
+    fn leaves_by(&self) -> Option<IfaceId> {
+        self.out_pass.or(self.xmit_if)
+    }
 }
 
 struct Sim<'w> {
@@ -468,7 +615,27 @@ struct Sim<'w> {
     delivered: u64,
     not_ip: u64,
     malformed: u64,
+    forwarded: u64,
     delay: Option<Delays>,
+}
+
+/// The rule, and the pipe or queue, that last decided a packet's fate,
+/// and the log's note on it.
+#[derive(Clone, Copy)]
+struct Decided<'a> {
+    rule: Option<u16>,
+    target: Option<Target>,
+    note: Option<&'a str>,
+}
+
+/// A packet the engine let go at `at` (passed by `rule`, or out of
+/// `target`): it leaves, or a bridged frame runs its `out` pass.
+struct Released {
+    at: Nanos,
+    info: PacketInfo,
+    packet: Packet,
+    rule: Option<u16>,
+    target: Option<Target>,
 }
 
 impl Sim<'_> {
@@ -489,13 +656,19 @@ impl Sim<'_> {
             len,
             iface: &port.name,
             dir: dir_str(port.dir),
+            bridge_to: port.bridge_to.as_deref(),
         })?;
         let p = match parsed {
             Ok(p) => p,
             Err(WireError::NotIp { ethertype }) => {
                 self.not_ip += 1;
                 let note = format!("not IP (ethertype {ethertype:#06x}): passed through");
-                return self.deliver(t, id, &frame.data, None, None, Some(&note));
+                let by = Decided {
+                    rule: None,
+                    target: None,
+                    note: Some(&note),
+                };
+                return self.deliver(t, id, &frame.data, port.leaves_by(), by);
             }
             Err(e) => {
                 self.malformed += 1;
@@ -507,39 +680,96 @@ impl Sim<'_> {
                     rule: None,
                     pipe: None,
                     queue: None,
+                    dir: None,
                     note: Some(&note),
                 });
             }
-        };
-        let (recv_if, xmit_if) = match port.dir {
-            Direction::In => (Some(port.iface), None),
-            Direction::Out => (None, Some(port.iface)),
         };
         let info = PacketInfo {
             len: p.len,
             key: p.key,
             dir: port.dir,
-            recv_if,
-            xmit_if,
+            recv_if: port.recv_if,
+            xmit_if: port.xmit_if,
         };
         let packet = Packet {
             id,
             frame: frame.data,
             ip_offset: p.ip_offset,
             copy: false,
+            out_pass: port.out_pass,
         };
-        match self.engine.input(t, info, packet) {
-            Verdict::Pass { payload, rule } => {
-                self.deliver(t, id, &payload.frame, Some(rule), None, None)
-            }
+        self.input(t, info, packet)
+    }
+
+    /// One pass through the rules at `at`, and whatever it settles at once.
+    fn input(&mut self, at: Nanos, info: PacketInfo, packet: Packet) -> Result<(), String> {
+        let note = packet.copy.then_some(DUPLICATE);
+        match self.engine.input(at, info, packet) {
+            Verdict::Pass { payload, rule } => self.released(Released {
+                at,
+                info,
+                packet: payload,
+                rule: Some(rule),
+                target: None,
+            }),
             Verdict::Drop {
                 payload,
                 reason,
                 rule,
                 target,
-            } => self.dropped(t, payload.id, reason, rule, target, None),
+            } => {
+                let by = Decided { rule, target, note };
+                self.dropped(at, payload.id, reason, Some(info.dir), by)
+            }
             Verdict::Queued { .. } => Ok(()),
         }
+    }
+
+    /// A packet the rules let through or a pipe let out. A bridged frame
+    /// that has not had its `out` pass runs it now, at the moment it was
+    /// let go, with the `in` pass's facts and `xmit` set: the live data
+    /// plane's `settle`. Anything else leaves.
+    fn released(&mut self, r: Released) -> Result<(), String> {
+        let Released {
+            at,
+            info,
+            mut packet,
+            rule,
+            target,
+        } = r;
+        let note = packet.copy.then_some(DUPLICATE);
+        match packet.out_pass.take() {
+            Some(xmit) => {
+                self.forwarded += 1;
+                let (pipe, queue) = split_target(target);
+                let name = self.iface_name(Some(xmit));
+                self.log(&Event::Forward {
+                    t_ns: at,
+                    id: packet.id,
+                    rule,
+                    pipe,
+                    queue,
+                    iface: name.as_deref().unwrap_or_default(),
+                    note,
+                })?;
+                let info = PacketInfo {
+                    dir: Direction::Out,
+                    xmit_if: Some(xmit),
+                    ..info
+                };
+                self.input(at, info, packet)
+            }
+            None => {
+                let by = Decided { rule, target, note };
+                self.deliver(at, packet.id, &packet.frame, info.xmit_if, by)
+            }
+        }
+    }
+
+    fn iface_name(&self, id: Option<IfaceId>) -> Option<String> {
+        id.and_then(|i| self.engine.iface_name(i))
+            .map(str::to_string)
     }
 
     /// Runs the engine through every deadline up to `until`, in time order.
@@ -562,13 +792,27 @@ impl Sim<'_> {
             let mut progressed = false;
             while let Some(o) = self.engine.poll(now) {
                 progressed = true;
-                // A copy's delay is its original's; the summary's delays are
-                // over originals only.
-                let note = o.payload.copy.then_some(DUPLICATE);
-                let (at, id) = (o.at, o.payload.id);
                 match o.drop {
-                    None => self.deliver(at, id, &o.payload.frame, o.rule, o.target, note)?,
-                    Some(reason) => self.dropped(at, id, reason, o.rule, o.target, note)?,
+                    // Driven to every deadline, the engine hands each packet
+                    // over at its own time (`o.at` = `now`), where a bridged
+                    // frame's `out` pass starts, as live starts it at the
+                    // poll that releases the frame.
+                    None => self.released(Released {
+                        at: o.at,
+                        info: o.info,
+                        packet: o.payload,
+                        rule: o.rule,
+                        target: o.target,
+                    })?,
+                    Some(reason) => {
+                        let note = o.payload.copy.then_some(DUPLICATE);
+                        let by = Decided {
+                            rule: o.rule,
+                            target: o.target,
+                            note,
+                        };
+                        self.dropped(o.at, o.payload.id, reason, Some(o.info.dir), by)?
+                    }
                 }
             }
             // A deadline that poll leaves in place would spin forever.
@@ -586,12 +830,14 @@ impl Sim<'_> {
         at: Nanos,
         id: u64,
         frame: &[u8],
-        rule: Option<u16>,
-        target: Option<Target>,
-        note: Option<&str>,
+        leaves_by: Option<IfaceId>,
+        by: Decided,
     ) -> Result<(), String> {
+        let Decided { rule, target, note } = by;
         self.delivered += 1;
         let (arrived, orig_len) = self.arrivals.get(id as usize).copied().unwrap_or((at, 0));
+        // A copy's delay is its original's; the summary's delays are over
+        // originals only.
         if note.is_none() {
             self.delay = Some(Delays::add(self.delay, at.saturating_sub(arrived)));
         }
@@ -604,12 +850,14 @@ impl Sim<'_> {
                 .map_err(|e| format!("writing OUT: {e}"))?;
         }
         let (pipe, queue) = split_target(target);
+        let name = self.iface_name(leaves_by);
         self.log(&Event::Departure {
             t_ns: at,
             id,
             rule,
             pipe,
             queue,
+            iface: name.as_deref(),
             note,
         })
     }
@@ -619,10 +867,10 @@ impl Sim<'_> {
         at: Nanos,
         id: u64,
         reason: DropReason,
-        rule: Option<u16>,
-        target: Option<Target>,
-        note: Option<&str>,
+        dir: Option<Direction>,
+        by: Decided,
     ) -> Result<(), String> {
+        let Decided { rule, target, note } = by;
         let (pipe, queue) = split_target(target);
         self.log(&Event::Drop {
             t_ns: at,
@@ -631,6 +879,7 @@ impl Sim<'_> {
             rule,
             pipe,
             queue,
+            dir: dir.map(dir_str),
             note,
         })
     }
@@ -660,6 +909,7 @@ impl Sim<'_> {
             not_ip: self.not_ip,
             drops,
             inside: totals.inside,
+            forwarded: self.forwarded,
             duplicated: totals.duplicated,
             corrupted: totals.corrupted,
             schedule: self.engine.schedule_stats(),
@@ -679,29 +929,76 @@ mod tests {
     #[test]
     fn pcap_specs() {
         let p = |s: &str| PcapSpec::parse(s);
+        let iface = |name: &str, dir| Entry::Iface {
+            name: name.into(),
+            dir,
+        };
         assert_eq!(
             p("a.pcap").unwrap(),
             PcapSpec {
                 path: "a.pcap".into(),
-                iface: "sim0".into(),
-                dir: Direction::In
+                entry: iface("sim0", Direction::In),
             }
         );
-        assert_eq!(p("a.pcap@em0").unwrap().iface, "em0");
-        assert_eq!(p("a.pcap@em0:out").unwrap().dir, Direction::Out);
+        assert_eq!(p("a.pcap@em0").unwrap().entry, iface("em0", Direction::In));
+        assert_eq!(
+            p("a.pcap@em0:in").unwrap().entry,
+            iface("em0", Direction::In)
+        );
+        assert_eq!(
+            p("a.pcap@em0:out").unwrap().entry,
+            iface("em0", Direction::Out)
+        );
         assert_eq!(
             p("me@host/a.pcap@vlan.10:in").unwrap().path,
             PathBuf::from("me@host/a.pcap")
         );
-        for bad in [
-            "",
-            "@em0",
-            "a.pcap@",
-            "a.pcap@:in",
-            "a.pcap@em0:both",
-            "a.pcap@e m0",
+        assert_eq!(
+            p("me@host/a.pcap@eth0:bridge:eth1").unwrap(),
+            PcapSpec {
+                path: "me@host/a.pcap".into(),
+                entry: Entry::Bridge {
+                    recv: "eth0".into(),
+                    xmit: "eth1".into()
+                },
+            }
+        );
+        // Each bad spec, and what its error must name.
+        for (bad, says) in [
+            ("", "no file name"),
+            ("@em0", "no file name"),
+            ("@eth0:bridge:eth1", "no file name"),
+            ("a.pcap@", "interface name is empty"),
+            ("a.pcap@:in", "interface name is empty"),
+            ("a.pcap@em0:both", "not `both`"),
+            ("a.pcap@e m0", "`e m0` must be"),
+            (
+                "a.pcap@eth0:bridge:",
+                "sending interface (after `:bridge:`) is empty",
+            ),
+            (
+                "a.pcap@:bridge:eth1",
+                "receiving interface (before `:bridge:`) is empty",
+            ),
+            ("a.pcap@eth0:bridge:e/1", "`e/1` must be"),
+            (
+                "a.pcap@eth0:brdge:eth1",
+                "`brdge` between the two interfaces must be `bridge`",
+            ),
+            (
+                "a.pcap@eth0:bridge",
+                "needs the interface the frames leave by",
+            ),
+            ("a.pcap@eth0:bridge:eth0", "not back out of `eth0`"),
+            ("a.pcap@eth0:bridge:eth1:out", "too many `:`"),
         ] {
-            assert!(p(bad).is_err(), "{bad}");
+            match p(bad) {
+                Ok(spec) => panic!("{bad:?} was taken as {spec:?}"),
+                Err(e) => assert!(
+                    e.contains(says) && e.contains(&format!("`{bad}`")),
+                    "{bad:?}: {e}"
+                ),
+            }
         }
     }
 
@@ -732,7 +1029,9 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever the frames, sim does not panic and accounts for every one.
+        /// Whatever the frames, sim does not panic and accounts for every
+        /// one: bridged or not, each arrives once and ends once, delivered
+        /// or dropped, whatever passes it went through.
         #[test]
         fn arbitrary_frames_are_conserved(
             frames in proptest::collection::vec(
@@ -740,6 +1039,7 @@ mod tests {
                 0..40,
             ),
             raw in proptest::bool::ANY,
+            bridged in proptest::bool::ANY,
         ) {
             let frames: Vec<Frame> = frames
                 .into_iter()
@@ -754,14 +1054,35 @@ mod tests {
                 .collect();
             let n = frames.len() as u64;
             let (linktype, link) = if raw { (101, LinkType::RawIp) } else { (1, LinkType::Ethernet) };
-            let input = Input { capture: Capture { linktype, link, frames }, iface: "sim0".into(), dir: Direction::In };
+            let entry = if bridged {
+                Entry::Bridge { recv: "eth0".into(), xmit: "eth1".into() }
+            } else {
+                Entry::Iface { name: "sim0".into(), dir: Direction::In }
+            };
+            let input = Input { capture: Capture { linktype, link, frames }, entry };
             let (mut out, mut log) = (Vec::new(), Vec::new());
             let s = simulate(configure(&config(), 7).unwrap(), vec![input], Some(&mut out), Some(&mut log)).unwrap();
             proptest::prop_assert_eq!(s.arrived, n);
             proptest::prop_assert_eq!(s.delivered + s.dropped() + s.inside, n);
             proptest::prop_assert_eq!(s.inside, 0);
+            if !bridged {
+                proptest::prop_assert_eq!(s.forwarded, 0);
+            }
             let lines = String::from_utf8(log).unwrap();
-            proptest::prop_assert_eq!(lines.lines().count() as u64, 2 * n);
+            let mut ends = vec![0u32; n as usize];
+            let mut forwards = 0;
+            for line in lines.lines() {
+                let e: serde_json::Value = serde_json::from_str(line).unwrap();
+                let id = e["id"].as_u64().unwrap() as usize;
+                match e["event"].as_str().unwrap() {
+                    "departure" | "drop" => ends[id] += 1,
+                    "forward" => forwards += 1,
+                    _ => {}
+                }
+            }
+            proptest::prop_assert!(ends.iter().all(|k| *k == 1), "{lines}");
+            proptest::prop_assert_eq!(forwards, s.forwarded);
+            proptest::prop_assert_eq!(lines.lines().count() as u64, 2 * n + s.forwarded);
         }
     }
 }
