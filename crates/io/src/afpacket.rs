@@ -297,6 +297,29 @@ pub struct SendError {
     pub error: PortError,
 }
 
+/// What the kernel says of a port's interface now ([`Port::link_state`]).
+///
+/// A packet socket follows its interface through `ip link set down` and
+/// `up` by itself (the kernel stops and restarts its delivery), but not
+/// through a deletion: it stays bound to the old index, and a new interface
+/// of the same name needs a new port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// The port's interface is administratively up (`IFF_UP`).
+    Up,
+    /// The port's interface exists but is down: nothing arrives, and sends
+    /// fail with `ENETDOWN`.
+    Down,
+    /// No interface of that name in the socket's network namespace.
+    Gone,
+    /// An interface of that name exists, but with another index: the port's
+    /// was deleted and another made in its place. Open a new port on it.
+    Replaced {
+        /// The new interface's index.
+        ifindex: u32,
+    },
+}
+
 /// A malformed [`VnetHdr`] byte string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("virtio_net_hdr needs {needed} bytes, got {got}")]
@@ -959,6 +982,50 @@ impl Port {
         let snd = socket::getsockopt(&self.fd, sockopt::SndBuf)
             .map_err(|e| self.error("getsockopt(SO_SNDBUF)", e))?;
         Ok((rcv, snd))
+    }
+
+    /// Takes the error the kernel left on the socket (`SO_ERROR`, which
+    /// reading clears), if any. The kernel sets `ENETDOWN` there when the
+    /// interface goes down, or when the port is bound to a down one, and
+    /// until it is taken `poll(2)` reports `POLLERR` at once, every time:
+    /// a caller waiting on [`Port::as_fd`] must take it when it sees
+    /// `POLLERR`. (Left there, it would also fail the next send after the
+    /// interface comes back, which is how the kernel clears it otherwise.)
+    pub fn take_error(&self) -> Result<Option<Errno>, PortError> {
+        let code = socket::getsockopt(&self.fd, sockopt::SocketError)
+            .map_err(|e| self.error("getsockopt(SO_ERROR)", e))?;
+        Ok((code != 0).then(|| Errno::from_raw(code)))
+    }
+
+    /// Whether the port's interface is up, down, deleted, or deleted and
+    /// made again under the same name ([`LinkState`]). Asked of the
+    /// socket's own network namespace, by name: two `ioctl(2)`s, cheap
+    /// enough to ask a few times a second while an interface is down.
+    pub fn link_state(&self) -> Result<LinkState, PortError> {
+        let ifindex = match ifreq_ioctl(&self.fd, &self.ifname, libc::SIOCGIFINDEX) {
+            // SAFETY: SIOCGIFINDEX succeeded, so the kernel wrote the
+            // union's `ifru_ifindex` member.
+            Ok(req) => unsafe { req.ifr_ifru.ifru_ifindex },
+            Err(Errno::ENODEV) => return Ok(LinkState::Gone),
+            Err(e) => return Err(self.error("ioctl(SIOCGIFINDEX)", e)),
+        };
+        let ifindex = u32::try_from(ifindex).unwrap_or(0);
+        if ifindex != self.ifindex {
+            return Ok(LinkState::Replaced { ifindex });
+        }
+        let flags = match ifreq_ioctl(&self.fd, &self.ifname, libc::SIOCGIFFLAGS) {
+            // SAFETY: SIOCGIFFLAGS succeeded, so the kernel wrote the
+            // union's `ifru_flags` member.
+            Ok(req) => unsafe { req.ifr_ifru.ifru_flags },
+            // Deleted between the two calls.
+            Err(Errno::ENODEV) => return Ok(LinkState::Gone),
+            Err(e) => return Err(self.error("ioctl(SIOCGIFFLAGS)", e)),
+        };
+        Ok(if i32::from(flags) & libc::IFF_UP != 0 {
+            LinkState::Up
+        } else {
+            LinkState::Down
+        })
     }
 
     fn error(&self, op: &'static str, errno: Errno) -> PortError {
@@ -1670,6 +1737,27 @@ fn set_packet_opt<T>(fd: &OwnedFd, name: libc::c_int, val: &T) -> Result<(), Err
         )
     };
     Errno::result(r).map(drop)
+}
+
+/// An interface `ioctl(2)` that reads a `struct ifreq` (`SIOCGIFINDEX`,
+/// `SIOCGIFFLAGS`) for the interface `name`, answered by the network
+/// namespace of the socket `fd`.
+fn ifreq_ioctl(fd: &OwnedFd, name: &str, request: libc::c_ulong) -> Result<libc::ifreq, Errno> {
+    // SAFETY: ifreq is plain old data (a name and a union of integers,
+    // sockaddrs and a pointer); all zeroes is a valid value of it.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    // The name was checked when the port was opened: shorter than
+    // IFNAMSIZ, so the zeroed array keeps its terminating NUL.
+    if name.len() >= req.ifr_name.len() {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    // SAFETY: `req` is a live, initialised ifreq that the kernel reads the
+    // name from and writes one union member into; it keeps no pointer to it.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, &mut req as *mut libc::ifreq) };
+    Errno::result(r).map(|_| req)
 }
 
 /// Socket buffer of `bytes`: the FORCE option (needs CAP_NET_ADMIN, ignores

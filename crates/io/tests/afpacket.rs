@@ -25,8 +25,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use dummynet_io::afpacket::{
-    Port, PortError, PortOptions, PortStats, RxFrame, TxFrame, VnetHdr, DEFAULT_RX_RING_FRAMES,
-    DEFAULT_RX_RING_FRAME_SIZE,
+    LinkState, Port, PortError, PortOptions, PortStats, RxFrame, TxFrame, VnetHdr,
+    DEFAULT_RX_RING_FRAMES, DEFAULT_RX_RING_FRAME_SIZE,
 };
 use nix::poll::{poll, PollFd, PollFlags};
 use nix::sched::{setns, CloneFlags};
@@ -1201,6 +1201,59 @@ fn opening_a_missing_interface_says_so() {
         })
     }));
     assert_eq!(r, Ok("nosuch0".to_string()));
+}
+
+/// A port follows its interface down, up, deleted and made again: the
+/// kernel's `ENETDOWN` is on the socket (POLLERR) until taken, and the
+/// link state says which of the four it is.
+#[test]
+fn a_port_says_when_its_interface_goes_down_or_away() {
+    let Some(fx) = fixture("a_port_says_when_its_interface_goes_down_or_away") else {
+        return;
+    };
+    let (m, a) = (fx.m.clone(), fx.a.clone());
+    let r = join(in_netns(&fx.m, move || {
+        let port = Port::open("pa", PortOptions::default()).map_err(|e| e.to_string())?;
+        let state = |p: &Port| p.link_state().map_err(|e| e.to_string());
+        let pollerr = |p: &Port| -> Result<bool, String> {
+            let mut fds = [PollFd::new(p.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, 0u16).map_err(|e| e.to_string())?;
+            Ok(fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLERR)))
+        };
+        let mut seen = vec![(state(&port)?, pollerr(&port)?)];
+        ip(&["-n", &m, "link", "set", "pa", "down"])?;
+        seen.push((state(&port)?, pollerr(&port)?));
+        let taken = port.take_error().map_err(|e| e.to_string())?;
+        // Taken once: the socket no longer polls with an error.
+        seen.push((state(&port)?, pollerr(&port)?));
+        ip(&["-n", &m, "link", "set", "pa", "up"])?;
+        seen.push((state(&port)?, pollerr(&port)?));
+        ip(&["-n", &m, "link", "del", "pa"])?;
+        seen.push((state(&port)?, false));
+        ip(&[
+            "link", "add", "va", "netns", &a, "type", "veth", "peer", "name", "pa", "netns", &m,
+        ])?;
+        let again = state(&port)?;
+        Ok((seen, taken, again, port.ifindex()))
+    }));
+    let (seen, taken, again, old_index) = r.expect("the port thread");
+    assert_eq!(
+        seen,
+        [
+            (LinkState::Up, false),
+            (LinkState::Down, true),
+            (LinkState::Down, false),
+            (LinkState::Up, false),
+            (LinkState::Gone, false),
+        ]
+    );
+    assert_eq!(taken, Some(nix::errno::Errno::ENETDOWN));
+    assert!(
+        matches!(again, LinkState::Replaced { ifindex } if ifindex != old_index),
+        "{again:?}"
+    );
 }
 
 /// Frames per second through the bridge, with and without vnet_hdr. Prints,
