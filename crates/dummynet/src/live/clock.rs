@@ -70,8 +70,15 @@ impl Realtime {
 /// Why [`wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Woke {
-    /// These descriptors are readable: bit `i` for `fds[i]` (the first 64).
-    Ready(u64),
+    /// These descriptors are ready: bit `i` for `fds[i]` (the first 64).
+    Ready {
+        /// Readable, or with an error: anything to look at.
+        any: u64,
+        /// With an error or hung up (`POLLERR`, `POLLHUP`, `POLLNVAL`),
+        /// which `poll` reports at once, every time, until the owner
+        /// clears it or stops watching the descriptor.
+        failed: u64,
+    },
     /// The deadline passed.
     Deadline,
     /// The longest nap passed with neither (time to look at the stop flag).
@@ -115,7 +122,7 @@ pub fn wait(
     if busy > 0 {
         loop {
             if let Some(ready) = poll_fds(&mut pfds, Some(0)) {
-                return Woke::Ready(ready);
+                return ready;
             }
             let t = clock.now();
             if t >= until {
@@ -137,7 +144,7 @@ pub fn wait(
         let ready = poll_fds(&mut pfds, Some(sleep));
         let after = clock.now();
         if let Some(ready) = ready {
-            return Woke::Ready(ready);
+            return ready;
         }
         timer.record(after.saturating_sub(now + sleep));
         if deadline.is_none() || after + spin < until {
@@ -155,7 +162,7 @@ pub fn wait(
             return Woke::Deadline;
         }
         if let Some(ready) = poll_fds(&mut pfds, Some(0)) {
-            return Woke::Ready(ready);
+            return ready;
         }
         std::hint::spin_loop();
     }
@@ -354,20 +361,27 @@ pub fn thread_cpu() -> Nanos {
         .unwrap_or(0)
 }
 
-/// `ppoll` with a nanosecond timeout: which descriptors are readable (bit
-/// `i` for `pfds[i]`), `None` if none. Errors (EINTR from a signal,
-/// mostly) count as "nothing ready": the caller looks at its flags and
-/// comes back.
-fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> Option<u64> {
+/// `ppoll` with a nanosecond timeout: which descriptors are ready (bit
+/// `i` for `pfds[i]`) as a [`Woke::Ready`], `None` if none. Errors (EINTR
+/// from a signal, mostly) count as "nothing ready": the caller looks at
+/// its flags and comes back.
+fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> Option<Woke> {
     let ts = timeout.map(|ns| TimeSpec::from_duration(Duration::from_nanos(ns)));
     match nix::poll::ppoll(pfds, ts, None) {
-        Ok(n) if n > 0 => Some(
-            pfds.iter()
-                .take(64)
-                .enumerate()
-                .filter(|(_, p)| p.revents().is_some_and(|r| !r.is_empty()))
-                .fold(0, |mask, (i, _)| mask | 1 << i),
-        ),
+        Ok(n) if n > 0 => {
+            let trouble = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
+            let (mut any, mut failed) = (0u64, 0u64);
+            for (i, p) in pfds.iter().take(64).enumerate() {
+                let r = p.revents().unwrap_or(PollFlags::empty());
+                if !r.is_empty() {
+                    any |= 1 << i;
+                }
+                if r.intersects(trouble) {
+                    failed |= 1 << i;
+                }
+            }
+            Some(Woke::Ready { any, failed })
+        }
         _ => None,
     }
 }
@@ -552,6 +566,40 @@ mod tests {
         assert_eq!(t.spin_needed(), Some(15_000));
         t.record(1_000);
         assert_eq!(t.spin_needed(), Some(11_000));
+    }
+
+    /// A readable descriptor and one whose peer hung up: both wake the
+    /// wait, and only the second is reported as failed.
+    #[test]
+    fn a_wait_tells_readable_from_failed_descriptors() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        use std::os::unix::net::UnixStream;
+        let clock = Clock::new();
+        let (readable, mut writer) = UnixStream::pair().unwrap();
+        let (hung_up, peer) = UnixStream::pair().unwrap();
+        writer.write_all(b"x").unwrap();
+        drop(peer);
+        let fds = [readable.as_fd(), hung_up.as_fd()];
+        let until = clock.now() + 1_000_000_000;
+        let woke = wait(&clock, &fds, Some(until), 0, 0, &mut TimerWatch::default());
+        assert_eq!(
+            woke,
+            Woke::Ready {
+                any: 0b11,
+                failed: 0b10
+            }
+        );
+        // Nothing failed: nothing reported failed.
+        let woke = wait(
+            &clock,
+            &fds[..1],
+            Some(until),
+            0,
+            0,
+            &mut TimerWatch::default(),
+        );
+        assert_eq!(woke, Woke::Ready { any: 1, failed: 0 });
     }
 
     #[test]

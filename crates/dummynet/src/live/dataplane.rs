@@ -8,7 +8,7 @@
 //! traffic, and the engine itself keeps queued packets across it.
 
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -293,6 +293,9 @@ pub struct Report {
     /// they are read as they come.
     pub late_reads_within_ns: Option<u64>,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
+    /// Why the data plane stopped by itself: a backend could not go on
+    /// ([`Backend::failure`]). `None` when it was asked to stop.
+    pub failure: Option<String>,
 }
 
 impl Report {
@@ -485,6 +488,8 @@ pub struct DataPlane {
     next_pace: Nanos,
     scheduling: &'static str,
     memory_locked: bool,
+    /// Why a backend stopped the data plane ([`Backend::failure`]).
+    failure: Option<String>,
 }
 
 impl DataPlane {
@@ -515,12 +520,10 @@ impl DataPlane {
             next_pace: 0,
             scheduling: "normal",
             memory_locked: false,
+            failure: None,
         }
     }
 
-    /// Runs until the stop flag is set, then shuts down in order: stop
-    /// intercepting, release what is inside (delivered as if its time had
-    /// come, so no connection is left hanging), and report.
     /// Chooses how the data-plane thread is scheduled and how long it
     /// spins before a deadline (before [`Self::run`]).
     pub fn with_options(mut self, o: PlaneOptions) -> Self {
@@ -528,6 +531,10 @@ impl DataPlane {
         self
     }
 
+    /// Runs until the stop flag is set (or a backend fails:
+    /// [`Report::failure`]), then shuts down in order: stop intercepting,
+    /// release what is inside (delivered as if its time had come, so no
+    /// connection is left hanging), and report.
     pub fn run(mut self) -> Report {
         clock::tighten_timer_slack();
         // Best effort, like the scheduling below (needs CAP_IPC_LOCK or a
@@ -544,6 +551,10 @@ impl DataPlane {
             _ => "normal",
         };
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(why) = self.backends.iter().find_map(|b| b.failure()) {
+                self.failure = Some(why);
+                break;
+            }
             // Arrivals and the departures due among them, in time order,
             // then whatever else is due.
             self.receive_all();
@@ -775,6 +786,7 @@ impl DataPlane {
                 fds.extend(b.fds());
             }
         }
+        let backend_fds = fds.len();
         if let Some(inbox) = &self.inbox {
             fds.push(inbox.wake.as_fd());
         }
@@ -812,12 +824,31 @@ impl DataPlane {
             &mut self.timer,
         );
         // The control socket, when there is one, is the last descriptor.
-        if let (Woke::Ready(mask), Some(_)) = (woke, &self.inbox) {
+        if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
             let last = fds.len() - 1;
-            self.inbox_ready |= last >= 64 || mask & (1 << last) != 0;
+            self.inbox_ready |= last >= 64 || any & (1 << last) != 0;
+        }
+        // A backend's descriptor with an error polls ready at once until the
+        // backend deals with it (the control socket's hang-up is seen by
+        // reading it).
+        let failed: Vec<RawFd> = match woke {
+            Woke::Ready { failed, .. } if failed != 0 => fds[..backend_fds]
+                .iter()
+                .take(64)
+                .enumerate()
+                .filter(|(i, _)| failed & (1 << i) != 0)
+                .map(|(_, fd)| fd.as_raw_fd())
+                .collect(),
+            _ => Vec::new(),
+        };
+        drop(fds);
+        for fd in failed {
+            for b in &mut self.backends {
+                b.fd_failed(fd);
+            }
         }
         self.wakes[match woke {
-            Woke::Ready(_) => 0,
+            Woke::Ready { .. } => 0,
             Woke::Deadline => 1,
             Woke::Nap => 2,
         }] += 1;
@@ -880,6 +911,7 @@ impl DataPlane {
                 .iter_mut()
                 .map(|b| (b.describe(), b.stats()))
                 .collect(),
+            failure: self.failure.clone(),
         }
     }
 }
@@ -1113,6 +1145,68 @@ mod tests {
         // ...and the closed socket, which would poll readable forever, is
         // out of the wait.
         assert!(plane.inbox.is_none());
+    }
+
+    /// A backend whose descriptor hangs up, as a bridge port's socket
+    /// polls with an error when its interface goes down.
+    struct HangsUp {
+        sock: Option<UnixStream>,
+        told: Arc<Mutex<Vec<RawFd>>>,
+    }
+
+    impl Backend for HangsUp {
+        fn describe(&self) -> String {
+            "hangs up".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            self.sock.iter().map(|s| s.as_fd()).collect()
+        }
+        /// Told: stops watching the descriptor, and gives up.
+        fn fd_failed(&mut self, fd: RawFd) {
+            self.told.lock().unwrap().push(fd);
+            self.sock = None;
+        }
+        fn failure(&self) -> Option<String> {
+            (!self.told.lock().unwrap().is_empty()).then(|| "port gone".to_string())
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, _: &mut Vec<Arrival>) -> bool {
+            false
+        }
+        fn complete(&mut self, _: Carrier, _: bool) {}
+        fn flush(&mut self) {}
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    /// The data plane hands a backend the descriptor that failed (once:
+    /// the backend then leaves it out), and a backend's failure stops it
+    /// with that reason in the report.
+    #[test]
+    fn a_failed_descriptor_goes_to_its_backend_whose_failure_stops_the_plane() {
+        let (sock, peer) = UnixStream::pair().unwrap();
+        drop(peer);
+        let fd = sock.as_raw_fd();
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let backend = HangsUp {
+            sock: Some(sock),
+            told: told.clone(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let plane = DataPlane::new(Engine::new(1), vec![Box::new(backend)], None, stop.clone())
+            .with_options(PlaneOptions {
+                priority: Priority::Nice,
+                ..PlaneOptions::default()
+            });
+        let thread = std::thread::spawn(move || plane.run());
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while !thread.is_finished() && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        assert_eq!(report.failure.as_deref(), Some("port gone"));
+        assert_eq!(*told.lock().unwrap(), [fd]);
     }
 
     /// In both precisions, departures 4 ms apart are each woken for and

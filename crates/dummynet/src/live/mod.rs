@@ -13,7 +13,7 @@
 //! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
 //!   release a packet at its time, with no packets at all.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, RawFd};
 
 use dummynet_engine::{Engine, IfaceId, PacketInfo, Payload};
 use dummynet_io::afpacket::VnetHdr;
@@ -150,6 +150,17 @@ pub trait Backend: Send {
     fn describe(&self) -> String;
     /// Descriptors that become readable when packets wait.
     fn fds(&self) -> Vec<BorrowedFd<'_>>;
+    /// `fd`, one of [`Backend::fds`], polled with an error or hung up
+    /// (`POLLERR`, `POLLHUP`): `poll` reports that at once, every time, so
+    /// the backend must clear it or leave the descriptor out of `fds`, or
+    /// the data plane spins. (A bridge port whose interface goes down.)
+    fn fd_failed(&mut self, _fd: RawFd) {}
+    /// `Some(why)` when the backend cannot go on and the daemon should
+    /// stop with an error (a bridge port deleted under
+    /// `--exit-on-link-loss`). Asked once a turn.
+    fn failure(&self) -> Option<String> {
+        None
+    }
     /// Reads what is waiting (a batch at most). IP packets go to `arrivals`
     /// with what the classifier needs; anything else is forwarded (or given
     /// its verdict) by the backend itself. True when it stopped at its
