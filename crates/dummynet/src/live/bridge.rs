@@ -8,18 +8,33 @@
 //!
 //! GSO/GRO super-packets stay whole (the ports use `virtio_net_hdr`) and
 //! are billed for the bytes their segments would put on the wire.
+//!
+//! A port whose interface goes down or is deleted is not polled until it
+//! is back (its socket would poll with an error at once, every time): the
+//! bridge says so on stderr, looks at the link every [`LINK_LOOK`], drops
+//! and counts the frames due out of it (`IF.link_down_dropped`), and
+//! forwards again when the interface is up, reopening the port if it is a
+//! new interface of the same name; or, told to
+//! ([`Bridge::exit_on_link_loss`]), stops the daemon when it is deleted.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
 
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
-use dummynet_io::afpacket::{Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
+use dummynet_io::afpacket::{LinkState, Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
+use nix::errno::Errno;
 
 use super::{Arrival, Backend, Body, Carrier, LateReading};
 
 /// Frames read per port per turn of the data plane.
 const RX_BATCH: usize = 64;
+
+/// How often the link of a port that is down or gone is looked at (two
+/// `ioctl`s). The data plane wakes at least every 100 ms anyway, so a port
+/// forwards again at most about 200 ms after its interface is back.
+pub const LINK_LOOK: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Counters {
@@ -28,8 +43,43 @@ struct Counters {
     tx_failed: u64,
 }
 
+/// What one port's interface has done, for `stats`.
+#[derive(Debug, Default, Clone, Copy)]
+struct LinkCounters {
+    /// Frames due out of the port while its interface was down or gone.
+    down_dropped: u64,
+    /// Times the interface was found down or gone.
+    losses: u64,
+}
+
+/// What the bridge knows of one port's interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// Forwarding: the port is polled.
+    Up,
+    /// Down (`gone`: deleted) since `since`, with `dropped` frames for it
+    /// counted then; not polled, looked at again at `next_look`.
+    Lost {
+        since: Instant,
+        gone: bool,
+        dropped: u64,
+        next_look: Instant,
+    },
+}
+
 pub struct Bridge {
     ports: [Port; 2],
+    /// What the ports were opened with, to open one again on a new
+    /// interface of the same name.
+    opts: PortOptions,
+    links: [Link; 2],
+    link_counters: [LinkCounters; 2],
+    /// Stop the daemon ([`Backend::failure`]) when a port's interface is
+    /// deleted, instead of waiting for it to come back.
+    exit_on_link_loss: bool,
+    failure: Option<String>,
+    /// A port polled with an error it did not explain was reported (once).
+    told_odd_error: bool,
     ifaces: [IfaceId; 2],
     rx: Vec<RxFrame>,
     tx: [Vec<(Vec<u8>, Option<VnetHdr>)>; 2],
@@ -50,10 +100,16 @@ impl Bridge {
             ..PortOptions::default()
         };
         let pa = Port::open(a, opts.clone())?;
-        let pb = Port::open(b, opts)?;
+        let pb = Port::open(b, opts.clone())?;
         Ok(Bridge {
             ifaces: [engine.iface(a), engine.iface(b)],
             ports: [pa, pb],
+            opts,
+            links: [Link::Up; 2],
+            link_counters: [LinkCounters::default(); 2],
+            exit_on_link_loss: false,
+            failure: None,
+            told_odd_error: false,
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
@@ -70,6 +126,166 @@ impl Bridge {
     pub fn follow_bursts(mut self, bursts: Sender<bool>) -> Self {
         self.bursts = Some((bursts, None));
         self
+    }
+
+    /// When a port's interface is deleted, stop the daemon with an error
+    /// ([`Backend::failure`]) instead of waiting for an interface of that
+    /// name to come back.
+    pub fn exit_on_link_loss(mut self, exit: bool) -> Self {
+        self.exit_on_link_loss = exit;
+        self
+    }
+
+    /// Looks at the links of the ports that are down or gone, if it is
+    /// time.
+    fn look_at_lost_links(&mut self) {
+        if self.links.iter().all(|l| *l == Link::Up) {
+            return;
+        }
+        let now = Instant::now();
+        for side in 0..2 {
+            if let Link::Lost { next_look, .. } = self.links[side] {
+                if now >= next_look {
+                    self.follow_link(side, now);
+                }
+            }
+        }
+    }
+
+    /// Asks the kernel about port `side`'s interface and follows it: a
+    /// port whose interface is down or gone stops being polled, one that
+    /// is back is polled again (reopened if it is a new interface).
+    fn follow_link(&mut self, side: usize, now: Instant) {
+        // Twice at most: once more after reopening on a new interface.
+        for _ in 0..2 {
+            let state = match self.ports[side].link_state() {
+                Ok(state) => state,
+                Err(e) => {
+                    // Unknown: keep what we believed, look again later.
+                    eprintln!("dummynet: bridge port: {e}");
+                    self.next_look(side, now);
+                    return;
+                }
+            };
+            let name = self.ports[side].ifname().to_string();
+            match (state, self.links[side]) {
+                (LinkState::Up, Link::Up) => return,
+                (LinkState::Up, Link::Lost { since, dropped, .. }) => {
+                    // The error ENETDOWN left on the socket would fail the
+                    // first send.
+                    let _ = self.ports[side].take_error();
+                    self.links[side] = Link::Up;
+                    let lost = self.link_counters[side].down_dropped - dropped;
+                    eprintln!(
+                        "dummynet: bridge port {name} is up again after {:.1} s; forwarding \
+                         ({lost} frame{} for it dropped meanwhile)",
+                        now.saturating_duration_since(since).as_secs_f64(),
+                        if lost == 1 { "" } else { "s" },
+                    );
+                    return;
+                }
+                (LinkState::Down, Link::Lost { gone: false, .. }) => {
+                    self.next_look(side, now);
+                    return;
+                }
+                (LinkState::Down, _) => {
+                    self.lose(side, now, false);
+                    eprintln!(
+                        "dummynet: bridge port {name} is down: frames for it are dropped \
+                         (counted as {name}.link_down_dropped) until it is up again"
+                    );
+                    return;
+                }
+                (LinkState::Gone, Link::Lost { gone: true, .. }) => {
+                    self.next_look(side, now);
+                    return;
+                }
+                (LinkState::Gone | LinkState::Replaced { .. }, link) => {
+                    let seen_gone = matches!(link, Link::Lost { gone: true, .. });
+                    if !seen_gone {
+                        self.lose(side, now, true);
+                    }
+                    if self.exit_on_link_loss {
+                        self.failure = Some(format!(
+                            "bridge port {name} was deleted (no interface {name} is left in \
+                             the daemon's network namespace); stopping, as --exit-on-link-loss \
+                             asks"
+                        ));
+                        return;
+                    }
+                    if !seen_gone {
+                        eprintln!(
+                            "dummynet: bridge port {name} was deleted: frames for it are \
+                             dropped (counted as {name}.link_down_dropped) until an interface \
+                             named {name} comes back (--exit-on-link-loss stops the daemon \
+                             instead)"
+                        );
+                    }
+                    let LinkState::Replaced { ifindex } = state else {
+                        return;
+                    };
+                    match Port::open(&name, self.opts.clone()) {
+                        Ok(port) => {
+                            // Bound to an interface that is down, it starts
+                            // with ENETDOWN waiting.
+                            let _ = port.take_error();
+                            self.ports[side] = port;
+                            eprintln!(
+                                "dummynet: bridge port {name} is back as a new interface \
+                                 (index {ifindex}); port reopened"
+                            );
+                            if let Link::Lost { since, dropped, .. } = self.links[side] {
+                                // Down until the new interface says up.
+                                self.links[side] = Link::Lost {
+                                    since,
+                                    gone: false,
+                                    dropped,
+                                    next_look: now,
+                                };
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("dummynet: bridge port {name}: reopening: {e}");
+                            self.next_look(side, now);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Port `side`'s interface is down (or, `gone`, deleted): stop polling
+    /// it, and count.
+    fn lose(&mut self, side: usize, now: Instant, gone: bool) {
+        let (since, dropped) = match self.links[side] {
+            Link::Lost { since, dropped, .. } => (since, dropped),
+            Link::Up => {
+                self.link_counters[side].losses += 1;
+                (now, self.link_counters[side].down_dropped)
+            }
+        };
+        self.links[side] = Link::Lost {
+            since,
+            gone,
+            dropped,
+            next_look: now + LINK_LOOK,
+        };
+    }
+
+    fn next_look(&mut self, side: usize, now: Instant) {
+        if let Link::Lost { next_look, .. } = &mut self.links[side] {
+            *next_look = now + LINK_LOOK;
+        }
+    }
+
+    /// Counts the frames waiting to go out of port `side` as lost with its
+    /// link, and recycles them.
+    fn drop_for_lost_link(&mut self, side: usize, frames: Vec<(Vec<u8>, Option<VnetHdr>)>) {
+        self.link_counters[side].down_dropped += frames.len() as u64;
+        for (buf, _) in frames {
+            self.ports[side].recycle(buf);
+        }
     }
 }
 
@@ -110,11 +326,67 @@ impl Backend for Bridge {
         )
     }
 
+    /// The ports whose interfaces are up: one that is down or gone is
+    /// looked at every [`LINK_LOOK`] instead.
     fn fds(&self) -> Vec<BorrowedFd<'_>> {
-        self.ports.iter().map(|p| p.as_fd()).collect()
+        self.ports
+            .iter()
+            .zip(&self.links)
+            .filter(|(_, l)| **l == Link::Up)
+            .map(|(p, _)| p.as_fd())
+            .collect()
+    }
+
+    /// The kernel flags a port's socket with `ENETDOWN` when its interface
+    /// goes down (or is deleted); taken, the flag is cleared, and the link
+    /// says what happened.
+    fn fd_failed(&mut self, fd: RawFd) {
+        let Some(side) = self.ports.iter().position(|p| p.as_raw_fd() == fd) else {
+            return;
+        };
+        let taken = self.ports[side].take_error();
+        let now = Instant::now();
+        self.follow_link(side, now);
+        if self.links[side] != Link::Up {
+            return;
+        }
+        let name = self.ports[side].ifname().to_string();
+        match taken {
+            // Down and up again before we looked.
+            Ok(Some(Errno::ENETDOWN | Errno::ENXIO | Errno::ENODEV)) => {
+                self.link_counters[side].losses += 1;
+                eprintln!("dummynet: bridge port {name} went down and came back up");
+            }
+            Ok(Some(errno)) => {
+                eprintln!("dummynet: bridge port {name}: the socket reported {errno}");
+            }
+            // Polled with an error it does not explain: left alone until
+            // the next look, so it cannot make the data plane spin.
+            Ok(None) | Err(_) => {
+                if !self.told_odd_error {
+                    self.told_odd_error = true;
+                    eprintln!(
+                        "dummynet: bridge port {name} polls with an error but has none to \
+                         give ({taken:?}); not polled for {} ms at a time while it does",
+                        LINK_LOOK.as_millis()
+                    );
+                }
+                self.links[side] = Link::Lost {
+                    since: now,
+                    gone: false,
+                    dropped: self.link_counters[side].down_dropped,
+                    next_look: now + LINK_LOOK,
+                };
+            }
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.clone()
     }
 
     fn receive(&mut self, _engine: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+        self.look_at_lost_links();
         let mut more = false;
         for side in 0..2 {
             let other = 1 - side;
@@ -217,7 +489,11 @@ impl Backend for Bridge {
             if self.tx[side].is_empty() {
                 continue;
             }
-            let batch = std::mem::take(&mut self.tx[side]);
+            let mut batch = std::mem::take(&mut self.tx[side]);
+            if self.links[side] != Link::Up {
+                self.drop_for_lost_link(side, batch);
+                continue;
+            }
             let mut start = 0;
             while start < batch.len() {
                 let frames: Vec<TxFrame<'_>> = batch[start..]
@@ -227,10 +503,21 @@ impl Backend for Bridge {
                 match self.ports[side].send_batch(&frames) {
                     Ok(n) => start += n,
                     Err(e) => {
+                        start += e.sent;
+                        if matches!(e.error, PortError::InterfaceDown { .. }) {
+                            // Noticed by a send before the socket's error
+                            // was polled.
+                            self.follow_link(side, Instant::now());
+                            if self.links[side] != Link::Up {
+                                let unsent = batch.split_off(start);
+                                self.drop_for_lost_link(side, unsent);
+                                break;
+                            }
+                        }
                         // The refused frame is dropped and counted; the rest
                         // get another try.
                         self.counters.tx_failed += 1;
-                        start += e.sent + 1;
+                        start += 1;
                     }
                 }
             }
@@ -246,8 +533,16 @@ impl Backend for Bridge {
             ("malformed_dropped".to_string(), self.counters.malformed),
             ("tx_failed".to_string(), self.counters.tx_failed),
         ];
-        for p in &mut self.ports {
+        for ((p, link), lc) in self
+            .ports
+            .iter_mut()
+            .zip(&self.links)
+            .zip(&self.link_counters)
+        {
             let name = p.ifname().to_string();
+            out.push((format!("{name}.link_down"), u64::from(*link != Link::Up)));
+            out.push((format!("{name}.link_losses"), lc.losses));
+            out.push((format!("{name}.link_down_dropped"), lc.down_dropped));
             if let Ok(s) = p.stats() {
                 out.push((format!("{name}.rx_frames"), s.rx_frames));
                 out.push((format!("{name}.rx_gso_frames"), s.rx_gso_frames));

@@ -28,8 +28,20 @@ use super::{Backend, Carrier};
 pub struct RunArgs {
     /// Bridge two interfaces: frames from one go through the rules and pipes
     /// to the other (`in recv IF_A`, then `out xmit IF_B`).
+    ///
+    /// A port whose interface goes down is not polled until it is up again:
+    /// the daemon says so on stderr, drops the frames due out of it
+    /// (`IF.link_down_dropped` in `dummynet stats`) and forwards again
+    /// within about 200 ms of the interface coming back. If the interface
+    /// is deleted, it waits for one of the same name and reopens the port
+    /// on it (see --exit-on-link-loss).
     #[arg(long, num_args = 2, value_names = ["IF_A", "IF_B"])]
     pub bridge: Option<Vec<String>>,
+    /// --bridge: if a port's interface is deleted, exit with status 69
+    /// (EX_UNAVAILABLE) and a message naming it, instead of waiting for an
+    /// interface of the same name to come back.
+    #[arg(long, requires = "bridge")]
+    pub exit_on_link_loss: bool,
     /// Shape this machine's own traffic through netfilter NFQUEUE.
     #[arg(long)]
     pub host: bool,
@@ -262,12 +274,24 @@ fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
     Ok(spec)
 }
 
+/// sysexits(3) `EX_UNAVAILABLE`: what the daemon needs is gone (a bridge
+/// port deleted under --exit-on-link-loss), as `ipfw` says of a daemon that
+/// does not answer.
+const EX_UNAVAILABLE: u8 = 69;
+
 pub fn run(args: RunArgs) -> ExitCode {
     match run_inner(&args) {
-        Ok(report) => {
-            eprint!("dummynet: stopped.\n{report}");
-            ExitCode::SUCCESS
-        }
+        Ok(report) => match &report.failure {
+            None => {
+                eprint!("dummynet: stopped.\n{report}");
+                ExitCode::SUCCESS
+            }
+            Some(why) => {
+                eprint!("{report}");
+                eprintln!("dummynet run: {why}");
+                ExitCode::from(EX_UNAVAILABLE)
+            }
+        },
         Err(e) => {
             eprintln!("dummynet run: {e}");
             ExitCode::FAILURE
@@ -314,8 +338,11 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
         if a == b {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ"));
         }
+        let exit_on_link_loss = args.exit_on_link_loss;
         Box::new(move |e| {
-            let bridge = Bridge::open(&a, &b, e).map_err(|e| e.to_string())?;
+            let bridge = Bridge::open(&a, &b, e)
+                .map_err(|e| e.to_string())?
+                .exit_on_link_loss(exit_on_link_loss);
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
         })
     } else {
@@ -350,6 +377,10 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
     }
     while !stop.load(Ordering::Relaxed) {
         if running.is_finished() {
+            let report = running.stop();
+            if report.failure.is_some() {
+                return Ok(report);
+            }
             return Err("the data plane stopped unexpectedly".into());
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
