@@ -6,11 +6,15 @@
 //! always writes the same bytes. Flows take turns (packet `i` belongs to flow
 //! `i mod flows`); flow `k` has the `k`-th host of `--src` as source address
 //! and source port `10000 + k`.
+//!
+//! Every packet has the same length, so the file's size is known before a
+//! byte is written ([`Plan::file_size`]): `gen` states it, and refuses to
+//! start a file that the free space of its filesystem cannot hold.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use dummynet_engine::time::NS_PER_SEC;
@@ -28,7 +32,9 @@ pub enum Proto {
 
 #[derive(Debug, clap::Args)]
 pub struct GenArgs {
-    /// The pcap file to write (nanosecond timestamps).
+    /// The pcap file to write (nanosecond timestamps). Its size is stated
+    /// before writing, and a file larger than the free space of its
+    /// filesystem is refused before it is created.
     #[arg(long, value_name = "FILE.pcap")]
     pub out: PathBuf,
     /// Sending rate, counting IP bytes: bit/s, Kbit/s, Mbit/s, Gbit/s, or Byte/s, KByte/s...
@@ -80,6 +86,17 @@ pub fn run(args: GenArgs) -> ExitCode {
 
 fn write(args: &GenArgs) -> Result<u64, String> {
     let plan = Plan::new(args)?;
+    let packets = plan.packets();
+    if let Some(last) = packets.checked_sub(1) {
+        plan.timestamp(last)?;
+    }
+    let size = plan.file_size();
+    check_room(&args.out, size, room_for(&args.out)?)?;
+    eprintln!(
+        "dummynet gen: writing {packets} packets, {} ({size} bytes) to {}",
+        human_bytes(size),
+        args.out.display()
+    );
     let file = File::create(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
     let mut w = capture::Writer::new(
@@ -100,6 +117,74 @@ fn write(args: &GenArgs) -> Result<u64, String> {
         .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
     Ok(n)
 }
+
+/// The free space of the filesystem that is to hold `path` (statvfs's
+/// `f_bavail`: what is left to unprivileged writers), plus what `path`
+/// takes now if it is a regular file, which is truncated first. `None`
+/// when `path` is not a regular file (`/dev/null`, a pipe), which takes
+/// what it is given.
+fn room_for(path: &Path) -> Result<Option<u128>, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let existing = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m.blocks().saturating_mul(512),
+        Ok(m) if m.file_type().is_char_device() || m.file_type().is_fifo() => return Ok(None),
+        Ok(_) => {
+            return Err(format!(
+                "cannot write {}: it is not a regular file",
+                path.display()
+            ))
+        }
+        Err(_) => 0,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let fs = nix::sys::statvfs::statvfs(dir).map_err(|e| {
+        format!(
+            "cannot create {}: reading the free space of {}: {e}",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let free = u128::from(fs.blocks_available()) * u128::from(fs.fragment_size());
+    Ok(Some(free + u128::from(existing)))
+}
+
+/// Refuses a file of `size` bytes at `path` when more than `room` (see
+/// [`room_for`]; `None`: no limit).
+fn check_room(path: &Path, size: u128, room: Option<u128>) -> Result<(), String> {
+    match room {
+        Some(room) if size > room => Err(format!(
+            "{} would take {} ({size} bytes) but its filesystem has {} ({room} bytes) free; \
+             write fewer packets (--packets, --duration, --rate, --size) or elsewhere",
+            path.display(),
+            human_bytes(size),
+            human_bytes(room)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `1.3 MB`: decimal units, as disk sizes are sold and `df -H` shows them.
+fn human_bytes(n: u128) -> String {
+    const UNITS: [(u128, &str); 4] = [
+        (1_000_000_000_000, "TB"),
+        (1_000_000_000, "GB"),
+        (1_000_000, "MB"),
+        (1_000, "kB"),
+    ];
+    match UNITS.iter().find(|(scale, _)| n >= *scale) {
+        Some((scale, unit)) => format!("{:.1} {unit}", n as f64 / *scale as f64),
+        None => format!("{n} bytes"),
+    }
+}
+
+/// Bytes of a pcap file's header and of each packet record's header.
+const PCAP_FILE_HEADER: u128 = 24;
+const PCAP_RECORD_HEADER: u128 = 16;
+/// Bytes of the Ethernet header before each IP packet (none with --raw).
+const ETHERNET_HEADER: u32 = 14;
 
 const LINKTYPE_ETHERNET: u32 = 1;
 const LINKTYPE_RAW: u32 = 101;
@@ -179,6 +264,48 @@ impl Plan {
             start: a.start,
             raw: a.raw,
         })
+    }
+
+    /// How many packets [`Plan::each`] gives. Packet `i` is at offset
+    /// `floor(i * bits * 1e9 / rate)` ns, which is below `limit` exactly
+    /// when `i * bits * 1e9 < limit * rate`: the first `ceil(limit * rate /
+    /// (bits * 1e9))` packets are. The limit is the duration, or for
+    /// `--packets` 2^64 ns, past which an offset does not fit.
+    pub fn packets(&self) -> u64 {
+        let before = |limit: u128| {
+            let bits = u128::from(self.size) * 8 * u128::from(NS_PER_SEC);
+            limit.saturating_mul(u128::from(self.rate)).div_ceil(bits)
+        };
+        let n = match self.end {
+            End::Packets(n) => before(1 << 64).min(u128::from(n)),
+            End::Duration(d) => before(u128::from(d)),
+        };
+        u64::try_from(n).unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of every frame written: the IP packet, after an Ethernet
+    /// header unless --raw.
+    fn frame_len(&self) -> u32 {
+        if self.raw {
+            self.size
+        } else {
+            self.size + ETHERNET_HEADER
+        }
+    }
+
+    /// Bytes of the file [`write`] makes: the pcap header, then for every
+    /// packet a record header and the frame (never cut: a frame is at
+    /// most 64 KiB and change, the snap length 256 KiB).
+    pub fn file_size(&self) -> u128 {
+        let record = PCAP_RECORD_HEADER + u128::from(self.frame_len());
+        PCAP_FILE_HEADER + u128::from(self.packets()) * record
+    }
+
+    /// Capture timestamp of packet `i` (which must be one the plan has).
+    fn timestamp(&self, i: u64) -> Result<Nanos, String> {
+        self.offset(i)
+            .and_then(|off| self.start.checked_add(off))
+            .ok_or_else(|| "timestamps overflow: lower --start or --duration".to_string())
     }
 
     /// Offset of packet `i` from the start, or `None` once past the end.
@@ -393,10 +520,14 @@ mod tests {
     use dummynet_engine::wire::{self, LinkType};
 
     fn args(extra: &[&str]) -> GenArgs {
+        args_to("x.pcap", extra)
+    }
+
+    fn args_to(out: &str, extra: &[&str]) -> GenArgs {
         use clap::{Args, FromArgMatches};
         let cmd = GenArgs::augment_args(clap::Command::new("gen"));
         let m = cmd
-            .try_get_matches_from(["gen", "--out", "x.pcap"].iter().chain(extra))
+            .try_get_matches_from(["gen", "--out", out].iter().chain(extra))
             .unwrap();
         GenArgs::from_arg_matches(&m).unwrap()
     }
@@ -505,6 +636,135 @@ mod tests {
         assert!(Plan::new(&args(&["--rate", "0"])).is_err());
         assert!(parse_net("10.0.0.0/33").is_err());
         assert!(parse_net("ten").is_err());
+    }
+
+    /// A scratch directory for written files, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(test: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("dn-gen-{}-{test}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The size stated before writing is the size written, to the byte.
+    #[test]
+    fn the_stated_size_is_the_size_written() {
+        let dir = Scratch::new("size");
+        let cases: [&[&str]; 6] = [
+            &["--packets", "5"],
+            &["--duration", "12ms"],
+            &["--packets", "0"],
+            &["--duration", "0"],
+            &[
+                "--raw",
+                "--ipv6",
+                "--proto",
+                "icmp",
+                "--size",
+                "100",
+                "--rate",
+                "1Mbit/s",
+                "--duration",
+                "7ms",
+            ],
+            &[
+                "--proto",
+                "tcp",
+                "--size",
+                "64000",
+                "--flows",
+                "3",
+                "--duration",
+                "1ms",
+                "--rate",
+                "1Gbit/s",
+            ],
+        ];
+        for (k, extra) in cases.iter().enumerate() {
+            let out = dir.0.join(format!("{k}.pcap"));
+            let a = args_to(out.to_str().unwrap(), extra);
+            let plan = Plan::new(&a).unwrap();
+            let written = write(&a).unwrap();
+            assert_eq!(written, plan.packets(), "{extra:?}");
+            let len = std::fs::metadata(&out).unwrap().len();
+            assert_eq!(u128::from(len), plan.file_size(), "{extra:?}");
+        }
+    }
+
+    /// The count is worked out, not counted: it matches what `each` gives
+    /// for durations on and around a packet's offset.
+    #[test]
+    fn the_packet_count_is_exact_on_the_boundaries() {
+        // 1500 bytes at 10 Mbit/s: offsets 1.2 ms apart.
+        for (duration, want) in [
+            ("0", 0),
+            ("1ns", 1),
+            ("1200us", 1),
+            ("1200001ns", 2),
+            ("12ms", 10),
+            ("1s", 834),
+        ] {
+            let p = Plan::new(&args(&["--duration", duration])).unwrap();
+            assert_eq!(p.packets(), want, "{duration}");
+            assert_eq!(frames(&args(&["--duration", duration])).len() as u64, want);
+        }
+        // Offsets that do not divide evenly: 100 bytes at 3 kbit/s.
+        for ms in [0u64, 1, 266, 267, 268, 533, 534, 1000] {
+            let a = args(&[
+                "--size",
+                "100",
+                "--rate",
+                "3000",
+                "--duration",
+                &format!("{ms}ms"),
+            ]);
+            let p = Plan::new(&a).unwrap();
+            assert_eq!(p.packets(), frames(&a).len() as u64, "{ms} ms");
+        }
+        let p = Plan::new(&args(&["--packets", "7", "--raw"])).unwrap();
+        assert_eq!(p.file_size(), 24 + 7 * (16 + 1500));
+    }
+
+    /// A file larger than the room left is refused, before it is created,
+    /// with the sizes in the message; no room to speak of (a device) is no
+    /// limit.
+    #[test]
+    fn a_file_larger_than_the_free_space_is_refused() {
+        let path = Path::new("/data/out.pcap");
+        assert!(check_room(path, 1_000, Some(1_000)).is_ok());
+        assert!(check_room(path, 5_000_000_000, None).is_ok());
+        let e = check_room(path, 1_276_044, Some(1_000_000)).unwrap_err();
+        assert!(
+            e.starts_with("/data/out.pcap would take 1.3 MB (1276044 bytes)"),
+            "{e}"
+        );
+        assert!(e.contains("1.0 MB (1000000 bytes) free"), "{e}");
+        assert_eq!(human_bytes(999), "999 bytes");
+        assert_eq!(human_bytes(2_500_000_000), "2.5 GB");
+        // The real thing: more than any filesystem here has.
+        let dir = Scratch::new("room");
+        let out = dir.0.join("huge.pcap");
+        let room = room_for(&out).unwrap().expect("a directory has free space");
+        assert!(check_room(&out, room + 1, Some(room)).is_err());
+        // As many packets as offsets fit in 64 bits: about 23 PB.
+        let huge = args_to(
+            out.to_str().unwrap(),
+            &["--packets", "18446744073709551615"],
+        );
+        let e = write(&huge).unwrap_err();
+        assert!(e.contains("free; write fewer packets"), "{e}");
+        assert!(!out.exists(), "the refused file was created");
+        // /dev/null takes anything.
+        assert_eq!(room_for(Path::new("/dev/null")).unwrap(), None);
     }
 
     #[test]
