@@ -22,7 +22,10 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dummynet_engine::Command;
+use std::fmt::Write as _;
+
+use dummynet_engine::config::{Fields, PipeConfig};
+use dummynet_engine::{modify, Command};
 use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 
@@ -36,13 +39,18 @@ use super::Backend;
 pub struct ShellArgs {
     /// A preset for both directions (`dummynet presets` lists them: seed
     /// 000's table, browser and mobile test tools' profiles, lossy, jittery
-    /// and trace-driven links).
+    /// and trace-driven links). With --up or --down, the options they give
+    /// replace the preset's of the same kind and the rest stays (`--preset
+    /// lte --up "delay 50ms"` is lte with a 50 ms uplink delay), as `pipe
+    /// N modify` does; the resulting configuration is printed at start.
     #[arg(long)]
     pub preset: Option<String>,
-    /// Pipe options for the command's outgoing traffic, e.g. "bw 10Mbit/s delay 20ms".
+    /// Pipe options for the command's outgoing traffic, e.g. "bw 10Mbit/s
+    /// delay 20ms" (pipe 1): the whole configuration, or with --preset the
+    /// options changed from it.
     #[arg(long)]
     pub up: Option<String>,
-    /// Pipe options for traffic towards the command.
+    /// Pipe options for traffic towards the command (pipe 2), as --up.
     #[arg(long)]
     pub down: Option<String>,
     /// An ipfw commands file for the emulator instead (its interfaces are
@@ -275,6 +283,77 @@ pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, Strin
     })
 }
 
+/// The emulator's rules for `--preset`, `--up` and `--down`: the preset's
+/// pipe options (or `bw 0`, no limit, without one) with each of `--up` and
+/// `--down` merged onto them option by option, as `pipe N modify` would:
+/// `--preset lte --up "delay 50ms"` keeps lte's uplink bandwidth and queue
+/// and replaces only its delay. Without a preset, `--up` and `--down` are
+/// the whole configuration of their pipe.
+pub fn link_config(
+    preset: Option<&str>,
+    up: Option<&str>,
+    down: Option<&str>,
+) -> Result<Vec<(usize, Command)>, String> {
+    let Some(name) = preset else {
+        return shell_config(up.unwrap_or("bw 0"), down.unwrap_or("bw 0"));
+    };
+    let p = presets::lookup(name).ok_or_else(|| {
+        format!(
+            "unknown preset `{name}`; known: {}",
+            presets::names().join(", ")
+        )
+    })?;
+    let (base_up, base_down) = p.options_for_use()?;
+    let mut config =
+        shell_config(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
+    for (number, flag, given) in [(1, "--up", up), (2, "--down", down)] {
+        let Some(given) = given else { continue };
+        let (change, fields) = parse_modify(number, given).map_err(|e| format!("{flag}: {e}"))?;
+        let pipe = config
+            .iter_mut()
+            .find_map(|(_, c)| match c {
+                Command::ConfigPipe(n, cfg) if *n == number => Some(cfg),
+                _ => None,
+            })
+            .ok_or_else(|| format!("preset `{name}` has no pipe {number} to merge {flag} onto"))?;
+        *pipe = PipeConfig {
+            link: modify::link(&pipe.link, &change.link, fields),
+            flowset: modify::flowset(&pipe.flowset, &change.flowset, fields),
+        };
+    }
+    Ok(config)
+}
+
+/// `OPTIONS` read as `pipe N modify OPTIONS`: the options given and the
+/// groups they name.
+fn parse_modify(number: u32, options: &str) -> Result<(PipeConfig, Fields), String> {
+    let parsed = crate::lang::commands(&format!("pipe {number} modify {options}\n"), None)
+        .map_err(|(_, e)| e)?;
+    match parsed.into_iter().next() {
+        Some((_, Command::ModifyPipe(_, cfg, fields))) => Ok((cfg, fields)),
+        _ => Err(format!("`{options}` is not a list of pipe options")),
+    }
+}
+
+/// What each direction of a shell's link is, as `pipe show` prints it
+/// (link and queue lines), for the start of a shell: the configuration
+/// after any merge, checked by an engine as the emulator will check it.
+pub fn describe_links(config: &[(usize, Command)], seed: u64) -> Result<String, String> {
+    let engine: dummynet_engine::Engine<crate::live::Carrier> = crate::sim::configure(config, seed)
+        .map_err(|(line, e)| format!("the link configuration (line {line}): {e}"))?;
+    let snapshot = engine.snapshot();
+    let mut out = String::new();
+    for (number, what) in [(1, "up (pipe 1)"), (2, "down (pipe 2)")] {
+        let shown = dummynet_lang::format_pipes(&snapshot, &[number]);
+        let _ = writeln!(out, "dummynet shell: {what}:");
+        // The scheduler lines say nothing about a pipe's own FIFO.
+        for line in shown.lines().take_while(|l| !l.starts_with(" sched")) {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(args: ShellArgs) -> ExitCode {
     match run_inner(&args) {
         Ok(code) => code,
@@ -340,31 +419,25 @@ pub fn start_emulator(
 }
 
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
-    let config = match (&args.config, &args.preset) {
-        (Some(path), _) => {
+    let config = match &args.config {
+        Some(path) => {
             if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
                 return Err("--config replaces --preset/--up/--down; give one or the other".into());
             }
             crate::sim::load_config(path)?
         }
-        (None, preset) => {
-            let (mut up, mut down) = ("bw 0".to_string(), "bw 0".to_string());
-            if let Some(name) = preset {
-                let p = presets::lookup(name).ok_or_else(|| {
-                    format!(
-                        "unknown preset `{name}`; known: {}",
-                        presets::names().join(", ")
-                    )
-                })?;
-                (up, down) = p.options_for_use()?;
+        None => {
+            let config = link_config(
+                args.preset.as_deref(),
+                args.up.as_deref(),
+                args.down.as_deref(),
+            )?;
+            // On stderr: the command's output stays its own.
+            if let (Some(name), true) = (&args.preset, args.up.is_some() || args.down.is_some()) {
+                eprintln!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
             }
-            if let Some(u) = &args.up {
-                up = u.clone();
-            }
-            if let Some(d) = &args.down {
-                down = d.clone();
-            }
-            shell_config(&up, &down)?
+            eprint!("{}", describe_links(&config, args.seed)?);
+            config
         }
     };
     let here = Netns::current().map_err(|e| e.to_string())?;
@@ -496,6 +569,60 @@ mod tests {
         assert_eq!(reply.status, 0, "{}", reply.stderr);
         assert!(e.only_delays());
         assert!(e.config_epoch() > epoch);
+    }
+
+    /// The pipe config a shell's commands give pipe `n`.
+    fn pipe(config: &[(usize, Command)], n: u32) -> &PipeConfig {
+        config
+            .iter()
+            .find_map(|(_, c)| match c {
+                Command::ConfigPipe(m, cfg) if *m == n => Some(cfg),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no pipe {n} in {config:?}"))
+    }
+
+    #[test]
+    fn an_override_is_merged_onto_the_preset_option_by_option() {
+        let lte = presets::lookup("lte").unwrap();
+        let (lte_up, lte_down) = lte.options_for_use().unwrap();
+        let preset = shell_config(&lte_up, &lte_down).unwrap();
+        let merged = link_config(Some("lte"), Some("delay 50ms"), None).unwrap();
+        let (was, now) = (pipe(&preset, 1), pipe(&merged, 1));
+        // The preset's bandwidth and queue, the new delay.
+        assert_eq!(now.link.bw, lte.up.bw);
+        assert_eq!(now.link.bw, 10_000_000);
+        assert_eq!(now.link.delay, 50_000_000);
+        assert_ne!(was.link.delay, now.link.delay);
+        assert_eq!(now.flowset.limit, was.flowset.limit);
+        // The other direction is the preset's, untouched.
+        assert_eq!(pipe(&merged, 2), pipe(&preset, 2));
+        // Options the preset lacks are added; the rest stays.
+        let lossy = link_config(Some("lte"), None, Some("plr 0.01")).unwrap();
+        let down = pipe(&lossy, 2);
+        assert!(!down.flowset.plr.is_zero());
+        assert_eq!(down.link.bw, lte.down.bw);
+        assert_eq!(down.link.delay, pipe(&preset, 2).link.delay);
+        // What the shell prints at start is that merged configuration.
+        let shown = describe_links(&merged, 1).unwrap();
+        println!("{shown}");
+        assert!(shown.contains("10.000 Mbit/s   50 ms"), "{shown}");
+        // Without a preset, --up is the whole configuration of pipe 1.
+        let bare = link_config(None, Some("delay 50ms"), None).unwrap();
+        assert_eq!(pipe(&bare, 1).link.bw, 0);
+    }
+
+    #[test]
+    fn a_bad_override_or_preset_is_named() {
+        let e = link_config(Some("lte"), Some("dealy 50ms"), None).unwrap_err();
+        assert!(e.starts_with("--up:"), "{e}");
+        let e = link_config(Some("lte"), None, Some("bw fast")).unwrap_err();
+        assert!(e.starts_with("--down:"), "{e}");
+        let e = link_config(Some("no-such-link"), None, None).unwrap_err();
+        assert!(
+            e.contains("unknown preset `no-such-link`") && e.contains("lte"),
+            "{e}"
+        );
     }
 
     #[test]
