@@ -10,7 +10,7 @@
 //! the data plane between two packets.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,6 +129,10 @@ pub struct ControlServer {
 pub enum ServerError {
     #[error("a dummynet daemon is already listening on {0}; stop it first or pass --socket PATH")]
     Taken(PathBuf),
+    #[error(
+        "{0} exists and is not a socket; it is left alone: remove it or pass --socket PATH"
+    )]
+    NotASocket(PathBuf),
     #[error("cannot listen on {path}: {source}")]
     Io {
         path: PathBuf,
@@ -140,7 +144,8 @@ impl ControlServer {
     /// Listens on `path` (mode 0600: root only, as ipfw is), sending parsed
     /// commands to the data plane through `requests` and waking it with a
     /// byte on `wake`. A stale socket file (no one answering) is replaced; a
-    /// live daemon's is refused.
+    /// live daemon's is refused, and so is anything that is not a socket
+    /// (never removed: it is someone's file).
     pub fn start(
         path: &Path,
         requests: Sender<Request>,
@@ -150,11 +155,20 @@ impl ControlServer {
             path: path.to_path_buf(),
             source,
         };
-        if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(ServerError::Taken(path.to_path_buf()));
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(e)),
+            Ok(meta) if !meta.file_type().is_socket() => {
+                return Err(ServerError::NotASocket(path.to_path_buf()))
             }
-            std::fs::remove_file(path).map_err(io_err)?;
+            Ok(_) => match UnixStream::connect(path) {
+                Ok(_) => return Err(ServerError::Taken(path.to_path_buf())),
+                // Nobody listens: a daemon killed before it could remove it.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(io_err)?
+                }
+                Err(e) => return Err(io_err(e)),
+            },
         }
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -180,6 +194,19 @@ impl ControlServer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Whether `path` is a socket file on which nobody listens: a daemon's that
+/// was killed before it could remove it. Only "connection refused" says
+/// so; a live socket, a file of another type or an error that proves
+/// nothing (permission denied) does not.
+pub fn is_stale_socket(path: &Path) -> bool {
+    let socket = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket());
+    socket
+        && matches!(
+            UnixStream::connect(path),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        )
 }
 
 impl Drop for ControlServer {
