@@ -428,6 +428,36 @@ impl Netns {
         command
     }
 
+    /// [`Netns::command`] whose child is also killed (SIGKILL) when the
+    /// *thread* that spawns it ends, the process's death by SIGKILL
+    /// included: `PR_SET_PDEATHSIG`, which follows the thread that forked,
+    /// so spawn from a thread that lives as long as the child should (the
+    /// main thread). Only the child gets the signal, not processes it
+    /// starts in turn.
+    pub fn command_dying_with_parent(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut command = self.command(program);
+        let parent = nix::unistd::getpid();
+        let tie = move || -> io::Result<()> {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(errno_io)?;
+            // The parent may have died between fork and prctl, before the
+            // signal was armed: then the child is an orphan already, and
+            // exec fails (ESRCH: no one is there to read why).
+            if nix::unistd::getppid() != parent {
+                return Err(errno_io(Errno::ESRCH));
+            }
+            Ok(())
+        };
+        // SAFETY: runs in the child between fork and exec, after the setns
+        // hook of `command`. prctl(2) and getppid(2) are plain system calls;
+        // the closure captures a `Pid` (an integer) by value, takes no lock
+        // and allocates nothing: its errors are raw OS error codes, stored
+        // inline in the `io::Error`.
+        unsafe {
+            command.pre_exec(tie);
+        }
+        command
+    }
+
     /// The namespace's inode number. Two handles name the same namespace
     /// exactly when their inode numbers are equal (all namespaces live on
     /// the one `nsfs` device); it is also the number `ip netns identify`
