@@ -14,7 +14,7 @@
 //! (`--down`). A shell started inside a shell picks another /30, so shells
 //! nest with no sysctl to set.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,7 +103,24 @@ pub struct Path {
     /// Address of the near end (the command's side) and of the far end.
     pub near_addr: Ipv4Addr,
     pub far_addr: Ipv4Addr,
+    /// The link's /30.
+    pub subnet: Ipv4Addr,
+    /// The same for IPv6 (a /64 of fd64:646e::/32), unless IPv6 could not
+    /// be set up (disabled on the host, say).
+    pub v6: Option<V6Link>,
 }
+
+/// The IPv6 side of a [`Path`].
+#[derive(Clone, Copy, Debug)]
+pub struct V6Link {
+    pub subnet: Ipv6Addr,
+    pub near_addr: Ipv6Addr,
+    pub far_addr: Ipv6Addr,
+}
+
+/// Prefix lengths of the link's subnets.
+pub const V4_PREFIX: u8 = 30;
+pub const V6_PREFIX: u8 = 64;
 
 /// Emulator-side interface towards the command.
 pub const APP_IF: &str = "app";
@@ -114,8 +131,12 @@ pub const NEAR_IF: &str = "dn0";
 
 /// Builds near ↔ mid ↔ far: `NEAR_IF` in `near`, `far_if` in `far`, both
 /// with addresses of a free /30 of 100.64.0.0/10 (the shared address space,
-/// unlikely to clash with a user's own networks), a default route on the
-/// near side towards the far end, and the bridge ports in `mid`.
+/// unlikely to clash with a user's own networks) and of the /64 of
+/// fd64:646e::/32 that spells the same /30 (100.64.1.4/30 gives
+/// fd64:646e:6440:104::/64; unique local addresses), a default route per
+/// family on the near side towards the far end, and the bridge ports in
+/// `mid`. IPv6 is best effort: where it cannot be set up (disabled on the
+/// host), the path is IPv4 only and a warning says why.
 ///
 /// With `Gso::Off`, both ends segment before sending (`gso_max_segs 1`),
 /// so every frame the emulator sees is one wire packet and takes one queue
@@ -139,14 +160,14 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<P
     m.set_up(APP_IF).map_err(|e| e.to_string())?;
     m.set_up(PEER_IF).map_err(|e| e.to_string())?;
     let mut f = far.rtnl().map_err(|e| e.to_string())?;
-    f.add_address(far_if, IpAddr::V4(far_addr), 30)
+    f.add_address(far_if, IpAddr::V4(far_addr), V4_PREFIX)
         .map_err(|e| e.to_string())?;
     if !whole {
         f.set_gso_max_segs(far_if, 1).map_err(|e| e.to_string())?;
     }
     f.set_up(far_if).map_err(|e| e.to_string())?;
     let mut n = near.rtnl().map_err(|e| e.to_string())?;
-    n.add_address(NEAR_IF, IpAddr::V4(near_addr), 30)
+    n.add_address(NEAR_IF, IpAddr::V4(near_addr), V4_PREFIX)
         .map_err(|e| e.to_string())?;
     if !whole {
         n.set_gso_max_segs(NEAR_IF, 1).map_err(|e| e.to_string())?;
@@ -158,6 +179,22 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<P
         Via::Gateway(IpAddr::V4(far_addr)),
     )
     .map_err(|e| e.to_string())?;
+    let v6 = v6_of(subnet);
+    let v6 = match (|| -> Result<(), dummynet_io::rtnl::RtnlError> {
+        f.add_address(far_if, IpAddr::V6(v6.far_addr), V6_PREFIX)?;
+        n.add_address(NEAR_IF, IpAddr::V6(v6.near_addr), V6_PREFIX)?;
+        n.add_route(
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+            0,
+            Via::Gateway(IpAddr::V6(v6.far_addr)),
+        )
+    })() {
+        Ok(()) => Some(v6),
+        Err(e) => {
+            eprintln!("dummynet: warning: the link is IPv4 only: {e}");
+            None
+        }
+    };
     Ok(Path {
         mid,
         near: near.clone(),
@@ -165,7 +202,30 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<P
         far_if: far_if.to_string(),
         near_addr,
         far_addr,
+        subnet,
+        v6,
     })
+}
+
+/// The /64 that goes with the /30 `v4`: fd64:646e, then its 32 bits.
+fn v6_of(v4: Ipv4Addr) -> V6Link {
+    let bits = u32::from(v4);
+    let subnet = Ipv6Addr::new(
+        0xfd64,
+        0x646e,
+        (bits >> 16) as u16,
+        bits as u16,
+        0,
+        0,
+        0,
+        0,
+    );
+    let host = |n: u128| Ipv6Addr::from(u128::from(subnet) + n);
+    V6Link {
+        subnet,
+        far_addr: host(1),
+        near_addr: host(2),
+    }
 }
 
 /// `gso_max_segs` that lets a sender's super-packets stay whole: the
@@ -227,7 +287,8 @@ impl BorrowFd for Netns {
 }
 
 /// A /30 of 100.64.0.0/10 that no route of the calling thread's namespace
-/// overlaps (run inside the namespace that gets the far address).
+/// overlaps, and whose /64 ([`v6_of`]) no IPv6 route overlaps either (run
+/// inside the namespace that gets the far address).
 fn free_subnet() -> Result<Ipv4Addr, String> {
     let routes = std::fs::read_to_string("/proc/thread-self/net/route")
         .map_err(|e| format!("/proc/thread-self/net/route: {e}"))?;
@@ -247,6 +308,10 @@ fn free_subnet() -> Result<Ipv4Addr, String> {
             (mask != 0).then_some((dst, mask))
         })
         .collect();
+    // Without IPv6 in the kernel there is no such file, and no clash.
+    let taken6 = routes6(
+        &std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default(),
+    );
     let base = u32::from(Ipv4Addr::new(100, 64, 0, 0));
     // Start at a spot that depends on the pid so that parallel shells
     // rarely try the same one first.
@@ -256,11 +321,30 @@ fn free_subnet() -> Result<Ipv4Addr, String> {
         let clash = taken
             .iter()
             .any(|&(dst, mask)| (net & mask) == (dst & mask) || (dst & 0xffff_fffc) == net);
-        if !clash {
+        let net6 = u128::from(v6_of(Ipv4Addr::from(net)).subnet);
+        let clash6 = taken6.iter().any(|&(dst, len)| {
+            // Equal on the shorter of the two prefixes.
+            let common = u32::from(len.min(V6_PREFIX));
+            (net6 ^ dst).checked_shr(128 - common).unwrap_or(0) == 0
+        });
+        if !clash && !clash6 {
             return Ok(Ipv4Addr::from(net));
         }
     }
-    Err("no free /30 in 100.64.0.0/10".into())
+    Err("no free /30 in 100.64.0.0/10 (with a free /64 in fd64:646e::/32)".into())
+}
+
+/// The IPv6 routes of `/proc/net/ipv6_route` (destination, prefix length),
+/// default routes left out.
+fn routes6(text: &str) -> Vec<(u128, u8)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let dst = u128::from_str_radix(f.next()?, 16).ok()?;
+            let len = u8::from_str_radix(f.next()?, 16).ok()?;
+            (len != 0).then_some((dst, len))
+        })
+        .collect()
 }
 
 /// The emulator's rules for a shell: pipe 1 up, pipe 2 down, everything
