@@ -32,6 +32,7 @@ pub mod presets;
 pub mod probe;
 pub mod run;
 pub mod shell;
+pub mod shell_nat;
 
 /// What the engine carries for a live packet: enough to send it on (or
 /// give the kernel its verdict) when it leaves.

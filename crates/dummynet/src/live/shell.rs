@@ -28,11 +28,13 @@ use dummynet_engine::config::{Fields, PipeConfig};
 use dummynet_engine::{modify, Command};
 use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::bridge::Bridge;
 use super::dataplane::{PlaneOptions, Precision};
 use super::presets;
 use super::run::{spawn, Running};
+use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +62,13 @@ pub struct ShellArgs {
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How the command's traffic goes beyond this host: the shell turns
+    /// forwarding on in the namespace it was started in and masquerades
+    /// the link's addresses (IPv4 and IPv6) in a table of its own, removed
+    /// when it ends (`auto`: with `nft`, else with `iptables`). `off`: the
+    /// command reaches this host (its peer) only.
+    #[arg(long, value_enum, default_value_t = Nat::Auto)]
+    pub nat: Nat,
     /// Whether TCP's GSO super-packets (up to 64 KB) cross whole, which
     /// multi-Gbit/s rates need: `auto` (the default) lets them while that
     /// changes nothing a pipe does (every pipe only delays), and makes every
@@ -210,16 +219,7 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<P
 /// The /64 that goes with the /30 `v4`: fd64:646e, then its 32 bits.
 fn v6_of(v4: Ipv4Addr) -> V6Link {
     let bits = u32::from(v4);
-    let subnet = Ipv6Addr::new(
-        0xfd64,
-        0x646e,
-        (bits >> 16) as u16,
-        bits as u16,
-        0,
-        0,
-        0,
-        0,
-    );
+    let subnet = Ipv6Addr::new(0xfd64, 0x646e, (bits >> 16) as u16, bits as u16, 0, 0, 0, 0);
     let host = |n: u128| Ipv6Addr::from(u128::from(subnet) + n);
     V6Link {
         subnet,
@@ -309,9 +309,8 @@ fn free_subnet() -> Result<Ipv4Addr, String> {
         })
         .collect();
     // Without IPv6 in the kernel there is no such file, and no clash.
-    let taken6 = routes6(
-        &std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default(),
-    );
+    let taken6 =
+        routes6(&std::fs::read_to_string("/proc/thread-self/net/ipv6_route").unwrap_or_default());
     let base = u32::from(Ipv4Addr::new(100, 64, 0, 0));
     // Start at a spot that depends on the pid so that parallel shells
     // rarely try the same one first.
@@ -524,16 +523,33 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             config
         }
     };
-    let here = Netns::current().map_err(|e| e.to_string())?;
-    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let far_if = format!("dn-{}", std::process::id());
-    let path = build_path(&app, &here, &far_if, args.gso)?;
+    // Caught from the start, so that whatever the shell sets up is undone
+    // however it is asked to stop (SIGHUP: the terminal went away).
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
     }
-    let socket = PathBuf::from(format!("/run/dummynet/shell-{}.sock", std::process::id()));
+    let me = std::process::id();
+    let socket = PathBuf::from(format!("/run/dummynet/shell-{me}.sock"));
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let veth = OurVeth(format!("dn-{me}"));
+    let path = build_path(&app, &here, &veth.0, args.gso)?;
+    let way_out = WayOut::open(
+        args.nat,
+        &Inside {
+            far_if: &veth.0,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
+    if let Some(w) = &way_out {
+        for note in &w.notes {
+            eprintln!("dummynet shell: {note}");
+        }
+    }
     let emulator = start_emulator(
         &path,
         config,
@@ -548,20 +564,28 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         given => given.to_vec(),
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
-    let mut child = match app
-        .command(program)
-        .args(rest)
+    let mut cmd = app.command(program);
+    cmd.args(rest)
         .env("DUMMYNET_PEER", path.far_addr.to_string())
         .env("DUMMYNET_ADDR", path.near_addr.to_string())
-        .env("DUMMYNET_SOCKET", &socket)
-        .spawn()
-    {
+        .env("DUMMYNET_SOCKET", &socket);
+    if let Some(v6) = &path.v6 {
+        cmd.env("DUMMYNET_PEER6", v6.far_addr.to_string())
+            .env("DUMMYNET_ADDR6", v6.near_addr.to_string());
+    }
+    let spawned = if stop.load(Ordering::Relaxed) {
+        Err("stopped by a signal before the command started".to_string())
+    } else {
+        cmd.spawn()
+            .map_err(|e| format!("cannot run `{program}`: {e}"))
+    };
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let report = emulator.stop();
             // On stderr: the command's output stays its own.
             eprintln!("dummynet shell: {}", report.cost());
-            return Err(format!("cannot run `{program}`: {e}"));
+            return Err(e);
         }
     };
     let mut signalled = false;
@@ -583,15 +607,31 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let report = emulator.stop();
     // On stderr: the command's output stays its own.
     eprintln!("dummynet shell: {}", report.cost());
-    // The kernel would remove our end of the veth with the namespaces, a
-    // moment after we exit; do it now so the caller sees a clean state.
-    if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
-        let _ = rtnl.delete_link(&far_if);
+    if let Some(w) = way_out {
+        let what = w.describe();
+        if let Err(e) = w.close() {
+            eprintln!("dummynet shell: removing {what}: {e}");
+        }
     }
+    drop(veth);
     Ok(match status {
         Some(s) => exit_code(s),
         None => ExitCode::from(125),
     })
+}
+
+/// Our end of the veth in the namespace we were started in. The kernel
+/// removes it with the shell's namespaces, a moment after they go; this
+/// removes it at once, so that the caller sees a clean state when we
+/// return, on success or on error.
+struct OurVeth(String);
+
+impl Drop for OurVeth {
+    fn drop(&mut self) {
+        if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
+            let _ = rtnl.delete_link(&self.0);
+        }
+    }
 }
 
 /// What `dummynet shell` runs without a command: the user's shell.
