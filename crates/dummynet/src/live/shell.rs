@@ -564,7 +564,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         given => given.to_vec(),
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
-    let mut cmd = app.command(program);
+    // Spawned from this (the main) thread, which lives as long as we do:
+    // the command is killed with us even by a SIGKILL we cannot catch.
+    let mut cmd = app.command_dying_with_parent(program);
     cmd.args(rest)
         .env("DUMMYNET_PEER", path.far_addr.to_string())
         .env("DUMMYNET_ADDR", path.near_addr.to_string())
