@@ -129,9 +129,7 @@ pub struct ControlServer {
 pub enum ServerError {
     #[error("a dummynet daemon is already listening on {0}; stop it first or pass --socket PATH")]
     Taken(PathBuf),
-    #[error(
-        "{0} exists and is not a socket; it is left alone: remove it or pass --socket PATH"
-    )]
+    #[error("{0} exists and is not a socket; it is left alone: remove it or pass --socket PATH")]
     NotASocket(PathBuf),
     #[error("cannot listen on {path}: {source}")]
     Io {

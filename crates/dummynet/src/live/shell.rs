@@ -69,6 +69,12 @@ pub struct ShellArgs {
     /// command reaches this host (its peer) only.
     #[arg(long, value_enum, default_value_t = Nat::Auto)]
     pub nat: Nat,
+    /// The emulator's control socket, which `dummynet ipfw` inside the
+    /// shell finds in $DUMMYNET_SOCKET (default
+    /// /run/dummynet/shell-PID.sock). A socket file nobody listens on is
+    /// replaced; anything else there is an error.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
     /// Whether TCP's GSO super-packets (up to 64 KB) cross whole, which
     /// multi-Gbit/s rates need: `auto` (the default) lets them while that
     /// changes nothing a pipe does (every pipe only delays), and makes every
@@ -531,7 +537,13 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot catch signal {sig}: {e}"))?;
     }
     let me = std::process::id();
-    let socket = PathBuf::from(format!("/run/dummynet/shell-{me}.sock"));
+    let socket = match &args.socket {
+        Some(path) => path.clone(),
+        None => {
+            sweep_stale_sockets(std::path::Path::new(SOCKET_DIR));
+            PathBuf::from(format!("{SOCKET_DIR}/shell-{me}.sock"))
+        }
+    };
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let veth = OurVeth(format!("dn-{me}"));
@@ -622,6 +634,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     })
 }
 
+/// Where shells put their control sockets unless told otherwise.
+const SOCKET_DIR: &str = "/run/dummynet";
+
 /// Our end of the veth in the namespace we were started in. The kernel
 /// removes it with the shell's namespaces, a moment after they go; this
 /// removes it at once, so that the caller sees a clean state when we
@@ -632,6 +647,30 @@ impl Drop for OurVeth {
     fn drop(&mut self) {
         if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
             let _ = rtnl.delete_link(&self.0);
+        }
+    }
+}
+
+/// Removes the sockets of shells killed before they could (`shell-PID.sock`
+/// in `dir` whose PID no longer runs and on which nobody listens). A
+/// running shell's socket and anything that is not a socket are left.
+fn sweep_stale_sockets(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("shell-")?.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let running = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        let path = entry.path();
+        if !running && super::control::is_stale_socket(&path) {
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
