@@ -587,6 +587,15 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         cmd.env("DUMMYNET_PEER6", v6.far_addr.to_string())
             .env("DUMMYNET_ADDR6", v6.near_addr.to_string());
     }
+    match ourselves() {
+        Ok((exe, search)) => {
+            cmd.env("DUMMYNET", exe);
+            if let Some(search) = search {
+                cmd.env("PATH", search);
+            }
+        }
+        Err(e) => eprintln!("dummynet shell: warning: `dummynet` is not on PATH inside: {e}"),
+    }
     let spawned = if stop.load(Ordering::Relaxed) {
         Err("stopped by a signal before the command started".to_string())
     } else {
@@ -673,6 +682,38 @@ fn sweep_stale_sockets(dir: &std::path::Path) {
             let _ = std::fs::remove_file(&path);
         }
     }
+}
+
+/// This binary, and a PATH for the command on which `dummynet` is this
+/// binary (`None`: it is already): its directory first, unless the binary
+/// is named otherwise (then only `$DUMMYNET` names it).
+fn ourselves() -> Result<(PathBuf, Option<std::ffi::OsString>), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding our own binary: {e}"))?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    let same = |p: &std::path::Path| {
+        p.canonicalize()
+            .is_ok_and(|c| exe.canonicalize().is_ok_and(|e| e == c))
+    };
+    let found = dirs
+        .iter()
+        .map(|d| d.join("dummynet"))
+        .find(|p| p.is_file());
+    if found.as_deref().is_some_and(same) {
+        return Ok((exe, None));
+    }
+    let dir = match (exe.file_name(), exe.parent()) {
+        (Some(name), Some(dir)) if name == "dummynet" => dir.to_path_buf(),
+        _ => {
+            return Err(format!(
+                "this binary is {}, not named `dummynet`; $DUMMYNET names it",
+                exe.display()
+            ))
+        }
+    };
+    let search = std::env::join_paths(std::iter::once(dir).chain(dirs))
+        .map_err(|e| format!("a PATH with {}: {e}", exe.display()))?;
+    Ok((exe, Some(search)))
 }
 
 /// What `dummynet shell` runs without a command: the user's shell.
