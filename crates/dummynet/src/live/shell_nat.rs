@@ -102,6 +102,9 @@ impl WayOut {
                 }
             }
         }
+        if let (Firewall::Iptables { v6: None, .. }, Some(_)) = (&firewall, inside.v6) {
+            notes.push("no `ip6tables`: IPv6 from inside stops at this host".into());
+        }
         let mut out = WayOut {
             firewall,
             name,
