@@ -4,7 +4,9 @@
 //! droptail with real TCP; 004: FIFO vs WF2Q+ under a UDP flood, and
 //! WF2Q+'s 70/30 share) through `dummynet shell`, then
 //! `dummynet run --bridge` and `dummynet run --host`, reconfiguration
-//! under load, and nested shells.
+//! under load, nested shells, and what a shell sets up and removes: the way
+//! beyond the host (forwarding and NAT, IPv4 and IPv6), `dummynet` on PATH,
+//! its command's death with it, its control socket.
 //!
 //! Seed 000's delay, seed 004 and reconfiguration under load are written
 //! once and run in several modes ([`live_common::Testbed`]): the same
@@ -16,7 +18,9 @@
 //! (`dnt-<pid>-<n>`, deleted by a guard even when an assertion fails); a
 //! `dummynet shell` is itself started inside such a namespace, so the veth
 //! it adds to its caller's namespace lands there. Traffic only goes to
-//! addresses inside those namespaces. Every ping has a count, every iperf3
+//! addresses inside those namespaces: "beyond the host" is a second test
+//! namespace holding 198.51.100.1 and 2001:db8:100::1 (TEST-NET-2 and the
+//! documentation prefix), where the shell's namespace routes by default. Every ping has a count, every iperf3
 //! run lasts at most 5 s, every wait has a deadline.
 //!
 //! Timing: the tests hold one lock for their whole run (see
@@ -1249,6 +1253,505 @@ fn shell_without_a_command_runs_the_users_shell() {
         peer.trim().starts_with("100."),
         "$DUMMYNET_PEER inside: {peer:?}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Shells: beyond the host (forwarding and NAT), PATH, SIGKILL, sockets
+// ---------------------------------------------------------------------------
+
+/// The server "outside" a host, over IPv4 and IPv6 (TEST-NET-2 and the
+/// documentation prefix: nothing on the machine routes them elsewhere).
+const OUTSIDE_V4: &str = "198.51.100.1";
+const OUTSIDE_V6: &str = "2001:db8:100::1";
+
+/// A host namespace, where `dummynet shell` runs, whose default routes
+/// lead to an `outside` namespace holding [`OUTSIDE_V4`] and
+/// [`OUTSIDE_V6`]. The outside has no route back to the shells' private
+/// addresses (100.64.0.0/10, fd64:646e::/32): a command's packets come
+/// back only if the host forwarded and masqueraded them.
+struct World {
+    host: TestNs,
+    outside: TestNs,
+}
+
+impl World {
+    fn new() -> World {
+        let world = World {
+            host: TestNs::new(),
+            outside: TestNs::new(),
+        };
+        veth(&world.host, "wan0", &world.outside, "srv0");
+        world
+            .host
+            .ip(&["addr", "add", "198.51.100.2/24", "dev", "wan0"]);
+        world
+            .outside
+            .ip(&["addr", "add", "198.51.100.1/24", "dev", "srv0"]);
+        world
+            .host
+            .ip(&["addr", "add", "2001:db8:100::2/64", "dev", "wan0", "nodad"]);
+        world
+            .outside
+            .ip(&["addr", "add", "2001:db8:100::1/64", "dev", "srv0", "nodad"]);
+        world
+            .host
+            .ip(&["route", "add", "default", "via", OUTSIDE_V4]);
+        world
+            .host
+            .ip(&["-6", "route", "add", "default", "via", OUTSIDE_V6]);
+        world
+    }
+}
+
+/// `sysctl -n NAME` in `ns`.
+fn sysctl_in(ns: &TestNs, name: &str) -> String {
+    run_ok("ip", &["netns", "exec", &ns.name, "sysctl", "-n", name])
+        .trim()
+        .to_string()
+}
+
+/// The forwarding settings a shell changes in the namespace it runs in.
+fn forwarding_state(ns: &TestNs) -> Vec<(String, String)> {
+    let mut names = vec![
+        "net.ipv4.ip_forward".to_string(),
+        "net.ipv6.conf.all.forwarding".to_string(),
+    ];
+    for link in ns.links().into_iter().filter(|l| l != "lo") {
+        let ff = format!("/proc/sys/net/ipv6/conf/{link}/force_forwarding");
+        if Path::new(&ff).exists() {
+            names.push(format!("net.ipv6.conf.{link}.force_forwarding"));
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let v = sysctl_in(ns, &n);
+            (n, v)
+        })
+        .collect()
+}
+
+/// What shells left in `ns`'s firewall: their nft tables, and their
+/// iptables chains if iptables is installed.
+fn nat_leftovers(ns: &TestNs) -> Vec<String> {
+    let mut left: Vec<String> = run_ok("ip", &["netns", "exec", &ns.name, "nft", "list", "tables"])
+        .lines()
+        .filter(|l| l.contains("dummynet-shell-"))
+        .map(String::from)
+        .collect();
+    for ipt in ["iptables", "ip6tables"] {
+        if find_program(ipt).is_some() {
+            let rules = run_ok(
+                "ip",
+                &["netns", "exec", &ns.name, ipt, "-w", "-t", "nat", "-S"],
+            );
+            left.extend(
+                rules
+                    .lines()
+                    .filter(|l| l.contains("DN-SHELL-"))
+                    .map(|l| format!("{ipt}: {l}")),
+            );
+        }
+    }
+    left
+}
+
+/// Asserts that `ping`'s output in `file` has all `count` replies, none
+/// sooner than `min_rtt` ms (the emulator's delay on the way).
+fn assert_pinged(scratch: &Scratch, file: &str, count: u32, min_rtt: f64) {
+    let ping = Ping::parse(&scratch.read(file));
+    println!("{file}: RTTs {:?} ms", ping.rtts());
+    assert_eq!(ping.received, count, "{file}: {ping:?}");
+    for rtt in ping.rtts() {
+        assert!(
+            rtt >= min_rtt,
+            "{file}: an RTT of {rtt} ms, under {min_rtt}"
+        );
+    }
+}
+
+/// The command reaches a server beyond the host over IPv4 and IPv6, through
+/// the emulated link (5 ms each way), with the host forwarding and
+/// masquerading for it with `nat` ("nft" or "iptables"); once the shell
+/// has exited, its rules are gone and forwarding is as it was.
+fn shell_reaches_the_outside(nat: &str) {
+    let _serial = serial();
+    let world = World::new();
+    let scratch = Scratch::new();
+    let links_before = world.host.links();
+    let forwarding_before = forwarding_state(&world.host);
+    let script = format!(
+        "ping -c 3 -i 0.2 -W 2 {OUTSIDE_V4} > $OUT/v4.txt; \
+         ping -6 -c 3 -i 0.2 -W 2 {OUTSIDE_V6} > $OUT/v6.txt; \
+         echo \"$DUMMYNET_ADDR6\" > $OUT/addr6"
+    );
+    shell_ok(
+        &world.host,
+        &scratch,
+        &["--nat", nat, "--up", "delay 5ms", "--down", "delay 5ms"],
+        &script,
+    );
+    assert_pinged(&scratch, "v4.txt", 3, 10.0);
+    assert_pinged(&scratch, "v6.txt", 3, 10.0);
+    let addr6 = scratch.read("addr6");
+    assert!(
+        addr6.starts_with("fd64:646e:"),
+        "$DUMMYNET_ADDR6: {addr6:?}"
+    );
+    assert_eq!(nat_leftovers(&world.host), Vec::<String>::new());
+    assert_eq!(forwarding_state(&world.host), forwarding_before);
+    world.host.wait_links(&links_before, Duration::from_secs(2));
+}
+
+#[test]
+fn shell_reaches_the_outside_over_ipv4_and_ipv6() {
+    if !ready(
+        "shell_reaches_the_outside_over_ipv4_and_ipv6",
+        &["ip", "ping", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    shell_reaches_the_outside("nft");
+}
+
+#[test]
+fn shell_reaches_the_outside_with_iptables_too() {
+    if !ready(
+        "shell_reaches_the_outside_with_iptables_too",
+        &["ip", "ping", "nft", "iptables", "ip6tables", "sysctl"],
+    ) {
+        return;
+    }
+    shell_reaches_the_outside("iptables");
+}
+
+/// Without NAT (`--nat off`), the outside is out of reach (its replies have
+/// no way back) while the shell's peer is not: the test above does not
+/// pass by accident.
+#[test]
+fn shell_without_nat_reaches_only_its_peer() {
+    if !ready(
+        "shell_without_nat_reaches_only_its_peer",
+        &["ip", "ping", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let world = World::new();
+    let scratch = Scratch::new();
+    let forwarding_before = forwarding_state(&world.host);
+    let script = format!(
+        "ping -c 1 -W 1 $DUMMYNET_PEER > $OUT/peer.txt; \
+         ping -c 2 -i 0.2 -W 1 {OUTSIDE_V4} > $OUT/v4.txt; exit 0"
+    );
+    shell_ok(&world.host, &scratch, &["--nat", "off"], &script);
+    assert_pinged(&scratch, "peer.txt", 1, 0.0);
+    assert_eq!(Ping::parse(&scratch.read("v4.txt")).received, 0);
+    assert_eq!(forwarding_state(&world.host), forwarding_before);
+}
+
+/// The rules go with the shell when its command cannot even start, and when
+/// the shell is stopped by SIGTERM while its command runs.
+#[test]
+fn shell_nat_is_removed_on_failure_and_on_sigterm() {
+    if !ready(
+        "shell_nat_is_removed_on_failure_and_on_sigterm",
+        &["ip", "ping", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let world = World::new();
+    let scratch = Scratch::new();
+    let links_before = world.host.links();
+    let forwarding_before = forwarding_state(&world.host);
+    let out = run_bounded(
+        &mut world
+            .host
+            .command(DUMMYNET, &["shell", "--", "/nonexistent"]),
+        SHELL_LIMIT,
+        "dummynet shell -- /nonexistent",
+    );
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(nat_leftovers(&world.host), Vec::<String>::new());
+    assert_eq!(forwarding_state(&world.host), forwarding_before);
+
+    let mut cmd = world.host.command(
+        DUMMYNET,
+        &[
+            "shell",
+            "--",
+            "sh",
+            "-c",
+            "echo up > $OUT/up; exec sleep 20",
+        ],
+    );
+    cmd.env("OUT", &scratch.dir);
+    let mut shell = Proc::spawn(cmd, "dummynet shell -- sleep");
+    wait_for_file(&scratch.path("up"), &mut shell);
+    let during = nat_leftovers(&world.host);
+    assert_eq!(
+        during.len(),
+        1,
+        "the shell's table while it runs: {during:?}"
+    );
+    assert_eq!(sysctl_in(&world.host, "net.ipv4.ip_forward"), "1");
+    shell.terminate(Duration::from_secs(10));
+    assert_eq!(nat_leftovers(&world.host), Vec::<String>::new());
+    assert_eq!(forwarding_state(&world.host), forwarding_before);
+    world.host.wait_links(&links_before, Duration::from_secs(2));
+}
+
+/// Waits (bounded) until `path` exists, failing early if `proc` exits.
+fn wait_for_file(path: &Path, proc: &mut Proc) {
+    let deadline = Instant::now() + SETUP_WAIT;
+    while !path.exists() {
+        proc.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "{} did not appear within {SETUP_WAIT:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A shell inside a shell reaches the outer shell's peer (through both
+/// emulators: 3 + 5 ms each way) and, through both NATs, the outside; the
+/// inner `dummynet` is found on PATH.
+#[test]
+fn nested_shell_reaches_the_outer_peer_and_the_outside() {
+    if !ready(
+        "nested_shell_reaches_the_outer_peer_and_the_outside",
+        &["ip", "ping", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let world = World::new();
+    let scratch = Scratch::new();
+    let inner = format!(
+        "ping -c 3 -i 0.2 -W 2 $OUTER_PEER > $OUT/outer-peer.txt; \
+         ping -c 3 -i 0.2 -W 2 $OUTER_PEER6 > $OUT/outer-peer6.txt; \
+         ping -c 3 -i 0.2 -W 2 {OUTSIDE_V4} > $OUT/v4.txt; \
+         ping -6 -c 3 -i 0.2 -W 2 {OUTSIDE_V6} > $OUT/v6.txt"
+    );
+    let script = format!(
+        "OUTER_PEER=$DUMMYNET_PEER OUTER_PEER6=$DUMMYNET_PEER6 \
+         dummynet shell --up 'delay 3ms' --down 'delay 3ms' -- sh -c '{inner}'"
+    );
+    shell_ok(
+        &world.host,
+        &scratch,
+        &["--up", "delay 5ms", "--down", "delay 5ms"],
+        &script,
+    );
+    for f in ["outer-peer.txt", "outer-peer6.txt", "v4.txt", "v6.txt"] {
+        assert_pinged(&scratch, f, 3, 16.0);
+    }
+    assert_eq!(nat_leftovers(&world.host), Vec::<String>::new());
+}
+
+/// Inside the shell `dummynet` is on PATH even when the caller's PATH does
+/// not have it, and talks to the shell's own emulator: with `--preset lte
+/// --up "delay 50ms"`, pipe 1 has lte's uplink bandwidth and the new delay,
+/// as the shell printed at start.
+#[test]
+fn dummynet_is_on_path_inside_and_sees_the_merged_preset() {
+    if !ready(
+        "dummynet_is_on_path_inside_and_sees_the_merged_preset",
+        &["ip", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let mut cmd = ns.command(
+        DUMMYNET,
+        &[
+            "shell",
+            "--preset",
+            "lte",
+            "--up",
+            "delay 50ms",
+            "--",
+            "sh",
+            "-c",
+            "command -v dummynet > $OUT/which && dummynet ipfw pipe 1 show > $OUT/pipe1",
+        ],
+    );
+    cmd.env(
+        "PATH",
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    )
+    .env("OUT", &scratch.dir);
+    let out = run_bounded(
+        &mut cmd,
+        SHELL_LIMIT,
+        "dummynet shell --preset lte --up 'delay 50ms'",
+    );
+    let stderr = text(&out.stderr);
+    expect_success(&out, "dummynet shell --preset lte --up 'delay 50ms'");
+    let which = scratch.read("which");
+    let found = Path::new(which.trim())
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("`command -v dummynet` said {which:?}: {e}"));
+    let ours = Path::new(DUMMYNET)
+        .canonicalize()
+        .expect("the binary under test");
+    assert_eq!(found, ours);
+    let pipe1 = scratch.read("pipe1");
+    println!("stderr:\n{stderr}\npipe 1 inside:\n{pipe1}");
+    for shown in [&stderr, &pipe1] {
+        assert!(shown.contains("10.000 Mbit/s   50 ms"), "{shown}");
+    }
+    assert!(
+        stderr.contains("50.000 Mbit/s   50 ms"),
+        "down is lte's: {stderr}"
+    );
+}
+
+/// Whether `pid` has exited (gone, or a zombie nobody reaped yet).
+fn exited(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// SIGKILL of `dummynet shell` kills its command too (within 5 s), and the
+/// next shell started there removes what the killed one left: its NAT
+/// table and forwarding.
+#[test]
+fn sigkill_of_the_shell_kills_its_command() {
+    if !ready(
+        "sigkill_of_the_shell_kills_its_command",
+        &["ip", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let forwarding_before = forwarding_state(&ns);
+    let mut cmd = ns.command(
+        DUMMYNET,
+        &[
+            "shell",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > $OUT/pid.tmp && mv $OUT/pid.tmp $OUT/pid && exec sleep 30",
+        ],
+    );
+    cmd.env("OUT", &scratch.dir);
+    let mut shell = Proc::spawn(cmd, "dummynet shell -- sleep 30");
+    wait_for_file(&scratch.path("pid"), &mut shell);
+    let pid: i32 = scratch
+        .read("pid")
+        .trim()
+        .parse()
+        .expect("the command wrote its pid");
+    assert!(!exited(pid), "the command {pid} is not running");
+    nix::sys::signal::kill(shell.pid(), nix::sys::signal::Signal::SIGKILL).expect("SIGKILL");
+    let _ = shell.child.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !exited(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the command {pid} outlived its shell by 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The killed shell could not clean up; the next one does.
+    assert_eq!(nat_leftovers(&ns).len(), 1, "{:?}", nat_leftovers(&ns));
+    let out = run_bounded(
+        &mut ns.command(DUMMYNET, &["shell", "--", "true"]),
+        SHELL_LIMIT,
+        "dummynet shell -- true",
+    );
+    expect_success(&out, "dummynet shell -- true");
+    assert_eq!(nat_leftovers(&ns), Vec::<String>::new());
+    assert_eq!(forwarding_state(&ns), forwarding_before);
+}
+
+/// `--socket`: a socket file nobody listens on (a killed daemon's) is
+/// replaced; a regular file is refused with a clear message and kept; so
+/// is a socket someone listens on.
+#[test]
+fn shell_replaces_a_stale_socket_but_not_a_file() {
+    if !ready(
+        "shell_replaces_a_stale_socket_but_not_a_file",
+        &["ip", "nft", "sysctl"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let stale = scratch.path("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).expect("bind a socket"));
+    assert!(stale.exists());
+    let stale_arg = stale.to_str().expect("a UTF-8 scratch path");
+    let out = run_bounded(
+        &mut ns.command(
+            DUMMYNET,
+            &[
+                "shell",
+                "--socket",
+                stale_arg,
+                "--",
+                "sh",
+                "-c",
+                "dummynet ipfw pipe 1 show",
+            ],
+        ),
+        SHELL_LIMIT,
+        "dummynet shell --socket STALE",
+    );
+    let shown = expect_success(&out, "dummynet shell --socket STALE");
+    assert!(shown.contains("00001:"), "{shown}");
+    assert!(!stale.exists(), "the shell left its socket behind");
+
+    let file = scratch.write("file.sock", "keep me\n");
+    let file_arg = file.to_str().expect("a UTF-8 scratch path");
+    let links_before = ns.links();
+    let out = run_bounded(
+        &mut ns.command(DUMMYNET, &["shell", "--socket", file_arg, "--", "true"]),
+        SHELL_LIMIT,
+        "dummynet shell --socket FILE",
+    );
+    let stderr = text(&out.stderr);
+    println!("status {}, stderr: {stderr}", out.status);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(file_arg) && stderr.contains("not a socket"),
+        "unclear message: {stderr}"
+    );
+    assert_eq!(scratch.read("file.sock"), "keep me\n");
+    assert_eq!(nat_leftovers(&ns), Vec::<String>::new());
+    ns.wait_links(&links_before, Duration::from_secs(2));
+
+    let live = scratch.path("live.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&live).expect("bind a socket");
+    let live_arg = live.to_str().expect("a UTF-8 scratch path");
+    let out = run_bounded(
+        &mut ns.command(DUMMYNET, &["shell", "--socket", live_arg, "--", "true"]),
+        SHELL_LIMIT,
+        "dummynet shell --socket LIVE",
+    );
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("already listening"),
+        "unclear message: {stderr}"
+    );
+    assert!(live.exists(), "a live socket was removed");
 }
 
 /// The number after `before` in `text` (up to the next space or `%`).
