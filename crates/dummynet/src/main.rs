@@ -69,8 +69,11 @@ enum Cmd {
     Run(live::run::RunArgs),
     /// Run a command behind an emulated link, in its own network namespace.
     ///
-    /// The command's far end is in $DUMMYNET_PEER; `dummynet ipfw ...`
-    /// inside it talks to this shell's emulator ($DUMMYNET_SOCKET).
+    /// The command reaches this host at $DUMMYNET_PEER ($DUMMYNET_PEER6 over
+    /// IPv6) and, through forwarding and NAT that the shell sets up here and
+    /// removes when it ends (--nat), whatever this host reaches. `dummynet`
+    /// is on its PATH, and `dummynet ipfw ...` inside talks to this shell's
+    /// emulator ($DUMMYNET_SOCKET). The command dies with the shell.
     Shell(live::shell::ShellArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
