@@ -4,15 +4,19 @@
 //! ```text
 //!   this namespace                 emulator namespace              command's namespace
 //!   dn-PID  100.64.K.1/30  <-veth->  peer  [bridge]  app  <-veth->  dn0  100.64.K.2/30
+//!           fd64:646e:…::1/64                                           fd64:646e:…::2/64
 //! ```
 //!
 //! Both new namespaces are anonymous: they exist only while this process
 //! (or the command) holds them, so whatever happens to us, the kernel
-//! removes them, and with them the veth end `dn-PID` in this namespace.
-//! Inside the emulator, the command's traffic is `in recv app` and goes to
-//! pipe 1 (`--up`); traffic towards it is `in recv peer` and goes to pipe 2
-//! (`--down`). A shell started inside a shell picks another /30, so shells
-//! nest with no sysctl to set.
+//! removes them, and with them the veth end `dn-PID` in this namespace; the
+//! command is spawned with a parent-death signal, so it does not outlive
+//! us either. Inside the emulator, the command's traffic is `in recv app`
+//! and goes to pipe 1 (`--up`); traffic towards it is `in recv peer` and
+//! goes to pipe 2 (`--down`). Beyond `dn-PID`, this namespace forwards and
+//! masquerades the link's addresses ([`super::shell_nat`]), so the command
+//! reaches what we reach. A shell started inside a shell picks another /30
+//! (and /64), and its NAT leads into the outer shell's link.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
