@@ -1034,78 +1034,155 @@ fn dummynet_chains(ns: &TestNs) -> Vec<String> {
     found
 }
 
-/// `dummynet run --host` in a client namespace C, talking to S over a
-/// veth: `add pipe 1 ip from any to any out` with `delay 20ms` adds 20 ms
-/// to C's pings; after SIGTERM no DUMMYNET chain is left in any iptables
-/// and the pings still get through, unshaped.
-#[test]
-fn host_mode_delays_own_traffic_and_cleans_up() {
-    let mut tools = TOOLS.to_vec();
-    tools.push("iptables");
-    if !ready("host_mode_delays_own_traffic_and_cleans_up", &tools) {
-        return;
+/// The lines of `nft list ruleset` in `ns` that name a dummynet table or
+/// chain (empty without the `nft` program).
+fn nft_rules(ns: &TestNs) -> Vec<String> {
+    if find_program("nft").is_none() {
+        return Vec::new();
     }
-    let _serial = serial();
-    let (c, s) = (TestNs::new(), TestNs::new());
-    veth(&c, "c0", &s, "s0");
-    c.ip(&["addr", "add", "192.0.2.1/24", "dev", "c0"]);
-    s.ip(&["addr", "add", "192.0.2.2/24", "dev", "s0"]);
-    let ping = || {
+    let out = run_bounded(
+        &mut ns.command("nft", &["list", "ruleset"]),
+        Duration::from_secs(10),
+        "nft list ruleset",
+    );
+    expect_success(&out, "nft list ruleset")
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("dummynet"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `nft list table inet dummynet-QUEUE` in `ns`, if the table exists.
+fn nft_table(ns: &TestNs, queue: &str) -> Option<String> {
+    let name = format!("dummynet-{queue}");
+    let out = run_bounded(
+        &mut ns.command("nft", &["list", "table", "inet", &name]),
+        Duration::from_secs(10),
+        "nft list table",
+    );
+    out.status.success().then(|| text(&out.stdout))
+}
+
+/// `dummynet run --host --queue QUEUE` in `ns` with `config`, its control
+/// socket at `socket`, and `extra` options; returns once the socket is up.
+fn host_daemon(ns: &TestNs, queue: &str, config: &Path, socket: &Path, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "run",
+        "--host",
+        "--queue",
+        queue,
+        "--config",
+        config.to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = ns.command(DUMMYNET, &args);
+    cmd.env("DUMMYNET_SOCKET", socket);
+    let mut daemon = Proc::spawn(cmd, "dummynet run --host");
+    wait_for_socket(socket, &mut daemon);
+    daemon
+}
+
+/// Host mode's client C and server S, joined by a veth, and a ping from C.
+struct HostPair {
+    c: TestNs,
+    _s: TestNs,
+}
+
+impl HostPair {
+    fn new() -> HostPair {
+        let (c, s) = (TestNs::new(), TestNs::new());
+        veth(&c, "c0", &s, "s0");
+        c.ip(&["addr", "add", "192.0.2.1/24", "dev", "c0"]);
+        s.ip(&["addr", "add", "192.0.2.2/24", "dev", "s0"]);
+        HostPair { c, _s: s }
+    }
+
+    /// 10 pings C→S, 100 ms apart.
+    fn ping(&self) -> Ping {
         let out = run_bounded(
-            &mut c.command("ping", &["-c", "10", "-i", "0.1", "-W", "1", "192.0.2.2"]),
+            &mut self
+                .c
+                .command("ping", &["-c", "10", "-i", "0.1", "-W", "1", "192.0.2.2"]),
             Duration::from_secs(10),
             "ping C→S",
         );
         Ping::parse(&expect_success(&out, "ping C→S"))
-    };
-    let baseline = ping();
+    }
+}
+
+/// `pipe 1 config delay 20ms` on C's outgoing traffic, the rest allowed.
+const HOST_DELAY_20MS: &str = "pipe 1 config delay 20ms\n\
+                               add 100 pipe 1 ip from any to any out\n\
+                               add 65000 allow ip from any to any\n";
+
+/// `dummynet run --host` in a client namespace C, talking to S over a
+/// veth: `add pipe 1 ip from any to any out` with `delay 20ms` adds 20 ms
+/// to C's pings. The rules are where `firewall` puts them and nowhere
+/// else; after SIGTERM none is left and the pings still get through,
+/// unshaped.
+fn host_mode_delays_own_traffic_and_cleans_up(test: &str, firewall: &str) {
+    let mut tools = TOOLS.to_vec();
+    tools.push(if firewall == "nftables" {
+        "nft"
+    } else {
+        "iptables"
+    });
+    if !ready(test, &tools) {
+        return;
+    }
+    let _serial = serial();
+    let pair = HostPair::new();
+    let c = &pair.c;
+    let baseline = pair.ping();
     println!("host mode, baseline RTTs {:?} ms", baseline.rtts());
     assert_eq!(baseline.lost(), 0);
 
     let scratch = Scratch::new();
-    let config = scratch.write(
-        "ipfw.conf",
-        "pipe 1 config delay 20ms\n\
-         add 100 pipe 1 ip from any to any out\n\
-         add 65000 allow ip from any to any\n",
-    );
+    let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
     let socket = scratch.path("ctl.sock");
     let queue = (7000 + unique_port() % 1000).to_string();
-    let mut daemon = Proc::spawn(
-        {
-            let mut cmd = c.command(
-                DUMMYNET,
-                &[
-                    "run",
-                    "--host",
-                    "--queue",
-                    &queue,
-                    "--config",
-                    config.to_str().unwrap(),
-                    "--socket",
-                    socket.to_str().unwrap(),
-                ],
+    let mut daemon = host_daemon(c, &queue, &config, &socket, &["--firewall", firewall]);
+    let chains = dummynet_chains(c);
+    let tables = nft_rules(c);
+    println!("iptables: {chains:?}\nnft: {tables:?}");
+    if firewall == "nftables" {
+        let table = nft_table(c, &queue).expect("no nftables table while the daemon runs");
+        println!("{table}");
+        assert!(
+            table.contains(&format!("queue num {queue} bypass")),
+            "{table}"
+        );
+        assert!(chains.is_empty(), "iptables rules too: {chains:?}");
+    } else {
+        // Where the distribution's `iptables -S` shows them.
+        let listed = run_ok(
+            "ip",
+            &["netns", "exec", &c.name, "iptables", "-w", "5", "-S"],
+        );
+        assert!(listed.contains(&format!("-j DUMMYNET-{queue}")), "{listed}");
+        // With iptables-nft, nft sees the same rules.
+        let version = run_ok("iptables", &["-V"]);
+        if version.contains("nf_tables") && find_program("nft").is_some() {
+            assert!(
+                tables
+                    .iter()
+                    .any(|l| l.contains(&format!("DUMMYNET-{queue}"))),
+                "{tables:?}"
             );
-            cmd.env("DUMMYNET_SOCKET", &socket);
-            cmd
-        },
-        "dummynet run --host",
-    );
-    wait_for_socket(&socket, &mut daemon);
-    let installed = dummynet_chains(&c);
-    assert!(
-        !installed.is_empty(),
-        "no DUMMYNET chain while the daemon runs"
-    );
+        }
+        assert!(nft_table(c, &queue).is_none(), "an nftables table too");
+    }
 
-    let shaped = ping();
+    let shaped = pair.ping();
     println!("host mode, delay 20ms out: RTTs {:?} ms", shaped.rtts());
     let show = ipfw(&socket, &["show"]);
     assert!(rule_packets(&show, 100) >= 10, "{show}");
     // The same interception with no delay: what the NFQUEUE round trips
     // (out and in) cost by themselves.
     ipfw(&socket, &["pipe", "1", "config", "delay", "0ms"]);
-    let intercepted = ping();
+    let intercepted = pair.ping();
     println!(
         "host mode, intercepted, no delay: RTTs {:?} ms",
         intercepted.rtts()
@@ -1123,12 +1200,76 @@ fn host_mode_delays_own_traffic_and_cleans_up() {
         "daemon exit status after SIGTERM: {status}"
     );
     assert!(!socket.exists(), "the control socket outlived the daemon");
-    let left = dummynet_chains(&c);
+    let left = dummynet_chains(c);
     assert!(left.is_empty(), "left behind: {left:?}");
-    let after = ping();
+    let left = nft_rules(c);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let after = pair.ping();
     println!("host mode, after the daemon: RTTs {:?} ms", after.rtts());
     assert_eq!(after.lost(), 0, "traffic black-holed after the daemon left");
     assert!(median(&after.rtts()) < 5.0, "still shaped: {after:?}");
+}
+
+#[test]
+fn host_mode_nftables_delays_own_traffic_and_cleans_up() {
+    host_mode_delays_own_traffic_and_cleans_up(
+        "host_mode_nftables_delays_own_traffic_and_cleans_up",
+        "nftables",
+    );
+}
+
+/// The fallback, chosen by hand as where nftables is missing.
+#[test]
+fn host_mode_iptables_delays_own_traffic_and_cleans_up() {
+    host_mode_delays_own_traffic_and_cleans_up(
+        "host_mode_iptables_delays_own_traffic_and_cleans_up",
+        "iptables",
+    );
+}
+
+/// A host daemon killed with SIGKILL cannot remove its rules: the kernel
+/// deletes its nftables table with its netlink socket, so traffic flows
+/// unshaped, and its lock dies with it, so a new daemon takes the queue.
+#[test]
+fn host_mode_killed_daemon_leaves_no_table_and_frees_its_queue() {
+    let mut tools = TOOLS.to_vec();
+    tools.push("nft");
+    if !ready(
+        "host_mode_killed_daemon_leaves_no_table_and_frees_its_queue",
+        &tools,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let pair = HostPair::new();
+    let scratch = Scratch::new();
+    let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
+    let queue = (7000 + unique_port() % 1000).to_string();
+    let mut daemon = host_daemon(&pair.c, &queue, &config, &scratch.path("1.sock"), &[]);
+    assert!(
+        nft_table(&pair.c, &queue).is_some(),
+        "no table: {:?}",
+        nft_rules(&pair.c)
+    );
+    assert!(pair.ping().rtts().iter().all(|&r| r >= 20.0), "not shaped");
+
+    daemon.child.kill().expect("SIGKILL");
+    daemon.child.wait().expect("wait");
+    let deadline = Instant::now() + SETUP_WAIT;
+    while nft_table(&pair.c, &queue).is_some() {
+        assert!(Instant::now() < deadline, "the table outlived its daemon");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let after = pair.ping();
+    assert_eq!(after.lost(), 0, "traffic black-holed after the kill");
+    assert!(median(&after.rtts()) < 5.0, "still shaped: {after:?}");
+
+    let socket = scratch.path("2.sock");
+    let mut next = host_daemon(&pair.c, &queue, &config, &socket, &[]);
+    let shaped = pair.ping();
+    assert!(shaped.rtts().iter().all(|&r| r >= 20.0), "{shaped:?}");
+    assert!(rule_packets(&ipfw(&socket, &["show"]), 100) >= 10);
+    assert!(next.terminate(Duration::from_secs(5)).success());
 }
 
 // ---------------------------------------------------------------------------

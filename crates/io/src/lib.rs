@@ -8,12 +8,15 @@
 //! - [`rtnl`]: rtnetlink: veth pairs, addresses, links up, moves between
 //!   namespaces.
 //! - [`afpacket`]: AF_PACKET ports for the bridge, batched I/O.
-//! - [`nfqueue`]: NFQUEUE host interception and the iptables chain it needs.
+//! - [`nfqueue`]: NFQUEUE host interception: the queue.
+//! - [`firewall`]: the rules that send traffic to the queue: an nftables
+//!   table of our own, or an iptables chain where nftables is missing.
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
 
 pub mod afpacket;
+pub mod firewall;
 pub mod hugealloc;
 pub mod netns;
 pub mod nfqueue;

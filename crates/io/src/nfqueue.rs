@@ -1,33 +1,31 @@
 //! NFQUEUE host interception: the kernel hands the machine's own packets to
 //! us, we give each one a verdict when the engine lets it go.
 //!
-//! Two halves:
+//! [`HostQueue`] reads packets from one NFQUEUE number and sends verdicts.
+//! Configuration and reception go through the `nfq` crate (pure-Rust
+//! netlink, no libnetfilter_queue). Verdicts are encoded here and sent on
+//! the same socket, because `nfq`'s own verdict call needs its `Message`,
+//! and every live `Message` pins the whole ~70 KiB receive buffer it was
+//! parsed from: holding ten thousand delayed packets would pin 700 MB.
+//! A [`HostPacket`] instead owns a copy of exactly its bytes.
 //!
-//! - [`HostQueue`] reads packets from one NFQUEUE number and sends verdicts.
-//!   Configuration and reception go through the `nfq` crate (pure-Rust
-//!   netlink, no libnetfilter_queue). Verdicts are encoded here and sent on
-//!   the same socket, because `nfq`'s own verdict call needs its `Message`,
-//!   and every live `Message` pins the whole ~70 KiB receive buffer it was
-//!   parsed from: holding ten thousand delayed packets would pin 700 MB.
-//!   A [`HostPacket`] instead owns a copy of exactly its bytes.
-//! - [`Interception`] installs the iptables rules that send traffic to that
-//!   queue, in a dedicated chain, and removes exactly them again.
+//! The firewall rules that send traffic to the queue are
+//! [`crate::firewall`]'s.
 //!
 //! # Network namespaces
 //!
 //! Netfilter tables, NFQUEUE instances and `/proc/net` are all per network
 //! namespace. Everything here acts on the namespace of the *calling thread*:
-//! the netlink socket is created there, iptables child processes inherit it
-//! (a child starts in the namespaces of the thread that forked it, not of
-//! the process's main thread), and statistics are read from
+//! the netlink socket is created there, and statistics are read from
 //! `/proc/thread-self/net`, not `/proc/net` (which is a link to
-//! `/proc/self/net`, the namespace of the main thread). Both [`HostQueue`]
-//! and [`Interception`] remember that namespace, so dropping them or
-//! resolving interface names from another thread still acts on it.
+//! `/proc/self/net`, the namespace of the main thread). [`HostQueue`]
+//! remembers that namespace, so resolving interface names from another
+//! thread still acts on it.
 //!
 //! # Order of operations
 //!
-//! Open the [`HostQueue`] first, then install the [`Interception`]. While
+//! Open the [`HostQueue`] first, then install the firewall's
+//! [`Interception`](crate::firewall::Interception). While
 //! `nfq` waits for the kernel to acknowledge a configuration message it
 //! throws away any packet message that arrives in between, and those
 //! packets would stay in the kernel without a verdict. [`HostQueue::open`]
@@ -44,12 +42,6 @@
 //! - Modifying the payload of a packet whose checksum is left to offload
 //!   (`CHECKSUM_PARTIAL`, common with [`QueueOptions::gso`]) or of a
 //!   truncated packet is refused: see [`HostPacket::payload_mut`].
-//! - Only the filter table's INPUT, OUTPUT and FORWARD chains are used;
-//!   PREROUTING/POSTROUTING interception (mangle table) is not installed,
-//!   though packets from such rules are read and labelled correctly.
-//! - nftables-native rules (`nft ... queue`) are not written: this kernel
-//!   has no `CONFIG_NFT_QUEUE`. `iptables-nft` still works because it sends
-//!   the NFQUEUE target through the xtables compatibility layer.
 
 #![allow(unsafe_code)]
 
@@ -59,8 +51,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
 use nix::errno::Errno;
@@ -71,7 +62,7 @@ use nix::sys::socket::{self, setsockopt, sockopt, MsgFlags, NetlinkAddr};
 // Errors
 // ---------------------------------------------------------------------------
 
-/// What can go wrong with the queue or the iptables rules.
+/// What can go wrong with the queue.
 #[derive(Debug, thiserror::Error)]
 pub enum NfqError {
     /// A netlink operation on the queue failed. `op` names it and the queue.
@@ -121,31 +112,7 @@ pub enum NfqError {
         /// Largest allowed.
         max: usize,
     },
-    /// The interception spec asks for something impossible.
-    #[error("interception spec: {0}")]
-    Spec(String),
-    /// No iptables program of the wanted kind was found.
-    #[error("no usable iptables: {0}")]
-    NoIptables(String),
-    /// An iptables command could not be started.
-    #[error("running `{command}`: {source}")]
-    Spawn {
-        /// The command line.
-        command: String,
-        /// Why it could not run.
-        source: io::Error,
-    },
-    /// An iptables command ran and failed.
-    #[error("`{command}` failed ({status}): {stderr}")]
-    Iptables {
-        /// The command line, quoted as a shell would need it.
-        command: String,
-        /// Its exit status.
-        status: String,
-        /// What it printed on stderr, trimmed.
-        stderr: String,
-    },
-    /// Entering or identifying the network namespace the rules belong to failed.
+    /// Identifying the network namespace of the queue failed.
     #[error("network namespace: {op}: {source}")]
     Netns {
         /// What was being done.
@@ -171,7 +138,7 @@ fn errno_hint(e: &io::Error) -> &'static str {
 
 /// The network namespace a thread was in, kept open so we can go back to it.
 #[derive(Debug)]
-struct ThreadNetns {
+pub(crate) struct ThreadNetns {
     file: File,
     dev: u64,
     ino: u64,
@@ -182,7 +149,7 @@ struct ThreadNetns {
 const THREAD_NETNS: &str = "/proc/thread-self/ns/net";
 
 impl ThreadNetns {
-    fn current() -> io::Result<Self> {
+    pub(crate) fn current() -> io::Result<Self> {
         let file = File::open(THREAD_NETNS)?;
         let meta = file.metadata()?;
         Ok(Self {
@@ -201,7 +168,7 @@ impl ThreadNetns {
     /// Runs `f` in this namespace: right here if the calling thread is
     /// already in it, otherwise on a short-lived thread that enters it first
     /// (entering a network namespace only affects the thread that does it).
-    fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+    pub(crate) fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
         if self.is_current() {
             return Ok(f());
         }
@@ -1066,555 +1033,6 @@ fn netlink_socket_inode(text: &str, protocol: u32, portid: u32) -> Option<u64> {
     })
 }
 
-// ---------------------------------------------------------------------------
-// iptables
-// ---------------------------------------------------------------------------
-
-/// Which iptables programs write the rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// `iptables-legacy` / `ip6tables-legacy`: the x_tables kernel tables.
-    /// Preferred: the kernel here has `CONFIG_IP_NF_IPTABLES_LEGACY` and the
-    /// NFQUEUE target is native to it.
-    Legacy,
-    /// `iptables-nft` / `ip6tables-nft`: nf_tables rules. The NFQUEUE
-    /// target goes through the xtables compatibility expression (the
-    /// kernel has `CONFIG_NFT_COMPAT` but not `CONFIG_NFT_QUEUE`); tested to
-    /// queue packets just the same.
-    Nft,
-    /// `iptables` / `ip6tables`: whichever backend the distribution's
-    /// alternatives point at.
-    System,
-}
-
-impl Backend {
-    /// The programs for IPv4 and IPv6.
-    pub fn programs(self) -> (&'static str, &'static str) {
-        match self {
-            Backend::Legacy => ("iptables-legacy", "ip6tables-legacy"),
-            Backend::Nft => ("iptables-nft", "ip6tables-nft"),
-            Backend::System => ("iptables", "ip6tables"),
-        }
-    }
-
-    fn program(self, family: Family) -> &'static str {
-        let (v4, v6) = self.programs();
-        match family {
-            Family::V4 => v4,
-            Family::V6 => v6,
-        }
-    }
-
-    /// The first backend whose IPv4 program is installed, in the order
-    /// Legacy, Nft, System.
-    pub fn detect() -> Result<Backend, NfqError> {
-        [Backend::Legacy, Backend::Nft, Backend::System]
-            .into_iter()
-            .find(|b| find_program(b.programs().0).is_some())
-            .ok_or_else(|| {
-                NfqError::NoIptables(format!(
-                    "none of iptables-legacy, iptables-nft, iptables found in {}",
-                    search_path_text()
-                ))
-            })
-    }
-
-    /// The programs exist for the families asked.
-    pub fn is_available(self, v4: bool, v6: bool) -> bool {
-        let (p4, p6) = self.programs();
-        (!v4 || find_program(p4).is_some()) && (!v6 || find_program(p6).is_some())
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Backend::Legacy => f.write_str("legacy (iptables-legacy, x_tables)"),
-            Backend::Nft => f.write_str("nft (iptables-nft, nf_tables with xtables compat)"),
-            Backend::System => f.write_str("system (iptables, as the alternatives select)"),
-        }
-    }
-}
-
-/// Root's usual sbin directories are searched even if PATH lacks them (a
-/// daemon started by a service manager or a test harness may have a
-/// minimal PATH).
-const EXTRA_PATH: [&str; 4] = ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin"];
-
-fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(EXTRA_PATH.iter().map(PathBuf::from));
-    dirs
-}
-
-fn search_path_text() -> String {
-    search_dirs()
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    search_dirs().into_iter().map(|d| d.join(name)).find(|p| {
-        std::fs::metadata(p)
-            .map(|m| m.is_file() && m.mode() & 0o111 != 0)
-            .unwrap_or(false)
-    })
-}
-
-/// IPv4 or IPv6 (iptables or ip6tables).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// iptables.
-    V4,
-    /// ip6tables.
-    V6,
-}
-
-/// Which traffic directions to intercept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Directions {
-    /// Packets to this host: the INPUT chain.
-    pub input: bool,
-    /// Packets from this host: the OUTPUT chain.
-    pub output: bool,
-    /// Packets routed through this host: the FORWARD chain.
-    pub forward: bool,
-}
-
-impl Directions {
-    /// In and out, the host's own traffic.
-    pub const HOST: Directions = Directions {
-        input: true,
-        output: true,
-        forward: false,
-    };
-
-    fn chains(self) -> impl Iterator<Item = &'static str> {
-        [
-            (self.input, "INPUT"),
-            (self.output, "OUTPUT"),
-            (self.forward, "FORWARD"),
-        ]
-        .into_iter()
-        .filter_map(|(on, chain)| on.then_some(chain))
-    }
-}
-
-/// What to send to the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InterceptSpec {
-    /// The NFQUEUE number.
-    pub queue: u16,
-    /// `--queue-bypass`: while no socket is bound to the queue, packets
-    /// pass instead of being dropped. On by default so that a dead daemon
-    /// does not cut the host off the network (and its own SSH session).
-    /// Bypass does not help while a daemon is bound but stuck.
-    pub bypass: bool,
-    /// Which built-in chains jump to ours.
-    pub directions: Directions,
-    /// Install for IPv4 (iptables).
-    pub ipv4: bool,
-    /// Install for IPv6 (ip6tables).
-    pub ipv6: bool,
-    /// Extra match arguments for the NFQUEUE rule, e.g.
-    /// `["-p", "udp", "--dport", "5201"]` or `["-o", "eth0"]`. They are
-    /// given to both programs, so address matches need a single family.
-    pub matches: Vec<String>,
-    /// Also intercept traffic on the loopback interface. Off by default:
-    /// local services (the DNS stub resolver, databases, the daemon's own
-    /// control socket) talk over `lo` and are not what a user means by
-    /// "the host's traffic"; and a loopback packet crosses both OUTPUT and
-    /// INPUT, so with both directions on it would be shaped twice.
-    pub loopback: bool,
-    /// Force a backend instead of [`Backend::detect`].
-    pub backend: Option<Backend>,
-    /// Packets carrying this netfilter mark leave the chain before the
-    /// NFQUEUE rule: the daemon's own copies, sent back with this mark
-    /// (see [`crate::rawip`]), must not be queued a second time.
-    pub pass_mark: Option<u32>,
-}
-
-impl InterceptSpec {
-    /// The host's own traffic in and out, IPv4 and IPv6, loopback excluded,
-    /// with `--queue-bypass`.
-    pub fn new(queue: u16) -> Self {
-        Self {
-            queue,
-            bypass: true,
-            directions: Directions::HOST,
-            ipv4: true,
-            ipv6: true,
-            matches: Vec::new(),
-            loopback: false,
-            backend: None,
-            pass_mark: None,
-        }
-    }
-
-    fn families(&self) -> impl Iterator<Item = Family> {
-        [(self.ipv4, Family::V4), (self.ipv6, Family::V6)]
-            .into_iter()
-            .filter_map(|(on, f)| on.then_some(f))
-    }
-}
-
-/// The name of the chain holding the NFQUEUE rule of queue `queue`.
-pub fn chain_name(queue: u16) -> String {
-    format!("DUMMYNET-{queue}")
-}
-
-/// What [`Interception::remove_stale`] found and removed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StaleCleanup {
-    /// Jump rules deleted from the built-in chains.
-    pub jumps: usize,
-    /// Chains flushed and deleted (one per family at most).
-    pub chains: usize,
-}
-
-/// One rule we added to a built-in chain, to delete it by its exact spec.
-#[derive(Clone, Debug)]
-struct Jump {
-    family: Family,
-    chain: &'static str,
-    args: Vec<String>,
-}
-
-/// The iptables rules sending traffic to one NFQUEUE, removed when dropped.
-///
-/// Layout, in the filter table of each family:
-///
-/// ```text
-/// -N DUMMYNET-<q>
-/// [-A DUMMYNET-<q> -m mark --mark <pass_mark> -j RETURN]
-/// -A DUMMYNET-<q> <matches> -j NFQUEUE --queue-num <q> [--queue-bypass]
-/// -I INPUT 1 [! -i lo] -j DUMMYNET-<q>
-/// -I OUTPUT 1 [! -o lo] -j DUMMYNET-<q>
-/// -I FORWARD 1 -j DUMMYNET-<q>
-/// ```
-///
-/// A chain of our own makes the rules easy to find and remove, even after
-/// a crash, without touching anyone else's. The jumps go first so that
-/// earlier rules (e.g. accepting established connections) do not bypass the
-/// shaper.
-///
-/// iptables runs in the network namespace of the thread calling
-/// [`install`](Self::install) (a child process starts in its parent
-/// thread's namespaces); removal goes back to that namespace even when
-/// called from another thread. iptables is run with `-w` so that it waits
-/// for the xtables lock instead of failing when another program holds it.
-#[derive(Debug)]
-pub struct Interception {
-    backend: Backend,
-    chain: String,
-    families: Vec<Family>,
-    jumps: Vec<Jump>,
-    netns: ThreadNetns,
-    removed: bool,
-}
-
-/// How long iptables may wait for the xtables lock (`-w`), in seconds.
-const LOCK_WAIT_SECS: &str = "10";
-
-fn quote_arg(a: &str) -> String {
-    if !a.is_empty()
-        && a.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,+@%!".contains(&b))
-    {
-        a.to_string()
-    } else {
-        format!("'{}'", a.replace('\'', r"'\''"))
-    }
-}
-
-/// Runs one iptables command on the filter table and returns its stdout.
-fn iptables(backend: Backend, family: Family, args: &[&str]) -> Result<String, NfqError> {
-    let name = backend.program(family);
-    let mut full: Vec<&str> = vec!["-w", LOCK_WAIT_SECS, "-t", "filter"];
-    full.extend_from_slice(args);
-    let command = std::iter::once(name)
-        .chain(full.iter().copied())
-        .map(quote_arg)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let path = find_program(name).ok_or_else(|| {
-        NfqError::NoIptables(format!("{name} not found in {}", search_path_text()))
-    })?;
-    let out = Command::new(&path)
-        .args(&full)
-        .output()
-        .map_err(|source| NfqError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(NfqError::Iptables {
-            command,
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Splits one line of `iptables -S` into arguments. iptables quotes an
-/// argument with double quotes when it holds spaces (comments), escaping
-/// `"` and `\` inside with a backslash.
-fn split_rule(line: &str) -> Vec<String> {
-    let mut args = Vec::new();
-    let mut cur = String::new();
-    let mut in_arg = false;
-    let mut quoted = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                in_arg = true;
-            }
-            '\\' if quoted => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            c if c.is_whitespace() && !quoted => {
-                if in_arg {
-                    args.push(std::mem::take(&mut cur));
-                    in_arg = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                in_arg = true;
-            }
-        }
-    }
-    if in_arg {
-        args.push(cur);
-    }
-    args
-}
-
-/// In the output of `iptables -S`, the rules of other chains that jump to
-/// `target`, each as the arguments that follow `-A` (chain first), ready
-/// for `-D`.
-fn jumps_to(listing: &str, target: &str) -> Vec<Vec<String>> {
-    listing
-        .lines()
-        .map(split_rule)
-        .filter(|args| {
-            args.first().map(String::as_str) == Some("-A")
-                && args.get(1).map(String::as_str) != Some(target)
-                && args
-                    .windows(2)
-                    .any(|w| (w[0] == "-j" || w[0] == "-g") && w[1] == target)
-        })
-        .map(|mut args| args.split_off(1))
-        .collect()
-}
-
-/// The listing declares chain `chain`.
-fn has_chain(listing: &str, chain: &str) -> bool {
-    listing
-        .lines()
-        .map(split_rule)
-        .any(|args| args.len() == 2 && args[0] == "-N" && args[1] == chain)
-}
-
-impl Interception {
-    /// Removes any leftovers for `spec.queue` (see
-    /// [`remove_stale`](Self::remove_stale)) and installs the rules. On a
-    /// failure half-way, what was already added is removed again.
-    pub fn install(spec: &InterceptSpec) -> Result<Interception, NfqError> {
-        let families: Vec<Family> = spec.families().collect();
-        if families.is_empty() {
-            return Err(NfqError::Spec(
-                "no address family: enable IPv4, IPv6 or both".into(),
-            ));
-        }
-        if spec.directions.chains().next().is_none() {
-            return Err(NfqError::Spec(
-                "no direction: enable input, output, forward or several".into(),
-            ));
-        }
-        let backend = match spec.backend {
-            Some(b) => b,
-            None => Backend::detect()?,
-        };
-        for &f in &families {
-            if find_program(backend.program(f)).is_none() {
-                return Err(NfqError::NoIptables(format!(
-                    "{} (backend {backend}) not found in {}",
-                    backend.program(f),
-                    search_path_text()
-                )));
-            }
-        }
-        let netns = ThreadNetns::current().map_err(|source| NfqError::Netns {
-            op: "opening /proc/thread-self/ns/net",
-            source,
-        })?;
-        for &f in &families {
-            Self::remove_stale_family(backend, f, spec.queue)?;
-        }
-
-        let chain = chain_name(spec.queue);
-        let mut this = Interception {
-            backend,
-            chain: chain.clone(),
-            families: Vec::new(),
-            jumps: Vec::new(),
-            netns,
-            removed: false,
-        };
-        let queue_num = spec.queue.to_string();
-        for &f in &families {
-            iptables(backend, f, &["-N", &chain])?;
-            this.families.push(f);
-            if let Some(mark) = spec.pass_mark {
-                let mark = format!("{mark:#x}");
-                iptables(
-                    backend,
-                    f,
-                    &["-A", &chain, "-m", "mark", "--mark", &mark, "-j", "RETURN"],
-                )?;
-            }
-            let mut rule: Vec<&str> = vec!["-A", &chain];
-            rule.extend(spec.matches.iter().map(String::as_str));
-            rule.extend(["-j", "NFQUEUE", "--queue-num", &queue_num]);
-            if spec.bypass {
-                rule.push("--queue-bypass");
-            }
-            iptables(backend, f, &rule)?;
-            for builtin in spec.directions.chains() {
-                let mut args: Vec<String> = Vec::new();
-                if !spec.loopback {
-                    match builtin {
-                        "INPUT" => args.extend(["!", "-i", "lo"].map(String::from)),
-                        "OUTPUT" => args.extend(["!", "-o", "lo"].map(String::from)),
-                        _ => {}
-                    }
-                }
-                args.extend(["-j".to_string(), chain.clone()]);
-                let mut cmd: Vec<&str> = vec!["-I", builtin, "1"];
-                cmd.extend(args.iter().map(String::as_str));
-                iptables(backend, f, &cmd)?;
-                this.jumps.push(Jump {
-                    family: f,
-                    chain: builtin,
-                    args,
-                });
-            }
-        }
-        Ok(this)
-    }
-
-    /// Removes what a previous daemon for `queue` may have left behind in
-    /// the calling thread's namespace, with the detected backend: every
-    /// rule of the filter table jumping to `DUMMYNET-<queue>`, then that
-    /// chain. Both families (an absent ip6tables program is skipped).
-    pub fn remove_stale(queue: u16) -> Result<StaleCleanup, NfqError> {
-        Self::remove_stale_with(Backend::detect()?, queue)
-    }
-
-    /// [`remove_stale`](Self::remove_stale) with a given backend.
-    pub fn remove_stale_with(backend: Backend, queue: u16) -> Result<StaleCleanup, NfqError> {
-        let mut total = StaleCleanup::default();
-        for f in [Family::V4, Family::V6] {
-            if find_program(backend.program(f)).is_none() {
-                continue;
-            }
-            let c = Self::remove_stale_family(backend, f, queue)?;
-            total.jumps += c.jumps;
-            total.chains += c.chains;
-        }
-        Ok(total)
-    }
-
-    fn remove_stale_family(
-        backend: Backend,
-        family: Family,
-        queue: u16,
-    ) -> Result<StaleCleanup, NfqError> {
-        let chain = chain_name(queue);
-        let listing = iptables(backend, family, &["-S"])?;
-        let mut done = StaleCleanup::default();
-        for rule in jumps_to(&listing, &chain) {
-            let mut cmd: Vec<&str> = vec!["-D"];
-            cmd.extend(rule.iter().map(String::as_str));
-            iptables(backend, family, &cmd)?;
-            done.jumps += 1;
-        }
-        if has_chain(&listing, &chain) {
-            iptables(backend, family, &["-F", &chain])?;
-            iptables(backend, family, &["-X", &chain])?;
-            done.chains += 1;
-        }
-        Ok(done)
-    }
-
-    /// The backend in use.
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
-    /// Our chain's name.
-    pub fn chain(&self) -> &str {
-        &self.chain
-    }
-
-    /// Removes the rules now, reporting the first failure (all steps are
-    /// still tried). Dropping does the same and prints failures to stderr.
-    pub fn remove(mut self) -> Result<(), NfqError> {
-        self.remove_inner()
-    }
-
-    fn remove_inner(&mut self) -> Result<(), NfqError> {
-        if self.removed {
-            return Ok(());
-        }
-        self.removed = true;
-        let backend = self.backend;
-        let chain = self.chain.clone();
-        let jumps = std::mem::take(&mut self.jumps);
-        let families = std::mem::take(&mut self.families);
-        let run = move || {
-            let mut first: Option<NfqError> = None;
-            let mut note = |r: Result<String, NfqError>| {
-                if let Err(e) = r {
-                    first.get_or_insert(e);
-                }
-            };
-            for j in jumps.iter().rev() {
-                let mut cmd: Vec<&str> = vec!["-D", j.chain];
-                cmd.extend(j.args.iter().map(String::as_str));
-                note(iptables(backend, j.family, &cmd));
-            }
-            for &f in &families {
-                note(iptables(backend, f, &["-F", &chain]));
-                note(iptables(backend, f, &["-X", &chain]));
-            }
-            first.map_or(Ok(()), Err)
-        };
-        self.netns.run(run).map_err(|source| NfqError::Netns {
-            op: "entering the namespace the rules were installed in",
-            source,
-        })?
-    }
-}
-
-impl Drop for Interception {
-    fn drop(&mut self) {
-        if let Err(e) = self.remove_inner() {
-            eprintln!("dummynet: removing the NFQUEUE interception: {e}");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1688,47 +1106,6 @@ mod tests {
         assert!(!id_not_after(2, u32::MAX));
     }
 
-    #[test]
-    fn splits_iptables_listing_lines() {
-        assert_eq!(
-            split_rule("-A INPUT ! -i lo -j DUMMYNET-7"),
-            ["-A", "INPUT", "!", "-i", "lo", "-j", "DUMMYNET-7"]
-        );
-        assert_eq!(
-            split_rule(r#"-A OUTPUT -m comment --comment "a \"b\" c" -j X"#),
-            [
-                "-A",
-                "OUTPUT",
-                "-m",
-                "comment",
-                "--comment",
-                r#"a "b" c"#,
-                "-j",
-                "X"
-            ]
-        );
-        assert_eq!(
-            split_rule(r#"-A X --comment """#),
-            ["-A", "X", "--comment", ""]
-        );
-    }
-
-    #[test]
-    fn finds_jumps_to_our_chain_only() {
-        let listing = "-P INPUT ACCEPT\n-N DUMMYNET-7\n-N DUMMYNET-70\n\
--A INPUT ! -i lo -j DUMMYNET-7\n-A INPUT -j DUMMYNET-70\n-A OUTPUT -p udp -j DUMMYNET-7\n\
--A DUMMYNET-7 -j NFQUEUE --queue-num 7\n-A FORWARD -j ACCEPT\n";
-        assert_eq!(
-            jumps_to(listing, "DUMMYNET-7"),
-            vec![
-                vec!["INPUT", "!", "-i", "lo", "-j", "DUMMYNET-7"],
-                vec!["OUTPUT", "-p", "udp", "-j", "DUMMYNET-7"],
-            ]
-        );
-        assert!(has_chain(listing, "DUMMYNET-7"));
-        assert!(!has_chain(listing, "DUMMYNET-8"));
-    }
-
     fn packet(len: usize, original_len: usize, checksum_ready: bool) -> HostPacket {
         HostPacket {
             queue: 1,
@@ -1791,14 +1168,5 @@ mod tests {
         assert_eq!(Hook::from_raw(3), Hook::Output);
         assert_eq!(Hook::from_raw(4), Hook::PostRouting);
         assert_eq!(Hook::from_raw(9), Hook::Other(9));
-    }
-
-    #[test]
-    fn command_lines_are_quoted_for_a_shell() {
-        assert_eq!(quote_arg("-j"), "-j");
-        assert_eq!(quote_arg("!"), "!");
-        assert_eq!(quote_arg("a b"), "'a b'");
-        assert_eq!(quote_arg("it's"), r"'it'\''s'");
-        assert_eq!(quote_arg(""), "''");
     }
 }

@@ -15,9 +15,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use dummynet_io::firewall::{
+    iptables, Backend, Directions, Firewall, FirewallError, InterceptSpec, Interception,
+    StaleCleanup,
+};
 use dummynet_io::nfqueue::{
-    kernel_stats, Backend, Directions, Hook, HostPacket, HostQueue, InterceptSpec, Interception,
-    NfqError, QueueOptions, StaleCleanup, Verdict,
+    kernel_stats, Hook, HostPacket, HostQueue, NfqError, QueueOptions, Verdict,
 };
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::{setns, CloneFlags};
@@ -134,7 +137,7 @@ fn udp_spec(queue: u16, port: u16, backend: Backend) -> InterceptSpec {
             .chain([port.to_string()])
             .collect(),
         loopback: true,
-        backend: Some(backend),
+        firewall: Firewall::Iptables(backend),
         ..InterceptSpec::new(queue)
     }
 }
@@ -252,7 +255,7 @@ fn accept_and_drop(backend: Backend) {
         let control = bind_rx("127.0.0.1:5202");
         let mut q = HostQueue::open(7, QueueOptions::default()).expect("open queue");
         let icpt = Interception::install(&udp_spec(7, 5201, backend)).expect("install");
-        assert_eq!(icpt.backend(), backend);
+        assert_eq!(icpt.firewall(), Firewall::Iptables(backend));
 
         // Only UDP to port 5201 is queued: 5202 goes straight through.
         send("127.0.0.1:5202".parse().unwrap(), 100..103, 16);
@@ -338,7 +341,7 @@ fn input_hook_over_ipv6_names_the_in_interface() {
                 .map(String::from)
                 .to_vec(),
             loopback: true,
-            backend: Some(Backend::Legacy),
+            firewall: Firewall::Iptables(Backend::Legacy),
             ..InterceptSpec::new(3)
         };
         let _icpt = Interception::install(&spec).expect("install");
@@ -513,11 +516,14 @@ fn removal_restores_the_tables_even_from_another_namespace() {
                 output: true,
                 forward: true,
             },
-            backend: Some(Backend::Legacy),
+            firewall: Firewall::Iptables(Backend::Legacy),
             ..InterceptSpec::new(3)
         };
         let icpt = Interception::install(&spec).expect("install");
-        assert_eq!(icpt.chain(), "DUMMYNET-3");
+        assert_eq!(
+            icpt.describe(),
+            "iptables chain DUMMYNET-3 (iptables-legacy)"
+        );
         for v6 in [false, true] {
             let l = listing(Backend::Legacy, v6);
             let lines: Vec<&str> = l.lines().collect();
@@ -591,7 +597,7 @@ fn a_second_install_over_a_stale_chain_works() {
         icpt.remove().expect("remove");
         assert_eq!(listing(Backend::Legacy, false), before);
         assert_eq!(
-            Interception::remove_stale_with(Backend::Legacy, 5).expect("remove_stale"),
+            iptables::remove_stale(Backend::Legacy, 5).expect("remove_stale"),
             StaleCleanup::default()
         );
     });
@@ -603,15 +609,16 @@ fn remove_stale_cleans_both_families() {
     let ns = Netns::create();
     ns.run(|| {
         let spec = InterceptSpec {
-            backend: Some(Backend::Legacy),
+            firewall: Firewall::Iptables(Backend::Legacy),
             ..InterceptSpec::new(11)
         };
         std::mem::forget(Interception::install(&spec).expect("install"));
-        let done = Interception::remove_stale_with(Backend::Legacy, 11).expect("remove_stale");
+        let done = iptables::remove_stale(Backend::Legacy, 11).expect("remove_stale");
         // INPUT and OUTPUT jumps and the chain, in iptables and ip6tables.
         assert_eq!(
             done,
             StaleCleanup {
+                tables: 0,
                 jumps: 4,
                 chains: 2
             }
@@ -628,7 +635,7 @@ fn bad_specs_are_refused_before_touching_anything() {
     spec.ipv6 = false;
     assert!(matches!(
         Interception::install(&spec),
-        Err(NfqError::Spec(_))
+        Err(FirewallError::Spec(_))
     ));
     let mut spec = InterceptSpec::new(1);
     spec.directions = Directions {
@@ -638,7 +645,7 @@ fn bad_specs_are_refused_before_touching_anything() {
     };
     assert!(matches!(
         Interception::install(&spec),
-        Err(NfqError::Spec(_))
+        Err(FirewallError::Spec(_))
     ));
 }
 
@@ -658,7 +665,7 @@ fn iptables_errors_quote_the_command_and_its_stderr() {
             "{text}"
         );
         assert!(text.contains("--no-such-option"), "{text}");
-        assert!(matches!(err, NfqError::Iptables { ref stderr, .. } if !stderr.is_empty()));
+        assert!(matches!(err, FirewallError::Iptables { ref stderr, .. } if !stderr.is_empty()));
         // The chain created before the failing rule was removed again.
         assert!(!listing(Backend::Legacy, false).contains("DUMMYNET"));
     });
@@ -961,5 +968,269 @@ fn measure_verdict_round_trips() {
                 total as f64 / start.elapsed().as_secs_f64()
             );
         }
+    });
+}
+
+// ---------------------------------------------------------------------------
+// nftables
+// ---------------------------------------------------------------------------
+
+/// Why the nftables tests cannot run here, if they cannot: they need the
+/// `nft` program to look at what was installed.
+fn nft_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not root".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("no `ip` program".into());
+    }
+    if Command::new("nft").arg("--version").output().is_err() {
+        return Some("no `nft` program (package nftables)".into());
+    }
+    None
+}
+
+macro_rules! require_nft {
+    () => {
+        if let Some(why) = nft_unavailable() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+}
+
+/// `nft list table FAMILY NAME` from the current thread's namespace, or
+/// `None` when there is no such table.
+fn nft_table(family: &str, name: &str) -> Option<String> {
+    let out = Command::new("nft")
+        .args(["list", "table", family, name])
+        .output()
+        .expect("run nft");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Everything this namespace sends over IPv4, loopback included, to
+/// `queue` through nftables; in a fresh namespace that is only the test's
+/// own datagrams.
+fn nft_spec(queue: u16) -> InterceptSpec {
+    InterceptSpec {
+        bypass: false,
+        directions: Directions {
+            input: false,
+            output: true,
+            forward: false,
+        },
+        ipv4: true,
+        ipv6: false,
+        loopback: true,
+        firewall: Firewall::Nftables,
+        ..InterceptSpec::new(queue)
+    }
+}
+
+#[test]
+fn nftables_table_queues_packets_and_goes_away() {
+    require_nft!();
+    let ns = Netns::create();
+    ns.run(|| {
+        let rx = bind_rx("127.0.0.1:5201");
+        let mut q = HostQueue::open(21, QueueOptions::default()).expect("open queue");
+        let icpt = Interception::install(&nft_spec(21)).expect("install");
+        assert_eq!(icpt.firewall(), Firewall::Nftables);
+        assert_eq!(icpt.fallback_reason(), None);
+        assert_eq!(icpt.describe(), "nftables table ip dummynet-21");
+        assert_eq!(icpt.list_command(), "nft list table ip dummynet-21");
+        let listed = nft_table("ip", "dummynet-21").expect("the table is listed");
+        println!("{listed}");
+        assert!(listed.contains("chain output"), "{listed}");
+        assert!(listed.contains("hook output priority filter"), "{listed}");
+        assert!(!listed.contains("chain input"), "{listed}");
+        assert!(listed.contains("dummynet: NFQUEUE 21, pid "), "{listed}");
+        // nft shows the queue rule the same way whichever expression holds
+        // it (the compatibility one through libxtables' translation).
+        assert!(listed.contains("num 21"), "{listed}");
+
+        send("127.0.0.1:5201".parse().unwrap(), 0..6, 16);
+        let pkts = collect(&mut q, 6);
+        assert_eq!(
+            pkts.iter().map(index_of).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert!(pkts.iter().all(|p| p.hook() == Hook::Output));
+        assert_eq!(receive(&rx, 0), [] as [u32; 0], "held until the verdicts");
+        q.verdict_batch(
+            pkts.into_iter()
+                .map(|p| {
+                    (
+                        if index_of(&p) < 4 {
+                            Verdict::Accept
+                        } else {
+                            Verdict::Drop
+                        },
+                        p,
+                    )
+                })
+                .map(|(v, p)| (p, v)),
+        )
+        .expect("verdicts");
+        assert_eq!(receive(&rx, 4), [0, 1, 2, 3]);
+
+        icpt.remove().expect("remove");
+        assert_eq!(nft_table("ip", "dummynet-21"), None, "table left behind");
+        // With the table gone nothing is queued any more.
+        send("127.0.0.1:5201".parse().unwrap(), 6..9, 16);
+        assert_eq!(receive(&rx, 3), [6, 7, 8]);
+        assert!(q.recv().expect("recv").is_none());
+    });
+}
+
+/// All three hooks and a pass mark; the table is removed from the
+/// namespace it was made in even when dropped on a thread outside it.
+#[test]
+fn nftables_inet_table_hooks_every_direction_asked() {
+    require_nft!();
+    let ns = Netns::create();
+    let icpt = ns.run(|| {
+        let spec = InterceptSpec {
+            firewall: Firewall::Nftables,
+            directions: Directions {
+                input: true,
+                output: true,
+                forward: true,
+            },
+            pass_mark: Some(0x646e),
+            ..InterceptSpec::new(24)
+        };
+        let icpt = Interception::install(&spec).expect("install");
+        let listed = nft_table("inet", "dummynet-24").expect("the table is listed");
+        println!("{listed}");
+        for hook in ["input", "output", "forward"] {
+            assert!(
+                listed.contains(&format!("hook {hook} priority filter; policy accept;")),
+                "{hook}: {listed}"
+            );
+        }
+        assert_eq!(
+            listed.matches("meta mark 0x0000646e accept").count(),
+            3,
+            "{listed}"
+        );
+        assert!(listed.contains("iifname != \"lo\""), "{listed}");
+        assert!(listed.contains("oifname != \"lo\""), "{listed}");
+        assert_eq!(listed.matches("num 24 bypass").count(), 3, "{listed}");
+        icpt
+    });
+    drop(icpt);
+    ns.run(|| {
+        assert_eq!(
+            nft_table("inet", "dummynet-24"),
+            None,
+            "dropping removes it"
+        )
+    });
+}
+
+#[test]
+fn nftables_replaces_an_unowned_table_but_not_a_live_one() {
+    require_nft!();
+    let ns = Netns::create();
+    ns.run(|| {
+        // Left by someone by hand, or by a kernel without owned tables.
+        run_ok("nft", &["add table ip dummynet-22"]);
+        run_ok(
+            "nft",
+            &["add chain ip dummynet-22 leftover { type filter hook input priority 0; }"],
+        );
+        let first = Interception::install(&nft_spec(22)).expect("install over a stale table");
+        let listed = nft_table("ip", "dummynet-22").expect("listed");
+        assert!(!listed.contains("leftover"), "{listed}");
+        assert!(listed.contains("chain output"), "{listed}");
+
+        // A table owned by a live socket is someone's running interception.
+        let err = Interception::install(&nft_spec(22)).expect_err("second install");
+        let text = err.to_string();
+        assert!(text.contains("owned by another running program"), "{text}");
+        assert_eq!(
+            nft_table("ip", "dummynet-22").as_deref(),
+            Some(listed.as_str()),
+            "the live table was left alone"
+        );
+        first.remove().expect("remove");
+        assert_eq!(nft_table("ip", "dummynet-22"), None);
+    });
+}
+
+#[test]
+fn remove_stale_takes_out_dead_tables_and_chains_and_creates_nothing() {
+    require_nft!();
+    require!(Backend::Nft);
+    let ns = Netns::create();
+    ns.run(|| {
+        run_ok("nft", &["add table inet dummynet-23"]);
+        let spec = InterceptSpec {
+            firewall: Firewall::Iptables(Backend::Nft),
+            ..InterceptSpec::new(23)
+        };
+        std::mem::forget(Interception::install(&spec).expect("install"));
+        let done = dummynet_io::firewall::remove_stale(23).expect("remove_stale");
+        assert_eq!(
+            done,
+            StaleCleanup {
+                tables: 1,
+                jumps: 4,
+                chains: 2
+            }
+        );
+        assert_eq!(nft_table("inet", "dummynet-23"), None);
+        assert!(!listing(Backend::Nft, false).contains("DUMMYNET"));
+        assert!(!listing(Backend::Nft, true).contains("DUMMYNET"));
+        // No x_tables table was made just to look (iptables-nft would warn
+        // about it ever after).
+        let legacy =
+            std::fs::read_to_string("/proc/thread-self/net/ip_tables_names").unwrap_or_default();
+        assert!(!legacy.contains("filter"), "{legacy}");
+        assert!(dummynet_io::firewall::remove_stale(23)
+            .expect("again")
+            .is_empty());
+    });
+}
+
+#[test]
+fn auto_takes_nftables_unless_the_spec_has_iptables_matches() {
+    require_nft!();
+    require!(Backend::detect().unwrap_or(Backend::System));
+    let ns = Netns::create();
+    ns.run(|| {
+        let auto = Interception::install(&InterceptSpec::new(25)).expect("install");
+        assert_eq!(
+            auto.firewall(),
+            Firewall::Nftables,
+            "{:?}",
+            auto.fallback_reason()
+        );
+        assert!(nft_table("inet", "dummynet-25").is_some());
+        drop(auto);
+
+        let spec = InterceptSpec {
+            matches: vec!["-p".into(), "udp".into()],
+            ipv6: false,
+            ..InterceptSpec::new(25)
+        };
+        let with_matches = Interception::install(&spec).expect("install");
+        assert_eq!(
+            with_matches.firewall(),
+            Firewall::Iptables(Backend::detect().expect("an iptables"))
+        );
+        assert!(with_matches
+            .fallback_reason()
+            .is_some_and(|r| r.contains("match")));
+        let err = Interception::install(&InterceptSpec {
+            firewall: Firewall::Nftables,
+            ..spec
+        })
+        .expect_err("nftables with iptables matches");
+        assert!(matches!(err, FirewallError::Spec(_)), "{err}");
     });
 }

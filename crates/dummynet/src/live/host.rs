@@ -1,7 +1,9 @@
 //! Host mode: this machine's own traffic, as FreeBSD's `ipfw add pipe 1 ...
-//! out` shapes it. iptables sends packets to an NFQUEUE; each one is held by
-//! the kernel while the engine holds our copy of its facts, and gets its
-//! verdict (ACCEPT or DROP) when it leaves its pipe.
+//! out` shapes it. An nftables table of ours (or, where nftables is
+//! missing, an iptables chain: see `dummynet_io::firewall`) sends packets to
+//! an NFQUEUE; each one is held by the kernel while the engine holds our
+//! copy of its facts, and gets its verdict (ACCEPT or DROP) when it leaves
+//! its pipe.
 //!
 //! Hooks map to ipfw's directions: INPUT is `in` (with `recv` the incoming
 //! interface), OUTPUT is `out` (with `xmit`), FORWARD is `out` with both.
@@ -27,10 +29,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use dummynet_engine::wire::{self, LinkType};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
-use dummynet_io::nfqueue::{
-    Backend as TableBackend, Hook, HostPacket, HostQueue, InterceptSpec, Interception, Interface,
-    QueueOptions, Verdict,
-};
+use dummynet_io::firewall::{self, InterceptSpec, Interception};
+use dummynet_io::nfqueue::{Hook, HostPacket, HostQueue, Interface, QueueOptions, Verdict};
 use dummynet_io::rawip::RawSender;
 
 use super::{Arrival, Backend, Body, Carrier};
@@ -58,10 +58,14 @@ pub struct Host {
 }
 
 impl Host {
-    /// Binds the queue first, then installs the iptables rules, so no packet
-    /// is queued before someone reads the queue. With `copy_mark`, the
-    /// host's own outgoing packets travel as copies sent with that mark
+    /// Binds the queue first, then installs the firewall rules, so no
+    /// packet is queued before someone reads the queue. With `copy_mark`,
+    /// the host's own outgoing packets travel as copies sent with that mark
     /// (see the module documentation).
+    ///
+    /// The caller holds the queue's lock (`dummynet_io::portlock`, taken
+    /// by `run`): rules found for this queue are then a dead daemon's, and
+    /// are removed.
     pub fn open(spec: &InterceptSpec, copy_mark: Option<u32>) -> Result<Host, String> {
         let copies = match copy_mark {
             Some(mark) => Some(RawSender::open(mark).map_err(|e| {
@@ -77,20 +81,33 @@ impl Host {
             ..QueueOptions::default()
         };
         // A daemon that died may have left its rules in place, letting
-        // traffic through with --queue-bypass. Take them out before binding:
+        // traffic through with bypass (an nftables table dies with its
+        // daemon; an iptables chain does not). Take them out before binding:
         // the kernel drops (does not bypass) a packet that reaches a queue
         // between its bind and its copy mode.
-        let tables = match spec.backend {
-            Some(b) => b,
-            None => TableBackend::detect().map_err(|e| e.to_string())?,
-        };
-        Interception::remove_stale_with(tables, spec.queue).map_err(|e| e.to_string())?;
+        let stale = firewall::remove_stale(spec.queue)
+            .map_err(|e| format!("removing a dead daemon's rules: {e}"))?;
+        if !stale.is_empty() {
+            eprintln!(
+                "dummynet: removed what a dead daemon left for NFQUEUE {}: {stale}",
+                spec.queue
+            );
+        }
         let queue = HostQueue::open(spec.queue, opts).map_err(|e| e.to_string())?;
         let spec = InterceptSpec {
             pass_mark: copy_mark,
             ..spec.clone()
         };
         let interception = Interception::install(&spec).map_err(|e| e.to_string())?;
+        if let Some(why) = interception.fallback_reason() {
+            eprintln!("dummynet: nftables not used: {why}");
+        }
+        eprintln!(
+            "dummynet: host mode: NFQUEUE {} fed by {} (see `{}`)",
+            spec.queue,
+            interception.describe(),
+            interception.list_command()
+        );
         Ok(Host {
             queue,
             interception: Some(interception),
@@ -265,7 +282,7 @@ impl Backend for Host {
     fn stop_intercepting(&mut self) {
         if let Some(i) = self.interception.take() {
             if let Err(e) = i.remove() {
-                eprintln!("dummynet: removing the iptables rules: {e}");
+                eprintln!("dummynet: removing the interception rules: {e}");
             }
         }
     }

@@ -14,8 +14,8 @@ use std::thread::JoinHandle;
 
 use dummynet_engine::config::Setting;
 use dummynet_engine::{Command, Engine};
+use dummynet_io::firewall::{Backend as IptablesBackend, Firewall, InterceptSpec};
 use dummynet_io::netns::Netns;
-use dummynet_io::nfqueue::InterceptSpec;
 
 use super::bridge::Bridge;
 use super::control::{self, ControlServer};
@@ -25,6 +25,10 @@ use super::{Backend, Carrier};
 
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("mode").required(true).args(["bridge", "host"]))]
+#[command(after_help = "\
+Host mode's rules: `nft list table inet dummynet-QUEUE` with nftables, \
+`iptables -S DUMMYNET-QUEUE` with the iptables fallback; the daemon prints which. \
+They are removed when the daemon stops; an nftables table also when it is killed.")]
 pub struct RunArgs {
     /// Bridge two interfaces: frames from one go through the rules and pipes
     /// to the other (`in recv IF_A`, then `out xmit IF_B`).
@@ -42,14 +46,15 @@ pub struct RunArgs {
     /// interface of the same name to come back.
     #[arg(long, requires = "bridge")]
     pub exit_on_link_loss: bool,
-    /// Shape this machine's own traffic through netfilter NFQUEUE.
+    /// Shape this machine's own traffic: a netfilter table of the daemon's
+    /// own (see --firewall) sends its packets to an NFQUEUE.
     #[arg(long)]
     pub host: bool,
     /// NFQUEUE number for --host.
     #[arg(long, default_value_t = 7000)]
     pub queue: u16,
-    /// --host: without --queue-bypass, traffic stops if the daemon dies
-    /// (by default it flows unshaped).
+    /// --host: without the queue's bypass flag, traffic stops if the
+    /// daemon dies (by default it flows unshaped).
     #[arg(long)]
     pub no_bypass: bool,
     /// --host: also intercept loopback traffic.
@@ -64,8 +69,15 @@ pub struct RunArgs {
     /// packets in flight).
     #[arg(long)]
     pub hold_output: bool,
+    /// --host: which firewall sends the host's packets to the queue: `auto`
+    /// (nftables, a table `inet dummynet-QUEUE` of its own, or iptables
+    /// where nftables cannot be used), `nftables`, `iptables` (the programs
+    /// the distribution's `iptables` is), `iptables-nft` or
+    /// `iptables-legacy`.
+    #[arg(long, value_enum, default_value_t = FirewallArg::Auto)]
+    pub firewall: FirewallArg,
     /// --host: the netfilter mark of the copies of outgoing packets, which
-    /// the interception chain lets pass.
+    /// the interception rules let pass.
     #[arg(long, default_value_t = super::host::DEFAULT_COPY_MARK, value_parser = parse_mark)]
     pub copy_mark: u32,
     /// An ipfw commands file applied at start.
@@ -105,6 +117,28 @@ pub struct RunArgs {
     /// its timer has lately needed (at most this).
     #[arg(long, default_value_t = 300)]
     pub spin_us: u64,
+}
+
+/// `run --firewall`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FirewallArg {
+    Auto,
+    Nftables,
+    Iptables,
+    IptablesNft,
+    IptablesLegacy,
+}
+
+impl FirewallArg {
+    fn firewall(self) -> Firewall {
+        match self {
+            FirewallArg::Auto => Firewall::Auto,
+            FirewallArg::Nftables => Firewall::Nftables,
+            FirewallArg::Iptables => Firewall::Iptables(IptablesBackend::System),
+            FirewallArg::IptablesNft => Firewall::Iptables(IptablesBackend::Nft),
+            FirewallArg::IptablesLegacy => Firewall::Iptables(IptablesBackend::Legacy),
+        }
+    }
 }
 
 /// A data plane running on its own thread.
@@ -251,6 +285,7 @@ fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
     let mut spec = InterceptSpec::new(args.queue);
     spec.bypass = !args.no_bypass;
     spec.loopback = args.loopback;
+    spec.firewall = args.firewall.firewall();
     spec.directions.input = false;
     spec.directions.output = false;
     spec.directions.forward = false;
