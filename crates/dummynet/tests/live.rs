@@ -1273,6 +1273,169 @@ fn host_mode_killed_daemon_leaves_no_table_and_frees_its_queue() {
 }
 
 // ---------------------------------------------------------------------------
+// One daemon per port
+// ---------------------------------------------------------------------------
+
+/// Runs a second `dummynet run` in `ns` that must be refused: exit status
+/// 69 (EX_UNAVAILABLE) and a message naming `what` and `holder`'s pid.
+fn assert_refused(ns: &TestNs, args: &[&str], what: &str, holder: &Proc) {
+    let out = run_bounded(
+        &mut ns.command(DUMMYNET, args),
+        Duration::from_secs(10),
+        "a second dummynet run",
+    );
+    let err = text(&out.stderr);
+    println!("{err}");
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(
+        err.contains(&format!("{what} in network namespace net:[")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "already used by another dummynet daemon, pid {}",
+            holder.pid()
+        )),
+        "{err}"
+    );
+}
+
+/// A second `run --bridge` on ports a running bridge uses (in either
+/// order) is refused before it opens them, and the first goes on
+/// forwarding; once the first has stopped, a new one starts.
+#[test]
+fn a_second_bridge_on_the_same_ports_is_refused() {
+    if !ready("a_second_bridge_on_the_same_ports_is_refused", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
+    veth(&a, "a0", &m, "m-a");
+    veth(&b, "b0", &m, "m-b");
+    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
+    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "ipfw.conf",
+        "pipe 1 config delay 10ms\n\
+         add 100 pipe 1 ip from any to any in recv m-a\n\
+         add 65000 allow ip from any to any\n",
+    );
+    let config = config.to_str().unwrap();
+    let bridge = |socket: &Path| {
+        let socket = socket.to_str().unwrap().to_string();
+        move |first: &str, second: &str| -> Vec<String> {
+            [
+                "run", "--bridge", first, second, "--config", config, "--socket", &socket,
+            ]
+            .map(String::from)
+            .to_vec()
+        }
+    };
+    let socket1 = scratch.path("1.sock");
+    let args1 = bridge(&socket1)("m-a", "m-b");
+    let args1: Vec<&str> = args1.iter().map(String::as_str).collect();
+    let mut first = Proc::spawn(m.command(DUMMYNET, &args1), "first bridge");
+    wait_for_socket(&socket1, &mut first);
+    let ping = || {
+        let out = run_bounded(
+            &mut a.command("ping", &["-c", "5", "-i", "0.1", "-W", "1", "192.0.2.2"]),
+            Duration::from_secs(10),
+            "ping A→B",
+        );
+        Ping::parse(&expect_success(&out, "ping A→B"))
+    };
+    assert!(ping().rtts().iter().all(|&r| r >= 10.0));
+
+    let socket2 = scratch.path("2.sock");
+    for (x, y, held) in [
+        ("m-a", "m-b", "interface m-a"),
+        ("m-b", "m-a", "interface m-b"),
+    ] {
+        let args2 = bridge(&socket2)(x, y);
+        let args2: Vec<&str> = args2.iter().map(String::as_str).collect();
+        assert_refused(&m, &args2, held, &first);
+        assert!(!socket2.exists(), "the refused daemon made its socket");
+    }
+    // Only the first bridge forwards: each echo request crosses pipe 1
+    // once (a second reader of m-a would have sent every frame twice).
+    first.assert_running();
+    let before = rule_packets(&ipfw(&socket1, &["show"]), 100);
+    let p = ping();
+    assert_eq!(p.lost(), 0);
+    assert!(p.rtts().iter().all(|&r| r >= 10.0), "{p:?}");
+    let after = rule_packets(&ipfw(&socket1, &["show"]), 100);
+    assert!(after - before >= 5, "{before} → {after}");
+
+    assert!(first.terminate(Duration::from_secs(5)).success());
+    let args2 = bridge(&socket2)("m-a", "m-b");
+    let args2: Vec<&str> = args2.iter().map(String::as_str).collect();
+    let mut next = Proc::spawn(m.command(DUMMYNET, &args2), "next bridge");
+    wait_for_socket(&socket2, &mut next);
+    assert!(ping().rtts().iter().all(|&r| r >= 10.0));
+    assert!(next.terminate(Duration::from_secs(5)).success());
+}
+
+/// A second `run --host` on the queue a running daemon uses is refused
+/// before it touches the rules: the first daemon's table stays and it goes
+/// on shaping. A daemon on another queue is not refused. Once the first
+/// has stopped, a new one takes the queue.
+#[test]
+fn a_second_host_daemon_on_the_same_queue_is_refused() {
+    let mut tools = TOOLS.to_vec();
+    tools.push("nft");
+    if !ready("a_second_host_daemon_on_the_same_queue_is_refused", &tools) {
+        return;
+    }
+    let _serial = serial();
+    let pair = HostPair::new();
+    let scratch = Scratch::new();
+    let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
+    let queue = (7000 + unique_port() % 1000).to_string();
+    let socket1 = scratch.path("1.sock");
+    let first = host_daemon(&pair.c, &queue, &config, &socket1, &[]);
+    let table = nft_table(&pair.c, &queue).expect("the first daemon's table");
+
+    let socket2 = scratch.path("2.sock");
+    let args = [
+        "run",
+        "--host",
+        "--queue",
+        &queue,
+        "--config",
+        config.to_str().unwrap(),
+        "--socket",
+        socket2.to_str().unwrap(),
+    ];
+    for firewall in ["auto", "iptables"] {
+        let mut with = args.to_vec();
+        with.extend(["--firewall", firewall]);
+        assert_refused(&pair.c, &with, &format!("NFQUEUE {queue}"), &first);
+    }
+    assert_eq!(
+        nft_table(&pair.c, &queue),
+        Some(table),
+        "the first table changed"
+    );
+    let shaped = pair.ping();
+    assert!(shaped.rtts().iter().all(|&r| r >= 20.0), "{shaped:?}");
+    assert!(rule_packets(&ipfw(&socket1, &["show"]), 100) >= 10);
+
+    // Another queue is another port.
+    let other = (queue.parse::<u16>().expect("queue") + 1).to_string();
+    let allow = scratch.write("allow.conf", "add 65000 allow ip from any to any\n");
+    let mut second = host_daemon(&pair.c, &other, &allow, &socket2, &[]);
+    assert!(second.terminate(Duration::from_secs(5)).success());
+
+    let mut first = first;
+    assert!(first.terminate(Duration::from_secs(5)).success());
+    let socket3 = scratch.path("3.sock");
+    let mut next = host_daemon(&pair.c, &queue, &config, &socket3, &[]);
+    assert!(nft_table(&pair.c, &queue).is_some());
+    assert!(next.terminate(Duration::from_secs(5)).success());
+}
+
+// ---------------------------------------------------------------------------
 // Shells: nesting, failure, cleanliness
 // ---------------------------------------------------------------------------
 

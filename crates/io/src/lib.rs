@@ -11,6 +11,8 @@
 //! - [`nfqueue`]: NFQUEUE host interception: the queue.
 //! - [`firewall`]: the rules that send traffic to the queue: an nftables
 //!   table of our own, or an iptables chain where nftables is missing.
+//! - [`portlock`]: one daemon per interface or queue: flock under
+//!   `/run/dummynet`, released when the process ends.
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
@@ -20,6 +22,7 @@ pub mod firewall;
 pub mod hugealloc;
 pub mod netns;
 pub mod nfqueue;
+pub mod portlock;
 pub mod rawip;
 pub mod rt;
 pub mod rtnl;

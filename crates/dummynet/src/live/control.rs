@@ -77,7 +77,7 @@ impl Reply {
 /// EX_USAGE for bad syntax and EX_DATAERR for refused values).
 const EX_USAGE: i32 = 64;
 const EX_DATAERR: i32 = 65;
-const EX_UNAVAILABLE: i32 = 69;
+pub(crate) const EX_UNAVAILABLE: i32 = 69;
 
 /// Applies or shows one parsed command against the engine.
 pub fn execute<P: Payload>(

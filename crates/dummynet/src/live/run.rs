@@ -16,6 +16,7 @@ use dummynet_engine::config::Setting;
 use dummynet_engine::{Command, Engine};
 use dummynet_io::firewall::{Backend as IptablesBackend, Firewall, InterceptSpec};
 use dummynet_io::netns::Netns;
+use dummynet_io::portlock::{LockError, Port, PortLock};
 
 use super::bridge::Bridge;
 use super::control::{self, ControlServer};
@@ -26,6 +27,10 @@ use super::{Backend, Carrier};
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("mode").required(true).args(["bridge", "host"]))]
 #[command(after_help = "\
+One daemon per port: `run` on an interface or NFQUEUE number that a running daemon \
+uses (in the same network namespace) is refused with exit status 69, naming that \
+daemon's pid. The lock behind it, a file under /run/dummynet, dies with its daemon.
+
 Host mode's rules: `nft list table inet dummynet-QUEUE` with nftables, \
 `iptables -S DUMMYNET-QUEUE` with the iptables fallback; the daemon prints which. \
 They are removed when the daemon stops; an nftables table also when it is killed.")]
@@ -309,10 +314,53 @@ fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
     Ok(spec)
 }
 
-/// sysexits(3) `EX_UNAVAILABLE`: what the daemon needs is gone (a bridge
-/// port deleted under --exit-on-link-loss), as `ipfw` says of a daemon that
-/// does not answer.
-const EX_UNAVAILABLE: u8 = 69;
+/// Why `run` ended early, and its exit status.
+struct Failure {
+    status: u8,
+    message: String,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure { status: 1, message }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Failure {
+        Failure::from(message.to_string())
+    }
+}
+
+impl From<LockError> for Failure {
+    fn from(e: LockError) -> Failure {
+        // A port another daemon holds: EX_UNAVAILABLE, as a command the
+        // daemon cannot serve gets from the control socket.
+        let status = match e {
+            LockError::Held { .. } => u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1),
+            _ => 1,
+        };
+        Failure {
+            status,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Claims the ports of `args` (both bridge interfaces, or the queue) in
+/// this process's network namespace, before anything is touched: a second
+/// daemon on them is refused, and host mode's cleanup of a dead daemon's
+/// rules never meets a live daemon's. Held until `run` returns.
+fn claim_ports(args: &RunArgs) -> Result<Vec<PortLock>, Failure> {
+    let ports: Vec<Port> = match &args.bridge {
+        Some(ifs) => ifs.iter().map(|i| Port::Interface(i.clone())).collect(),
+        None => vec![Port::Queue(args.queue)],
+    };
+    ports
+        .into_iter()
+        .map(|p| PortLock::acquire(p).map_err(Failure::from))
+        .collect()
+}
 
 pub fn run(args: RunArgs) -> ExitCode {
     match run_inner(&args) {
@@ -321,20 +369,22 @@ pub fn run(args: RunArgs) -> ExitCode {
                 eprint!("dummynet: stopped.\n{report}");
                 ExitCode::SUCCESS
             }
+            // A bridge port deleted under --exit-on-link-loss: what the
+            // daemon needs is gone (EX_UNAVAILABLE).
             Some(why) => {
                 eprint!("{report}");
                 eprintln!("dummynet run: {why}");
-                ExitCode::from(EX_UNAVAILABLE)
+                ExitCode::from(u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1))
             }
         },
-        Err(e) => {
-            eprintln!("dummynet run: {e}");
-            ExitCode::FAILURE
+        Err(f) => {
+            eprintln!("dummynet run: {}", f.message);
+            ExitCode::from(f.status)
         }
     }
 }
 
-fn run_inner(args: &RunArgs) -> Result<Report, String> {
+fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     let mut config = match &args.config {
         Some(path) => crate::sim::load_config(path)?,
         None => Vec::new(),
@@ -371,7 +421,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             _ => return Err("--bridge takes two interfaces".into()),
         };
         if a == b {
-            return Err(format!("--bridge {a} {b}: the two interfaces must differ"));
+            return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
         let exit_on_link_loss = args.exit_on_link_loss;
         Box::new(move |e| {
@@ -388,6 +438,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, String> {
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };
+    let _ports = claim_ports(args)?;
     let running = spawn(
         None,
         config,
