@@ -297,6 +297,7 @@ fn to_all(n: u32, action: fn(u32) -> Action) -> Command {
         number: Some(100),
         action: action(n),
         prob: None,
+        extra: Default::default(),
         body: Vec::new(),
     })
 }
@@ -314,6 +315,7 @@ fn pipe_cmd(bw: u64, delay: Nanos, limit: QueueLimit) -> Command {
                 limit,
                 ..Default::default()
             },
+            sched: None,
         },
     )
 }
@@ -376,7 +378,14 @@ struct Offer {
 }
 
 fn pipe_with(link: LinkConfig, flowset: FlowsetConfig) -> Command {
-    Command::ConfigPipe(1, PipeConfig { link, flowset })
+    Command::ConfigPipe(
+        1,
+        PipeConfig {
+            link,
+            flowset,
+            sched: None,
+        },
+    )
 }
 
 fn jitter_2ms(distribution: Distribution, unordered: bool) -> Option<Jitter> {

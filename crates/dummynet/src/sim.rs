@@ -1013,6 +1013,7 @@ mod tests {
                 limit: QueueLimit::Slots(3),
                 ..Default::default()
             },
+            sched: None,
         };
         vec![
             (1, Command::ConfigPipe(1, pipe)),
@@ -1022,6 +1023,7 @@ mod tests {
                     number: Some(100),
                     action: Action::Pipe(1),
                     prob: None,
+                    extra: Default::default(),
                     body: vec![],
                 }),
             ),

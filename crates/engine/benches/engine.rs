@@ -31,6 +31,7 @@ fn rule(n: u16, action: Action, body: Vec<Cond>) -> Command {
         number: Some(n),
         action,
         prob: None,
+        extra: Default::default(),
         body,
     })
 }

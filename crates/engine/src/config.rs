@@ -76,6 +76,15 @@ pub enum Command {
     FlushDummynet,
     /// `sysctl NAME=VALUE` / `kenv NAME=VALUE`.
     Set(Setting),
+    /// `table N ...`
+    Table(TableName, TableCmd),
+    /// `set enable|disable|move|swap ...`
+    RuleSets(SetCmd),
+    /// `delete set N`: every rule of set N (the default rule stays).
+    DeleteSet(u8),
+    /// `resetlog [N ...]`: the `logamount` budget of the given rules, or of
+    /// all, starts again.
+    ResetLog(Vec<u16>),
 }
 
 /// One option group of a `modify`: which parts of a configuration it sets.
@@ -170,14 +179,89 @@ pub enum Setting {
     PipeSlotLimit(u32),
     /// `net.inet.ip.dummynet.pipe_byte_limit` (default 1 MiB): largest `queue NKbytes`.
     PipeByteLimit(u64),
+    /// `net.inet.ip.fw.enable` (default 1; `ipfw enable|disable firewall`):
+    /// with 0 every packet passes, unclassified.
+    Firewall(bool),
+    /// `net.inet.ip.fw.dyn_*`: dynamic state lifetimes (seconds) and the
+    /// most states kept.
+    Dyn(DynSetting, u32),
     /// `net.inet.ip.dummynet.<sysctl>=<value>`: a plug-in parameter's
     /// default ([`crate::params::tunable`] finds it by name), in its unit.
     Tunable { sysctl: &'static str, value: u64 },
 }
 
+/// The `net.inet.ip.fw.dyn_*` sysctls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynSetting {
+    AckLifetime,
+    SynLifetime,
+    FinLifetime,
+    RstLifetime,
+    UdpLifetime,
+    ShortLifetime,
+    Max,
+    /// Accepted and kept for `sysctl`, without effect: nothing here sends
+    /// keepalives.
+    Keepalive,
+}
+
+impl DynSetting {
+    pub const ALL: [DynSetting; 8] = [
+        DynSetting::AckLifetime,
+        DynSetting::SynLifetime,
+        DynSetting::FinLifetime,
+        DynSetting::RstLifetime,
+        DynSetting::UdpLifetime,
+        DynSetting::ShortLifetime,
+        DynSetting::Max,
+        DynSetting::Keepalive,
+    ];
+
+    /// The sysctl's name after `net.inet.ip.fw.`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DynSetting::AckLifetime => "dyn_ack_lifetime",
+            DynSetting::SynLifetime => "dyn_syn_lifetime",
+            DynSetting::FinLifetime => "dyn_fin_lifetime",
+            DynSetting::RstLifetime => "dyn_rst_lifetime",
+            DynSetting::UdpLifetime => "dyn_udp_lifetime",
+            DynSetting::ShortLifetime => "dyn_short_lifetime",
+            DynSetting::Max => "dyn_max",
+            DynSetting::Keepalive => "dyn_keepalive",
+        }
+    }
+
+    /// FreeBSD's default.
+    pub fn default_value(self) -> u32 {
+        match self {
+            DynSetting::AckLifetime => 300,
+            DynSetting::SynLifetime => 20,
+            DynSetting::FinLifetime => 1,
+            DynSetting::RstLifetime => 1,
+            DynSetting::UdpLifetime => 10,
+            DynSetting::ShortLifetime => 5,
+            DynSetting::Max => 16384,
+            DynSetting::Keepalive => 1,
+        }
+    }
+
+    /// The largest value taken: a lifetime of a day, a million states
+    /// (about 100 MB).
+    pub fn max_value(self) -> u32 {
+        match self {
+            DynSetting::Max => 1 << 20,
+            DynSetting::Keepalive => 1,
+            _ => 86_400,
+        }
+    }
+}
+
 /// Run-time settings, named after the FreeBSD sysctls they mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
+    pub firewall: bool,
+    /// `net.inet.ip.fw.dyn_*`, in [`DynSetting::ALL`]'s order.
+    pub dyn_: [u32; 8],
     pub one_pass: bool,
     pub default_to_accept: bool,
     pub expire: bool,
@@ -190,6 +274,8 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
+            firewall: true,
+            dyn_: DynSetting::ALL.map(DynSetting::default_value),
             one_pass: true,
             default_to_accept: false,
             expire: true,
@@ -201,6 +287,10 @@ impl Default for Settings {
 }
 
 impl Settings {
+    pub fn dyn_value(&self, d: DynSetting) -> u32 {
+        self.dyn_[d as usize]
+    }
+
     /// The value of a plug-in default, in its unit.
     pub fn tunable(&self, t: &Tunable) -> u64 {
         self.tunables.get(t.sysctl).copied().unwrap_or(t.default)
@@ -213,6 +303,17 @@ impl Settings {
             Setting::OnePass(v) => self.one_pass = v,
             Setting::DefaultToAccept(v) => self.default_to_accept = v,
             Setting::Expire(v) => self.expire = v,
+            Setting::Firewall(v) => self.firewall = v,
+            Setting::Dyn(d, v) => {
+                if v > d.max_value() || (v == 0 && d != DynSetting::Keepalive) {
+                    return Err(format!(
+                        "net.inet.ip.fw.{} must be within 1..{}",
+                        d.name(),
+                        d.max_value()
+                    ));
+                }
+                self.dyn_[d as usize] = v;
+            }
             Setting::PipeSlotLimit(0) => return Err("pipe_slot_limit must be at least 1".into()),
             Setting::PipeSlotLimit(v) => self.pipe_slot_limit = v,
             Setting::PipeByteLimit(0) => return Err("pipe_byte_limit must be at least 1".into()),
@@ -242,6 +343,67 @@ pub struct RuleSpec {
     pub prob: Option<Probability>,
     /// All conditions must hold (the body `proto from SRC to DST [options]`).
     pub body: Vec<Cond>,
+    /// What ipfw keeps beside the match and the action: the set, the action
+    /// modifiers (`log`, `tag`), dynamic state and the comment.
+    pub extra: RuleExtra,
+}
+
+/// The parts of a rule that are neither its match nor its action.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuleExtra {
+    /// `set N` (0..=30; 31 holds the default rule). Rules of a disabled set
+    /// are skipped.
+    pub set: u8,
+    /// `log [logamount N]`: matches are logged, at most N times (0: no limit)
+    /// until `resetlog`.
+    pub log: Option<u32>,
+    /// `tag N` / `untag N`: attach or remove a tag when the rule matches.
+    pub tag: Option<TagOp>,
+    /// `keep-state`, `record-state`, `limit`, `set-limit`.
+    pub state: Option<StateKind>,
+    /// `:flowname` of `keep-state`, `limit` or `check-state` (ipfw's
+    /// default name is `default`; `check-state :any` checks all).
+    pub flow: Option<String>,
+    /// `// text`: kept and shown.
+    pub comment: Option<String>,
+}
+
+/// `tag N` or `untag N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagOp {
+    pub untag: bool,
+    pub tag: u16,
+}
+
+/// How a rule makes dynamic state (ipfw(8), STATEFUL FIREWALL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    /// `keep-state`: checks for a state here (if no check was made before
+    /// in this walk), else makes one.
+    Keep,
+    /// `record-state`: makes one, without the check.
+    Record,
+    /// `limit MASK N`: keep-state, with at most `max` states per value of
+    /// the masked fields.
+    Limit { mask: LimitMask, max: u32 },
+    /// `set-limit MASK N`: limit, without the check.
+    SetLimit { mask: LimitMask, max: u32 },
+}
+
+impl StateKind {
+    /// Whether the rule checks for an existing state before its body.
+    pub fn checks(self) -> bool {
+        matches!(self, StateKind::Keep | StateKind::Limit { .. })
+    }
+}
+
+/// The fields `limit` counts states by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct LimitMask {
+    pub src_addr: bool,
+    pub src_port: bool,
+    pub dst_addr: bool,
+    pub dst_port: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,10 +414,30 @@ pub enum Action {
     Deny,
     Pipe(u32),
     Queue(u32),
-    /// Continue at the first rule numbered N or higher (N must exceed the rule's own number).
+    /// Continue at the first rule numbered N or higher (a target at or
+    /// before the rule means the next rule, as in FreeBSD).
     Skipto(u16),
     /// Update counters and continue.
     Count,
+    /// `check-state [:flowname]`: if the packet belongs to a dynamic state,
+    /// the action of the rule that made it; else continue.
+    CheckState,
+    /// `call N`: as `skipto N`, remembering where to `return`.
+    Call(u16),
+    /// `return`: back after the last `call`.
+    Return,
+    /// `pipe tablearg`, `queue tablearg`, `skipto tablearg`, `call tablearg`:
+    /// the number is the value of the body's last table lookup.
+    Tablearg(ArgAction),
+}
+
+/// The actions that take `tablearg` for their number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgAction {
+    Pipe,
+    Queue,
+    Skipto,
+    Call,
 }
 
 /// One condition of a rule body, possibly negated with `not`.
@@ -285,6 +467,16 @@ pub enum CondKind {
     IpVersion(u8),
     SrcAddr(Vec<AddrMatch>),
     DstAddr(Vec<AddrMatch>),
+    /// `from me` / `from me6`: an address of this host (`v6` for `me6`).
+    SrcMe {
+        v6: bool,
+    },
+    DstMe {
+        v6: bool,
+    },
+    /// `from table(N[,VALUE])` / `src-ip table(...)`.
+    SrcTable(TableRef),
+    DstTable(TableRef),
     SrcPort(Vec<PortRange>),
     DstPort(Vec<PortRange>),
     /// `in` / `out`
@@ -295,17 +487,187 @@ pub enum CondKind {
     Xmit(IfaceSpec),
     /// `via IF`: `recv IF` for incoming packets, `xmit IF` for outgoing ones.
     Via(IfaceSpec),
+    /// `{ A or B or ... }`: any of the alternatives.
+    Or(Vec<Cond>),
+    /// `setup`: TCP with SYN and without ACK.
+    Setup,
+    /// `established`: TCP with RST or ACK.
+    Established,
+    /// `tcpflags SPEC`
+    TcpFlags(Bits),
+    /// `tcpoptions SPEC` ([`tcp_option`] bits).
+    TcpOptions(Bits),
+    TcpSeq(u32),
+    TcpAck(u32),
+    TcpWin(Vec<PortRange>),
+    TcpDataLen(Vec<PortRange>),
+    /// `frag [SPEC]`: IPv4 fragment flags ([`frag_bit`]); bare `frag` is
+    /// "not the first fragment".
+    Frag(Bits),
+    IpLen(Vec<PortRange>),
+    IpTtl(Vec<PortRange>),
+    IpId(Vec<PortRange>),
+    /// `iptos SPEC` (IPv4 TOS bits, IPv6 traffic class).
+    IpTos(Bits),
+    /// `ipprecedence N` (the top 3 bits of TOS).
+    IpPrecedence(u8),
+    /// `dscp LIST`: a bitmap of the 64 code points.
+    Dscp(u64),
+    /// `icmptypes LIST` / `icmp6types LIST`: a bitmap of the 256 types.
+    IcmpTypes {
+        v6: bool,
+        types: [u64; 4],
+    },
+    /// `mac DST SRC`: Ethernet addresses under masks (layer 2 only).
+    Mac {
+        dst: MacMatch,
+        src: MacMatch,
+    },
+    /// `mac-type LIST`: the Ethernet type (layer 2 only).
+    MacType(Vec<PortRange>),
+    /// `layer2`: the packet came with its Ethernet header (a bridge).
+    Layer2,
+    /// `antispoof`, `verrevpath`, `versrcreach`: route checks on the source.
+    Antispoof,
+    Verrevpath,
+    Versrcreach,
+    /// `tagged LIST`
+    Tagged(Vec<PortRange>),
+    /// `diverted`, `diverted-loopback`, `diverted-output`: never true
+    /// (nothing here diverts).
+    Diverted,
+}
+
+/// Bits that must be set and bits that must be clear (`syn,!ack`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bits {
+    pub set: u8,
+    pub clear: u8,
+}
+
+/// TCP option bits of [`CondKind::TcpOptions`], as ipfw names them.
+pub mod tcp_option {
+    pub const MSS: u8 = 1;
+    pub const WINDOW: u8 = 2;
+    pub const SACK: u8 = 4;
+    pub const TS: u8 = 8;
+    pub const CC: u8 = 16;
+}
+
+/// IPv4 fragment bits of [`CondKind::Frag`].
+pub mod frag_bit {
+    /// A fragment offset above 0: not the first fragment.
+    pub const OFFSET: u8 = 1;
+    pub const MF: u8 = 2;
+    pub const DF: u8 = 4;
+    pub const RF: u8 = 8;
+}
+
+/// An Ethernet address under a mask; `any` is an all-zero mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MacMatch {
+    pub addr: [u8; 6],
+    pub mask: [u8; 6],
+}
+
+/// A lookup table: `table(N)` or `table(NAME)`, optionally with the value
+/// the entry must have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRef {
+    pub name: TableName,
+    pub value: Option<u32>,
+}
+
+/// ipfw tables are named by number (legacy) or by name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TableName {
+    Number(u32),
+    Name(String),
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TableName::Number(n) => write!(f, "{n}"),
+            TableName::Name(s) => f.write_str(s),
+        }
+    }
+}
+
+/// What a table's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableType {
+    /// IPv4 and IPv6 prefixes.
+    Addr,
+    /// Interface names.
+    Iface,
+    /// Numbers (ports, tags...).
+    Number,
+}
+
+impl TableType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableType::Addr => "addr",
+            TableType::Iface => "iface",
+            TableType::Number => "number",
+        }
+    }
+}
+
+/// A table's key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TableKey {
+    Addr(AddrMatch),
+    Iface(String),
+    Number(u32),
+}
+
+impl TableKey {
+    pub fn table_type(&self) -> TableType {
+        match self {
+            TableKey::Addr(_) => TableType::Addr,
+            TableKey::Iface(_) => TableType::Iface,
+            TableKey::Number(_) => TableType::Number,
+        }
+    }
+}
+
+/// `table N ...` commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableCmd {
+    /// `table N create [type T]` (addr unless said).
+    Create(TableType),
+    Destroy,
+    /// `table N add KEY [VALUE] ...`; value 0 when left out.
+    Add(Vec<(TableKey, u32)>),
+    Delete(Vec<TableKey>),
+    Flush,
+}
+
+/// `set ...` commands (rule sets 0..31).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetCmd {
+    /// `set enable A disable B ...`: bitmasks of sets to enable and disable.
+    Toggle { enable: u32, disable: u32 },
+    /// `set move A to B`: every rule of set A into set B.
+    Move { from: u8, to: u8 },
+    /// `set move rule N to B`
+    MoveRule { number: u16, to: u8 },
+    /// `set swap A B`
+    Swap(u8, u8),
 }
 
 /// An address or network: `10.0.0.1`, `10.0.0.0/8`, `2001:db8::/32`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AddrMatch {
     pub addr: IpAddr,
     /// Prefix length (0..=32 for IPv4, 0..=128 for IPv6).
     pub prefix: u8,
 }
 
-/// An inclusive port range; a single port is `lo == hi`.
+/// An inclusive range of ports (or of another 16-bit field: `iplen`,
+/// `ipttl`, `tcpwin`, `mac-type`, tags); a single value is `lo == hi`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortRange {
     pub lo: u16,
@@ -319,6 +681,8 @@ pub enum IfaceSpec {
     Name(String),
     Pattern(String),
     Any,
+    /// `recv table(N)`: a name in an interface table.
+    Table(TableRef),
 }
 
 // ---------------------------------------------------------------- dummynet
@@ -479,6 +843,18 @@ impl Default for FlowsetConfig {
 pub struct PipeConfig {
     pub link: LinkConfig,
     pub flowset: FlowsetConfig,
+    /// `type T [params]` on a pipe: the type of scheduler N, which the
+    /// queues of `queue M config pipe N` feed (FreeBSD takes scheduler
+    /// options on `pipe N config`; OPNsense writes them there). `None`
+    /// keeps scheduler N as it is.
+    pub sched: Option<PipeSched>,
+}
+
+/// A scheduler type and its parameters, given on `pipe N config`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PipeSched {
+    pub kind: String,
+    pub params: Vec<(String, u64)>,
 }
 
 /// `queue N config (sched M | pipe M) ...`: a flowset feeding scheduler M.

@@ -6,11 +6,11 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-use crate::classifier::{self, Decision, Interfaces, Reach, Ruleset};
+use crate::classifier::{self, Bytes, Decision, Interfaces, LogEvent, Reach, Ruleset, Tags, Walk};
 use crate::config::{
     Action, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
-    RuleSpec, SchedConfig, Schedule, Setting, Settings, DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS,
-    MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName, DEFAULT_RULE,
+    DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::impair::On;
@@ -18,7 +18,7 @@ use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 use crate::rng::Rng;
 use crate::sched::{self, SchedType};
-use crate::stats::{DropReason, LinkView, RuleView, Snapshot, Totals};
+use crate::stats::{DropReason, LinkView, RuleView, Snapshot, StateView, TableView, Totals};
 use crate::time::{Nanos, NS_PER_SEC};
 
 /// A configuration command the engine refused; nothing was changed.
@@ -245,13 +245,26 @@ impl<P: Payload> Engine<P> {
             self.expire(now);
         }
         self.totals.arrived += 1;
-        let (decision, rule) = self.rules.classify(
-            0,
-            now,
-            &info,
-            self.settings.default_to_accept,
-            &mut self.rng,
-        );
+        if !self.settings.firewall {
+            // `ipfw disable firewall`: nothing is classified.
+            self.totals.delivered += 1;
+            return Verdict::Pass {
+                payload,
+                rule: DEFAULT_RULE,
+            };
+        }
+        let mut tags = Tags::default();
+        let walk = Walk {
+            bytes: Bytes {
+                ip: payload.ip_bytes(),
+                frame: payload.frame_bytes(),
+            },
+            ifs: &self.ifaces,
+            settings: &self.settings,
+        };
+        let (decision, rule) = self
+            .rules
+            .classify(0, now, &info, &mut tags, &walk, &mut self.rng);
         let target = match decision {
             Decision::Allow => {
                 self.totals.delivered += 1;
@@ -260,11 +273,12 @@ impl<P: Payload> Engine<P> {
                     rule: rule.number,
                 };
             }
-            Decision::Deny => {
-                self.totals.drops[DropReason::RuleDeny as usize] += 1;
+            Decision::Deny | Decision::StateRefused => {
+                let reason = refusal(decision);
+                self.totals.drops[reason as usize] += 1;
                 return Verdict::Drop {
                     payload,
-                    reason: DropReason::RuleDeny,
+                    reason,
                     rule: Some(rule.number),
                     target: None,
                 };
@@ -276,6 +290,7 @@ impl<P: Payload> Engine<P> {
         let held = Held {
             payload,
             info,
+            tags,
             seq: self.seq,
             rule,
             target,
@@ -323,6 +338,7 @@ impl<P: Payload> Engine<P> {
         if self.settings.expire {
             self.dn.expire_idle();
         }
+        self.rules.states.sweep(now);
     }
 
     /// Bytes one idle per-flow queue costs under a scheduler of type `kind`
@@ -562,11 +578,20 @@ impl<P: Payload> Engine<P> {
                     continue;
                 }
                 let start = self.rules.resume_after(held.rule);
+                let walk = Walk {
+                    bytes: Bytes {
+                        ip: held.payload.ip_bytes(),
+                        frame: held.payload.frame_bytes(),
+                    },
+                    ifs: &self.ifaces,
+                    settings: &self.settings,
+                };
                 let (decision, rule) = self.rules.classify(
                     start,
                     at,
                     &held.info,
-                    self.settings.default_to_accept,
+                    &mut held.tags,
+                    &walk,
                     &mut self.rng,
                 );
                 held.rule = rule;
@@ -575,9 +600,9 @@ impl<P: Payload> Engine<P> {
                         self.ready.push_back(output(held, at, None));
                         continue;
                     }
-                    Decision::Deny => {
+                    Decision::Deny | Decision::StateRefused => {
                         self.ready
-                            .push_back(output(held, at, Some(DropReason::RuleDeny)));
+                            .push_back(output(held, at, Some(refusal(decision))));
                         continue;
                     }
                     Decision::Pipe(n) => Target::Pipe(n),
@@ -682,6 +707,7 @@ impl<P: Payload> Engine<P> {
                 let merged = PipeConfig {
                     link: modify::link(link, &cfg.link, f),
                     flowset: modify::flowset(fs, &cfg.flowset, f),
+                    sched: cfg.sched,
                 };
                 self.config_pipe(now, n, merged)
             }
@@ -793,7 +819,146 @@ impl<P: Payload> Engine<P> {
                 Ok(())
             }
             Command::Set(s) => self.set(s),
+            Command::Table(name, cmd) => self.table(&name, cmd),
+            Command::RuleSets(cmd) => self.rule_sets(cmd),
+            Command::DeleteSet(set) => {
+                if set == 31 {
+                    return err("set 31 holds the default rule and cannot be deleted");
+                }
+                self.rules.retain(|r| r.spec.extra.set != set);
+                Ok(())
+            }
+            Command::ResetLog(nums) => {
+                if let Some(n) = nums.iter().find(|&&n| !self.rules.contains(n)) {
+                    return err(format!("rule {n} does not exist"));
+                }
+                self.rules.reset_log(&nums);
+                Ok(())
+            }
         }
+    }
+
+    fn table(&mut self, name: &TableName, cmd: TableCmd) -> Result<(), ConfigError> {
+        let tables = &mut self.rules.tables;
+        match cmd {
+            TableCmd::Create(ty) => tables.create(name, ty),
+            TableCmd::Add(entries) => tables.add(name, &entries),
+            TableCmd::Delete(keys) => tables.delete(name, &keys),
+            TableCmd::Flush => tables.flush(name),
+            TableCmd::Destroy => {
+                if !tables.exists(name) {
+                    return err(format!("table {name} does not exist"));
+                }
+                // A table rules read stays (emptied), as ipfw refuses to
+                // destroy a referenced table.
+                let used = self.rules.rules().iter().find(|r| {
+                    self.rules
+                        .tables
+                        .slot(name)
+                        .is_some_and(|s| r.body.uses_table(s))
+                });
+                if let Some(r) = used {
+                    return err(format!(
+                        "table {name} is used by rule {}; delete the rule first",
+                        r.number
+                    ));
+                }
+                self.rules.tables.destroy(name)
+            }
+        }
+        .map_err(ConfigError)
+    }
+
+    fn rule_sets(&mut self, cmd: SetCmd) -> Result<(), ConfigError> {
+        let check = |s: u8| {
+            if s > 31 {
+                err(format!("set {s} does not exist; sets are 0..31"))
+            } else {
+                Ok(())
+            }
+        };
+        let movable = |s: u8| {
+            check(s)?;
+            if s == 31 {
+                return err("set 31 holds the default rule; rules are not moved in or out of it");
+            }
+            Ok(())
+        };
+        match cmd {
+            SetCmd::Toggle { enable, disable } => {
+                if (enable | disable) & (1 << 31) != 0 {
+                    return err("set 31 holds the default rule and is always enabled");
+                }
+                if enable & disable != 0 {
+                    return err(format!(
+                        "set {} is both enabled and disabled",
+                        (enable & disable).trailing_zeros()
+                    ));
+                }
+                self.rules.disabled_sets = (self.rules.disabled_sets | disable) & !enable;
+            }
+            SetCmd::Move { from, to } => {
+                movable(from)?;
+                movable(to)?;
+                self.rules
+                    .rules_mut()
+                    .iter_mut()
+                    .filter(|r| r.spec.extra.set == from)
+                    .for_each(|r| r.spec.extra.set = to);
+            }
+            SetCmd::MoveRule { number, to } => {
+                movable(to)?;
+                if number == DEFAULT_RULE || !self.rules.contains(number) {
+                    return err(format!("rule {number} does not exist or cannot be moved"));
+                }
+                self.rules
+                    .rules_mut()
+                    .iter_mut()
+                    .filter(|r| r.number == number)
+                    .for_each(|r| r.spec.extra.set = to);
+            }
+            SetCmd::Swap(a, b) => {
+                movable(a)?;
+                movable(b)?;
+                for r in self.rules.rules_mut() {
+                    let s = &mut r.spec.extra.set;
+                    if *s == a {
+                        *s = b;
+                    } else if *s == b {
+                        *s = a;
+                    }
+                }
+                // The disabled mask stays with the set numbers, as in
+                // FreeBSD: the rules change sets, the sets keep their state.
+            }
+        }
+        Ok(())
+    }
+
+    /// This host's addresses, which `me` and `me6` match: set by the
+    /// daemon from its network namespace, by `sim` from `--me`.
+    pub fn set_local_addrs(&mut self, addrs: &[std::net::IpAddr]) {
+        let me = &mut self.rules.me;
+        me.v4.clear();
+        me.v6.clear();
+        for a in addrs {
+            match a {
+                std::net::IpAddr::V4(a) => me.v4.push(u128::from(u32::from(*a))),
+                std::net::IpAddr::V6(a) => me.v6.push(u128::from(*a)),
+            }
+        }
+    }
+
+    /// Matches of rules with `log` since the last call, oldest first, and
+    /// how many were not kept (at most [`classifier::LOG_CAPACITY`] are).
+    pub fn take_log(&mut self) -> (Vec<LogEvent>, u64) {
+        let lost = std::mem::take(&mut self.rules.log_lost);
+        (self.rules.log.drain(..).collect(), lost)
+    }
+
+    /// Whether some rule logs (so the daemon knows to take the log).
+    pub fn has_log(&self) -> bool {
+        !self.rules.log.is_empty() || self.rules.log_lost > 0
     }
 
     fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
@@ -808,15 +973,43 @@ impl<P: Payload> Engine<P> {
                  scheduler; a pipe's own queue is served FIFO (weight 1..{MAX_WEIGHT})"
             ));
         }
-        let (kind, params) = match self.dn.sched_kind(n) {
-            Some(k) => (
+        let (kind, params) = match (&cfg.sched, self.dn.sched_kind(n)) {
+            // `type T` on the pipe: scheduler N becomes T, as `sched N
+            // config type T` would make it.
+            (Some(ps), _) => {
+                let Some(kind) = sched::lookup(&ps.kind) else {
+                    return err(format!(
+                        "unknown scheduler type `{}`; available: {}",
+                        ps.kind,
+                        sched::names().join(", ")
+                    ));
+                };
+                let mut params = ps.params.clone();
+                crate::params::fill_defaults(kind.tunables, &mut params, &self.settings);
+                crate::params::clamp(kind.name, kind.params, &mut params, &mut self.notes);
+                if let Err(e) = (kind.new_instance)(&params) {
+                    return err(format!("pipe {n} type {}: {e}", kind.name));
+                }
+                if let Some((q, e)) = self
+                    .dn
+                    .flowsets_of(n)
+                    .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
+                {
+                    return err(format!(
+                        "pipe {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
+                        kind.name
+                    ));
+                }
+                (kind, params)
+            }
+            (None, Some(k)) => (
                 k,
                 self.dn
                     .sched_params(n)
                     .map(<[_]>::to_vec)
                     .unwrap_or_default(),
             ),
-            None => {
+            (None, None) => {
                 let mut params = Vec::new();
                 crate::params::fill_defaults(default_type().tunables, &mut params, &self.settings);
                 (default_type(), params)
@@ -943,8 +1136,15 @@ impl<P: Payload> Engine<P> {
             // A `skipto` back goes on at the next rule (see `classify`).
             _ => {}
         }
+        if spec.extra.set > 30 {
+            return err(format!(
+                "set {} is not for rules; use 0..30 (set 31 holds the default rule)",
+                spec.extra.set
+            ));
+        }
         let before = self.ifaces.len();
-        let body = classifier::compile(&spec.body, &mut self.ifaces);
+        let body = classifier::compile(&spec.body, &mut self.ifaces, &mut self.rules.tables)
+            .map_err(ConfigError)?;
         let spec = RuleSpec {
             number: Some(number),
             ..spec
@@ -1050,6 +1250,32 @@ impl<P: Payload> Engine<P> {
                 bytes: r.counters.bytes,
                 last_match: r.counters.last_match,
                 is_default: r.number == DEFAULT_RULE,
+                logged: r.counters.logged,
+            })
+            .collect();
+        let states = &self.rules.states;
+        let mut dynamic: Vec<StateView> = states
+            .iter()
+            .filter(|st| st.expire > self.now)
+            .map(|st| StateView {
+                rule: st.parent.number,
+                packets: st.packets,
+                bytes: st.bytes,
+                expires_in: st.expire - self.now,
+                key: *st.flow(),
+                name: states.name(st.name).to_string(),
+                limit: st.is_limit(),
+            })
+            .collect();
+        dynamic.sort_by(|a, b| (a.rule, a.key).cmp(&(b.rule, b.key)));
+        let tables = self
+            .rules
+            .tables
+            .all()
+            .map(|t| TableView {
+                name: t.name.clone(),
+                ty: t.ty,
+                entries: t.entries(),
             })
             .collect();
         let mut links: Vec<LinkView> = self
@@ -1082,7 +1308,19 @@ impl<P: Payload> Engine<P> {
                 .collect(),
             settings: self.settings.clone(),
             totals: self.totals(),
+            disabled_sets: self.rules.disabled_sets,
+            states: dynamic,
+            states_refused: states.refused,
+            tables,
         }
+    }
+}
+
+/// The drop reason of a walk that ended in a refusal.
+fn refusal(d: Decision) -> DropReason {
+    match d {
+        Decision::StateRefused => DropReason::StateRefused,
+        _ => DropReason::RuleDeny,
     }
 }
 

@@ -38,6 +38,11 @@ pub trait Payload {
     fn ip_bytes(&self) -> Option<&[u8]> {
         None
     }
+    /// The whole frame from its Ethernet header, if the packet came with
+    /// one (a bridge's): for `mac`, `mac-type` and `layer2` rules.
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        None
+    }
     /// The same bytes to change (an AQM sets ECN CE).
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
         None

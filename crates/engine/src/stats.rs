@@ -26,10 +26,13 @@ pub enum DropReason {
     Aqm,
     /// netem's `loss` models (random, gemodel, state) at the pipe's entry.
     Loss,
+    /// A `keep-state` or `limit` rule could not make its dynamic state
+    /// (`dyn_max` reached, or the rule's limit).
+    StateRefused,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::RuleDeny,
         DropReason::QueueFull,
         DropReason::Plr,
@@ -39,6 +42,7 @@ impl DropReason {
         DropReason::Deleted,
         DropReason::Aqm,
         DropReason::Loss,
+        DropReason::StateRefused,
     ];
 
     /// Stable short name used in logs and summaries.
@@ -53,6 +57,7 @@ impl DropReason {
             DropReason::Deleted => "deleted",
             DropReason::Aqm => "aqm",
             DropReason::Loss => "loss",
+            DropReason::StateRefused => "state-refused",
         }
     }
 
@@ -126,6 +131,38 @@ pub struct Snapshot {
     pub flowsets: Vec<FlowsetView>,
     pub settings: crate::config::Settings,
     pub totals: Totals,
+    /// Bit N set: rule set N is disabled.
+    pub disabled_sets: u32,
+    /// Dynamic rules (`keep-state`...), live ones, by rule.
+    pub states: Vec<StateView>,
+    /// States refused for `dyn_max` or a `limit`.
+    pub states_refused: u64,
+    /// Lookup tables, by name.
+    pub tables: Vec<TableView>,
+}
+
+/// A dynamic rule, as `ipfw -d show` prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateView {
+    /// The rule that made it.
+    pub rule: u16,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Time left to live.
+    pub expires_in: Nanos,
+    /// The flow as its first packet went.
+    pub key: FlowKey,
+    /// Its flow name (`default` unless `:name`).
+    pub name: String,
+    /// Made by `limit`.
+    pub limit: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableView {
+    pub name: crate::config::TableName,
+    pub ty: crate::config::TableType,
+    pub entries: Vec<(crate::config::TableKey, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +175,8 @@ pub struct RuleView {
     pub last_match: Option<Nanos>,
     /// True for rule 65535.
     pub is_default: bool,
+    /// Matches logged since the last `resetlog`.
+    pub logged: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

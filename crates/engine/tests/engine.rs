@@ -405,6 +405,7 @@ fn automatic_rule_numbers_follow_freebsd_up_to_65534() {
             number: None,
             action,
             prob: None,
+            extra: Default::default(),
             body: vec![],
         })
     };
@@ -453,6 +454,7 @@ fn rules_without_numbers_and_with_shared_numbers() {
             number: n,
             action: a,
             prob: None,
+            extra: Default::default(),
             body: vec![],
         })
     };
@@ -489,6 +491,7 @@ fn prob_rule_matches_a_fraction() {
         action: Action::Deny,
         prob: Some(Probability::new(0.3).unwrap()),
         body: vec![],
+        extra: Default::default(),
     }));
     h.apply(rule(200, Action::Allow, vec![]));
     for i in 0..10_000 {
@@ -807,6 +810,7 @@ fn idle_scheduler_instances_expire_too() {
                 },
                 ..Default::default()
             },
+            sched: None,
         },
     ));
     all_to_pipe(&mut h, 4);
@@ -1051,6 +1055,7 @@ fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
         action: Action::Pipe(1),
         prob: Some(Probability::new(0.5).unwrap()),
         body: vec![],
+        extra: Default::default(),
     };
     e.apply(0, pipe(1, 0, 10 * MS)).unwrap();
     e.apply(0, Command::AddRule(chance.clone())).unwrap();

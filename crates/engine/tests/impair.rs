@@ -72,7 +72,17 @@ impl Bench {
     }
 
     fn pipe(&mut self, now: Nanos, link: LinkConfig, flowset: FlowsetConfig) {
-        self.apply(now, Command::ConfigPipe(1, PipeConfig { link, flowset }));
+        self.apply(
+            now,
+            Command::ConfigPipe(
+                1,
+                PipeConfig {
+                    link,
+                    flowset,
+                    sched: None,
+                },
+            ),
+        );
     }
 
     fn apply(&mut self, now: Nanos, cmd: Command) {
@@ -355,6 +365,7 @@ fn reorder_without_delay_is_refused() {
                 PipeConfig {
                     link,
                     flowset: FlowsetConfig::default(),
+                    sched: None,
                 },
             ),
         )
@@ -724,6 +735,7 @@ fn bw_and_trace_exclude_each_other() {
                 PipeConfig {
                     link,
                     flowset: FlowsetConfig::default(),
+                    sched: None,
                 },
             ),
         )
@@ -736,7 +748,11 @@ fn bw_and_trace_exclude_each_other() {
 fn modify(n: u32, link: LinkConfig, flowset: FlowsetConfig, fields: &[Field]) -> Command {
     Command::ModifyPipe(
         n,
-        PipeConfig { link, flowset },
+        PipeConfig {
+            link,
+            flowset,
+            sched: None,
+        },
         fields.iter().copied().collect::<Fields>(),
     )
 }
@@ -975,7 +991,17 @@ fn pipe_one_fates(with_neighbour: bool) -> Vec<Option<Nanos>> {
             duplicate: Some(Duplicate(plain(0.3))),
             ..big_queue()
         };
-        b.apply(0, Command::ConfigPipe(2, PipeConfig { link, flowset: fs }));
+        b.apply(
+            0,
+            Command::ConfigPipe(
+                2,
+                PipeConfig {
+                    link,
+                    flowset: fs,
+                    sched: None,
+                },
+            ),
+        );
         b.apply(
             0,
             rule(
@@ -1084,6 +1110,7 @@ fn every_impairment_is_listed_checked_and_shown() {
             PipeConfig {
                 link: bad_reorder,
                 flowset,
+                sched: None,
             },
         ),
     );

@@ -187,8 +187,14 @@ fn link() -> impl Strategy<Value = LinkConfig> {
 fn command() -> impl Strategy<Value = Command> {
     let n = 1u32..=4;
     prop_oneof![
-        (n.clone(), link(), flowset())
-            .prop_map(|(n, link, flowset)| Command::ConfigPipe(n, PipeConfig { link, flowset })),
+        (n.clone(), link(), flowset()).prop_map(|(n, link, flowset)| Command::ConfigPipe(
+            n,
+            PipeConfig {
+                link,
+                flowset,
+                sched: None
+            }
+        )),
         (n.clone(), n.clone(), flowset()).prop_map(|(q, s, flowset)| Command::ConfigQueue(
             q,
             QueueConfig {
@@ -233,6 +239,7 @@ fn command() -> impl Strategy<Value = Command> {
                     number: Some(num * 100),
                     action,
                     prob: None,
+                    extra: Default::default(),
                     body,
                 })
             }),

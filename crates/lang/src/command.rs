@@ -35,15 +35,36 @@ pub(crate) enum Mode {
 #[rustfmt::skip]
 const COMMANDS: &[&str] = &[
     "add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv",
-    "kldload", "at",
+    "kldload", "at", "table", "set", "enable", "disable", "resetlog",
 ];
 
-/// ipfw commands this build does not implement.
+/// ipfw commands dummynet does not do, with what each is about.
 #[rustfmt::skip]
-const UNSUPPORTED_COMMANDS: &[&str] = &[
-    "set", "table", "tables", "nat", "enable", "disable", "resetlog", "nat64lsn", "nat64stl",
-    "nat64clat", "nptv6", "internal", "iflist", "talist", "lookup",
+const UNSUPPORTED_COMMANDS: &[(&str, &str)] = &[
+    ("nat", "NAT"), ("nat64lsn", "NAT64"), ("nat64stl", "NAT64"), ("nat64clat", "NAT64"),
+    ("nptv6", "NPTv6"), ("internal", "ipfw's kernel internals"), ("iflist", "ipfw's interface tracking"),
+    ("talist", "table algorithms"), ("lookup", "lookups by uid or jail"),
 ];
+
+/// Commands ipfw also takes abbreviated (`del`, `sh`), longest first where
+/// one is a prefix of another's abbreviation.
+const ABBREVIATED: &[&str] = &[
+    "delete", "flush", "zero", "show", "list", "resetlog", "enable", "disable", "table",
+];
+
+/// The command word `w` stands for: itself, or the ipfw command it
+/// abbreviates (at least 2 letters, and only one command starts so).
+fn command_word(w: &str) -> String {
+    let l = w.to_ascii_lowercase();
+    if COMMANDS.contains(&l.as_str()) || l.len() < 2 {
+        return l;
+    }
+    let mut hits = ABBREVIATED.iter().filter(|c| c.starts_with(l.as_str()));
+    match (hits.next(), hits.next()) {
+        (Some(c), None) => (*c).to_string(),
+        _ => l,
+    }
+}
 
 /// The sysctls of the engine itself; the plug-ins' defaults
 /// ([`dummynet_engine::params::tunables`]) come after them in [`settings`].
@@ -53,6 +74,43 @@ const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.expire",
     "net.inet.ip.dummynet.pipe_slot_limit",
     "net.inet.ip.dummynet.pipe_byte_limit",
+    "net.inet.ip.fw.enable",
+    "net.inet.ip.fw.dyn_ack_lifetime",
+    "net.inet.ip.fw.dyn_syn_lifetime",
+    "net.inet.ip.fw.dyn_fin_lifetime",
+    "net.inet.ip.fw.dyn_rst_lifetime",
+    "net.inet.ip.fw.dyn_udp_lifetime",
+    "net.inet.ip.fw.dyn_short_lifetime",
+    "net.inet.ip.fw.dyn_max",
+    "net.inet.ip.fw.dyn_keepalive",
+];
+
+/// Sysctls taken and deliberately left without effect, with why.
+const IGNORED_SETTINGS: &[(&str, &str)] = &[
+    (
+        "net.inet.ip.fw.verbose",
+        "`log` rules always log, to the daemon's log",
+    ),
+    (
+        "net.inet.ip.fw.verbose_limit",
+        "each rule's `logamount` limits its log",
+    ),
+    (
+        "net.inet.ip.fw.dyn_buckets",
+        "the state table grows as needed, up to dyn_max",
+    ),
+    (
+        "net.inet.ip.fw.autoinc_step",
+        "rules are numbered in steps of 100, as FreeBSD's default",
+    ),
+    (
+        "net.link.ether.ipfw",
+        "a bridge's frames always cross the rules",
+    ),
+    (
+        "net.link.bridge.ipfw",
+        "a bridge's frames always cross the rules",
+    ),
 ];
 
 /// Every sysctl name `sysctl` takes, for messages and suggestions.
@@ -348,19 +406,25 @@ fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
         for (i, c) in t.text.char_indices().skip(1) {
             match c {
                 'f' => flags.force = true,
+                'd' => flags.dynamic = true,
+                'e' => flags.dynamic = true,
+                'S' => flags.sets = true,
+                'a' => flags.counters = true,
+                // `-N` resolves addresses to names: shown as addresses here.
+                'N' | 'n' | 'c' | 'b' => {}
                 // FreeBSD: "-q ... (implies -f)".
                 'q' => {
                     flags.quiet = true;
                     flags.force = true;
                 }
-                't' => flags.timestamps = true,
+                't' | 'T' => flags.timestamps = true,
                 _ => {
                     let flag: String = c.to_string();
                     return Err(cur.error_in(
                         t,
                         i,
                         ErrorKind::Syntax,
-                        format!("unknown flag `-{flag}` (known: -f, -q, -t)"),
+                        format!("unknown flag `-{flag}` (known: -a, -b, -c, -d, -e, -f, -N, -n, -q, -S, -t, -T)"),
                     ));
                 }
             }
@@ -377,12 +441,12 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
             COMMANDS,
         ));
     };
-    let kw = t.text.to_ascii_lowercase();
-    if UNSUPPORTED_COMMANDS.contains(&kw.as_str()) {
+    let kw = command_word(t.text);
+    if let Some((_, what)) = UNSUPPORTED_COMMANDS.iter().find(|(c, _)| *c == kw) {
         return Err(cur.error_at(
             t,
             ErrorKind::Unavailable,
-            format!("`{}` is not supported by this build", t.text),
+            format!("`{}` is about {what}, which dummynet does not do", t.text),
         ));
     }
     if !COMMANDS.contains(&kw.as_str()) {
@@ -402,6 +466,9 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
     cur.bump();
     let statement = match kw.as_str() {
         "add" => Statement::Apply(Command::AddRule(rule::parse_add(cur)?)),
+        "delete" if cur.eat("set") => {
+            Statement::Apply(Command::DeleteSet(cur.number("rule set", 0, 31)? as u8))
+        }
         "delete" => {
             let numbers = rule_numbers(cur, false)?;
             if numbers.is_empty() {
@@ -422,7 +489,23 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
         "pipe" => return dnparse::parse(cur, Object::Pipe, ctx),
         "queue" => return dnparse::parse(cur, Object::Queue, ctx),
         "sched" => return dnparse::parse(cur, Object::Sched, ctx),
-        "sysctl" | "kenv" => Statement::Apply(Command::Set(parse_setting(cur)?)),
+        "sysctl" | "kenv" => {
+            // `sysctl -w NAME=VALUE`, as FreeBSD's sysctl(8) once required.
+            cur.eat("-w");
+            if let Some((_, why)) = cur.peek_word().and_then(|w| {
+                let name = w.split('=').next().unwrap_or(w);
+                IGNORED_SETTINGS.iter().find(|(n, _)| *n == name)
+            }) {
+                cur.bump();
+                Statement::Nop(why)
+            } else {
+                Statement::Apply(Command::Set(parse_setting(cur)?))
+            }
+        }
+        "table" => crate::tables::parse(cur)?,
+        "set" => crate::sets::parse(cur)?,
+        "enable" | "disable" => parse_toggle(cur, kw == "enable")?,
+        "resetlog" => Statement::Apply(Command::ResetLog(rule_numbers(cur, true)?)),
         _ => {
             // `kldload ipfw dummynet`: both are always here.
             while cur.bump().is_some() {}
@@ -431,6 +514,28 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
     };
     cur.finish(&format!("`{kw}`"))?;
     Ok(statement)
+}
+
+/// `enable|disable firewall|one_pass|dyn_keepalive|...`
+fn parse_toggle(cur: &mut Cursor<'_>, on: bool) -> Result<Statement, ParseError> {
+    const WHAT: &[&str] = &["firewall", "one_pass", "dyn_keepalive", "verbose", "debug"];
+    let t = cur.word("what to enable or disable (firewall, one_pass, dyn_keepalive)")?;
+    Ok(match t.text.to_ascii_lowercase().as_str() {
+        "firewall" => Statement::Apply(Command::Set(Setting::Firewall(on))),
+        "one_pass" => Statement::Apply(Command::Set(Setting::OnePass(on))),
+        "dyn_keepalive" => Statement::Apply(Command::Set(Setting::Dyn(
+            dummynet_engine::config::DynSetting::Keepalive,
+            u32::from(on),
+        ))),
+        "verbose" | "debug" => Statement::Nop("`log` rules always log, to the daemon's log"),
+        _ => {
+            return Err(cur.expected_at(
+                t,
+                "firewall, one_pass, dyn_keepalive, verbose or debug",
+                WHAT,
+            ))
+        }
+    })
 }
 
 /// Rule numbers up to the end of the line. The default rule may be shown and
@@ -475,6 +580,21 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             Setting::PipeSlotLimit(int(u64::from(u32::MAX))? as u32)
         }
         "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
+        "net.inet.ip.fw.enable" => Setting::Firewall(flag()?),
+        _ if name.starts_with("net.inet.ip.fw.dyn_")
+            && dummynet_engine::config::DynSetting::ALL
+                .iter()
+                .any(|d| name.ends_with(d.name()) && name.len() == 15 + d.name().len()) =>
+        {
+            let d = dummynet_engine::config::DynSetting::ALL
+                .into_iter()
+                .find(|d| &name[15..] == d.name())
+                .unwrap_or(dummynet_engine::config::DynSetting::Max);
+            let lo = u64::from(d == dummynet_engine::config::DynSetting::Keepalive);
+            let v = number_in(value, name, 1 - lo, u64::from(d.max_value()))
+                .map_err(|e| value_error(e.into_message()))?;
+            Setting::Dyn(d, v as u32)
+        }
         _ => {
             if let Some(s) = tunable_setting(name, value).map_err(value_error)? {
                 return Ok(s);

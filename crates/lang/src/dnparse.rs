@@ -12,8 +12,8 @@ use std::path::Path;
 
 use dummynet_engine::aqm::AqmType;
 use dummynet_engine::config::{
-    Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, Profile,
-    QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, PipeSched,
+    Profile, QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
@@ -207,12 +207,35 @@ fn parse_config(
     let cmd = match obj {
         Object::Pipe => {
             let mut cfg = PipeConfig::default();
+            // `type T [params]`: scheduler N's type, as FreeBSD takes it on
+            // a pipe. Its parameters come before the flowset's options of
+            // the same name (fq_codel's `ecn` is the scheduler's).
+            let mut ty: Option<&'static SchedType> = None;
             while let Some(t) = cur.peek() {
                 let after = w.last.take();
-                if !(link_option(cur, &mut cfg.link, ctx, &mut w)?
+                if t.is("type") {
+                    cur.bump();
+                    let found = sched_type(cur)?;
+                    ty = Some(found);
+                    cfg.sched = Some(PipeSched {
+                        kind: found.name.to_string(),
+                        params: Vec::new(),
+                    });
+                    w.fields.insert(Field::Type);
+                } else if let (Some(spec), Some(sc)) =
+                    (param_spec(ty, false, t), cfg.sched.as_mut())
+                {
+                    let kw = t.text.to_ascii_lowercase();
+                    cur.bump();
+                    let owner = ty.map_or("sched", |ty| ty.name);
+                    let v = aqm::value(cur, spec, &kw, owner)?;
+                    aqm::set(&mut sc.params, spec.name, v);
+                    w.fields.insert(Field::Params);
+                } else if !(link_option(cur, &mut cfg.link, ctx, &mut w)?
                     || flowset_option(cur, &mut cfg.flowset, &mut w)?)
                 {
-                    return Err(unknown_option(cur, t, obj, TypeParams::None, after));
+                    let params = ty.map_or(TypeParams::None, TypeParams::Of);
+                    return Err(unknown_option(cur, t, obj, params, after));
                 }
             }
             w.finish(cur, &mut cfg.flowset)?;
@@ -808,7 +831,6 @@ fn unknown_option(
         );
     }
     let elsewhere = match obj {
-        Object::Pipe if kw == "type" => Some("a scheduler option: use `sched N config type NAME`"),
         Object::Queue if LINK_OPTIONS.contains(&kw.as_str()) => {
             Some("a link option: set it with `pipe M config` or `sched M config`")
         }

@@ -227,6 +227,14 @@ impl<'a> Cursor<'a> {
         ParseError::new(kind, message, self.src, t.start + from, t.text.len() - from)
     }
 
+    /// The rest of the line from the next token, as written (a `// comment`),
+    /// consuming every token.
+    pub fn take_rest(&mut self) -> &'a str {
+        let from = self.peek().map_or(self.end, |t| t.start);
+        self.pos = self.toks.len();
+        self.src.get(from..self.end).unwrap_or_default()
+    }
+
     /// True if the next token is a word of digits only.
     pub fn peek_is_number(&self) -> bool {
         self.peek_word()

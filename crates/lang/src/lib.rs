@@ -63,12 +63,19 @@ mod impair;
 mod lexer;
 mod names;
 mod rule;
+mod rulefmt;
+mod ruleopt;
+mod sets;
 mod show;
+mod tables;
 mod units;
 
 pub use error::{ErrorKind, FileError, ParseError};
-pub use rule::format_rule_body;
-pub use show::{format_pipes, format_queues, format_rules, format_scheds};
+pub use rulefmt::format_rule_body;
+pub use show::{
+    format_pipes, format_queues, format_rules, format_rules_with, format_scheds, format_sets,
+    format_tables, RuleShow,
+};
 
 use command::{FileLine, Mode};
 use dnparse::Context;
@@ -80,8 +87,15 @@ pub struct Flags {
     pub force: bool,
     /// `-q`: quiet. The parser also sets `force`, as FreeBSD's `-q` implies `-f`.
     pub quiet: bool,
-    /// `-t`: show the last match time of each rule.
+    /// `-t` (or `-T`): show the last match time of each rule.
     pub timestamps: bool,
+    /// `-d`: show the dynamic rules after the static ones (`-e`: expired
+    /// ones too; this engine drops a state when it expires, so the same).
+    pub dynamic: bool,
+    /// `-S`: show each rule's set.
+    pub sets: bool,
+    /// `-a`: `list` with counters, as `show`.
+    pub counters: bool,
 }
 
 /// What a line asks for.
@@ -110,6 +124,10 @@ pub enum ShowRequest {
     Pipes(Vec<u32>),
     Queues(Vec<u32>),
     Scheds(Vec<u32>),
+    /// `set show`: which sets are enabled.
+    Sets,
+    /// `table N list` (`None`: `table all list`).
+    Tables(Option<dummynet_engine::config::TableName>),
 }
 
 /// A parsed command line.

@@ -1,54 +1,70 @@
-//! `add [N] [prob P] ACTION [PROTO] [from SRC [PORTS] to DST [PORTS]] [OPTIONS]`
-//! and its inverse, the canonical text of a rule.
+//! `add [N] [set S] [prob P] ACTION [log [logamount N]] [tag N] BODY`:
+//! ipfw(8)'s rule syntax. The canonical text of a rule is in
+//! [`crate::rulefmt`]; the values of the options (`tcpflags syn,!ack`,
+//! `icmptypes echo`, `mac any 00:11:...`) in [`crate::ruleopt`].
 //!
-//! A body is a flat list of conditions. The parser puts it in canonical order
+//! A body is a flat list of conditions, all of which must hold; an or-block
+//! `{ A or B }` is one condition. The parser puts the body in canonical order
 //! (protocol, source, destination, then the options as written) so that a
-//! rule printed by [`format_rule_body`] reads back to exactly the same
-//! [`RuleSpec`], whichever way it was first written: `pipe 2 in proto tcp`
-//! and `pipe 2 tcp from any to any in` are the same rule.
+//! rule printed by [`crate::format_rule_body`] reads back to exactly the same
+//! [`RuleSpec`], whichever way it was first written.
 
-use std::fmt::Write as _;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 
 use dummynet_engine::config::{
-    Action, AddrMatch, Cond, CondKind, IfaceSpec, PortRange, RuleSpec, DEFAULT_RULE, MAX_NUMBER,
+    Action, AddrMatch, ArgAction, Cond, CondKind, IfaceSpec, LimitMask, PortRange, RuleExtra,
+    RuleSpec, StateKind, TableName, TableRef, TagOp, DEFAULT_RULE, MAX_NUMBER,
 };
 use dummynet_engine::Direction;
 
 use crate::error::{ErrorKind, ParseError};
-use crate::lexer::{Cursor, Tok};
-use crate::names::{proto_word, proto_words, rule_proto_name, service_port, ProtoWord};
-use crate::units::{format_probability, probability};
+use crate::lexer::{Cursor, Tok, Token};
+use crate::names::{proto_word, proto_words, service_port, ProtoWord};
+pub(crate) use crate::rulefmt::canonical;
+use crate::ruleopt;
+use crate::units::probability;
 
 #[rustfmt::skip]
 const ACTIONS: &[&str] = &[
     "allow", "accept", "pass", "permit", "deny", "drop", "pipe", "queue", "skipto", "count",
+    "check-state", "call", "return",
 ];
 
-/// FreeBSD actions this build does not implement.
+/// FreeBSD actions dummynet does not do, with what each is.
 #[rustfmt::skip]
-const UNSUPPORTED_ACTIONS: &[&str] = &[
-    "reject", "unreach", "unreach6", "reset", "reset6", "fwd", "forward", "divert", "tee", "nat",
-    "nat64lsn", "nat64stl", "nat64clat", "nptv6", "netgraph", "ngtee", "setfib", "setdscp", "call",
-    "return", "check-state", "abort", "abort6", "tcp-setmss", "eaction", "altq", "tag", "untag",
+const UNSUPPORTED_ACTIONS: &[(&str, &str)] = &[
+    ("reject", "answering with ICMP"), ("unreach", "answering with ICMP"),
+    ("unreach6", "answering with ICMPv6"), ("reset", "answering with a TCP RST"),
+    ("reset6", "answering with a TCP RST"), ("fwd", "forwarding to a next hop"),
+    ("forward", "forwarding to a next hop"), ("divert", "divert sockets"),
+    ("tee", "divert sockets"), ("nat", "NAT"), ("nat64lsn", "NAT64"), ("nat64stl", "NAT64"),
+    ("nat64clat", "NAT64"), ("nptv6", "NPTv6"), ("netgraph", "netgraph"),
+    ("ngtee", "netgraph"), ("setfib", "FIBs"), ("setdscp", "rewriting DSCP"),
+    ("abort", "SCTP aborts"), ("abort6", "SCTP aborts"), ("tcp-setmss", "rewriting TCP MSS"),
+    ("eaction", "external actions"), ("altq", "ALTQ"), ("reass", "IP reassembly"),
+    ("setmark", "packet marks"),
 ];
 
 #[rustfmt::skip]
 const OPTIONS: &[&str] = &[
     "in", "out", "via", "recv", "xmit", "proto", "src-ip", "dst-ip", "src-ip6", "dst-ip6",
-    "src-port", "dst-port", "ipversion", "not",
+    "src-port", "dst-port", "ipversion", "not", "setup", "established", "tcpflags", "tcpoptions",
+    "tcpseq", "tcpack", "tcpwin", "tcpdatalen", "frag", "iplen", "ipttl", "iptos", "ipid",
+    "ipprecedence", "dscp", "icmptypes", "icmp6types", "mac", "mac-type", "layer2", "antispoof",
+    "verrevpath", "versrcreach", "tagged", "tag", "untag", "diverted", "log", "keep-state",
+    "record-state", "limit", "set-limit", "//",
 ];
 
-/// FreeBSD rule options this build does not implement.
+/// FreeBSD rule options dummynet does not do, with what each needs.
 #[rustfmt::skip]
-const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "log", "logamount", "keep-state", "record-state", "limit", "set-limit", "setup", "established",
-    "frag", "tcpflags", "tcpoptions", "tcpseq", "tcpack", "tcpwin", "tcpdatalen", "tcpmss",
-    "icmptypes", "icmp6types", "ipoptions", "iplen", "ipttl", "iptos", "ipid", "ipprecedence",
-    "mac", "mac-type", "layer2", "uid", "gid", "jail", "tagged", "fib", "dscp", "antispoof",
-    "verrevpath", "versrcreach", "diverted", "diverted-loopback", "diverted-output", "bridged",
-    "lookup", "flow", "flow-id", "ext6hdr", "sockarg", "defer-action", "defer-immediate-action",
-    "src-mac", "dst-mac", "me", "me6", "table",
+const UNSUPPORTED_OPTIONS: &[(&str, &str)] = &[
+    ("uid", "socket owners"), ("gid", "socket owners"), ("jail", "jails"), ("fib", "FIBs"),
+    ("sockarg", "socket options"), ("ipoptions", "IP options"), ("ext6hdr", "IPv6 extension header tests"),
+    ("flow-id", "IPv6 flow labels"), ("flow", "flow tables"), ("lookup", "lookups by uid or jail"),
+    ("bridged", "bridge-only tests"), ("defer-action", "deferred actions"),
+    ("defer-immediate-action", "deferred actions"), ("src-mac", "MAC lookups"),
+    ("dst-mac", "MAC lookups"), ("diverted-loopback", ""), ("diverted-output", ""),
+    ("altq", "ALTQ"), ("setfib", "FIBs"),
 ];
 
 /// Parses what follows `add`.
@@ -58,24 +74,24 @@ pub(crate) fn parse_add(cur: &mut Cursor<'_>) -> Result<RuleSpec, ParseError> {
     } else {
         None
     };
-    if cur.peek_is("set") {
-        return Err(unavailable(
-            cur,
-            "rule sets (`set N`) are not supported by this build",
-        ));
+    let mut extra = RuleExtra::default();
+    if cur.eat("set") {
+        extra.set = cur.number("rule set", 0, 30)? as u8;
     }
     // FreeBSD writes `prob` before the action; accept it after as well.
     let mut prob = parse_prob(cur)?;
-    let action = parse_action(cur)?;
+    let action = parse_action(cur, &mut extra)?;
     if prob.is_none() {
         prob = parse_prob(cur)?;
     }
-    let body = parse_body(cur)?;
+    parse_modifiers(cur, &mut extra)?;
+    let body = parse_body(cur, &mut extra)?;
     Ok(RuleSpec {
         number,
         action,
         prob,
         body,
+        extra,
     })
 }
 
@@ -106,28 +122,51 @@ fn parse_prob(
         .map_err(|e| cur.value_error(t, e))
 }
 
-fn parse_action(cur: &mut Cursor<'_>) -> Result<Action, ParseError> {
+fn unsupported_action(kw: &str) -> Option<&'static str> {
+    UNSUPPORTED_ACTIONS
+        .iter()
+        .find(|(a, _)| *a == kw)
+        .map(|(_, what)| *what)
+}
+
+fn parse_action(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<Action, ParseError> {
+    let what =
+        "an action (allow, deny, pipe N, queue N, skipto N, count, check-state, call N, return)";
     let Some(t) = cur.peek().filter(|t| t.kind == Tok::Word) else {
-        return Err(cur.expected(
-            "an action (allow, deny, pipe N, queue N, skipto N, count)",
-            ACTIONS,
-        ));
+        return Err(cur.expected(what, ACTIONS));
     };
     let kw = t.text.to_ascii_lowercase();
-    if UNSUPPORTED_ACTIONS.contains(&kw.as_str()) {
+    if let Some(feature) = unsupported_action(&kw) {
         return Err(cur.error_at(
             t,
             ErrorKind::Unavailable,
-            format!("action `{}` is not supported by this build", t.text),
+            format!(
+                "action `{}` needs {feature}, which dummynet does not do; it shapes, \
+                 delays and filters (allow, deny, pipe, queue, skipto, call, count)",
+                t.text
+            ),
         ));
     }
+    cur.bump();
     let action = match kw.as_str() {
         "allow" | "accept" | "pass" | "permit" => Action::Allow,
         "deny" | "drop" => Action::Deny,
         "count" => Action::Count,
-        "pipe" | "queue" | "skipto" => {
-            cur.bump();
-            let what = if kw == "skipto" {
+        "return" => Action::Return,
+        "check-state" => {
+            extra.flow = flow_name(cur)?;
+            Action::CheckState
+        }
+        "pipe" | "queue" | "skipto" | "call" => {
+            if cur.eat("tablearg") {
+                return Ok(Action::Tablearg(match kw.as_str() {
+                    "pipe" => ArgAction::Pipe,
+                    "queue" => ArgAction::Queue,
+                    "skipto" => ArgAction::Skipto,
+                    _ => ArgAction::Call,
+                }));
+            }
+            let what = if matches!(kw.as_str(), "skipto" | "call") {
                 "rule number"
             } else {
                 kw.as_str()
@@ -136,21 +175,74 @@ fn parse_action(cur: &mut Cursor<'_>) -> Result<Action, ParseError> {
             // A `skipto` back (or to itself) is taken, as FreeBSD takes it:
             // the classifier then goes on at the next rule (ip_fw2.c never
             // jumps back, so no loop can form).
-            return Ok(match kw.as_str() {
+            match kw.as_str() {
                 "pipe" => Action::Pipe(n as u32),
                 "queue" => Action::Queue(n as u32),
-                _ => Action::Skipto(n as u16),
-            });
+                "skipto" => Action::Skipto(n.min(u64::from(DEFAULT_RULE)) as u16),
+                _ => Action::Call(n.min(u64::from(DEFAULT_RULE)) as u16),
+            }
         }
-        _ => {
-            return Err(cur.expected(
-                "an action (allow, deny, pipe N, queue N, skipto N, count)",
-                ACTIONS,
-            ))
-        }
+        _ => return Err(cur.expected_at(t, what, ACTIONS)),
+    };
+    Ok(action)
+}
+
+/// `:name` after `keep-state`, `limit ...` or `check-state`.
+fn flow_name(cur: &mut Cursor<'_>) -> Result<Option<String>, ParseError> {
+    let Some(t) = cur.peek().filter(|t| t.text.starts_with(':')) else {
+        return Ok(None);
     };
     cur.bump();
-    Ok(action)
+    let name = &t.text[1..];
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        || name.len() > 63
+    {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "a flow name is `:` then up to 63 letters, digits, `_`, `-` or `.`",
+        ));
+    }
+    Ok(Some(name.to_string()))
+}
+
+/// `log [logamount N]`, `tag N`, `untag N` between the action and the body.
+fn parse_modifiers(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<(), ParseError> {
+    loop {
+        if cur.peek_is("log") {
+            parse_log(cur, extra)?;
+        } else if cur.peek_is("tag") || cur.peek_is("untag") {
+            parse_tag(cur, extra)?;
+        } else if cur.peek_is("altq") {
+            return Err(unavailable(
+                cur,
+                "`altq` needs ALTQ, which dummynet does not do",
+            ));
+        } else {
+            return Ok(());
+        }
+    }
+}
+
+fn parse_log(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<(), ParseError> {
+    cur.bump();
+    let amount = if cur.eat("logamount") {
+        cur.number("log amount after `logamount`", 0, u64::from(u32::MAX))? as u32
+    } else {
+        0
+    };
+    extra.log = Some(amount);
+    Ok(())
+}
+
+fn parse_tag(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<(), ParseError> {
+    let untag = cur.bump().is_some_and(|t| t.is("untag"));
+    let tag = cur.number("tag (1..65534)", 1, 65534)? as u16;
+    extra.tag = Some(TagOp { untag, tag });
+    Ok(())
 }
 
 /// Where we are in a body, for what the next word may be.
@@ -182,16 +274,13 @@ impl Stage {
     }
 }
 
-fn parse_body(cur: &mut Cursor<'_>) -> Result<Vec<Cond>, ParseError> {
+fn parse_body(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<Vec<Cond>, ParseError> {
     let mut body = Vec::new();
     let mut stage = Stage::Start;
-    if cur.peek().is_some_and(|t| t.kind == Tok::LBrace) {
-        return Err(unavailable(
-            cur,
-            "protocol lists `{ tcp or udp }` are not supported; write one rule per protocol",
-        ));
-    }
-    if let Some(p) = cur.peek_word().and_then(proto_word) {
+    if cur.peek().is_some_and(|t| t.kind == Tok::LBrace) && is_proto_block(cur) {
+        body.push(parse_proto_block(cur)?);
+        stage = Stage::AfterProto;
+    } else if let Some(p) = cur.peek_word().and_then(proto_word) {
         cur.bump();
         body.extend(proto_cond(p, false));
         stage = Stage::AfterProto;
@@ -205,10 +294,143 @@ fn parse_body(cur: &mut Cursor<'_>) -> Result<Vec<Cond>, ParseError> {
         stage = Stage::Options;
     }
     while !cur.at_end() {
+        if cur.peek().is_some_and(|t| t.text.starts_with("//")) {
+            let text = cur.take_rest().trim_start_matches('/').trim();
+            extra.comment = (!text.is_empty()).then(|| text.to_string());
+            break;
+        }
+        if parse_state_option(cur, extra)? {
+            stage = Stage::Options;
+            continue;
+        }
+        if cur.peek_is("log") {
+            parse_log(cur, extra)?;
+            continue;
+        }
+        if cur.peek_is("tag") || cur.peek_is("untag") {
+            parse_tag(cur, extra)?;
+            continue;
+        }
         body.extend(parse_option(cur, stage)?);
         stage = Stage::Options;
     }
     Ok(canonical(body))
+}
+
+/// `{ tcp or udp }` at the start of a body (rather than an option block).
+fn is_proto_block(cur: &Cursor<'_>) -> bool {
+    cur.peek_nth(1)
+        .is_some_and(|t| t.kind == Tok::Word && proto_word(t.text).is_some() && !t.is("not"))
+}
+
+fn parse_proto_block(cur: &mut Cursor<'_>) -> Result<Cond, ParseError> {
+    cur.bump();
+    let mut alts = Vec::new();
+    loop {
+        let t = cur.word("a protocol in `{ ... or ... }`")?;
+        match proto_word(t.text) {
+            Some(ProtoWord::Any) => {
+                return Err(cur.error_at(
+                    t,
+                    ErrorKind::Syntax,
+                    format!(
+                        "`{}` in a protocol block matches every packet; drop the block",
+                        t.text
+                    ),
+                ))
+            }
+            Some(p) => alts.extend(proto_cond(p, false)),
+            None => {
+                let c: Vec<&str> = proto_words().collect();
+                return Err(cur.expected_at(t, "a protocol name or number", &c));
+            }
+        }
+        if cur.eat_kind(Tok::RBrace) {
+            break;
+        }
+        if !cur.eat("or") {
+            return Err(cur.expected("`or` or `}` in the protocol block", &["or"]));
+        }
+    }
+    Ok(Cond::new(CondKind::Or(alts)))
+}
+
+/// `keep-state`, `record-state`, `limit MASK N`, `set-limit MASK N`, with
+/// an optional `:flowname`; `false` if none comes next.
+fn parse_state_option(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<bool, ParseError> {
+    let Some(t) = cur.peek() else {
+        return Ok(false);
+    };
+    let kind = match t.text.to_ascii_lowercase().as_str() {
+        "keep-state" => StateKind::Keep,
+        "record-state" => StateKind::Record,
+        kw @ ("limit" | "set-limit") => {
+            cur.bump();
+            let mask = parse_limit_mask(cur)?;
+            let max = cur.number("number of states after the limit's fields", 1, 65535)? as u32;
+            let kind = if kw == "limit" {
+                StateKind::Limit { mask, max }
+            } else {
+                StateKind::SetLimit { mask, max }
+            };
+            return set_state(cur, t, extra, kind).map(|()| true);
+        }
+        _ => return Ok(false),
+    };
+    cur.bump();
+    set_state(cur, t, extra, kind).map(|()| true)
+}
+
+fn set_state(
+    cur: &mut Cursor<'_>,
+    t: Token<'_>,
+    extra: &mut RuleExtra,
+    kind: StateKind,
+) -> Result<(), ParseError> {
+    if extra.state.is_some() {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "a rule makes state once: one of keep-state, record-state, limit, set-limit",
+        ));
+    }
+    extra.state = Some(kind);
+    if let Some(name) = flow_name(cur)? {
+        extra.flow = Some(name);
+    }
+    Ok(())
+}
+
+/// `src-addr`, `src-port`, `dst-addr`, `dst-port`, alone, comma-separated
+/// or in braces.
+fn parse_limit_mask(cur: &mut Cursor<'_>) -> Result<LimitMask, ParseError> {
+    const FIELDS: &[&str] = &["src-addr", "src-port", "dst-addr", "dst-port"];
+    let braced = cur.eat_kind(Tok::LBrace);
+    let mut m = LimitMask::default();
+    loop {
+        let t = cur.word("a field to limit by (src-addr, src-port, dst-addr, dst-port)")?;
+        match t.text.to_ascii_lowercase().as_str() {
+            "src-addr" => m.src_addr = true,
+            "src-port" => m.src_port = true,
+            "dst-addr" => m.dst_addr = true,
+            "dst-port" => m.dst_port = true,
+            _ => {
+                return Err(cur.expected_at(t, "src-addr, src-port, dst-addr or dst-port", FIELDS))
+            }
+        }
+        let more = cur.eat_kind(Tok::Comma)
+            || (braced
+                && cur
+                    .peek()
+                    .is_some_and(|t| t.kind == Tok::Word && FIELDS.iter().any(|f| t.is(f))));
+        if !more {
+            break;
+        }
+    }
+    if braced && !cur.eat_kind(Tok::RBrace) {
+        return Err(cur.expected("`}` after the limit's fields", &[]));
+    }
+    Ok(m)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -217,7 +439,8 @@ enum Side {
     Dst,
 }
 
-/// `[not] (any | ADDRS) [[not] PORTS]` after `from` or `to`.
+/// `[not] (any | me | me6 | table(N) | ADDRS) [[not] PORTS]` after `from`
+/// or `to`.
 fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseError> {
     let mut conds = Vec::new();
     let not_tok = if cur.peek_is("not") { cur.bump() } else { None };
@@ -228,12 +451,10 @@ fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseEr
         }
         cur.bump();
     } else {
-        let addrs = parse_addr_list(cur)?;
-        let kind = match side {
-            Side::Src => CondKind::SrcAddr(addrs),
-            Side::Dst => CondKind::DstAddr(addrs),
-        };
-        conds.push(Cond { negate, kind });
+        conds.push(Cond {
+            negate,
+            kind: parse_addr_spec(cur, side)?,
+        });
     }
     // Ports follow the address directly; a `not` belongs to them only if a
     // port comes next, otherwise it negates the first option.
@@ -259,17 +480,112 @@ fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseEr
     Ok(conds)
 }
 
+/// An address condition: `me`, `me6`, `table(N[,V])`, or addresses.
+fn parse_addr_spec(cur: &mut Cursor<'_>, side: Side) -> Result<CondKind, ParseError> {
+    if let Some(t) = cur.peek().filter(|t| t.is("me") || t.is("me6")) {
+        cur.bump();
+        let v6 = t.is("me6");
+        return Ok(match side {
+            Side::Src => CondKind::SrcMe { v6 },
+            Side::Dst => CondKind::DstMe { v6 },
+        });
+    }
+    if cur.peek_word().is_some_and(is_table_word) {
+        let t = parse_table_ref(cur)?;
+        return Ok(match side {
+            Side::Src => CondKind::SrcTable(t),
+            Side::Dst => CondKind::DstTable(t),
+        });
+    }
+    let addrs = parse_addr_list(cur)?;
+    Ok(match side {
+        Side::Src => CondKind::SrcAddr(addrs),
+        Side::Dst => CondKind::DstAddr(addrs),
+    })
+}
+
+/// `table(...)`, also as ipfw(8)'s examples quote it for the shell
+/// (`'table(1)'`), when a commands file keeps the quotes.
+fn is_table_word(w: &str) -> bool {
+    let w = w.trim_start_matches(['\'', '"']);
+    w.len() > 6 && w[..6].eq_ignore_ascii_case("table(")
+}
+
+/// `table(N)`, `table(NAME)` or `table(N,VALUE)` (the comma splits it into
+/// three tokens).
+pub(crate) fn parse_table_ref(cur: &mut Cursor<'_>) -> Result<TableRef, ParseError> {
+    let t = cur.word("`table(N)`")?;
+    let quote = t.text.starts_with(['\'', '"']);
+    let inner = &t.text[6 + usize::from(quote)..];
+    let inner = if quote {
+        inner.trim_end_matches(['\'', '"'])
+    } else {
+        inner
+    };
+    let (name_text, value) = if let Some(n) = inner.strip_suffix(')') {
+        (n, None)
+    } else {
+        if !cur.eat_kind(Tok::Comma) {
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                "expected `table(N)` or `table(N,VALUE)`",
+            ));
+        }
+        let v = cur.word("a value and `)` in `table(N,VALUE)`")?;
+        let Some(num) = v.text.trim_end_matches(['\'', '"']).strip_suffix(')') else {
+            return Err(cur.error_at(
+                v,
+                ErrorKind::Syntax,
+                "expected `)` to close `table(N,VALUE`",
+            ));
+        };
+        let value = num.parse::<u32>().map_err(|_| {
+            cur.error_at(
+                v,
+                ErrorKind::Syntax,
+                format!("a table value is a number (0..{}), found `{num}`", u32::MAX),
+            )
+        })?;
+        (inner, Some(value))
+    };
+    let name = table_name(name_text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?;
+    Ok(TableRef { name, value })
+}
+
+/// A table's name: a number (FreeBSD's legacy tables) or a word.
+pub(crate) fn table_name(s: &str) -> Result<TableName, String> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u32>()
+            .map(TableName::Number)
+            .map_err(|_| format!("table number `{s}` is too large (0..{})", u32::MAX));
+    }
+    let ok = s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if ok && !s.eq_ignore_ascii_case("all") {
+        Ok(TableName::Name(s.to_string()))
+    } else {
+        Err(format!(
+            "a table is named by a number or a word of up to 63 letters, digits, `_`, `-`, `.` \
+             starting with a letter (not `all`), found `{s}`"
+        ))
+    }
+}
+
 fn looks_like_port(w: &str) -> bool {
     w.starts_with(|c: char| c.is_ascii_digit())
         || w.split('-').next().and_then(service_port).is_some()
 }
 
-/// `a`, `a,b,c` or `{ a, b or c }`.
+/// `a`, `a,b,c`, `{ a, b or c }`, or an address set `10.0.0.0/24{1,5-9}`.
 fn parse_addr_list(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
     let mut addrs = Vec::new();
     if cur.eat_kind(Tok::LBrace) {
         loop {
-            addrs.push(parse_addr(cur)?);
+            addrs.extend(parse_addr(cur)?);
             if cur.eat_kind(Tok::RBrace) {
                 break;
             }
@@ -278,38 +594,145 @@ fn parse_addr_list(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
             }
         }
     } else {
-        addrs.push(parse_addr(cur)?);
+        addrs.extend(parse_addr(cur)?);
         while cur.eat_kind(Tok::Comma) {
-            addrs.push(parse_addr(cur)?);
+            addrs.extend(parse_addr(cur)?);
         }
     }
     Ok(addrs)
 }
 
-const ADDR_HELP: &str = "an address such as 10.0.0.1, 10.0.0.0/8 or 2001:db8::/32";
+const ADDR_HELP: &str = "an address such as 10.0.0.1, 10.0.0.0/8, 2001:db8::/32 or a host name";
 
-/// One address or network. Host bits under the prefix are cleared, as
-/// FreeBSD does, so `10.1.2.3/24` is the network 10.1.2.0/24.
-fn parse_addr(cur: &mut Cursor<'_>) -> Result<AddrMatch, ParseError> {
+/// One address or network (host bits under the prefix cleared, as FreeBSD
+/// does), a host name (resolved now, as ipfw resolves it: every address it
+/// has), or an address set `NET/LEN{A,B-C}` written with no blank before `{`.
+fn parse_addr(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
     let Some(t) = cur.peek().filter(|t| t.kind == Tok::Word) else {
         return Err(cur.expected(ADDR_HELP, &["any"]));
     };
-    if ["me", "me6"].iter().any(|k| t.is(k)) || t.text.starts_with("table(") {
+    if ["me", "me6"].iter().any(|k| t.is(k)) || is_table_word(t.text) {
         return Err(cur.error_at(
             t,
-            ErrorKind::Unavailable,
+            ErrorKind::Syntax,
             format!(
-                "`{}` is not supported by this build; write the addresses",
+                "`{}` stands alone; it cannot be part of an address list",
                 t.text
             ),
         ));
     }
-    let m = addr_match(t.text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?;
+    let m = match addr_match(t.text) {
+        Ok(m) => m,
+        Err(e) => match resolve_host(t.text) {
+            Some(v) => {
+                cur.bump();
+                return Ok(v);
+            }
+            None => return Err(cur.error_at(t, ErrorKind::Syntax, e)),
+        },
+    };
     cur.bump();
-    Ok(m)
+    let set_follows = cur
+        .peek()
+        .is_some_and(|b| b.kind == Tok::LBrace && b.start == t.end());
+    if set_follows {
+        return parse_addr_set(cur, t, m);
+    }
+    Ok(vec![m])
 }
 
-fn addr_match(s: &str) -> Result<AddrMatch, String> {
+/// A word that is no address may be a host name: resolved now, as ipfw
+/// does when the rule is added. Names only (letters first), so a typo in an
+/// address is still reported as one.
+fn resolve_host(name: &str) -> Option<Vec<AddrMatch>> {
+    let plausible = name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+    if !plausible {
+        return None;
+    }
+    let mut addrs: Vec<AddrMatch> = (name, 0)
+        .to_socket_addrs()
+        .ok()?
+        .map(|sa| AddrMatch {
+            addr: sa.ip(),
+            prefix: if sa.is_ipv4() { 32 } else { 128 },
+        })
+        .collect();
+    addrs.sort();
+    addrs.dedup();
+    (!addrs.is_empty()).then_some(addrs)
+}
+
+/// `{A,B-C}` after an IPv4 network of /24 or longer: the hosts of the
+/// network whose last part is listed.
+fn parse_addr_set(
+    cur: &mut Cursor<'_>,
+    net_tok: Token<'_>,
+    net: AddrMatch,
+) -> Result<Vec<AddrMatch>, ParseError> {
+    let IpAddr::V4(base) = net.addr else {
+        return Err(cur.error_at(
+            net_tok,
+            ErrorKind::Syntax,
+            "address sets `{...}` are for IPv4 networks",
+        ));
+    };
+    if net.prefix < 24 {
+        return Err(cur.error_at(
+            net_tok,
+            ErrorKind::Range,
+            "an address set's network must be /24 or longer (its hosts are 0..255)",
+        ));
+    }
+    cur.bump();
+    let span = 1u32 << (32 - u32::from(net.prefix));
+    let mut out = Vec::new();
+    loop {
+        let t = cur.word("a host number or range (e.g. 20 or 20-25) in the address set")?;
+        let (lo, hi) = match t.text.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok(), b.parse::<u32>().ok()),
+            None => (t.text.parse::<u32>().ok(), t.text.parse::<u32>().ok()),
+        };
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Syntax,
+                format!("expected a host number or range, found `{}`", t.text),
+            ));
+        };
+        if lo > hi || hi >= span {
+            return Err(cur.error_at(
+                t,
+                ErrorKind::Range,
+                format!(
+                    "hosts of a /{} are 0..{}, found `{}`",
+                    net.prefix,
+                    span - 1,
+                    t.text
+                ),
+            ));
+        }
+        for h in lo..=hi {
+            out.push(AddrMatch {
+                addr: IpAddr::V4(Ipv4Addr::from(u32::from(base) + h)),
+                prefix: 32,
+            });
+        }
+        if cur.eat_kind(Tok::RBrace) {
+            break;
+        }
+        if !cur.eat_kind(Tok::Comma) {
+            return Err(cur.expected("`,` or `}` in the address set", &[]));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+pub(crate) fn addr_match(s: &str) -> Result<AddrMatch, String> {
     let bad = || format!("expected {ADDR_HELP}, found `{s}`");
     let (addr, prefix) = if let Some((a, len)) = s.split_once('/') {
         let addr: IpAddr = a.parse().map_err(|_| bad())?;
@@ -406,18 +829,38 @@ fn proto_cond(p: ProtoWord, negate: bool) -> Option<Cond> {
     Some(Cond { negate, kind })
 }
 
-/// One option, possibly preceded by `not`; `None` for one that selects every
-/// packet (`proto ip`).
+/// One option, possibly preceded by `not`, or an or-block of options;
+/// `None` for one that selects every packet (`proto ip`, `dst-port any`).
 fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, ParseError> {
     let negate = cur.eat("not");
     let Some(t) = cur.peek() else {
         return Err(cur.expected("a rule option after `not`", OPTIONS));
     };
     if t.kind == Tok::LBrace {
-        return Err(unavailable(
-            cur,
-            "option blocks `{ ... or ... }` are not supported by this build",
-        ));
+        cur.bump();
+        let mut alts = Vec::new();
+        loop {
+            match parse_option(cur, Stage::Options)? {
+                Some(c) => alts.push(c),
+                None => {
+                    return Err(cur.error_at(
+                        t,
+                        ErrorKind::Syntax,
+                        "an alternative of this block matches every packet; drop the block",
+                    ))
+                }
+            }
+            if cur.eat_kind(Tok::RBrace) {
+                break;
+            }
+            if !cur.eat("or") {
+                return Err(cur.expected("`or` or `}` in the option block", &["or"]));
+            }
+        }
+        return Ok(Some(Cond {
+            negate,
+            kind: CondKind::Or(alts),
+        }));
     }
     let kw = t.text.to_ascii_lowercase();
     let kind = match kw.as_str() {
@@ -456,15 +899,25 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
         }
         "src-ip" | "dst-ip" | "src-ip6" | "dst-ip6" | "src-ipv6" | "dst-ipv6" => {
             cur.bump();
-            let addrs = parse_addr_list(cur)?;
-            if kw.starts_with("src") {
-                CondKind::SrcAddr(addrs)
+            let side = if kw.starts_with("src") {
+                Side::Src
             } else {
-                CondKind::DstAddr(addrs)
-            }
+                Side::Dst
+            };
+            parse_addr_spec(cur, side)?
         }
         "src-port" | "dst-port" => {
             cur.bump();
+            if cur.eat("any") {
+                if negate {
+                    return Err(cur.error_at(
+                        t,
+                        ErrorKind::Syntax,
+                        format!("`not {kw} any` matches no packet"),
+                    ));
+                }
+                return Ok(None);
+            }
             let ports = parse_ports(cur)?;
             if kw == "src-port" {
                 CondKind::SrcPort(ports)
@@ -501,24 +954,42 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
                 "`to` needs a source first: write `from any to ...`",
             ));
         }
-        _ if UNSUPPORTED_OPTIONS.contains(&kw.as_str())
-            || UNSUPPORTED_ACTIONS.contains(&kw.as_str()) =>
-        {
-            return Err(cur.error_at(
-                t,
-                ErrorKind::Unavailable,
-                format!("rule option `{}` is not supported by this build", t.text),
-            ));
+        _ => {
+            if let Some(kind) = ruleopt::parse_value_option(cur, &kw)? {
+                kind
+            } else if let Some((_, what)) = UNSUPPORTED_OPTIONS.iter().find(|(o, _)| *o == kw) {
+                let why = if what.is_empty() {
+                    "nothing is diverted here".to_string()
+                } else {
+                    format!("it needs {what}, which dummynet does not do")
+                };
+                return Err(cur.error_at(
+                    t,
+                    ErrorKind::Unavailable,
+                    format!("rule option `{}` is not available: {why}", t.text),
+                ));
+            } else if let Some(feature) = unsupported_action(&kw) {
+                return Err(cur.error_at(
+                    t,
+                    ErrorKind::Unavailable,
+                    format!("`{}` needs {feature}, which dummynet does not do", t.text),
+                ));
+            } else if negate {
+                return Err(cur.expected("a rule option after `not`", OPTIONS));
+            } else {
+                return Err(cur.expected(stage.expected(), &stage.candidates()));
+            }
         }
-        _ if negate => return Err(cur.expected("a rule option after `not`", OPTIONS)),
-        _ => return Err(cur.expected(stage.expected(), &stage.candidates())),
     };
     Ok(Some(Cond { negate, kind }))
 }
 
 fn parse_iface(cur: &mut Cursor<'_>, kw: &str) -> Result<IfaceSpec, ParseError> {
+    if cur.peek_word().is_some_and(is_table_word) {
+        return Ok(IfaceSpec::Table(parse_table_ref(cur)?));
+    }
     let t = cur.word(&format!(
-        "an interface name, pattern (`em*`) or `any` after `{kw}`"
+        "an interface name, pattern (`em*`), `table(N)` or `any` after `{kw}`"
     ))?;
     if t.text.eq_ignore_ascii_case("any") {
         return Ok(IfaceSpec::Any);
@@ -527,7 +998,7 @@ fn parse_iface(cur: &mut Cursor<'_>, kw: &str) -> Result<IfaceSpec, ParseError> 
         return Err(cur.error_at(
             t,
             ErrorKind::Unavailable,
-            "matching an interface by address is not supported by this build; give its name",
+            "matching an interface by address is not supported; give its name",
         ));
     }
     Ok(if t.text.contains(['*', '?', '[']) {
@@ -537,158 +1008,9 @@ fn parse_iface(cur: &mut Cursor<'_>, kw: &str) -> Result<IfaceSpec, ParseError> 
     })
 }
 
-fn unavailable(cur: &Cursor<'_>, message: &str) -> ParseError {
+pub(crate) fn unavailable(cur: &Cursor<'_>, message: &str) -> ParseError {
     match cur.peek() {
         Some(t) => cur.error_at(t, ErrorKind::Unavailable, message),
         None => cur.expected("more", &[]),
-    }
-}
-
-// ---------------------------------------------------------------- canonical form
-
-/// Which conditions a printed body shows in its `PROTO from SRC to DST` part:
-/// the first plain protocol, the first source and the first destination.
-/// Everything else prints as an option, in order.
-struct Layout {
-    proto: Option<usize>,
-    src: Option<usize>,
-    dst: Option<usize>,
-}
-
-fn layout(body: &[Cond]) -> Layout {
-    Layout {
-        proto: body.iter().position(|c| {
-            !c.negate && matches!(c.kind, CondKind::Proto(_) | CondKind::IpVersion(4 | 6))
-        }),
-        src: body
-            .iter()
-            .position(|c| matches!(c.kind, CondKind::SrcAddr(_))),
-        dst: body
-            .iter()
-            .position(|c| matches!(c.kind, CondKind::DstAddr(_))),
-    }
-}
-
-/// The body reordered as it prints: the [`Layout`] part first, the rest as written.
-fn canonical(body: Vec<Cond>) -> Vec<Cond> {
-    let l = layout(&body);
-    let lead = [l.proto, l.src, l.dst];
-    let mut slots: Vec<Option<Cond>> = body.into_iter().map(Some).collect();
-    let mut out: Vec<Cond> = lead
-        .iter()
-        .flatten()
-        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
-        .collect();
-    out.extend(slots.into_iter().flatten());
-    out
-}
-
-/// The canonical text of a rule after its number, as `ipfw show` prints it:
-/// `prob 0.500000 pipe 1 tcp from 10.0.0.0/8 to any dst-port 80 in via em0`.
-pub fn format_rule_body(spec: &RuleSpec) -> String {
-    let mut out = String::new();
-    if let Some(p) = spec.prob {
-        let _ = write!(out, "prob {} ", format_probability(p));
-    }
-    out.push_str(&format_action(spec.action));
-    let body = &spec.body;
-    let l = layout(body);
-    let proto = match l.proto.map(|i| &body[i].kind) {
-        Some(CondKind::Proto(n)) => rule_proto_name(*n),
-        Some(CondKind::IpVersion(4)) => "ip4".to_string(),
-        Some(CondKind::IpVersion(6)) => "ip6".to_string(),
-        _ => "ip".to_string(),
-    };
-    let endpoint = |i: Option<usize>| match i.map(|i| &body[i]) {
-        Some(Cond {
-            negate,
-            kind: CondKind::SrcAddr(a) | CondKind::DstAddr(a),
-        }) => {
-            format!("{}{}", if *negate { "not " } else { "" }, format_addrs(a))
-        }
-        _ => "any".to_string(),
-    };
-    let _ = write!(
-        out,
-        " {proto} from {} to {}",
-        endpoint(l.src),
-        endpoint(l.dst)
-    );
-    for (i, c) in body.iter().enumerate() {
-        if [l.proto, l.src, l.dst].contains(&Some(i)) {
-            continue;
-        }
-        out.push(' ');
-        if c.negate {
-            out.push_str("not ");
-        }
-        out.push_str(&format_option(&c.kind));
-    }
-    out
-}
-
-fn format_action(a: Action) -> String {
-    match a {
-        Action::Allow => "allow".into(),
-        Action::Deny => "deny".into(),
-        Action::Pipe(n) => format!("pipe {n}"),
-        Action::Queue(n) => format!("queue {n}"),
-        Action::Skipto(n) => format!("skipto {n}"),
-        Action::Count => "count".into(),
-    }
-}
-
-fn format_option(k: &CondKind) -> String {
-    let v6_only = |a: &[AddrMatch]| !a.is_empty() && a.iter().all(|m| m.addr.is_ipv6());
-    match k {
-        CondKind::Proto(n) => format!("proto {}", rule_proto_name(*n)),
-        CondKind::IpVersion(v) => format!("ipversion {v}"),
-        CondKind::SrcAddr(a) => format!(
-            "src-ip{} {}",
-            if v6_only(a) { "6" } else { "" },
-            format_addrs(a)
-        ),
-        CondKind::DstAddr(a) => format!(
-            "dst-ip{} {}",
-            if v6_only(a) { "6" } else { "" },
-            format_addrs(a)
-        ),
-        CondKind::SrcPort(p) => format!("src-port {}", format_ports(p)),
-        CondKind::DstPort(p) => format!("dst-port {}", format_ports(p)),
-        CondKind::Dir(Direction::In) => "in".into(),
-        CondKind::Dir(Direction::Out) => "out".into(),
-        CondKind::Recv(i) => format!("recv {}", format_iface(i)),
-        CondKind::Xmit(i) => format!("xmit {}", format_iface(i)),
-        CondKind::Via(i) => format!("via {}", format_iface(i)),
-    }
-}
-
-fn format_addrs(a: &[AddrMatch]) -> String {
-    let one = |m: &AddrMatch| {
-        let host = if m.addr.is_ipv4() { 32 } else { 128 };
-        if m.prefix == host {
-            m.addr.to_string()
-        } else {
-            format!("{}/{}", m.addr, m.prefix)
-        }
-    };
-    a.iter().map(one).collect::<Vec<_>>().join(",")
-}
-
-fn format_ports(p: &[PortRange]) -> String {
-    let one = |r: &PortRange| {
-        if r.lo == r.hi {
-            r.lo.to_string()
-        } else {
-            format!("{}-{}", r.lo, r.hi)
-        }
-    };
-    p.iter().map(one).collect::<Vec<_>>().join(",")
-}
-
-fn format_iface(i: &IfaceSpec) -> &str {
-    match i {
-        IfaceSpec::Name(n) | IfaceSpec::Pattern(n) => n,
-        IfaceSpec::Any => "any",
     }
 }

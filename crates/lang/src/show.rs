@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use dummynet_engine::config::{
-    LinkConfig, QueueLimit, Settings, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
+    LinkConfig, QueueLimit, Settings, TableKey, TableName, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
 };
 use dummynet_engine::flow::{FlowKey, FlowMask};
 use dummynet_engine::impair::Impairment;
@@ -20,11 +20,41 @@ use dummynet_engine::stats::{FlowCounters, FlowsetView, LinkView, SchedView, Sna
 use dummynet_engine::time::{NS_PER_MS, NS_PER_SEC};
 
 use crate::names::flow_proto_name;
-use crate::rule::format_rule_body;
+use crate::rulefmt::format_rule_body;
+
+/// How to print rules: which, and with what (ipfw's `show`/`list` and
+/// their flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleShow<'a> {
+    /// The rules to print (empty: all).
+    pub numbers: &'a [u16],
+    /// `show` (or `list -a`): packet and byte counters.
+    pub counters: bool,
+    /// `-t`: the last match time.
+    pub timestamps: bool,
+    /// `-d`: the dynamic rules after the static ones.
+    pub dynamic: bool,
+    /// `-S`: each rule's set.
+    pub sets: bool,
+}
 
 /// `ipfw show` (`counters`) or `ipfw list`, optionally with `-t` timestamps.
 /// Counters are right-aligned to the widest value among the listed rules.
 pub fn format_rules(s: &Snapshot, numbers: &[u16], counters: bool, timestamps: bool) -> String {
+    format_rules_with(
+        s,
+        &RuleShow {
+            numbers,
+            counters,
+            timestamps,
+            ..RuleShow::default()
+        },
+    )
+}
+
+/// `ipfw [-adSt] show|list [N ...]`.
+pub fn format_rules_with(s: &Snapshot, how: &RuleShow<'_>) -> String {
+    let (numbers, counters, timestamps) = (how.numbers, how.counters, how.timestamps);
     let rules: Vec<_> = s
         .rules
         .iter()
@@ -57,9 +87,87 @@ pub fn format_rules(s: &Snapshot, numbers: &[u16], counters: bool, timestamps: b
         } else {
             format_rule_body(&r.spec)
         };
+        if how.sets {
+            let _ = write!(out, " set {}", r.spec.extra.set);
+        }
         let _ = writeln!(out, " {body}");
     }
+    if how.dynamic && !s.states.is_empty() {
+        out.push_str(&format_states(s, numbers, pw.max(1), bw.max(1)));
+    }
     out
+}
+
+/// ipfw's `## Dynamic rules (N):` section: per state, its rule, counters,
+/// time to live and flow.
+fn format_states(s: &Snapshot, numbers: &[u16], pw: usize, bw: usize) -> String {
+    let states: Vec<_> = s
+        .states
+        .iter()
+        .filter(|st| numbers.is_empty() || numbers.contains(&st.rule))
+        .collect();
+    let mut out = format!("## Dynamic rules ({}):\n", states.len());
+    for st in states {
+        let k = &st.key;
+        let proto = flow_proto_name(k.proto).map_or_else(|| k.proto.to_string(), str::to_string);
+        let _ = writeln!(
+            out,
+            "{:05} {:>pw$} {:>bw$} ({}s) {} {proto} {} {} <-> {} {} :{}",
+            st.rule,
+            st.packets,
+            st.bytes,
+            st.expires_in.div_ceil(NS_PER_SEC),
+            if st.limit { "LIMIT" } else { "STATE" },
+            k.src_ip(),
+            k.sport,
+            k.dst_ip(),
+            k.dport,
+            st.name
+        );
+    }
+    out
+}
+
+/// `ipfw set show`: the disabled sets, then the enabled ones.
+pub fn format_sets(s: &Snapshot) -> String {
+    let list = |disabled: bool| -> String {
+        (0..32u32)
+            .filter(|n| (s.disabled_sets >> n & 1 == 1) == disabled)
+            .map(|n| format!(" {n}"))
+            .collect()
+    };
+    let mut out = String::new();
+    if s.disabled_sets != 0 {
+        let _ = write!(out, "disable{} ", list(true));
+    }
+    let _ = writeln!(out, "enable{}", list(false));
+    out
+}
+
+/// `ipfw table N list` (`None`: every table), as FreeBSD 11 lists them.
+pub fn format_tables(s: &Snapshot, name: Option<&TableName>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut found = false;
+    for t in s
+        .tables
+        .iter()
+        .filter(|t| name.is_none_or(|n| *n == t.name))
+    {
+        found = true;
+        let _ = writeln!(out, "--- table({}), set(0) ---", t.name);
+        for (k, v) in &t.entries {
+            let key = match k {
+                TableKey::Addr(m) => format!("{}/{}", m.addr, m.prefix),
+                TableKey::Iface(n) => n.clone(),
+                TableKey::Number(n) => n.to_string(),
+            };
+            let _ = writeln!(out, "{key} {v}");
+        }
+    }
+    match name {
+        Some(n) if !found => Err(format!("table {n} does not exist")),
+        _ => Ok(out),
+    }
 }
 
 fn default_rule_body(settings: &Settings) -> &'static str {

@@ -549,7 +549,8 @@ fn program_words_prompts_and_flags() {
         Flags {
             force: true,
             quiet: true,
-            timestamps: false
+            timestamps: false,
+            ..Flags::default()
         }
     );
     assert_eq!(
@@ -557,7 +558,8 @@ fn program_words_prompts_and_flags() {
         Flags {
             quiet: true,
             timestamps: true,
-            force: true
+            force: true,
+            ..Flags::default()
         }
     );
     let e = err("ipfw -qx flush");

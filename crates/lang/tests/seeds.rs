@@ -39,6 +39,7 @@ fn pipe(bw: u64, delay_ms: u64, limit: Option<QueueLimit>) -> PipeConfig {
             limit: limit.unwrap_or_default(),
             ..FlowsetConfig::default()
         },
+        sched: None,
     }
 }
 
@@ -47,6 +48,7 @@ fn rule(number: Option<u16>, action: Action, body: Vec<Cond>) -> Command {
         number,
         action,
         prob: None,
+        extra: Default::default(),
         body,
     })
 }

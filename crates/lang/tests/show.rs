@@ -88,6 +88,7 @@ fn rule(number: u16, line: &str, packets: u64, bytes: u64, last_match: Option<u6
         bytes,
         last_match,
         is_default: false,
+        logged: 0,
     }
 }
 
@@ -96,6 +97,7 @@ fn default_rule(packets: u64, bytes: u64) -> RuleView {
         number: Some(65535),
         action: Action::Deny,
         prob: None,
+        extra: Default::default(),
         body: vec![],
     };
     RuleView {
@@ -105,6 +107,7 @@ fn default_rule(packets: u64, bytes: u64) -> RuleView {
         bytes,
         last_match: None,
         is_default: true,
+        logged: 0,
     }
 }
 

@@ -103,13 +103,28 @@ pub fn execute<P: Payload>(
         },
         Statement::Show(req) => {
             let snap = engine.snapshot();
+            let f = parsed.flags;
             let text = match req {
-                ShowRequest::Rules { numbers, counters } => {
-                    dummynet_lang::format_rules(&snap, numbers, *counters, parsed.flags.timestamps)
-                }
+                ShowRequest::Rules { numbers, counters } => dummynet_lang::format_rules_with(
+                    &snap,
+                    &dummynet_lang::RuleShow {
+                        numbers,
+                        counters: *counters || f.counters,
+                        timestamps: f.timestamps,
+                        dynamic: f.dynamic,
+                        sets: f.sets,
+                    },
+                ),
                 ShowRequest::Pipes(n) => dummynet_lang::format_pipes(&snap, n),
                 ShowRequest::Queues(n) => dummynet_lang::format_queues(&snap, n),
                 ShowRequest::Scheds(n) => dummynet_lang::format_scheds(&snap, n),
+                ShowRequest::Sets => dummynet_lang::format_sets(&snap),
+                ShowRequest::Tables(name) => {
+                    match dummynet_lang::format_tables(&snap, name.as_ref()) {
+                        Ok(t) => t,
+                        Err(e) => return Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
+                    }
+                }
             };
             Reply::ok(text)
         }

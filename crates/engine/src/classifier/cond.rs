@@ -2,9 +2,14 @@
 
 use std::net::IpAddr;
 
-use crate::config::{AddrMatch, Cond, CondKind, IfaceSpec, PortRange};
+use crate::config::{
+    AddrMatch, Bits, Cond, CondKind, IfaceSpec, MacMatch, PortRange, TableRef, TableType,
+};
 use crate::flow::proto;
 use crate::packet::{Direction, IfaceId, PacketInfo};
+
+use super::headers::{tcp_flag, View};
+use super::tables::{Slot, Tables};
 
 /// The engine's interface names, interned so that rules compare ids.
 #[derive(Debug, Default, Clone)]
@@ -82,6 +87,8 @@ impl Net {
 enum IfMatch {
     /// `any`: the packet has such an interface.
     Any,
+    /// A name in an interface table (with the value it must have).
+    Table(Slot, Option<u32>),
     /// Bit i set: interface id i matches. Grown when new interfaces appear.
     Set {
         pattern: Option<String>,
@@ -91,9 +98,10 @@ enum IfMatch {
 }
 
 impl IfMatch {
-    fn new(spec: &IfaceSpec, ifs: &mut Interfaces) -> Self {
-        match spec {
+    fn new(spec: &IfaceSpec, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Self, String> {
+        Ok(match spec {
             IfaceSpec::Any => IfMatch::Any,
+            IfaceSpec::Table(t) => IfMatch::Table(resolve(tables, t, TableType::Iface)?, t.value),
             IfaceSpec::Name(n) => {
                 let id = ifs.intern(n);
                 let mut m = IfMatch::Set {
@@ -118,7 +126,7 @@ impl IfMatch {
                 }
                 m
             }
-        }
+        })
     }
 
     fn set(&mut self, id: IfaceId) {
@@ -139,11 +147,19 @@ impl IfMatch {
         }
     }
 
+    /// Whether `iface` matches; a table match sets `arg` to the entry's value.
     #[inline]
-    fn matches(&self, iface: Option<IfaceId>) -> bool {
+    fn matches(&self, iface: Option<IfaceId>, cx: &mut Cx<'_, '_>) -> bool {
         match (self, iface) {
             (_, None) => false,
             (IfMatch::Any, Some(_)) => true,
+            (IfMatch::Table(slot, want), Some(id)) => {
+                let found = cx
+                    .ifs
+                    .name(id)
+                    .and_then(|n| cx.tables.get(*slot).lookup_name(n));
+                cx.take_arg(found, *want)
+            }
             (IfMatch::Set { bits, .. }, Some(id)) => bits
                 .get(usize::from(id.0) / 64)
                 .is_some_and(|w| w & (1 << (id.0 % 64)) != 0),
@@ -171,12 +187,47 @@ enum Test {
     V6(bool),
     Src(Vec<Net>),
     Dst(Vec<Net>),
+    /// `me` (`false`) or `me6` (`true`) as the source or destination.
+    SrcMe(bool),
+    DstMe(bool),
+    SrcTable(Slot, Option<u32>),
+    DstTable(Slot, Option<u32>),
     SrcPort(Vec<PortRange>),
     DstPort(Vec<PortRange>),
     Dir(Direction),
     Recv(IfMatch),
     Xmit(IfMatch),
     Via(IfMatch),
+    Or(Vec<(bool, Test)>),
+    TcpFlags(Bits),
+    TcpOptions(Bits),
+    TcpSeq(u32),
+    TcpAck(u32),
+    TcpWin(Vec<PortRange>),
+    TcpDataLen(Vec<PortRange>),
+    Frag(Bits),
+    IpLen(Vec<PortRange>),
+    IpTtl(Vec<PortRange>),
+    IpId(Vec<PortRange>),
+    IpTos(Bits),
+    IpPrecedence(u8),
+    Dscp(u64),
+    Icmp {
+        v6: bool,
+        types: [u64; 4],
+    },
+    Mac {
+        dst: MacMatch,
+        src: MacMatch,
+    },
+    MacType(Vec<PortRange>),
+    Layer2,
+    /// `antispoof`, `verrevpath`, `versrcreach`: the engine has no routing
+    /// table, so these hold (as `sim` documents).
+    RouteCheck,
+    Tagged(Vec<PortRange>),
+    /// `diverted`: nothing is diverted here.
+    Never,
 }
 
 /// A compiled body: every test must pass (each may be negated).
@@ -185,26 +236,156 @@ pub(crate) struct Compiled {
     tests: Vec<(bool, Test)>,
 }
 
-pub(crate) fn compile(body: &[Cond], ifs: &mut Interfaces) -> Compiled {
+/// This host's addresses, for `me` and `me6`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LocalAddrs {
+    pub v4: Vec<u128>,
+    pub v6: Vec<u128>,
+}
+
+/// Up to four tags a packet carries (`tag N`), smallest first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tags {
+    tags: [u16; 4],
+    len: u8,
+}
+
+impl Tags {
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        self.tags[..usize::from(self.len)].iter().copied()
+    }
+
+    /// Adds `t`; a fifth distinct tag is not kept.
+    pub fn add(&mut self, t: u16) {
+        let n = usize::from(self.len);
+        if self.tags[..n].contains(&t) || n == self.tags.len() {
+            return;
+        }
+        self.tags[n] = t;
+        self.len += 1;
+        self.tags[..=n].sort_unstable();
+    }
+
+    pub fn remove(&mut self, t: u16) {
+        let n = usize::from(self.len);
+        if let Some(i) = self.tags[..n].iter().position(|&x| x == t) {
+            self.tags.copy_within(i + 1..n, i);
+            self.len -= 1;
+        }
+    }
+}
+
+/// What a body's tests read besides the packet's facts, and what they
+/// leave: the value of the last table lookup that matched (`tablearg`).
+pub(crate) struct Cx<'a, 'b> {
+    pub view: View<'a>,
+    pub tables: &'b Tables,
+    pub me: &'b LocalAddrs,
+    pub ifs: &'b Interfaces,
+    pub tags: Tags,
+    pub arg: u32,
+}
+
+impl Cx<'_, '_> {
+    /// A lookup found `found`: the test holds if there is one (with the
+    /// wanted value, if one is wanted), and `tablearg` becomes it.
+    #[inline]
+    fn take_arg(&mut self, found: Option<u32>, want: Option<u32>) -> bool {
+        match found {
+            Some(v) if want.is_none_or(|w| w == v) => {
+                self.arg = v;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+fn resolve(tables: &mut Tables, t: &TableRef, ty: TableType) -> Result<Slot, String> {
+    tables.resolve(&t.name, ty)
+}
+
+pub(crate) fn compile(
+    body: &[Cond],
+    ifs: &mut Interfaces,
+    tables: &mut Tables,
+) -> Result<Compiled, String> {
     let tests = body
         .iter()
-        .map(|c| {
-            let t = match &c.kind {
-                CondKind::Proto(p) => Test::Proto(*p),
-                CondKind::IpVersion(v) => Test::V6(*v == 6),
-                CondKind::SrcAddr(a) => Test::Src(a.iter().map(Net::new).collect()),
-                CondKind::DstAddr(a) => Test::Dst(a.iter().map(Net::new).collect()),
-                CondKind::SrcPort(p) => Test::SrcPort(p.clone()),
-                CondKind::DstPort(p) => Test::DstPort(p.clone()),
-                CondKind::Dir(d) => Test::Dir(*d),
-                CondKind::Recv(i) => Test::Recv(IfMatch::new(i, ifs)),
-                CondKind::Xmit(i) => Test::Xmit(IfMatch::new(i, ifs)),
-                CondKind::Via(i) => Test::Via(IfMatch::new(i, ifs)),
-            };
-            (c.negate, t)
-        })
-        .collect();
-    Compiled { tests }
+        .map(|c| Ok((c.negate, test(&c.kind, ifs, tables)?)))
+        .collect::<Result<_, String>>()?;
+    Ok(Compiled { tests })
+}
+
+fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test, String> {
+    Ok(match k {
+        CondKind::Proto(p) => Test::Proto(*p),
+        CondKind::IpVersion(v) => Test::V6(*v == 6),
+        CondKind::SrcAddr(a) => Test::Src(a.iter().map(Net::new).collect()),
+        CondKind::DstAddr(a) => Test::Dst(a.iter().map(Net::new).collect()),
+        CondKind::SrcMe { v6 } => Test::SrcMe(*v6),
+        CondKind::DstMe { v6 } => Test::DstMe(*v6),
+        CondKind::SrcTable(t) => Test::SrcTable(resolve(tables, t, TableType::Addr)?, t.value),
+        CondKind::DstTable(t) => Test::DstTable(resolve(tables, t, TableType::Addr)?, t.value),
+        CondKind::SrcPort(p) => Test::SrcPort(p.clone()),
+        CondKind::DstPort(p) => Test::DstPort(p.clone()),
+        CondKind::Dir(d) => Test::Dir(*d),
+        CondKind::Recv(i) => Test::Recv(IfMatch::new(i, ifs, tables)?),
+        CondKind::Xmit(i) => Test::Xmit(IfMatch::new(i, ifs, tables)?),
+        CondKind::Via(i) => Test::Via(IfMatch::new(i, ifs, tables)?),
+        CondKind::Or(alts) => Test::Or(
+            alts.iter()
+                .map(|c| Ok((c.negate, test(&c.kind, ifs, tables)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        CondKind::Setup => Test::TcpFlags(Bits {
+            set: tcp_flag::SYN,
+            clear: tcp_flag::ACK,
+        }),
+        // RST or ACK: no single Bits says "either", so an Or of two.
+        CondKind::Established => Test::Or(vec![
+            (
+                false,
+                Test::TcpFlags(Bits {
+                    set: tcp_flag::RST,
+                    clear: 0,
+                }),
+            ),
+            (
+                false,
+                Test::TcpFlags(Bits {
+                    set: tcp_flag::ACK,
+                    clear: 0,
+                }),
+            ),
+        ]),
+        CondKind::TcpFlags(b) => Test::TcpFlags(*b),
+        CondKind::TcpOptions(b) => Test::TcpOptions(*b),
+        CondKind::TcpSeq(n) => Test::TcpSeq(*n),
+        CondKind::TcpAck(n) => Test::TcpAck(*n),
+        CondKind::TcpWin(r) => Test::TcpWin(r.clone()),
+        CondKind::TcpDataLen(r) => Test::TcpDataLen(r.clone()),
+        CondKind::Frag(b) => Test::Frag(*b),
+        CondKind::IpLen(r) => Test::IpLen(r.clone()),
+        CondKind::IpTtl(r) => Test::IpTtl(r.clone()),
+        CondKind::IpId(r) => Test::IpId(r.clone()),
+        CondKind::IpTos(b) => Test::IpTos(*b),
+        CondKind::IpPrecedence(p) => Test::IpPrecedence(*p),
+        CondKind::Dscp(m) => Test::Dscp(*m),
+        CondKind::IcmpTypes { v6, types } => Test::Icmp {
+            v6: *v6,
+            types: *types,
+        },
+        CondKind::Mac { dst, src } => Test::Mac {
+            dst: *dst,
+            src: *src,
+        },
+        CondKind::MacType(r) => Test::MacType(r.clone()),
+        CondKind::Layer2 => Test::Layer2,
+        CondKind::Antispoof | CondKind::Verrevpath | CondKind::Versrcreach => Test::RouteCheck,
+        CondKind::Tagged(r) => Test::Tagged(r.clone()),
+        CondKind::Diverted => Test::Never,
+    })
 }
 
 /// Ports exist for these protocols only; a port test fails for others, as in
@@ -234,8 +415,10 @@ pub(crate) enum Tri {
 
 impl Compiled {
     #[inline]
-    pub fn matches(&self, p: &PacketInfo) -> bool {
-        self.tests.iter().all(|(negate, t)| t.eval(p) != *negate)
+    pub fn matches(&self, p: &PacketInfo, cx: &mut Cx<'_, '_>) -> bool {
+        self.tests
+            .iter()
+            .all(|(negate, t)| t.eval(p, cx) != *negate)
     }
 
     /// Whether the body matches packets coming `in` on `recv_if` with no
@@ -247,14 +430,10 @@ impl Compiled {
         for (negate, t) in &self.tests {
             let known = match t {
                 Test::Dir(d) => Some(*d == Direction::In),
-                Test::Recv(m) | Test::Via(m) => Some(m.matches(Some(recv_if))),
-                Test::Xmit(m) => Some(m.matches(None)),
-                Test::Proto(_)
-                | Test::V6(_)
-                | Test::Src(_)
-                | Test::Dst(_)
-                | Test::SrcPort(_)
-                | Test::DstPort(_) => None,
+                Test::Recv(m) | Test::Via(m) => m.decides(Some(recv_if)),
+                Test::Xmit(_) => Some(false),
+                Test::Never => Some(false),
+                _ => None,
             };
             match known {
                 Some(v) if v == *negate => return Tri::Never,
@@ -281,40 +460,168 @@ impl Compiled {
 
     /// Interface `id` was just interned with `name`.
     pub fn learn_iface(&mut self, id: IfaceId, name: &str) {
-        for (_, t) in &mut self.tests {
-            if let Test::Recv(m) | Test::Xmit(m) | Test::Via(m) = t {
-                m.learn(id, name);
+        fn learn(t: &mut Test, id: IfaceId, name: &str) {
+            match t {
+                Test::Recv(m) | Test::Xmit(m) | Test::Via(m) => m.learn(id, name),
+                Test::Or(alts) => alts.iter_mut().for_each(|(_, t)| learn(t, id, name)),
+                _ => {}
             }
+        }
+        for (_, t) in &mut self.tests {
+            learn(t, id, name);
+        }
+    }
+
+    /// Whether a test reads table `slot` (a table in use is not destroyed).
+    pub fn uses_table(&self, slot: Slot) -> bool {
+        fn uses(t: &Test, slot: Slot) -> bool {
+            match t {
+                Test::SrcTable(s, _) | Test::DstTable(s, _) => *s == slot,
+                Test::Recv(IfMatch::Table(s, _))
+                | Test::Xmit(IfMatch::Table(s, _))
+                | Test::Via(IfMatch::Table(s, _)) => *s == slot,
+                Test::Or(alts) => alts.iter().any(|(_, t)| uses(t, slot)),
+                _ => false,
+            }
+        }
+        self.tests.iter().any(|(_, t)| uses(t, slot))
+    }
+}
+
+impl IfMatch {
+    /// What the match says of any packet on `iface`, if it does not depend
+    /// on state that changes (a table's entries).
+    fn decides(&self, iface: Option<IfaceId>) -> Option<bool> {
+        match (self, iface) {
+            (_, None) => Some(false),
+            (IfMatch::Any, Some(_)) => Some(true),
+            (IfMatch::Table(..), Some(_)) => None,
+            (IfMatch::Set { bits, .. }, Some(id)) => Some(
+                bits.get(usize::from(id.0) / 64)
+                    .is_some_and(|w| w & (1 << (id.0 % 64)) != 0),
+            ),
         }
     }
 }
 
+#[inline]
+fn bits_hold(b: Bits, v: u8) -> bool {
+    v & b.set == b.set && v & b.clear == 0
+}
+
+#[inline]
+fn mac_hold(m: &MacMatch, a: &[u8; 6]) -> bool {
+    (0..6).all(|i| a[i] & m.mask[i] == m.addr[i] & m.mask[i])
+}
+
 impl Test {
     #[inline]
-    fn eval(&self, p: &PacketInfo) -> bool {
+    fn eval(&self, p: &PacketInfo, cx: &mut Cx<'_, '_>) -> bool {
         let k = &p.key;
         match self {
             Test::Proto(n) => k.proto == *n,
             Test::V6(v6) => k.v6 == *v6,
             Test::Src(nets) => nets.iter().any(|n| n.contains(k.v6, k.src)),
             Test::Dst(nets) => nets.iter().any(|n| n.contains(k.v6, k.dst)),
+            Test::SrcMe(v6) => *v6 == k.v6 && cx.me.has(k.v6, k.src),
+            Test::DstMe(v6) => *v6 == k.v6 && cx.me.has(k.v6, k.dst),
+            Test::SrcTable(slot, want) => {
+                let found = cx.tables.get(*slot).lookup_addr(k.v6, k.src);
+                cx.take_arg(found, *want)
+            }
+            Test::DstTable(slot, want) => {
+                let found = cx.tables.get(*slot).lookup_addr(k.v6, k.dst);
+                cx.take_arg(found, *want)
+            }
             Test::SrcPort(r) => has_ports(k.proto) && in_ranges(r, k.sport),
             Test::DstPort(r) => has_ports(k.proto) && in_ranges(r, k.dport),
             Test::Dir(d) => p.dir == *d,
-            Test::Recv(m) => m.matches(p.recv_if),
-            Test::Xmit(m) => m.matches(p.xmit_if),
+            Test::Recv(m) => m.matches(p.recv_if, cx),
+            Test::Xmit(m) => m.matches(p.xmit_if, cx),
             Test::Via(m) => match p.dir {
-                Direction::In => m.matches(p.recv_if),
-                Direction::Out => m.matches(p.xmit_if),
+                Direction::In => m.matches(p.recv_if, cx),
+                Direction::Out => m.matches(p.xmit_if, cx),
             },
+            Test::Or(alts) => alts.iter().any(|(negate, t)| t.eval(p, cx) != *negate),
+            Test::TcpFlags(b) => {
+                k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| bits_hold(*b, t.flags))
+            }
+            Test::TcpOptions(b) => {
+                k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| bits_hold(*b, t.options))
+            }
+            Test::TcpSeq(n) => k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| t.seq == *n),
+            Test::TcpAck(n) => k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| t.ack == *n),
+            Test::TcpWin(r) => {
+                k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| in_ranges(r, t.win))
+            }
+            Test::TcpDataLen(r) => {
+                k.proto == proto::TCP && cx.view.tcp().is_some_and(|t| in_ranges(r, t.data_len))
+            }
+            Test::Frag(b) => !k.v6 && cx.view.ip().is_some_and(|f| bits_hold(*b, f.frag)),
+            Test::IpLen(r) => cx.view.ip().is_some_and(|f| in_ranges(r, f.len)),
+            Test::IpTtl(r) => cx.view.ip().is_some_and(|f| in_ranges(r, u16::from(f.ttl))),
+            Test::IpId(r) => !k.v6 && cx.view.ip().is_some_and(|f| in_ranges(r, f.id)),
+            Test::IpTos(b) => cx.view.ip().is_some_and(|f| bits_hold(*b, f.tos)),
+            Test::IpPrecedence(n) => cx.view.ip().is_some_and(|f| f.tos >> 5 == *n),
+            Test::Dscp(m) => cx.view.ip().is_some_and(|f| m >> (f.tos >> 2) & 1 == 1),
+            Test::Icmp { v6, types } => {
+                let want = if *v6 { proto::ICMPV6 } else { proto::ICMP };
+                k.proto == want
+                    && k.v6 == *v6
+                    && cx
+                        .view
+                        .ip()
+                        .and_then(|f| f.icmp_type)
+                        .is_some_and(|t| types[usize::from(t / 64)] >> (t % 64) & 1 == 1)
+            }
+            Test::Mac { dst, src } => cx
+                .view
+                .ethernet()
+                .is_some_and(|(d, s, _)| mac_hold(dst, &d) && mac_hold(src, &s)),
+            Test::MacType(r) => cx.view.ethernet().is_some_and(|(_, _, t)| in_ranges(r, t)),
+            Test::Layer2 => cx.view.has_frame(),
+            Test::RouteCheck => true,
+            Test::Tagged(r) => cx.tags.iter().any(|t| in_ranges(r, t)),
+            Test::Never => false,
         }
+    }
+}
+
+impl LocalAddrs {
+    #[inline]
+    fn has(&self, v6: bool, a: u128) -> bool {
+        if v6 { &self.v6 } else { &self.v4 }.contains(&a)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::headers::Bytes;
     use crate::flow::FlowKey;
+
+    fn comp(conds: &[Cond], ifs: &mut Interfaces) -> Compiled {
+        compile(conds, ifs, &mut Tables::default()).unwrap()
+    }
+
+    fn hit(c: &Compiled, p: &PacketInfo) -> bool {
+        let (t, me, ifs) = (
+            Tables::default(),
+            LocalAddrs::default(),
+            Interfaces::default(),
+        );
+        c.matches(
+            p,
+            &mut Cx {
+                view: View::new(Bytes::default()),
+                tables: &t,
+                me: &me,
+                ifs: &ifs,
+                tags: Tags::default(),
+                arg: 0,
+            },
+        )
+    }
 
     fn pkt(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> PacketInfo {
         PacketInfo {
@@ -346,42 +653,51 @@ mod tests {
     #[test]
     fn address_prefixes_and_negation() {
         let mut ifs = Interfaces::default();
-        let c = compile(
+        let c = comp(
             &[Cond::new(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))],
             &mut ifs,
         );
-        assert!(c.matches(&pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
-        assert!(!c.matches(&pkt([10, 0, 2, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
-        let n = compile(
+        assert!(hit(
+            &c,
+            &pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)
+        ));
+        assert!(!hit(
+            &c,
+            &pkt([10, 0, 2, 77], [1, 1, 1, 1], proto::TCP, 1, 2)
+        ));
+        let n = comp(
             &[Cond::not(CondKind::SrcAddr(vec![net("10.0.1.0", 24)]))],
             &mut ifs,
         );
-        assert!(!n.matches(&pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)));
+        assert!(!hit(
+            &n,
+            &pkt([10, 0, 1, 77], [1, 1, 1, 1], proto::TCP, 1, 2)
+        ));
         // A /0 matches every IPv4 address but no IPv6 one.
-        let any4 = compile(
+        let any4 = comp(
             &[Cond::new(CondKind::DstAddr(vec![net("0.0.0.0", 0)]))],
             &mut ifs,
         );
-        assert!(any4.matches(&pkt([1, 2, 3, 4], [5, 6, 7, 8], 0, 0, 0)));
+        assert!(hit(&any4, &pkt([1, 2, 3, 4], [5, 6, 7, 8], 0, 0, 0)));
         let mut v6 = pkt([0; 4], [0; 4], proto::UDP, 1, 2);
         v6.key.v6 = true;
-        assert!(!any4.matches(&v6));
+        assert!(!hit(&any4, &v6));
     }
 
     #[test]
     fn ports_only_for_port_protocols() {
         let mut ifs = Interfaces::default();
-        let c = compile(
+        let c = comp(
             &[Cond::new(CondKind::DstPort(vec![
                 PortRange { lo: 80, hi: 80 },
                 PortRange { lo: 1000, hi: 2000 },
             ]))],
             &mut ifs,
         );
-        assert!(c.matches(&pkt([1; 4], [2; 4], proto::TCP, 5, 80)));
-        assert!(c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 1500)));
-        assert!(!c.matches(&pkt([1; 4], [2; 4], proto::UDP, 5, 2001)));
-        assert!(!c.matches(&pkt([1; 4], [2; 4], proto::ICMP, 0, 80)));
+        assert!(hit(&c, &pkt([1; 4], [2; 4], proto::TCP, 5, 80)));
+        assert!(hit(&c, &pkt([1; 4], [2; 4], proto::UDP, 5, 1500)));
+        assert!(!hit(&c, &pkt([1; 4], [2; 4], proto::UDP, 5, 2001)));
+        assert!(!hit(&c, &pkt([1; 4], [2; 4], proto::ICMP, 0, 80)));
     }
 
     #[test]
@@ -389,7 +705,7 @@ mod tests {
         let mut ifs = Interfaces::default();
         let app = ifs.intern("app");
         let peer = ifs.intern("peer");
-        let body = |conds: &[Cond], ifs: &mut Interfaces| compile(conds, ifs);
+        let body = comp;
         let in_app = body(
             &[
                 Cond::new(CondKind::Dir(Direction::In)),
@@ -426,7 +742,7 @@ mod tests {
     fn interfaces_and_via() {
         let mut ifs = Interfaces::default();
         let em0 = ifs.intern("em0");
-        let mut c = compile(
+        let mut c = comp(
             &[Cond::new(CondKind::Via(IfaceSpec::Pattern("tun*".into())))],
             &mut ifs,
         );
@@ -434,16 +750,16 @@ mod tests {
         c.learn_iface(tun3, "tun3");
         let mut p = pkt([1; 4], [2; 4], proto::TCP, 1, 2);
         p.recv_if = Some(tun3);
-        assert!(c.matches(&p));
+        assert!(hit(&c, &p));
         p.dir = Direction::Out; // via looks at xmit for outgoing packets
-        assert!(!c.matches(&p));
+        assert!(!hit(&c, &p));
         p.xmit_if = Some(tun3);
-        assert!(c.matches(&p));
+        assert!(hit(&c, &p));
         p.xmit_if = Some(em0);
-        assert!(!c.matches(&p));
-        let any = compile(&[Cond::new(CondKind::Recv(IfaceSpec::Any))], &mut ifs);
-        assert!(any.matches(&p));
+        assert!(!hit(&c, &p));
+        let any = comp(&[Cond::new(CondKind::Recv(IfaceSpec::Any))], &mut ifs);
+        assert!(hit(&any, &p));
         p.recv_if = None;
-        assert!(!any.matches(&p));
+        assert!(!hit(&any, &p));
     }
 }

@@ -9,14 +9,25 @@
 //! names become interned ids.
 
 mod cond;
+pub(crate) mod dynamic;
+pub(crate) mod headers;
+pub(crate) mod tables;
 
-use crate::config::{Action, RuleSpec, DEFAULT_RULE};
-use crate::packet::PacketInfo;
+use std::collections::VecDeque;
+
+use crate::config::{Action, ArgAction, RuleExtra, RuleSpec, Settings, StateKind, DEFAULT_RULE};
+use crate::flow::{proto, FlowKey};
+use crate::packet::{Direction, PacketInfo};
 use crate::rng::{Probability, Rng};
 use crate::time::Nanos;
 
 use crate::packet::IfaceId;
-pub(crate) use cond::{compile, Compiled, Interfaces, Tri};
+pub use cond::Tags;
+pub(crate) use cond::{compile, Compiled, Cx, Interfaces, LocalAddrs, Tri};
+use dynamic::{NameSel, Parent, Refused, States};
+pub use headers::Bytes;
+use headers::View;
+use tables::Tables;
 
 /// What the ruleset decided for a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +36,45 @@ pub(crate) enum Decision {
     Deny,
     Pipe(u32),
     Queue(u32),
+    /// A `keep-state` or `limit` rule matched but could not make its state
+    /// (`dyn_max` states, or the limit): denied, as FreeBSD denies it.
+    StateRefused,
 }
+
+/// A match of a rule with `log`, for the daemon's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEvent {
+    pub at: Nanos,
+    pub rule: u16,
+    /// The rule's action, as its spec says.
+    pub action: LogAction,
+    pub key: FlowKey,
+    pub dir: Direction,
+    pub recv_if: Option<IfaceId>,
+    pub xmit_if: Option<IfaceId>,
+    pub len: u32,
+}
+
+/// A logged rule's action, without the data a `check-state` name holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogAction {
+    Allow,
+    Deny,
+    Pipe(u32),
+    Queue(u32),
+    Skipto(u16),
+    Count,
+    Call(u16),
+    Return,
+    CheckState,
+    Tablearg(ArgAction, u32),
+}
+
+/// Log events kept until the daemon takes them; more are counted, not kept.
+pub const LOG_CAPACITY: usize = 1024;
+
+/// How deep `call` may nest (FreeBSD's `IP_FW_CALLSTACK_SIZE`).
+const CALL_DEPTH: usize = 16;
 
 /// Where a packet's first pass through the ruleset may end, as far as the
 /// rules alone tell ([`Ruleset::reach_in`]).
@@ -50,6 +99,8 @@ pub(crate) struct RuleCounters {
     pub packets: u64,
     pub bytes: u64,
     pub last_match: Option<Nanos>,
+    /// Matches logged since the last `resetlog`.
+    pub logged: u32,
 }
 
 #[derive(Debug)]
@@ -67,6 +118,22 @@ pub(crate) struct Ruleset {
     /// Sorted by number; the last element is the default rule.
     rules: Vec<Rule>,
     next_id: u32,
+    /// Bit N set: rules of set N are skipped.
+    pub disabled_sets: u32,
+    pub tables: Tables,
+    pub states: States,
+    pub me: LocalAddrs,
+    pub log: VecDeque<LogEvent>,
+    /// Log events not kept: the daemon did not take them fast enough.
+    pub log_lost: u64,
+}
+
+/// What a walk needs besides the rules: the packet's bytes, interface
+/// names for interface tables, and the settings.
+pub(crate) struct Walk<'a> {
+    pub bytes: Bytes<'a>,
+    pub ifs: &'a Interfaces,
+    pub settings: &'a Settings,
 }
 
 /// FreeBSD's autoincrement step for rules added without a number.
@@ -82,6 +149,10 @@ impl Ruleset {
                 action: Action::Deny,
                 prob: None,
                 body: Vec::new(),
+                extra: RuleExtra {
+                    set: 31,
+                    ..RuleExtra::default()
+                },
             },
             body: Compiled::default(),
             counters: RuleCounters::default(),
@@ -89,6 +160,12 @@ impl Ruleset {
         Ruleset {
             rules: vec![default],
             next_id: 1,
+            disabled_sets: 0,
+            tables: Tables::default(),
+            states: States::default(),
+            me: LocalAddrs::default(),
+            log: VecDeque::new(),
+            log_lost: 0,
         }
     }
 
@@ -142,18 +219,37 @@ impl Ruleset {
     }
 
     pub fn delete(&mut self, number: u16) {
-        self.rules
-            .retain(|r| r.number != number || number == DEFAULT_RULE);
+        self.retain(|r| r.number != number || r.number == DEFAULT_RULE);
     }
 
+    /// `flush`: every rule but the default one and those of set 31.
     pub fn flush(&mut self) {
-        self.rules.retain(|r| r.number == DEFAULT_RULE);
+        self.retain(|r| r.spec.extra.set == 31);
+    }
+
+    /// Keeps the rules `keep` says; the states of the others go with them.
+    pub fn retain(&mut self, keep: impl Fn(&Rule) -> bool) {
+        self.rules.retain(|r| keep(r));
+        let ids: std::collections::HashSet<u32> = self.rules.iter().map(|r| r.id).collect();
+        self.states.retain(|st| ids.contains(&st.parent.rule_id));
+    }
+
+    /// `resetlog`: the given rules (all if none) may log again.
+    pub fn reset_log(&mut self, numbers: &[u16]) {
+        for r in &mut self.rules {
+            if numbers.is_empty() || numbers.contains(&r.number) {
+                r.counters.logged = 0;
+            }
+        }
     }
 
     pub fn zero(&mut self, number: Option<u16>) {
         for r in &mut self.rules {
             if number.is_none_or(|n| n == r.number) {
-                r.counters = RuleCounters::default();
+                r.counters = RuleCounters {
+                    logged: r.counters.logged,
+                    ..RuleCounters::default()
+                };
             }
         }
     }
@@ -185,11 +281,14 @@ impl Ruleset {
         let mut reach = Reach::default();
         let mut i = 0;
         while let Some(rule) = self.rules.get(i) {
+            i += 1;
+            if self.set_disabled(rule) {
+                continue;
+            }
             let m = match rule.body.decides_in(recv_if) {
                 Tri::Always if rule.spec.prob.is_some() => Tri::Maybe,
                 m => m,
             };
-            i += 1;
             if m == Tri::Never {
                 continue;
             }
@@ -198,6 +297,12 @@ impl Ruleset {
                 _ if rule.number == DEFAULT_RULE => {
                     reach.pass |= default_to_accept;
                     break;
+                }
+                // A state may hold any action; a keep-state rule may be
+                // refused its state.
+                _ if rule.spec.extra.state.is_some() => {
+                    reach.pass = true;
+                    reach.shaped = true;
                 }
                 Action::Allow => reach.pass = true,
                 Action::Deny => {}
@@ -208,6 +313,11 @@ impl Ruleset {
                     continue;
                 }
                 Action::Skipto(_) => reach.pass = true,
+                Action::CheckState | Action::Call(_) | Action::Return | Action::Tablearg(_) => {
+                    reach.pass = true;
+                    reach.shaped = true;
+                    continue;
+                }
             }
             if always {
                 break;
@@ -217,19 +327,28 @@ impl Ruleset {
     }
 
     /// Whether a packet may reach the default rule: no rule before it
-    /// matches every packet (no test, no `prob`) and ends its walk
-    /// (`allow`, `deny`, and with `one_pass` a pipe or queue).
+    /// matches every packet (no test, no `prob`, no state) and ends its
+    /// walk (`allow`, `deny`, and with `one_pass` a pipe or queue).
     pub fn default_reachable(&self, one_pass: bool) -> bool {
         !self.rules.iter().any(|r| {
             r.number != DEFAULT_RULE
+                && !self.set_disabled(r)
                 && r.spec.prob.is_none()
+                && r.spec.extra.state.is_none()
                 && r.body.matches_all()
                 && match r.spec.action {
                     Action::Allow | Action::Deny => true,
-                    Action::Pipe(_) | Action::Queue(_) => one_pass,
-                    Action::Count | Action::Skipto(_) => false,
+                    Action::Pipe(_)
+                    | Action::Queue(_)
+                    | Action::Tablearg(ArgAction::Pipe | ArgAction::Queue) => one_pass,
+                    _ => false,
                 }
         })
+    }
+
+    #[inline]
+    fn set_disabled(&self, r: &Rule) -> bool {
+        self.disabled_sets >> r.spec.extra.set & 1 == 1
     }
 
     /// Walks the rules from index `start`. Always ends at a rule: the default
@@ -240,57 +359,263 @@ impl Ruleset {
         start: usize,
         now: Nanos,
         pkt: &PacketInfo,
-        default_to_accept: bool,
+        tags: &mut Tags,
+        walk: &Walk<'_>,
         rng: &mut Rng,
     ) -> (Decision, RuleRef) {
+        let Ruleset {
+            rules,
+            disabled_sets,
+            tables,
+            states,
+            me,
+            log,
+            log_lost,
+            ..
+        } = self;
+        let mut cx = Cx {
+            view: View::new(walk.bytes),
+            tables,
+            me,
+            ifs: walk.ifs,
+            tags: *tags,
+            arg: 0,
+        };
+        let mut calls = [0u16; CALL_DEPTH];
+        let mut depth = 0;
+        // Dynamic states are looked up once per walk, at the first rule
+        // that checks them.
+        let mut checked = false;
         let mut i = start;
-        while let Some(rule) = self.rules.get_mut(i) {
-            if !rule.body.matches(pkt) || !chance(rule.spec.prob, rng) {
+        let (decision, at) = loop {
+            let Some(rule) = rules.get_mut(i) else {
+                // Unreachable while the default rule exists; deny is the safe answer.
+                let r = &rules[rules.len() - 1];
+                break (
+                    Decision::Deny,
+                    RuleRef {
+                        id: r.id,
+                        number: r.number,
+                    },
+                );
+            };
+            if *disabled_sets >> rule.spec.extra.set & 1 == 1 {
                 i += 1;
                 continue;
             }
-            rule.counters.packets += 1;
-            rule.counters.bytes += u64::from(pkt.len);
-            rule.counters.last_match = Some(now);
-            let at = RuleRef {
-                id: rule.id,
-                number: rule.number,
-            };
-            let decision = match rule.spec.action {
-                _ if rule.number == DEFAULT_RULE => {
-                    if default_to_accept {
-                        Decision::Allow
-                    } else {
-                        Decision::Deny
+            let checks = matches!(rule.spec.action, Action::CheckState)
+                || rule.spec.extra.state.is_some_and(StateKind::checks);
+            let check = checks.then_some(rule.spec.extra.flow.as_deref());
+            if let Some(name) = check.filter(|_| !checked) {
+                checked = true;
+                let sel = match name {
+                    Some("any") => NameSel::Any,
+                    n => NameSel::One(states.name_id(n)),
+                };
+                let tcp = tcp_flags(pkt, &mut cx.view);
+                let settings = walk.settings;
+                if let Some(st) = states.check(now, &pkt.key, sel, tcp, pkt.len, settings) {
+                    let parent = st.parent;
+                    let found = rules
+                        .get(parent.hint)
+                        .filter(|r| r.id == parent.rule_id)
+                        .map(|_| parent.hint)
+                        .or_else(|| rules.iter().position(|r| r.id == parent.rule_id));
+                    if let Some(p) = found {
+                        st.parent.hint = p;
+                        cx.arg = parent.arg;
+                        let r = &mut rules[p];
+                        count(r, now, pkt);
+                        match act(rules, p, &mut calls, &mut depth, cx.arg) {
+                            Step::Done(d) => break (d, at(&rules[p])),
+                            Step::Goto(n) => {
+                                i = n;
+                                continue;
+                            }
+                        }
                     }
                 }
-                Action::Allow => Decision::Allow,
-                Action::Deny => Decision::Deny,
-                Action::Pipe(n) => Decision::Pipe(n),
-                Action::Queue(n) => Decision::Queue(n),
-                Action::Count => {
-                    i += 1;
-                    continue;
+            }
+            let rule = &mut rules[i];
+            if matches!(rule.spec.action, Action::CheckState) {
+                i += 1;
+                continue;
+            }
+            cx.arg = 0;
+            if !rule.body.matches(pkt, &mut cx) || !chance(rule.spec.prob, rng) {
+                i += 1;
+                continue;
+            }
+            count(rule, now, pkt);
+            if let Some(amount) = rule.spec.extra.log {
+                if amount == 0 || rule.counters.logged < amount {
+                    rule.counters.logged += 1;
+                    if log.len() < LOG_CAPACITY {
+                        log.push_back(LogEvent {
+                            at: now,
+                            rule: rule.number,
+                            action: log_action(&rule.spec.action, cx.arg),
+                            key: pkt.key,
+                            dir: pkt.dir,
+                            recv_if: pkt.recv_if,
+                            xmit_if: pkt.xmit_if,
+                            len: pkt.len,
+                        });
+                    } else {
+                        *log_lost += 1;
+                    }
                 }
-                Action::Skipto(n) => {
-                    // Never back: a target at or before this rule means the
-                    // next one, as in FreeBSD's ip_fw2.c.
-                    i = self.rules.partition_point(|r| r.number < n).max(i + 1);
-                    continue;
+            }
+            if let Some(t) = rule.spec.extra.tag {
+                if t.untag {
+                    cx.tags.remove(t.tag);
+                } else {
+                    cx.tags.add(t.tag);
                 }
-            };
-            return (decision, at);
+            }
+            if let Some(kind) = rule.spec.extra.state {
+                let limit = match kind {
+                    StateKind::Limit { mask, max } | StateKind::SetLimit { mask, max } => {
+                        Some((mask, max))
+                    }
+                    StateKind::Keep | StateKind::Record => None,
+                };
+                let name = states.name_id(rule.spec.extra.flow.as_deref());
+                let parent = Parent {
+                    rule_id: rule.id,
+                    number: rule.number,
+                    hint: i,
+                    arg: cx.arg,
+                };
+                let tcp = tcp_flags(pkt, &mut cx.view);
+                let made = states.make(
+                    now,
+                    &pkt.key,
+                    name,
+                    parent,
+                    limit,
+                    tcp,
+                    pkt.len,
+                    walk.settings,
+                );
+                if let Err(Refused::Full | Refused::Limit) = made {
+                    break (Decision::StateRefused, at(&rules[i]));
+                }
+            }
+            if rules[i].number == DEFAULT_RULE {
+                let d = if walk.settings.default_to_accept {
+                    Decision::Allow
+                } else {
+                    Decision::Deny
+                };
+                break (d, at(&rules[i]));
+            }
+            match act(rules, i, &mut calls, &mut depth, cx.arg) {
+                Step::Done(d) => break (d, at(&rules[i])),
+                Step::Goto(n) => i = n,
+            }
+        };
+        *tags = cx.tags;
+        (decision, at)
+    }
+}
+
+/// Where the walk goes after a rule's action.
+enum Step {
+    Done(Decision),
+    Goto(usize),
+}
+
+fn at(r: &Rule) -> RuleRef {
+    RuleRef {
+        id: r.id,
+        number: r.number,
+    }
+}
+
+#[inline]
+fn count(r: &mut Rule, now: Nanos, pkt: &PacketInfo) {
+    r.counters.packets += 1;
+    r.counters.bytes += u64::from(pkt.len);
+    r.counters.last_match = Some(now);
+}
+
+/// The TCP flags of a TCP packet, for dynamic state.
+fn tcp_flags(pkt: &PacketInfo, view: &mut View<'_>) -> Option<u8> {
+    (pkt.key.proto == proto::TCP)
+        .then(|| view.tcp().map(|t| t.flags))
+        .flatten()
+}
+
+/// The first rule numbered `n` or above, never back: a target at or
+/// before rule `i` means the next one, as in FreeBSD's ip_fw2.c.
+fn jump(rules: &[Rule], i: usize, n: u32) -> usize {
+    rules
+        .partition_point(|r| u32::from(r.number) < n)
+        .max(i + 1)
+        .min(rules.len() - 1)
+}
+
+/// Rule `i`'s action, for a packet whose body (or state) matched it.
+fn act(
+    rules: &[Rule],
+    i: usize,
+    calls: &mut [u16; CALL_DEPTH],
+    depth: &mut usize,
+    arg: u32,
+) -> Step {
+    let rule = &rules[i];
+    let call = |calls: &mut [u16; CALL_DEPTH], depth: &mut usize, n: u32| {
+        // A full stack: FreeBSD logs it and goes on at the next rule.
+        if *depth == CALL_DEPTH {
+            return Step::Goto(i + 1);
         }
-        // Unreachable while the default rule exists; deny is the safe answer.
-        let last = self.rules.len().saturating_sub(1);
-        let r = &self.rules[last];
-        (
-            Decision::Deny,
-            RuleRef {
-                id: r.id,
-                number: r.number,
-            },
-        )
+        calls[*depth] = rule.number;
+        *depth += 1;
+        Step::Goto(jump(rules, i, n))
+    };
+    match rule.spec.action {
+        Action::Allow => Step::Done(Decision::Allow),
+        Action::Deny => Step::Done(Decision::Deny),
+        Action::Pipe(n) => Step::Done(Decision::Pipe(n)),
+        Action::Queue(n) => Step::Done(Decision::Queue(n)),
+        Action::Count | Action::CheckState => Step::Goto(i + 1),
+        Action::Skipto(n) => Step::Goto(jump(rules, i, u32::from(n))),
+        Action::Call(n) => call(calls, depth, u32::from(n)),
+        Action::Return => {
+            // An empty stack: FreeBSD goes on at the next rule.
+            if *depth == 0 {
+                return Step::Goto(i + 1);
+            }
+            *depth -= 1;
+            let from = calls[*depth];
+            Step::Goto(
+                rules
+                    .partition_point(|r| r.number <= from)
+                    .min(rules.len() - 1),
+            )
+        }
+        Action::Tablearg(a) => match a {
+            ArgAction::Pipe => Step::Done(Decision::Pipe(arg)),
+            ArgAction::Queue => Step::Done(Decision::Queue(arg)),
+            ArgAction::Skipto => Step::Goto(jump(rules, i, arg)),
+            ArgAction::Call => call(calls, depth, arg),
+        },
+    }
+}
+
+fn log_action(a: &Action, arg: u32) -> LogAction {
+    match *a {
+        Action::Allow => LogAction::Allow,
+        Action::Deny => LogAction::Deny,
+        Action::Pipe(n) => LogAction::Pipe(n),
+        Action::Queue(n) => LogAction::Queue(n),
+        Action::Skipto(n) => LogAction::Skipto(n),
+        Action::Count => LogAction::Count,
+        Action::CheckState => LogAction::CheckState,
+        Action::Call(n) => LogAction::Call(n),
+        Action::Return => LogAction::Return,
+        Action::Tablearg(t) => LogAction::Tablearg(t, arg),
     }
 }
 

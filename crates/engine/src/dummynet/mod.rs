@@ -49,6 +49,9 @@ use link::{LinkParams, LinkState};
 pub(crate) struct Held<P> {
     pub payload: P,
     pub info: PacketInfo,
+    /// Tags from `tag N` rules, kept while it sits in dummynet (a packet
+    /// re-entering the rules with `one_pass` 0 still has them).
+    pub tags: crate::classifier::Tags,
     /// Global arrival order; keeps re-queueing after a reconfiguration stable.
     pub seq: u64,
     pub rule: RuleRef,
@@ -518,6 +521,7 @@ impl<P: Payload> Dummynet<P> {
                         copy = Some(Held {
                             payload,
                             info: held.info,
+                            tags: held.tags,
                             seq: held.seq,
                             rule: held.rule,
                             target: held.target,

@@ -194,6 +194,7 @@ pub fn rule(number: u16, action: Action, body: Vec<Cond>) -> Command {
         number: Some(number),
         action,
         prob: None,
+        extra: Default::default(),
         body,
     })
 }
@@ -213,5 +214,12 @@ pub fn pipe(n: u32, bw: u64, delay: Nanos) -> Command {
 }
 
 pub fn pipe_cfg(n: u32, link: LinkConfig, flowset: FlowsetConfig) -> Command {
-    Command::ConfigPipe(n, PipeConfig { link, flowset })
+    Command::ConfigPipe(
+        n,
+        PipeConfig {
+            link,
+            flowset,
+            sched: None,
+        },
+    )
 }

@@ -1,0 +1,352 @@
+//! ipfw lookup tables: `table N add 10.0.0.0/8 5`, matched by `table(N)`
+//! in rule bodies, whose value `tablearg` hands to the action.
+//!
+//! Rules refer to a table by its slot, resolved when the rule is added, so
+//! a lookup costs no name comparison. A table referred to by a rule, or
+//! added to, exists from then on, as ipfw creates numbered tables on first
+//! use; its type comes from that first use. Address lookups are longest
+//! prefix first: one hash map per prefix length present, longest first.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+use crate::config::{AddrMatch, TableKey, TableName, TableType};
+
+/// Where a table lives among [`Tables`]' slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot(pub usize);
+
+#[derive(Debug, Default)]
+pub(crate) struct Tables {
+    slots: Vec<Table>,
+    by_name: HashMap<TableName, usize>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Table {
+    pub name: TableName,
+    pub ty: TableType,
+    /// Per family (v4, v6): prefix length → network → value.
+    nets: [BTreeMap<u8, HashMap<u128, u32>>; 2],
+    names: HashMap<String, u32>,
+    numbers: BTreeMap<u32, u32>,
+    /// Destroyed: no longer listed.
+    destroyed: bool,
+}
+
+impl Table {
+    fn new(name: TableName, ty: TableType) -> Self {
+        Table {
+            name,
+            ty,
+            nets: Default::default(),
+            names: HashMap::new(),
+            numbers: BTreeMap::new(),
+            destroyed: false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nets
+            .iter()
+            .flat_map(|f| f.values())
+            .map(HashMap::len)
+            .sum::<usize>()
+            + self.names.len()
+            + self.numbers.len()
+    }
+
+    fn clear(&mut self) {
+        self.nets = Default::default();
+        self.names.clear();
+        self.numbers.clear();
+    }
+
+    /// The value of the longest prefix holding `addr`.
+    #[inline]
+    pub fn lookup_addr(&self, v6: bool, addr: u128) -> Option<u32> {
+        let bits = if v6 { 128 } else { 32 };
+        self.nets[usize::from(v6)]
+            .iter()
+            .rev()
+            .find_map(|(&len, nets)| nets.get(&(addr & mask(bits, len))).copied())
+    }
+
+    pub fn lookup_name(&self, name: &str) -> Option<u32> {
+        self.names.get(name).copied()
+    }
+
+    /// Entries in order: addresses (v4 then v6, by prefix), names, numbers.
+    pub fn entries(&self) -> Vec<(TableKey, u32)> {
+        let mut out = Vec::with_capacity(self.len());
+        for (fam, by_len) in self.nets.iter().enumerate() {
+            for (&prefix, nets) in by_len {
+                for (&a, &v) in nets {
+                    let addr = if fam == 1 {
+                        IpAddr::V6(a.into())
+                    } else {
+                        IpAddr::V4((a as u32).into())
+                    };
+                    out.push((TableKey::Addr(AddrMatch { addr, prefix }), v));
+                }
+            }
+        }
+        out.extend(
+            self.names
+                .iter()
+                .map(|(n, &v)| (TableKey::Iface(n.clone()), v)),
+        );
+        out.extend(self.numbers.iter().map(|(&n, &v)| (TableKey::Number(n), v)));
+        out.sort();
+        out
+    }
+
+    fn insert(&mut self, key: &TableKey, value: u32) {
+        match key {
+            TableKey::Addr(m) => {
+                let (fam, bits, a) = split(m.addr);
+                self.nets[fam]
+                    .entry(m.prefix)
+                    .or_default()
+                    .insert(a & mask(bits, m.prefix), value);
+            }
+            TableKey::Iface(n) => {
+                self.names.insert(n.clone(), value);
+            }
+            TableKey::Number(n) => {
+                self.numbers.insert(*n, value);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &TableKey) -> bool {
+        match key {
+            TableKey::Addr(m) => {
+                let (fam, bits, a) = split(m.addr);
+                let by_len = &mut self.nets[fam];
+                let Some(nets) = by_len.get_mut(&m.prefix) else {
+                    return false;
+                };
+                let found = nets.remove(&(a & mask(bits, m.prefix))).is_some();
+                if nets.is_empty() {
+                    by_len.remove(&m.prefix);
+                }
+                found
+            }
+            TableKey::Iface(n) => self.names.remove(n).is_some(),
+            TableKey::Number(n) => self.numbers.remove(n).is_some(),
+        }
+    }
+}
+
+fn split(a: IpAddr) -> (usize, u32, u128) {
+    match a {
+        IpAddr::V4(a) => (0, 32, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (1, 128, u128::from(a)),
+    }
+}
+
+#[inline]
+fn mask(bits: u32, prefix: u8) -> u128 {
+    let prefix = u32::from(prefix).min(bits);
+    if prefix == 0 {
+        0
+    } else {
+        (u128::MAX >> (128 - bits)) & !((1u128 << (bits - prefix)) - 1)
+    }
+}
+
+impl Tables {
+    pub fn get(&self, s: Slot) -> &Table {
+        &self.slots[s.0]
+    }
+
+    pub fn find(&self, name: &TableName) -> Option<&Table> {
+        self.by_name.get(name).map(|&i| &self.slots[i])
+    }
+
+    /// The tables that exist, by name.
+    pub fn all(&self) -> impl Iterator<Item = &Table> {
+        let mut t: Vec<&Table> = self.slots.iter().filter(|t| !t.destroyed).collect();
+        t.sort_by(|a, b| a.name.cmp(&b.name));
+        t.into_iter()
+    }
+
+    /// The table `name`, made with type `ty` if it does not exist; an error
+    /// if it exists with another type.
+    pub fn resolve(&mut self, name: &TableName, ty: TableType) -> Result<Slot, String> {
+        if let Some(&i) = self.by_name.get(name) {
+            let t = &self.slots[i];
+            if t.ty != ty {
+                return Err(format!(
+                    "table {name} holds {} keys, not {}",
+                    t.ty.as_str(),
+                    ty.as_str()
+                ));
+            }
+            return Ok(Slot(i));
+        }
+        self.slots.push(Table::new(name.clone(), ty));
+        self.by_name.insert(name.clone(), self.slots.len() - 1);
+        Ok(Slot(self.slots.len() - 1))
+    }
+
+    /// Checks `entries` for `name` without changing anything: the first
+    /// entry decides the type of a table that does not exist yet.
+    pub fn check_add(&self, name: &TableName, entries: &[(TableKey, u32)]) -> Result<(), String> {
+        let ty = self
+            .find(name)
+            .map(|t| t.ty)
+            .or_else(|| entries.first().map(|(k, _)| k.table_type()));
+        match entries.iter().find(|(k, _)| Some(k.table_type()) != ty) {
+            Some((k, _)) => Err(format!(
+                "table {name} holds {} keys; `{}` is {}",
+                ty.map_or("no", TableType::as_str),
+                key_text(k),
+                k.table_type().as_str()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    pub fn add(&mut self, name: &TableName, entries: &[(TableKey, u32)]) -> Result<(), String> {
+        self.check_add(name, entries)?;
+        let Some((first, _)) = entries.first() else {
+            return Ok(());
+        };
+        let Slot(i) = self.resolve(name, first.table_type())?;
+        for (k, v) in entries {
+            self.slots[i].insert(k, *v);
+        }
+        Ok(())
+    }
+
+    pub fn create(&mut self, name: &TableName, ty: TableType) -> Result<(), String> {
+        if self.by_name.contains_key(name) {
+            return Err(format!("table {name} already exists"));
+        }
+        self.resolve(name, ty).map(|_| ())
+    }
+
+    /// Entries not in the table are an error, and nothing is removed.
+    pub fn delete(&mut self, name: &TableName, keys: &[TableKey]) -> Result<(), String> {
+        let &i = self
+            .by_name
+            .get(name)
+            .ok_or_else(|| format!("table {name} does not exist"))?;
+        let t = &mut self.slots[i];
+        if let Some(k) = keys.iter().find(|k| !has(t, k)) {
+            return Err(format!("table {name} has no entry {}", key_text(k)));
+        }
+        for k in keys {
+            t.remove(k);
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self, name: &TableName) -> Result<(), String> {
+        let &i = self
+            .by_name
+            .get(name)
+            .ok_or_else(|| format!("table {name} does not exist"))?;
+        self.slots[i].clear();
+        Ok(())
+    }
+
+    pub fn exists(&self, name: &TableName) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    pub fn slot(&self, name: &TableName) -> Option<Slot> {
+        self.by_name.get(name).map(|&i| Slot(i))
+    }
+
+    /// Forgets `name`: its slot stays, empty and unnamed, since slots are
+    /// never reused while rules may hold them.
+    pub fn destroy(&mut self, name: &TableName) -> Result<(), String> {
+        let i = self
+            .by_name
+            .remove(name)
+            .ok_or_else(|| format!("table {name} does not exist"))?;
+        self.slots[i].clear();
+        self.slots[i].destroyed = true;
+        Ok(())
+    }
+}
+
+fn has(t: &Table, k: &TableKey) -> bool {
+    match k {
+        TableKey::Addr(m) => {
+            let (fam, bits, a) = split(m.addr);
+            t.nets[fam]
+                .get(&m.prefix)
+                .is_some_and(|n| n.contains_key(&(a & mask(bits, m.prefix))))
+        }
+        TableKey::Iface(n) => t.names.contains_key(n),
+        TableKey::Number(n) => t.numbers.contains_key(n),
+    }
+}
+
+/// A key as `table N list` prints it.
+pub fn key_text(k: &TableKey) -> String {
+    match k {
+        TableKey::Addr(m) => format!("{}/{}", m.addr, m.prefix),
+        TableKey::Iface(n) => n.clone(),
+        TableKey::Number(n) => n.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str, prefix: u8) -> TableKey {
+        TableKey::Addr(AddrMatch {
+            addr: s.parse().unwrap(),
+            prefix,
+        })
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_families_stay_apart() {
+        let mut t = Tables::default();
+        let n = TableName::Number(1);
+        t.add(
+            &n,
+            &[
+                (addr("10.0.0.0", 8), 1),
+                (addr("10.1.0.0", 16), 2),
+                (addr("10.1.2.3", 32), 3),
+                (addr("::", 0), 6),
+            ],
+        )
+        .unwrap();
+        let tab = t.find(&n).unwrap();
+        let v4 = |s: &str| u128::from(u32::from(s.parse::<std::net::Ipv4Addr>().unwrap()));
+        assert_eq!(tab.lookup_addr(false, v4("10.9.9.9")), Some(1));
+        assert_eq!(tab.lookup_addr(false, v4("10.1.9.9")), Some(2));
+        assert_eq!(tab.lookup_addr(false, v4("10.1.2.3")), Some(3));
+        assert_eq!(tab.lookup_addr(false, v4("11.0.0.1")), None);
+        assert_eq!(tab.lookup_addr(true, 1), Some(6));
+        assert_eq!(tab.len(), 4);
+        // A name does not go into an address table; nothing changes.
+        assert!(t
+            .add(
+                &n,
+                &[
+                    (addr("192.0.2.0", 24), 9),
+                    (TableKey::Iface("em0".into()), 1)
+                ]
+            )
+            .is_err());
+        assert_eq!(t.find(&n).unwrap().len(), 4);
+        assert!(t
+            .delete(&n, &[addr("10.1.0.0", 16), addr("10.7.0.0", 16)])
+            .is_err());
+        t.delete(&n, &[addr("10.1.0.0", 16)]).unwrap();
+        assert_eq!(
+            t.find(&n).unwrap().lookup_addr(false, v4("10.1.9.9")),
+            Some(1)
+        );
+    }
+}
