@@ -9,13 +9,20 @@ use dummynet_lang::Statement;
 /// The commands of a configuration file with their line numbers, in file
 /// order, or the line of the first error and the error. `show` statements
 /// are skipped: at time 0 there is nothing to show, and `sim` prints the
-/// final state itself.
+/// final state itself. What the parser took as written but doubts (`bw
+/// 10` is 10 bit/s) is printed as a warning with its line, as the daemon
+/// answers it for a command typed live.
 pub fn commands(
     text: &str,
     base_dir: Option<&Path>,
 ) -> Result<Vec<(usize, Command)>, (usize, String)> {
     let parsed =
         dummynet_lang::parse_file(text, base_dir).map_err(|e| (e.line, e.error.to_string()))?;
+    for (line, p) in &parsed {
+        for note in &p.notes {
+            eprintln!("dummynet: config line {line}: warning: {note}");
+        }
+    }
     Ok(parsed
         .into_iter()
         .filter_map(|(line, p)| match p.statement {

@@ -59,6 +59,11 @@ pub struct SimArgs {
     /// Seed of the engine's random numbers (plr, prob, profiles).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The addresses rules' `me` and `me6` match (this host's, as the
+    /// capture sees it), comma-separated: `--me 10.0.0.1,2001:db8::1`.
+    /// Without it, `me` matches nothing.
+    #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
+    pub me: Vec<std::net::IpAddr>,
 }
 
 /// A `--pcap` argument: a capture and where it meets the rules.
@@ -175,8 +180,9 @@ pub fn run(args: SimArgs) -> ExitCode {
 
 fn run_files(args: &SimArgs) -> Result<String, String> {
     let config = load_config(&args.config)?;
-    let engine = configure(&config, args.seed)
+    let mut engine = configure(&config, args.seed)
         .map_err(|(line, e)| format!("{}:{line}: {e}", args.config.display()))?;
+    engine.set_local_addrs(&args.me);
     let mut inputs = Vec::with_capacity(args.pcaps.len());
     for spec in &args.pcaps {
         let capture = capture::read_file(&spec.path)?;
@@ -245,12 +251,17 @@ pub struct Packet {
     ip_offset: usize,
     /// Made by `duplicate`: it keeps its original's id, and the log marks it.
     copy: bool,
+    /// The frame starts with an Ethernet header (`mac`, `layer2` rules).
+    ethernet: bool,
     /// A bridged frame before its `in` pass has ended: the interface of the
     /// `out` pass still to run (the live bridge's `Carrier::out_pass`).
     out_pass: Option<IfaceId>,
 }
 
 impl Payload for Packet {
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        self.ethernet.then_some(&self.frame[..])
+    }
     fn ip_bytes(&self) -> Option<&[u8]> {
         self.frame.get(self.ip_offset..)
     }
@@ -263,6 +274,7 @@ impl Payload for Packet {
             frame: self.frame.clone(),
             ip_offset: self.ip_offset,
             copy: true,
+            ethernet: self.ethernet,
             out_pass: self.out_pass,
         })
     }
@@ -697,6 +709,7 @@ impl Sim<'_> {
             frame: frame.data,
             ip_offset: p.ip_offset,
             copy: false,
+            ethernet: port.link == LinkType::Ethernet,
             out_pass: port.out_pass,
         };
         self.input(t, info, packet)

@@ -2681,3 +2681,87 @@ fn seed002_shell_codel_ecn_marks_instead_of_dropping() {
         "CoDel ECN: median RTT under load {m:.1} ms > 20 + 30"
     );
 }
+
+/// ipfw(8)'s stateful firewall, live in host mode: C's own TCP session to
+/// S passes both ways by the state its SYN made, while a connection S
+/// opens to C is dropped; `ipfw -d show` lists the state.
+#[test]
+fn host_mode_stateful_rules_pass_a_session_and_block_the_unsolicited() {
+    let mut tools = TOOLS.to_vec();
+    tools.push("nft");
+    if !ready("host_mode_stateful", &tools) {
+        return;
+    }
+    let _serial = serial();
+    let pair = HostPair::new();
+    let (c, s) = (&pair.c, &pair._s);
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "ipfw.conf",
+        "add 100 check-state\n\
+         add 200 allow tcp from me to any setup keep-state\n\
+         add 300 deny ip from any to any\n",
+    );
+    let socket = scratch.path("ctl.sock");
+    let queue = (7000 + unique_port() % 1000).to_string();
+    let mut daemon = host_daemon(c, &queue, &config, &socket, &[]);
+
+    // C → S: the session is C's own, so it passes.
+    let port = unique_port();
+    let mut server = iperf3_server(s, port, None);
+    let out = run_bounded(
+        &mut c.command(
+            "iperf3",
+            &[
+                "-c",
+                "192.0.2.2",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "1",
+                "--connect-timeout",
+                "2000",
+            ],
+        ),
+        Duration::from_secs(15),
+        "iperf3 C→S",
+    );
+    expect_success(&out, "iperf3 C→S through the state");
+    server.terminate(Duration::from_secs(5));
+    let show = ipfw(&socket, &["-d", "show"]);
+    println!("{show}");
+    assert!(show.contains("## Dynamic rules"), "{show}");
+    assert!(show.contains("STATE tcp 192.0.2.1"), "{show}");
+    assert!(rule_packets(&show, 200) >= 10, "{show}");
+
+    // S → C: unsolicited, so dropped by rule 300.
+    let port = unique_port();
+    let mut server = iperf3_server(c, port, None);
+    let before = rule_packets(&ipfw(&socket, &["show"]), 300);
+    let out = run_bounded(
+        &mut s.command(
+            "iperf3",
+            &[
+                "-c",
+                "192.0.2.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "1",
+                "--connect-timeout",
+                "1000",
+            ],
+        ),
+        Duration::from_secs(15),
+        "iperf3 S→C",
+    );
+    assert!(
+        !out.status.success(),
+        "an unsolicited connection got through"
+    );
+    let after = rule_packets(&ipfw(&socket, &["show"]), 300);
+    assert!(after > before, "rule 300 saw nothing: {before} -> {after}");
+    server.terminate(Duration::from_secs(5));
+    let status = daemon.terminate(Duration::from_secs(5));
+    assert!(status.success(), "daemon: {status}");
+}

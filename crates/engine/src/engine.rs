@@ -1267,7 +1267,7 @@ impl<P: Payload> Engine<P> {
                 limit: st.is_limit(),
             })
             .collect();
-        dynamic.sort_by(|a, b| (a.rule, a.key).cmp(&(b.rule, b.key)));
+        dynamic.sort_by_key(|a| (a.rule, a.key));
         let tables = self
             .rules
             .tables

@@ -73,8 +73,8 @@ mod units;
 pub use error::{ErrorKind, FileError, ParseError};
 pub use rulefmt::format_rule_body;
 pub use show::{
-    format_pipes, format_queues, format_rules, format_rules_with, format_scheds, format_sets,
-    format_tables, RuleShow,
+    format_log, format_pipes, format_queues, format_rules, format_rules_with, format_scheds,
+    format_sets, format_tables, RuleShow,
 };
 
 use command::{FileLine, Mode};

@@ -105,6 +105,10 @@ pub fn format_rule_body(spec: &RuleSpec) -> String {
         let _ = write!(out, " {} {}", if t.untag { "untag" } else { "tag" }, t.tag);
     }
     let body = &spec.body;
+    if matches!(spec.action, Action::CheckState) && body.is_empty() && x.comment.is_none() {
+        // FreeBSD prints a check-state without a body.
+        return out;
+    }
     let l = layout(body);
     let proto = l
         .proto

@@ -11,6 +11,8 @@
 
 use std::fmt::Write as _;
 
+use dummynet_engine::classifier::{LogAction, LogEvent};
+use dummynet_engine::config::ArgAction;
 use dummynet_engine::config::{
     LinkConfig, QueueLimit, Settings, TableKey, TableName, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
 };
@@ -126,6 +128,57 @@ fn format_states(s: &Snapshot, numbers: &[u16], pw: usize, bw: usize) -> String 
         );
     }
     out
+}
+
+/// A `log` rule's match as FreeBSD writes it to syslog: `ipfw: 100 Accept
+/// TCP 10.0.0.1:5000 10.0.0.2:80 out via em0`, after the engine's time.
+pub fn format_log(e: &LogEvent, recv: Option<&str>, xmit: Option<&str>) -> String {
+    let action = match e.action {
+        LogAction::Allow => "Accept".to_string(),
+        LogAction::Deny => "Deny".to_string(),
+        LogAction::Count => "Count".to_string(),
+        LogAction::Pipe(n) => format!("Pipe {n}"),
+        LogAction::Queue(n) => format!("Queue {n}"),
+        LogAction::Skipto(n) => format!("Skipto {n}"),
+        LogAction::Call(n) => format!("Call {n}"),
+        LogAction::Return => "Return".to_string(),
+        LogAction::CheckState => "Check-state".to_string(),
+        LogAction::Tablearg(a, v) => format!(
+            "{} {v}",
+            match a {
+                ArgAction::Pipe => "Pipe",
+                ArgAction::Queue => "Queue",
+                ArgAction::Skipto => "Skipto",
+                ArgAction::Call => "Call",
+            }
+        ),
+    };
+    let k = &e.key;
+    let ends = |port: bool| {
+        if port {
+            format!("{}:{} {}:{}", k.src_ip(), k.sport, k.dst_ip(), k.dport)
+        } else {
+            format!("{} {}", k.src_ip(), k.dst_ip())
+        }
+    };
+    let what = match k.proto {
+        6 => format!("TCP {}", ends(true)),
+        17 => format!("UDP {}", ends(true)),
+        1 => format!("ICMP {}", ends(false)),
+        58 => format!("ICMPv6 {}", ends(false)),
+        p => format!("P:{p} {}", ends(false)),
+    };
+    let (dir, iface) = match e.dir {
+        dummynet_engine::Direction::In => ("in", recv),
+        dummynet_engine::Direction::Out => ("out", xmit),
+    };
+    let via = iface.map(|i| format!(" via {i}")).unwrap_or_default();
+    format!(
+        "ipfw: {} {} {action} {what} {dir}{via} ({} bytes)",
+        format_time(e.at),
+        e.rule,
+        e.len
+    )
 }
 
 /// `ipfw set show`: the disabled sets, then the enabled ones.

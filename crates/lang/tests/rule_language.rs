@@ -323,7 +323,7 @@ fn state_sets_calls_modifiers_and_comments() {
     );
     assert_eq!(
         round_trip("add check-state :web"),
-        "check-state :web ip from any to any"
+        "check-state :web"
     );
     assert_eq!(spec("add check-state").action, Action::CheckState);
     assert_eq!(

@@ -490,6 +490,8 @@ pub struct DataPlane {
     memory_locked: bool,
     /// Why a backend stopped the data plane ([`Backend::failure`]).
     failure: Option<String>,
+    /// Where `log` rules' matches go (written off this thread).
+    rule_log: Option<super::rulelog::RuleLog>,
 }
 
 impl DataPlane {
@@ -521,6 +523,7 @@ impl DataPlane {
             scheduling: "normal",
             memory_locked: false,
             failure: None,
+            rule_log: None,
         }
     }
 
@@ -562,6 +565,11 @@ impl DataPlane {
             self.flush_all();
             self.serve_control();
             self.reconfigured();
+            if self.engine.has_log() {
+                self.rule_log
+                    .get_or_insert_with(super::rulelog::RuleLog::start)
+                    .take(&mut self.engine);
+            }
             if let Some(d) = self.wait() {
                 self.stage(d);
             }
@@ -760,6 +768,7 @@ impl DataPlane {
             let now = self.clock.now();
             let reply = match req.kind {
                 RequestKind::Command { argv, cwd } => {
+                    self.engine.set_local_addrs(&super::local_addrs());
                     control::run_command(&mut self.engine, now, &argv, cwd.as_deref())
                 }
                 RequestKind::Stats => Reply::ok(self.report().to_string()),

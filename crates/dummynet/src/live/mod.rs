@@ -30,6 +30,7 @@ pub mod floor;
 pub mod host;
 pub mod presets;
 pub mod probe;
+pub mod rulelog;
 pub mod run;
 pub mod shell;
 pub mod shell_nat;
@@ -69,6 +70,15 @@ pub enum Body {
 /// will not take back modified (an unfinished checksum) is not marked, and
 /// the AQM drops it instead.
 impl Payload for Carrier {
+    /// A bridged frame has its Ethernet header (`mac`, `layer2` rules); a
+    /// host's packet is IP only.
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Frame { buf, .. } => Some(buf),
+            Body::Host(_) | Body::Ip(_) => None,
+        }
+    }
+
     fn ip_bytes(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Frame { buf, .. } => buf.get(ip_offset(buf)?..),
@@ -123,6 +133,28 @@ fn ip_offset(frame: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// The addresses of this network namespace's interfaces: what `me` and
+/// `me6` match. Read when the daemon starts and before each command it
+/// applies (a netlink dump: never per packet).
+pub fn local_addrs() -> Vec<std::net::IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut out: Vec<std::net::IpAddr> = addrs
+        .filter_map(|a| a.address)
+        .filter_map(|sa| {
+            if let Some(v4) = sa.as_sockaddr_in() {
+                Some(std::net::IpAddr::V4(v4.ip()))
+            } else {
+                sa.as_sockaddr_in6().map(|v6| std::net::IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A packet a backend read, for the engine.

@@ -216,6 +216,8 @@ where
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
     let flag = stop.clone();
     let body = move || {
+        // In the namespace the data plane runs in: its addresses are `me`.
+        engine.set_local_addrs(&super::local_addrs());
         let backends = match open(&mut engine) {
             Ok(b) => {
                 let _ = ready_tx.send(Ok(()));

@@ -412,6 +412,7 @@ pub fn link_config(
         *pipe = PipeConfig {
             link: modify::link(&pipe.link, &change.link, fields),
             flowset: modify::flowset(&pipe.flowset, &change.flowset, fields),
+            sched: change.sched.or_else(|| pipe.sched.take()),
         };
     }
     Ok(config)
