@@ -8,9 +8,9 @@ use rustc_hash::FxHashMap;
 
 use crate::classifier::{self, Bytes, Decision, Interfaces, LogEvent, Reach, Ruleset, Tags, Walk};
 use crate::config::{
-    Action, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig, QueueLimit,
-    RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName, DEFAULT_RULE,
-    DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    Action, ArgAction, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
+    QueueLimit, RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
+    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::impair::On;
@@ -186,7 +186,14 @@ impl<P: Payload> Engine<P> {
         self.rules
             .rules()
             .iter()
-            .filter(|r| matches!(r.spec.action, Action::Pipe(_) | Action::Queue(_)))
+            .filter(|r| {
+                matches!(
+                    r.spec.action,
+                    Action::Pipe(_)
+                        | Action::Queue(_)
+                        | Action::Tablearg(ArgAction::Pipe | ArgAction::Queue)
+                )
+            })
             .filter(|r| !r.body.has_direction())
             .map(|r| r.number)
             .collect()
@@ -932,6 +939,7 @@ impl<P: Payload> Engine<P> {
                 // FreeBSD: the rules change sets, the sets keep their state.
             }
         }
+        self.rules.refresh_rules();
         Ok(())
     }
 

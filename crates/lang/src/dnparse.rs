@@ -78,18 +78,18 @@ const LINK_OPTIONS: &[&str] = &[
 /// registered AQM ([`dummynet_engine::aqm::REGISTRY`]) is one too.
 #[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
-    "queue", "plr", "mask", "buckets", "noerror", "weight", "lmax", "pri", "priority", "ecn",
+    "queue", "plr", "mask", "buckets", "hash_size", "noerror", "weight", "lmax", "pri", "priority", "ecn",
     "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
-    "trace", "queue", "plr", "mask", "buckets", "noerror", "weight", "lmax", "pri", "priority",
+    "trace", "queue", "plr", "mask", "buckets", "hash_size", "noerror", "weight", "lmax", "pri", "priority",
     "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
-    "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets",
+    "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets", "hash_size",
     "noerror", "ecn", "loss", "duplicate", "corrupt",
 ];
 #[rustfmt::skip]
@@ -673,7 +673,8 @@ fn flowset_option<'a>(
             fs.mask = parse_mask(cur)?;
             Field::Mask
         }
-        "buckets" => {
+        // `hash_size` is ipfw's other name for it.
+        "buckets" | "hash_size" => {
             fs.buckets = cur.number("bucket count", 1, u64::from(MAX_BUCKETS))? as u32;
             Field::Buckets
         }

@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use dummynet_engine::classifier::{LogAction, LogEvent};
-use dummynet_engine::config::ArgAction;
+use dummynet_engine::classifier::LogEvent;
+use dummynet_engine::config::{Action, ArgAction};
 use dummynet_engine::config::{
     LinkConfig, QueueLimit, Settings, TableKey, TableName, DEFAULT_BUCKETS, DN_MAX_ID, MAX_NUMBER,
 };
@@ -133,17 +133,18 @@ fn format_states(s: &Snapshot, numbers: &[u16], pw: usize, bw: usize) -> String 
 /// A `log` rule's match as FreeBSD writes it to syslog: `ipfw: 100 Accept
 /// TCP 10.0.0.1:5000 10.0.0.2:80 out via em0`, after the engine's time.
 pub fn format_log(e: &LogEvent, recv: Option<&str>, xmit: Option<&str>) -> String {
+    let v = e.arg;
     let action = match e.action {
-        LogAction::Allow => "Accept".to_string(),
-        LogAction::Deny => "Deny".to_string(),
-        LogAction::Count => "Count".to_string(),
-        LogAction::Pipe(n) => format!("Pipe {n}"),
-        LogAction::Queue(n) => format!("Queue {n}"),
-        LogAction::Skipto(n) => format!("Skipto {n}"),
-        LogAction::Call(n) => format!("Call {n}"),
-        LogAction::Return => "Return".to_string(),
-        LogAction::CheckState => "Check-state".to_string(),
-        LogAction::Tablearg(a, v) => format!(
+        Action::Allow => "Accept".to_string(),
+        Action::Deny => "Deny".to_string(),
+        Action::Count => "Count".to_string(),
+        Action::Pipe(n) => format!("Pipe {n}"),
+        Action::Queue(n) => format!("Queue {n}"),
+        Action::Skipto(n) => format!("Skipto {n}"),
+        Action::Call(n) => format!("Call {n}"),
+        Action::Return => "Return".to_string(),
+        Action::CheckState => "Check-state".to_string(),
+        Action::Tablearg(a) => format!(
             "{} {v}",
             match a {
                 ArgAction::Pipe => "Pipe",

@@ -533,6 +533,11 @@ fn log_keeps_matches_up_to_logamount_until_resetlog() {
     let (events, lost) = r.e.take_log();
     assert_eq!((events.len(), lost), (2, 0));
     assert_eq!(events[0].rule, 100);
+    let line = dummynet_lang::format_log(&events[0], None, Some("em0"));
+    assert!(
+        line.ends_with(" 100 Accept UDP 10.0.0.1:1 10.0.0.2:53 out via em0 (29 bytes)"),
+        "{line}"
+    );
     r.run("ipfw resetlog 100");
     r.send(udp("10.0.0.1", 1, "10.0.0.2", 53), Out);
     assert_eq!(r.e.take_log().0.len(), 1);

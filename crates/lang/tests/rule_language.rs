@@ -321,10 +321,7 @@ fn state_sets_calls_modifiers_and_comments() {
         round_trip("add allow tcp from any to me 22 limit src-addr,dst-port 4"),
         "allow tcp from any to me dst-port 22 limit src-addr,dst-port 4"
     );
-    assert_eq!(
-        round_trip("add check-state :web"),
-        "check-state :web"
-    );
+    assert_eq!(round_trip("add check-state :web"), "check-state :web");
     assert_eq!(spec("add check-state").action, Action::CheckState);
     assert_eq!(
         round_trip("add call 1000 ip from any to any"),
@@ -398,6 +395,11 @@ fn commands_around_rules() {
     let p = parse_command("ipfw -d -S show").unwrap();
     assert!(p.flags.dynamic && p.flags.sets);
     assert!(parse_command("ipfw -T show").unwrap().flags.timestamps);
+    let Command::ConfigPipe(1, cfg) = command("ipfw pipe 1 config mask dst-ip 0xff hash_size 64")
+    else {
+        panic!("not a pipe config")
+    };
+    assert_eq!(cfg.flowset.buckets, 64);
 }
 
 #[test]

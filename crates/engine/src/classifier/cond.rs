@@ -282,7 +282,7 @@ pub(crate) struct Cx<'a, 'b> {
     pub tables: &'b Tables,
     pub me: &'b LocalAddrs,
     pub ifs: &'b Interfaces,
-    pub tags: Tags,
+    pub tags: &'b mut Tags,
     pub arg: u32,
 }
 
@@ -613,11 +613,11 @@ mod tests {
         c.matches(
             p,
             &mut Cx {
-                view: View::new(Bytes::default()),
+                view: View::new(&Bytes::default()),
                 tables: &t,
                 me: &me,
                 ifs: &ifs,
-                tags: Tags::default(),
+                tags: &mut Tags::default(),
                 arg: 0,
             },
         )

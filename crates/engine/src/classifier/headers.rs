@@ -58,12 +58,12 @@ pub(crate) mod tcp_flag {
 /// The bytes of one packet and what has been read from them so far.
 #[derive(Debug)]
 pub(crate) struct View<'a> {
-    bytes: Bytes<'a>,
+    bytes: &'a Bytes<'a>,
     ip: Option<Option<IpFacts>>,
 }
 
 impl<'a> View<'a> {
-    pub fn new(bytes: Bytes<'a>) -> Self {
+    pub fn new(bytes: &'a Bytes<'a>) -> Self {
         View { bytes, ip: None }
     }
 
@@ -237,10 +237,11 @@ mod tests {
     #[test]
     fn ipv4_tcp_facts() {
         let p = syn_v4();
-        let mut v = View::new(Bytes {
+        let b = Bytes {
             ip: Some(&p),
             frame: None,
-        });
+        };
+        let mut v = View::new(&b);
         let ip = *v.ip().unwrap();
         assert_eq!(
             (ip.ttl, ip.tos, ip.id, ip.frag),
@@ -258,18 +259,20 @@ mod tests {
         let mut p = syn_v4();
         p[6] = 0x20; // MF, offset 8 bytes
         p[7] = 0x01;
-        let mut v = View::new(Bytes {
+        let b = Bytes {
             ip: Some(&p),
             frame: None,
-        });
+        };
+        let mut v = View::new(&b);
         let ip = *v.ip().unwrap();
         assert_eq!(ip.frag, frag_bit::MF | frag_bit::OFFSET);
         assert!(ip.tcp.is_none());
         for junk in [&[][..], &[0x45, 0, 0], &[0x4f; 30], &[0x60; 20]] {
-            let mut v = View::new(Bytes {
+            let b = Bytes {
                 ip: Some(junk),
                 frame: None,
-            });
+            };
+            let mut v = View::new(&b);
             assert!(v.ip().is_none_or(|f| f.tcp.is_none()), "{junk:?}");
         }
     }

@@ -47,27 +47,14 @@ pub struct LogEvent {
     pub at: Nanos,
     pub rule: u16,
     /// The rule's action, as its spec says.
-    pub action: LogAction,
+    pub action: Action,
+    /// `tablearg` at the match (what a `pipe tablearg` sent it to).
+    pub arg: u32,
     pub key: FlowKey,
     pub dir: Direction,
     pub recv_if: Option<IfaceId>,
     pub xmit_if: Option<IfaceId>,
     pub len: u32,
-}
-
-/// A logged rule's action, without the data a `check-state` name holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogAction {
-    Allow,
-    Deny,
-    Pipe(u32),
-    Queue(u32),
-    Skipto(u16),
-    Count,
-    Call(u16),
-    Return,
-    CheckState,
-    Tablearg(ArgAction, u32),
 }
 
 /// Log events kept until the daemon takes them; more are counted, not kept.
@@ -108,9 +95,48 @@ pub(crate) struct Rule {
     /// Unique for the engine's lifetime; never reused.
     pub id: u32,
     pub number: u16,
+    /// What the walk must do besides matching and acting ([`quick`]),
+    /// kept beside the body so that a plain rule costs one test.
+    pub quick: u8,
+    /// `1 << set`, to test against the disabled sets.
+    pub set_bit: u32,
     pub spec: RuleSpec,
     pub body: Compiled,
     pub counters: RuleCounters,
+}
+
+/// [`Rule::quick`] bits.
+mod quick {
+    /// Dynamic states are looked up here (`check-state`, `keep-state`, `limit`).
+    pub const CHECK: u8 = 1;
+    /// A match has more to do: `log`, `tag`, a state to make.
+    pub const EXTRA: u8 = 2;
+}
+
+impl Rule {
+    fn new(id: u32, number: u16, spec: RuleSpec, body: Compiled) -> Rule {
+        let mut r = Rule {
+            id,
+            number,
+            quick: 0,
+            set_bit: 0,
+            spec,
+            body,
+            counters: RuleCounters::default(),
+        };
+        r.refresh();
+        r
+    }
+
+    /// Recomputes [`Self::quick`] and [`Self::set_bit`] from the spec.
+    pub fn refresh(&mut self) {
+        let x = &self.spec.extra;
+        let checks = matches!(self.spec.action, Action::CheckState)
+            || x.state.is_some_and(StateKind::checks);
+        let extra = x.log.is_some() || x.tag.is_some() || x.state.is_some();
+        self.quick = if checks { quick::CHECK } else { 0 } | if extra { quick::EXTRA } else { 0 };
+        self.set_bit = 1 << x.set.min(31);
+    }
 }
 
 #[derive(Debug)]
@@ -126,6 +152,8 @@ pub(crate) struct Ruleset {
     pub log: VecDeque<LogEvent>,
     /// Log events not kept: the daemon did not take them fast enough.
     pub log_lost: u64,
+    /// `call`'s return stack, kept between walks so a walk allocates nothing.
+    calls: Vec<u16>,
 }
 
 /// What a walk needs besides the rules: the packet's bytes, interface
@@ -141,10 +169,10 @@ const AUTOINC_STEP: u32 = 100;
 
 impl Ruleset {
     pub fn new() -> Self {
-        let default = Rule {
-            id: 0,
-            number: DEFAULT_RULE,
-            spec: RuleSpec {
+        let default = Rule::new(
+            0,
+            DEFAULT_RULE,
+            RuleSpec {
                 number: Some(DEFAULT_RULE),
                 action: Action::Deny,
                 prob: None,
@@ -154,9 +182,8 @@ impl Ruleset {
                     ..RuleExtra::default()
                 },
             },
-            body: Compiled::default(),
-            counters: RuleCounters::default(),
-        };
+            Compiled::default(),
+        );
         Ruleset {
             rules: vec![default],
             next_id: 1,
@@ -166,6 +193,7 @@ impl Ruleset {
             me: LocalAddrs::default(),
             log: VecDeque::new(),
             log_lost: 0,
+            calls: Vec::with_capacity(CALL_DEPTH),
         }
     }
 
@@ -202,16 +230,7 @@ impl Ruleset {
             .partition_point(|r| r.number <= number && r.number != DEFAULT_RULE);
         let id = self.next_id;
         self.next_id += 1;
-        self.rules.insert(
-            at,
-            Rule {
-                id,
-                number,
-                spec,
-                body,
-                counters: RuleCounters::default(),
-            },
-        );
+        self.rules.insert(at, Rule::new(id, number, spec, body));
     }
 
     pub fn contains(&self, number: u16) -> bool {
@@ -348,7 +367,12 @@ impl Ruleset {
 
     #[inline]
     fn set_disabled(&self, r: &Rule) -> bool {
-        self.disabled_sets >> r.spec.extra.set & 1 == 1
+        self.disabled_sets & r.set_bit != 0
+    }
+
+    /// After rules changed sets (`set move`, `set swap`).
+    pub fn refresh_rules(&mut self) {
+        self.rules.iter_mut().for_each(Rule::refresh);
     }
 
     /// Walks the rules from index `start`. Always ends at a rule: the default
@@ -371,18 +395,18 @@ impl Ruleset {
             me,
             log,
             log_lost,
+            calls,
             ..
         } = self;
         let mut cx = Cx {
-            view: View::new(walk.bytes),
+            view: View::new(&walk.bytes),
             tables,
             me,
             ifs: walk.ifs,
-            tags: *tags,
+            tags,
             arg: 0,
         };
-        let mut calls = [0u16; CALL_DEPTH];
-        let mut depth = 0;
+        calls.clear();
         // Dynamic states are looked up once per walk, at the first rule
         // that checks them.
         let mut checked = false;
@@ -391,47 +415,21 @@ impl Ruleset {
             let Some(rule) = rules.get_mut(i) else {
                 // Unreachable while the default rule exists; deny is the safe answer.
                 let r = &rules[rules.len() - 1];
-                break (
-                    Decision::Deny,
-                    RuleRef {
-                        id: r.id,
-                        number: r.number,
-                    },
-                );
+                break (Decision::Deny, at(r));
             };
-            if *disabled_sets >> rule.spec.extra.set & 1 == 1 {
+            if *disabled_sets & rule.set_bit != 0 {
                 i += 1;
                 continue;
             }
-            let checks = matches!(rule.spec.action, Action::CheckState)
-                || rule.spec.extra.state.is_some_and(StateKind::checks);
-            let check = checks.then_some(rule.spec.extra.flow.as_deref());
-            if let Some(name) = check.filter(|_| !checked) {
+            if rule.quick & quick::CHECK != 0 && !checked {
                 checked = true;
-                let sel = match name {
-                    Some("any") => NameSel::Any,
-                    n => NameSel::One(states.name_id(n)),
-                };
-                let tcp = tcp_flags(pkt, &mut cx.view);
-                let settings = walk.settings;
-                if let Some(st) = states.check(now, &pkt.key, sel, tcp, pkt.len, settings) {
-                    let parent = st.parent;
-                    let found = rules
-                        .get(parent.hint)
-                        .filter(|r| r.id == parent.rule_id)
-                        .map(|_| parent.hint)
-                        .or_else(|| rules.iter().position(|r| r.id == parent.rule_id));
-                    if let Some(p) = found {
-                        st.parent.hint = p;
-                        cx.arg = parent.arg;
-                        let r = &mut rules[p];
-                        count(r, now, pkt);
-                        match act(rules, p, &mut calls, &mut depth, cx.arg) {
-                            Step::Done(d) => break (d, at(&rules[p])),
-                            Step::Goto(n) => {
-                                i = n;
-                                continue;
-                            }
+                if let Some(p) = check_state(rules, states, i, now, pkt, walk, &mut cx) {
+                    count(&mut rules[p], now, pkt);
+                    match act(rules, p, calls, cx.arg) {
+                        Step::Done(d) => break (d, at(&rules[p])),
+                        Step::Goto(n) => {
+                            i = n;
+                            continue;
                         }
                     }
                 }
@@ -447,60 +445,10 @@ impl Ruleset {
                 continue;
             }
             count(rule, now, pkt);
-            if let Some(amount) = rule.spec.extra.log {
-                if amount == 0 || rule.counters.logged < amount {
-                    rule.counters.logged += 1;
-                    if log.len() < LOG_CAPACITY {
-                        log.push_back(LogEvent {
-                            at: now,
-                            rule: rule.number,
-                            action: log_action(&rule.spec.action, cx.arg),
-                            key: pkt.key,
-                            dir: pkt.dir,
-                            recv_if: pkt.recv_if,
-                            xmit_if: pkt.xmit_if,
-                            len: pkt.len,
-                        });
-                    } else {
-                        *log_lost += 1;
-                    }
-                }
-            }
-            if let Some(t) = rule.spec.extra.tag {
-                if t.untag {
-                    cx.tags.remove(t.tag);
-                } else {
-                    cx.tags.add(t.tag);
-                }
-            }
-            if let Some(kind) = rule.spec.extra.state {
-                let limit = match kind {
-                    StateKind::Limit { mask, max } | StateKind::SetLimit { mask, max } => {
-                        Some((mask, max))
-                    }
-                    StateKind::Keep | StateKind::Record => None,
-                };
-                let name = states.name_id(rule.spec.extra.flow.as_deref());
-                let parent = Parent {
-                    rule_id: rule.id,
-                    number: rule.number,
-                    hint: i,
-                    arg: cx.arg,
-                };
-                let tcp = tcp_flags(pkt, &mut cx.view);
-                let made = states.make(
-                    now,
-                    &pkt.key,
-                    name,
-                    parent,
-                    limit,
-                    tcp,
-                    pkt.len,
-                    walk.settings,
-                );
-                if let Err(Refused::Full | Refused::Limit) = made {
-                    break (Decision::StateRefused, at(&rules[i]));
-                }
+            if rule.quick & quick::EXTRA != 0
+                && !matched_extra(rule, i, now, pkt, walk, &mut cx, states, log, log_lost)
+            {
+                break (Decision::StateRefused, at(&rules[i]));
             }
             if rules[i].number == DEFAULT_RULE {
                 let d = if walk.settings.default_to_accept {
@@ -510,14 +458,115 @@ impl Ruleset {
                 };
                 break (d, at(&rules[i]));
             }
-            match act(rules, i, &mut calls, &mut depth, cx.arg) {
+            match act(rules, i, calls, cx.arg) {
                 Step::Done(d) => break (d, at(&rules[i])),
                 Step::Goto(n) => i = n,
             }
         };
-        *tags = cx.tags;
         (decision, at)
     }
+}
+
+/// The packet's dynamic state, looked up at rule `i`: the index of the
+/// rule that made it (its action is the packet's), with `tablearg` as it
+/// was then. An expired state, or one whose rule is gone, is none.
+#[cold]
+#[inline(never)]
+fn check_state(
+    rules: &[Rule],
+    states: &mut States,
+    i: usize,
+    now: Nanos,
+    pkt: &PacketInfo,
+    walk: &Walk<'_>,
+    cx: &mut Cx<'_, '_>,
+) -> Option<usize> {
+    let sel = match rules[i].spec.extra.flow.as_deref() {
+        Some("any") => NameSel::Any,
+        n => NameSel::One(states.name_id(n)),
+    };
+    let tcp = tcp_flags(pkt, &mut cx.view);
+    let st = states.check(now, &pkt.key, sel, tcp, pkt.len, walk.settings)?;
+    let parent = st.parent;
+    let p = rules
+        .get(parent.hint)
+        .filter(|r| r.id == parent.rule_id)
+        .map(|_| parent.hint)
+        .or_else(|| rules.iter().position(|r| r.id == parent.rule_id))?;
+    st.parent.hint = p;
+    cx.arg = parent.arg;
+    Some(p)
+}
+
+/// What a matching rule does besides its action: `log`, `tag`, and the
+/// state it makes. `false` if the state was refused (`dyn_max`, a limit).
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn matched_extra(
+    rule: &mut Rule,
+    i: usize,
+    now: Nanos,
+    pkt: &PacketInfo,
+    walk: &Walk<'_>,
+    cx: &mut Cx<'_, '_>,
+    states: &mut States,
+    log: &mut VecDeque<LogEvent>,
+    log_lost: &mut u64,
+) -> bool {
+    if let Some(amount) = rule.spec.extra.log {
+        if amount == 0 || rule.counters.logged < amount {
+            rule.counters.logged += 1;
+            if log.len() < LOG_CAPACITY {
+                log.push_back(LogEvent {
+                    at: now,
+                    rule: rule.number,
+                    action: rule.spec.action,
+                    arg: cx.arg,
+                    key: pkt.key,
+                    dir: pkt.dir,
+                    recv_if: pkt.recv_if,
+                    xmit_if: pkt.xmit_if,
+                    len: pkt.len,
+                });
+            } else {
+                *log_lost += 1;
+            }
+        }
+    }
+    if let Some(t) = rule.spec.extra.tag {
+        if t.untag {
+            cx.tags.remove(t.tag);
+        } else {
+            cx.tags.add(t.tag);
+        }
+    }
+    let Some(kind) = rule.spec.extra.state else {
+        return true;
+    };
+    let limit = match kind {
+        StateKind::Limit { mask, max } | StateKind::SetLimit { mask, max } => Some((mask, max)),
+        StateKind::Keep | StateKind::Record => None,
+    };
+    let name = states.name_id(rule.spec.extra.flow.as_deref());
+    let parent = Parent {
+        rule_id: rule.id,
+        number: rule.number,
+        hint: i,
+        arg: cx.arg,
+    };
+    let tcp = tcp_flags(pkt, &mut cx.view);
+    let made = states.make(
+        now,
+        &pkt.key,
+        name,
+        parent,
+        limit,
+        tcp,
+        pkt.len,
+        walk.settings,
+    );
+    !matches!(made, Err(Refused::Full | Refused::Limit))
 }
 
 /// Where the walk goes after a rule's action.
@@ -557,21 +606,15 @@ fn jump(rules: &[Rule], i: usize, n: u32) -> usize {
 }
 
 /// Rule `i`'s action, for a packet whose body (or state) matched it.
-fn act(
-    rules: &[Rule],
-    i: usize,
-    calls: &mut [u16; CALL_DEPTH],
-    depth: &mut usize,
-    arg: u32,
-) -> Step {
+#[inline(always)]
+fn act(rules: &[Rule], i: usize, calls: &mut Vec<u16>, arg: u32) -> Step {
     let rule = &rules[i];
-    let call = |calls: &mut [u16; CALL_DEPTH], depth: &mut usize, n: u32| {
+    let call = |calls: &mut Vec<u16>, n: u32| {
         // A full stack: FreeBSD logs it and goes on at the next rule.
-        if *depth == CALL_DEPTH {
+        if calls.len() == CALL_DEPTH {
             return Step::Goto(i + 1);
         }
-        calls[*depth] = rule.number;
-        *depth += 1;
+        calls.push(rule.number);
         Step::Goto(jump(rules, i, n))
     };
     match rule.spec.action {
@@ -581,41 +624,22 @@ fn act(
         Action::Queue(n) => Step::Done(Decision::Queue(n)),
         Action::Count | Action::CheckState => Step::Goto(i + 1),
         Action::Skipto(n) => Step::Goto(jump(rules, i, u32::from(n))),
-        Action::Call(n) => call(calls, depth, u32::from(n)),
-        Action::Return => {
-            // An empty stack: FreeBSD goes on at the next rule.
-            if *depth == 0 {
-                return Step::Goto(i + 1);
-            }
-            *depth -= 1;
-            let from = calls[*depth];
-            Step::Goto(
+        Action::Call(n) => call(calls, u32::from(n)),
+        // An empty stack: FreeBSD goes on at the next rule.
+        Action::Return => match calls.pop() {
+            None => Step::Goto(i + 1),
+            Some(from) => Step::Goto(
                 rules
                     .partition_point(|r| r.number <= from)
                     .min(rules.len() - 1),
-            )
-        }
+            ),
+        },
         Action::Tablearg(a) => match a {
             ArgAction::Pipe => Step::Done(Decision::Pipe(arg)),
             ArgAction::Queue => Step::Done(Decision::Queue(arg)),
             ArgAction::Skipto => Step::Goto(jump(rules, i, arg)),
-            ArgAction::Call => call(calls, depth, arg),
+            ArgAction::Call => call(calls, arg),
         },
-    }
-}
-
-fn log_action(a: &Action, arg: u32) -> LogAction {
-    match *a {
-        Action::Allow => LogAction::Allow,
-        Action::Deny => LogAction::Deny,
-        Action::Pipe(n) => LogAction::Pipe(n),
-        Action::Queue(n) => LogAction::Queue(n),
-        Action::Skipto(n) => LogAction::Skipto(n),
-        Action::Count => LogAction::Count,
-        Action::CheckState => LogAction::CheckState,
-        Action::Call(n) => LogAction::Call(n),
-        Action::Return => LogAction::Return,
-        Action::Tablearg(t) => LogAction::Tablearg(t, arg),
     }
 }
 
