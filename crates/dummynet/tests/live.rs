@@ -2765,3 +2765,47 @@ fn host_mode_stateful_rules_pass_a_session_and_block_the_unsolicited() {
     let status = daemon.terminate(Duration::from_secs(5));
     assert!(status.success(), "daemon: {status}");
 }
+
+/// `verrevpath` live, against the daemon's namespace's routes: S's pings
+/// come in on c0, where C's route back to S leaves, so they pass; once C
+/// routes S's address to nowhere (`ip route add unreachable`), the same
+/// pings fail the check and `deny ... not verrevpath` drops them.
+#[test]
+fn host_mode_verrevpath_follows_the_namespaces_routes() {
+    let mut tools = TOOLS.to_vec();
+    tools.push("nft");
+    if !ready("host_mode_verrevpath", &tools) {
+        return;
+    }
+    let _serial = serial();
+    let pair = HostPair::new();
+    let (c, s) = (&pair.c, &pair._s);
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "ipfw.conf",
+        "add 100 deny ip from any to any in not verrevpath\n\
+         add 200 allow ip from any to any\n",
+    );
+    let socket = scratch.path("ctl.sock");
+    let queue = (7000 + unique_port() % 1000).to_string();
+    let mut daemon = host_daemon(c, &queue, &config, &socket, &[]);
+    let ping_from_s = || {
+        run_bounded(
+            &mut s.command("ping", &["-c", "3", "-i", "0.2", "-W", "1", "192.0.2.1"]),
+            Duration::from_secs(10),
+            "ping S→C",
+        )
+    };
+    let out = ping_from_s();
+    expect_success(&out, "ping S→C with the route back on c0");
+    assert_eq!(rule_packets(&ipfw(&socket, &["show"]), 100), 0);
+    c.ip(&["route", "add", "unreachable", "192.0.2.2/32"]);
+    // The daemon reads the routes before each command.
+    ipfw(&socket, &["zero"]);
+    let out = ping_from_s();
+    assert!(!out.status.success(), "pings passed a failed verrevpath");
+    let show = ipfw(&socket, &["show"]);
+    assert!(rule_packets(&show, 100) >= 3, "{show}");
+    let status = daemon.terminate(Duration::from_secs(5));
+    assert!(status.success(), "daemon: {status}");
+}

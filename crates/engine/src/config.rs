@@ -570,6 +570,21 @@ pub struct MacMatch {
     pub mask: [u8; 6],
 }
 
+/// A route of the host's routing table, for `verrevpath`, `versrcreach`
+/// and `antispoof`: the live daemon reads its namespace's, `sim` has none
+/// (and those options then hold, as they would on a host that routes
+/// everything back the way it came).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub net: AddrMatch,
+    /// The interface the route goes out of.
+    pub iface: String,
+    /// Through a gateway (else the network is directly connected).
+    pub gateway: bool,
+    /// A reject or blackhole route: the network is unreachable.
+    pub reject: bool,
+}
+
 /// A lookup table: `table(N)` or `table(NAME)`, optionally with the value
 /// the entry must have.
 #[derive(Debug, Clone, PartialEq, Eq)]

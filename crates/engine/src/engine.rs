@@ -957,6 +957,29 @@ impl<P: Payload> Engine<P> {
         }
     }
 
+    /// The host's routes, which `verrevpath`, `versrcreach` and
+    /// `antispoof` look at (`None`: no routing table, and they hold). A
+    /// live daemon gives its namespace's; they are interfaces' routes, so
+    /// their interfaces are learnt as `recv` names are.
+    pub fn set_routes(&mut self, routes: Option<&[crate::config::Route]>) {
+        use crate::classifier::route;
+        let Some(routes) = routes else {
+            self.rules.routes = None;
+            return;
+        };
+        let mut t = classifier::tables::Table::new(
+            TableName::Name("routes".into()),
+            crate::config::TableType::Addr,
+        );
+        for r in routes {
+            let id = u32::from(self.iface(&r.iface).0);
+            let kind = if r.gateway { route::GATEWAY } else { 0 }
+                | if r.reject { route::REJECT } else { 0 };
+            t.insert(&crate::config::TableKey::Addr(r.net), id | kind);
+        }
+        self.rules.routes = Some(t);
+    }
+
     /// Matches of rules with `log` since the last call, oldest first, and
     /// how many were not kept (at most [`classifier::LOG_CAPACITY`] are).
     pub fn take_log(&mut self) -> (Vec<LogEvent>, u64) {

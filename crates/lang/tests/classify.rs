@@ -763,3 +763,54 @@ fn scheduler_options_on_a_pipe_set_its_scheduler() {
     // Without `type`, scheduler 1 stays what it was.
     assert!(dummynet_lang::format_scheds(&r.e.snapshot(), &[1]).contains("FQ_CODEL"));
 }
+
+#[test]
+fn route_checks_follow_the_routes_given() {
+    use dummynet_engine::config::{AddrMatch, Route};
+    let mut r = Rig::new(
+        &[],
+        &[
+            "ipfw add 100 count ip from any to any verrevpath",
+            "ipfw add 200 count ip from any to any versrcreach",
+            "ipfw add 300 count ip from any to any antispoof",
+            "ipfw add 400 allow ip from any to any",
+        ],
+    );
+    let counts = |r: &Rig| -> Vec<u64> {
+        let s = r.e.snapshot();
+        [100, 200, 300]
+            .iter()
+            .map(|n| s.rules.iter().find(|x| x.number == *n).unwrap().packets)
+            .collect()
+    };
+    let send = |r: &mut Rig, src: &str, via: &str| {
+        r.run("ipfw zero");
+        r.send_at(0, udp(src, 1, "192.0.2.1", 2), false, In, via);
+        counts(r)
+    };
+    // No routes (sim): all three hold.
+    assert_eq!(send(&mut r, "198.51.100.7", "em9"), [1, 1, 1]);
+    let route = |net: &str, prefix, iface: &str, gateway, reject| Route {
+        net: AddrMatch {
+            addr: net.parse().unwrap(),
+            prefix,
+        },
+        iface: iface.into(),
+        gateway,
+        reject,
+    };
+    r.e.set_routes(Some(&[
+        route("192.0.2.0", 24, "em0", false, false),
+        route("0.0.0.0", 0, "em1", true, false),
+        route("203.0.113.0", 24, "lo", false, true),
+    ]));
+    // A local source on its own interface: all hold.
+    assert_eq!(send(&mut r, "192.0.2.5", "em0"), [1, 1, 1]);
+    // The same source from the other side: spoofed.
+    assert_eq!(send(&mut r, "192.0.2.5", "em1"), [0, 1, 0]);
+    // A far source, reached only by the default route, from its side.
+    assert_eq!(send(&mut r, "198.51.100.7", "em1"), [1, 0, 1]);
+    assert_eq!(send(&mut r, "198.51.100.7", "em0"), [0, 0, 1]);
+    // A source behind a reject route reaches nothing.
+    assert_eq!(send(&mut r, "203.0.113.9", "lo"), [0, 0, 1]);
+}

@@ -768,7 +768,7 @@ impl DataPlane {
             let now = self.clock.now();
             let reply = match req.kind {
                 RequestKind::Command { argv, cwd } => {
-                    self.engine.set_local_addrs(&super::local_addrs());
+                    super::learn_host(&mut self.engine);
                     control::run_command(&mut self.engine, now, &argv, cwd.as_deref())
                 }
                 RequestKind::Stats => Reply::ok(self.report().to_string()),

@@ -30,6 +30,7 @@ pub mod floor;
 pub mod host;
 pub mod presets;
 pub mod probe;
+pub mod routes;
 pub mod rulelog;
 pub mod run;
 pub mod shell;
@@ -155,6 +156,14 @@ pub fn local_addrs() -> Vec<std::net::IpAddr> {
     out.sort();
     out.dedup();
     out
+}
+
+/// What the rules know of the host: its addresses (`me`) and routes
+/// (`verrevpath`...), read now, in the calling thread's namespace. Done
+/// when the daemon starts and before each command, never per packet.
+pub fn learn_host<P: Payload>(engine: &mut Engine<P>) {
+    engine.set_local_addrs(&local_addrs());
+    engine.set_routes(routes::host_routes().as_deref());
 }
 
 /// A packet a backend read, for the engine.

@@ -216,8 +216,9 @@ where
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
     let flag = stop.clone();
     let body = move || {
-        // In the namespace the data plane runs in: its addresses are `me`.
-        engine.set_local_addrs(&super::local_addrs());
+        // In the namespace the data plane runs in: its addresses are `me`,
+        // its routes those `verrevpath` follows.
+        super::learn_host(&mut engine);
         let backends = match open(&mut engine) {
             Ok(b) => {
                 let _ = ready_tx.send(Ok(()));

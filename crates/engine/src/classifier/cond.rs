@@ -9,7 +9,7 @@ use crate::flow::proto;
 use crate::packet::{Direction, IfaceId, PacketInfo};
 
 use super::headers::{tcp_flag, View};
-use super::tables::{Slot, Tables};
+use super::tables::{Slot, Table, Tables};
 
 /// The engine's interface names, interned so that rules compare ids.
 #[derive(Debug, Default, Clone)]
@@ -222,9 +222,11 @@ enum Test {
     },
     MacType(Vec<PortRange>),
     Layer2,
-    /// `antispoof`, `verrevpath`, `versrcreach`: the engine has no routing
-    /// table, so these hold (as `sim` documents).
-    RouteCheck,
+    /// `antispoof`, `verrevpath`, `versrcreach`: against the routes the
+    /// caller gave ([`crate::Engine::set_routes`]); with none, they hold.
+    Antispoof,
+    Verrevpath,
+    Versrcreach,
     Tagged(Vec<PortRange>),
     /// `diverted`: nothing is diverted here.
     Never,
@@ -280,6 +282,8 @@ impl Tags {
 pub(crate) struct Cx<'a, 'b> {
     pub view: View<'a>,
     pub tables: &'b Tables,
+    /// The host's routes ([`route`] values), if the caller gave them.
+    pub routes: Option<&'b Table>,
     pub me: &'b LocalAddrs,
     pub ifs: &'b Interfaces,
     pub tags: &'b mut Tags,
@@ -382,7 +386,9 @@ fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test,
         },
         CondKind::MacType(r) => Test::MacType(r.clone()),
         CondKind::Layer2 => Test::Layer2,
-        CondKind::Antispoof | CondKind::Verrevpath | CondKind::Versrcreach => Test::RouteCheck,
+        CondKind::Antispoof => Test::Antispoof,
+        CondKind::Verrevpath => Test::Verrevpath,
+        CondKind::Versrcreach => Test::Versrcreach,
         CondKind::Tagged(r) => Test::Tagged(r.clone()),
         CondKind::Diverted => Test::Never,
     })
@@ -580,10 +586,44 @@ impl Test {
                 .is_some_and(|(d, s, _)| mac_hold(dst, &d) && mac_hold(src, &s)),
             Test::MacType(r) => cx.view.ethernet().is_some_and(|(_, _, t)| in_ranges(r, t)),
             Test::Layer2 => cx.view.has_frame(),
-            Test::RouteCheck => true,
+            Test::Antispoof | Test::Verrevpath | Test::Versrcreach => route_check(self, p, &*cx),
             Test::Tagged(r) => cx.tags.iter().any(|t| in_ranges(r, t)),
             Test::Never => false,
         }
+    }
+}
+
+/// How a route is kept in the routes [`Table`]: its interface's id and
+/// what kind it is, in the value.
+pub(crate) mod route {
+    pub const GATEWAY: u32 = 1 << 16;
+    pub const REJECT: u32 = 1 << 17;
+    pub const IFACE: u32 = 0xffff;
+}
+
+/// `antispoof`, `verrevpath`, `versrcreach` (ipfw(8)): outgoing packets,
+/// and every packet when no routes were given, match.
+fn route_check(t: &Test, p: &PacketInfo, cx: &Cx<'_, '_>) -> bool {
+    let (Some(routes), Direction::In) = (cx.routes, p.dir) else {
+        return true;
+    };
+    let Some(recv) = p.recv_if else {
+        return true;
+    };
+    let found = routes.lookup_addr(p.key.v6, p.key.src);
+    let via_recv = |v: u32| v & route::IFACE == u32::from(recv.0);
+    match t {
+        // The route back to the source leaves by the interface it came in.
+        Test::Verrevpath => found.is_some_and(|v| v & route::REJECT == 0 && via_recv(v)),
+        // Some route other than a default or a reject one reaches it.
+        Test::Versrcreach => routes
+            .lookup_addr_longer_than(p.key.v6, p.key.src, 0)
+            .is_some_and(|v| v & route::REJECT == 0),
+        // A source on a directly connected network came in on that network.
+        _ => match found {
+            Some(v) if v & (route::GATEWAY | route::REJECT) == 0 => via_recv(v),
+            _ => true,
+        },
     }
 }
 
@@ -615,6 +655,7 @@ mod tests {
             &mut Cx {
                 view: View::new(&Bytes::default()),
                 tables: &t,
+                routes: None,
                 me: &me,
                 ifs: &ifs,
                 tags: &mut Tags::default(),

@@ -23,7 +23,7 @@ use crate::time::Nanos;
 
 use crate::packet::IfaceId;
 pub use cond::Tags;
-pub(crate) use cond::{compile, Compiled, Cx, Interfaces, LocalAddrs, Tri};
+pub(crate) use cond::{compile, route, Compiled, Cx, Interfaces, LocalAddrs, Tri};
 use dynamic::{NameSel, Parent, Refused, States};
 pub use headers::Bytes;
 use headers::View;
@@ -149,6 +149,8 @@ pub(crate) struct Ruleset {
     pub tables: Tables,
     pub states: States,
     pub me: LocalAddrs,
+    /// The host's routes, when the caller gave them (`verrevpath`...).
+    pub routes: Option<tables::Table>,
     pub log: VecDeque<LogEvent>,
     /// Log events not kept: the daemon did not take them fast enough.
     pub log_lost: u64,
@@ -191,6 +193,7 @@ impl Ruleset {
             tables: Tables::default(),
             states: States::default(),
             me: LocalAddrs::default(),
+            routes: None,
             log: VecDeque::new(),
             log_lost: 0,
             calls: Vec::with_capacity(CALL_DEPTH),
@@ -393,6 +396,7 @@ impl Ruleset {
             tables,
             states,
             me,
+            routes,
             log,
             log_lost,
             calls,
@@ -401,6 +405,7 @@ impl Ruleset {
         let mut cx = Cx {
             view: View::new(&walk.bytes),
             tables,
+            routes: routes.as_ref(),
             me,
             ifs: walk.ifs,
             tags,

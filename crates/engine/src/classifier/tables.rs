@@ -35,7 +35,7 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    fn new(name: TableName, ty: TableType) -> Self {
+    pub(crate) fn new(name: TableName, ty: TableType) -> Self {
         Table {
             name,
             ty,
@@ -72,6 +72,16 @@ impl Table {
             .find_map(|(&len, nets)| nets.get(&(addr & mask(bits, len))).copied())
     }
 
+    /// As [`Self::lookup_addr`], among prefixes longer than `len` only
+    /// (`versrcreach` ignores the default route).
+    pub fn lookup_addr_longer_than(&self, v6: bool, addr: u128, len: u8) -> Option<u32> {
+        let bits = if v6 { 128 } else { 32 };
+        self.nets[usize::from(v6)]
+            .range(len.saturating_add(1)..)
+            .rev()
+            .find_map(|(&l, nets)| nets.get(&(addr & mask(bits, l))).copied())
+    }
+
     pub fn lookup_name(&self, name: &str) -> Option<u32> {
         self.names.get(name).copied()
     }
@@ -101,7 +111,7 @@ impl Table {
         out
     }
 
-    fn insert(&mut self, key: &TableKey, value: u32) {
+    pub(crate) fn insert(&mut self, key: &TableKey, value: u32) {
         match key {
             TableKey::Addr(m) => {
                 let (fam, bits, a) = split(m.addr);
