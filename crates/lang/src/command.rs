@@ -417,7 +417,11 @@ fn parse_flags(cur: &mut Cursor<'_>) -> Result<Flags, ParseError> {
                     flags.quiet = true;
                     flags.force = true;
                 }
-                't' | 'T' => flags.timestamps = true,
+                't' => flags.timestamps = true,
+                'T' => {
+                    flags.timestamps = true;
+                    flags.epoch = true;
+                }
                 _ => {
                     let flag: String = c.to_string();
                     return Err(cur.error_in(

@@ -89,6 +89,8 @@ pub struct Flags {
     pub quiet: bool,
     /// `-t` (or `-T`): show the last match time of each rule.
     pub timestamps: bool,
+    /// `-T`: as seconds since the Unix epoch.
+    pub epoch: bool,
     /// `-d`: show the dynamic rules after the static ones (`-e`: expired
     /// ones too; this engine drops a state when it expires, so the same).
     pub dynamic: bool,

@@ -38,6 +38,13 @@ pub struct RuleShow<'a> {
     pub dynamic: bool,
     /// `-S`: each rule's set.
     pub sets: bool,
+    /// The wall clock beside the engine's: (engine time, the wall time
+    /// then). With it, `-t` prints dates (RFC 3339, UTC) and `-T` seconds
+    /// since the epoch, as FreeBSD's do; without (`sim`), the engine's
+    /// seconds.
+    pub wall: Option<(u64, std::time::SystemTime)>,
+    /// `-T`: seconds since the epoch rather than a date.
+    pub epoch: bool,
 }
 
 /// `ipfw show` (`counters`) or `ipfw list`, optionally with `-t` timestamps.
@@ -70,9 +77,22 @@ pub fn format_rules_with(s: &Snapshot, how: &RuleShow<'_>) -> String {
             .unwrap_or(1)
     };
     let (pw, bw) = (width(&|r| r.packets), width(&|r| r.bytes));
+    let stamp = |t: u64| match how.wall {
+        Some((engine_now, wall_now)) => {
+            let at = wall_now - std::time::Duration::from_nanos(engine_now.saturating_sub(t));
+            if how.epoch {
+                at.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    .to_string()
+            } else {
+                humantime::format_rfc3339_seconds(at).to_string()
+            }
+        }
+        None => format_time(t),
+    };
     let stamps: Vec<String> = rules
         .iter()
-        .map(|r| r.last_match.map(format_time).unwrap_or_default())
+        .map(|r| r.last_match.map(stamp).unwrap_or_default())
         .collect();
     let tw = stamps.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();

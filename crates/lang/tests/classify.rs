@@ -814,3 +814,31 @@ fn route_checks_follow_the_routes_given() {
     // A source behind a reject route reaches nothing.
     assert_eq!(send(&mut r, "203.0.113.9", "lo"), [0, 0, 1]);
 }
+
+#[test]
+fn show_t_prints_dates_and_show_capital_t_epoch_seconds_when_the_wall_clock_is_known() {
+    let mut r = Rig::new(&[], &["ipfw add 100 allow ip from any to any"]);
+    r.send_at(SEC, udp("10.0.0.1", 1, "10.0.0.2", 2), false, In, "em0");
+    let wall = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    let show = |epoch| {
+        format_rules_with(
+            &r.e.snapshot(),
+            &RuleShow {
+                counters: true,
+                timestamps: true,
+                wall: Some((2 * SEC, wall)),
+                epoch,
+                ..RuleShow::default()
+            },
+        )
+    };
+    // Matched 1 s before the engine's 2 s, which is the wall's 1e9 s.
+    assert!(
+        show(false).contains(" 2001-09-09T01:46:39Z allow"),
+        "{}",
+        show(false)
+    );
+    assert!(show(true).contains(" 999999999 allow"), "{}", show(true));
+    let p = parse_command("ipfw -T show").unwrap();
+    assert!(p.flags.timestamps && p.flags.epoch);
+}

@@ -113,6 +113,8 @@ pub fn execute<P: Payload>(
                         timestamps: f.timestamps,
                         dynamic: f.dynamic,
                         sets: f.sets,
+                        wall: Some((now, std::time::SystemTime::now())),
+                        epoch: f.epoch,
                     },
                 ),
                 ShowRequest::Pipes(n) => dummynet_lang::format_pipes(&snap, n),
