@@ -842,3 +842,92 @@ fn show_t_prints_dates_and_show_capital_t_epoch_seconds_when_the_wall_clock_is_k
     let p = parse_command("ipfw -T show").unwrap();
     assert!(p.flags.timestamps && p.flags.epoch);
 }
+
+/// rc.firewall's `simple` type (a gateway between an inside and an
+/// outside network), with its variables set: outside tun0 192.0.2.0/24
+/// (this host 192.0.2.1), inside ed0 10.0.0.0/24 (10.0.0.1). Its natd
+/// lines are left out: dummynet does no NAT.
+#[test]
+fn rc_firewall_simple() {
+    let lines = [
+        "ipfw add 100 pass all from any to any via lo0",
+        "ipfw add 200 deny all from any to 127.0.0.0/8",
+        "ipfw add 300 deny ip from 127.0.0.0/8 to any",
+        // Stop spoofing.
+        "ipfw add deny all from 10.0.0.0:255.255.255.0 to any in via tun0",
+        "ipfw add deny all from 192.0.2.0:255.255.255.0 to any in via ed0",
+        // Stop RFC 1918 nets on the outside interface.
+        "ipfw add deny all from any to 10.0.0.0/8 via tun0",
+        "ipfw add deny all from any to 172.16.0.0/12 via tun0",
+        "ipfw add deny all from any to 192.168.0.0/16 via tun0",
+        "ipfw add deny all from any to 0.0.0.0/8 via tun0",
+        "ipfw add deny all from 10.0.0.0/8 to any via tun0",
+        "ipfw add deny all from 172.16.0.0/12 to any via tun0",
+        "ipfw add deny all from 192.168.0.0/16 to any via tun0",
+        "ipfw add pass tcp from any to any established",
+        "ipfw add pass all from any to any frag",
+        "ipfw add pass tcp from any to 192.0.2.1 25 setup",
+        "ipfw add pass tcp from any to 192.0.2.1 53 setup",
+        "ipfw add pass udp from any to 192.0.2.1 53",
+        "ipfw add pass udp from 192.0.2.1 53 to any",
+        "ipfw add pass tcp from any to 192.0.2.1 80 setup",
+        "ipfw add deny log tcp from any to any in via tun0 setup",
+        "ipfw add pass tcp from any to any setup",
+        "ipfw add pass udp from 192.0.2.1 to any 53 keep-state",
+        "ipfw add pass udp from 192.0.2.1 to any 123 keep-state",
+    ];
+    let mut r = Rig::new(&["192.0.2.1", "10.0.0.1"], &lines);
+    let deny = |n| Fate::Drop(n, DropReason::RuleDeny);
+    let far = "203.0.113.9";
+    // An inside address arriving from outside is spoofed (rule 400).
+    assert_eq!(
+        r.send_at(
+            0,
+            tcp("10.0.0.7", 1, "192.0.2.1", 80, "S"),
+            false,
+            In,
+            "tun0"
+        ),
+        deny(400)
+    );
+    // Private destinations never leave by the outside.
+    assert_eq!(
+        r.send_at(0, udp("192.0.2.1", 1, "192.168.1.1", 9), false, Out, "tun0"),
+        deny(800)
+    );
+    // The web server takes connections from outside (rule 1900)...
+    assert_eq!(
+        r.send_at(0, tcp(far, 1, "192.0.2.1", 80, "S"), false, In, "tun0"),
+        Fate::Pass(1900)
+    );
+    // ... and the rest of a connection goes by `established` (1300).
+    assert_eq!(
+        r.send_at(0, tcp(far, 1, "192.0.2.1", 80, "A"), false, In, "tun0"),
+        Fate::Pass(1300)
+    );
+    // Other connections from outside are refused and logged (2000).
+    assert_eq!(
+        r.send_at(0, tcp(far, 1, "192.0.2.1", 22, "S"), false, In, "tun0"),
+        deny(2000)
+    );
+    assert_eq!(r.e.take_log().0.len(), 1);
+    // Inside hosts may open any connection (2100).
+    assert_eq!(
+        r.send_at(0, tcp("10.0.0.7", 1, far, 22, "S"), false, In, "ed0"),
+        Fate::Pass(2100)
+    );
+    // The host's DNS queries get their answers back by state (2200).
+    assert_eq!(
+        r.send_at(0, udp("192.0.2.1", 5000, far, 53), false, Out, "tun0"),
+        Fate::Pass(2200)
+    );
+    assert_eq!(
+        r.send_at(0, udp(far, 53, "192.0.2.1", 5000), false, In, "tun0"),
+        Fate::Pass(2200)
+    );
+    // Unsolicited UDP from outside falls to the default rule.
+    assert_eq!(
+        r.send_at(0, udp(far, 53, "192.0.2.1", 5001), false, In, "tun0"),
+        deny(65535)
+    );
+}
