@@ -533,9 +533,33 @@ pub enum CondKind {
     Versrcreach,
     /// `tagged LIST`
     Tagged(Vec<PortRange>),
+    /// `lookup FIELD table(N)`: the field's value is in the table (ports in
+    /// a number table, addresses in an address table); its entry's value
+    /// becomes `tablearg`.
+    Lookup(LookupField, TableRef),
     /// `diverted`, `diverted-loopback`, `diverted-output`: never true
     /// (nothing here diverts).
     Diverted,
+}
+
+/// What `lookup` looks up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupField {
+    SrcIp,
+    DstIp,
+    SrcPort,
+    DstPort,
+}
+
+impl LookupField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LookupField::SrcIp => "src-ip",
+            LookupField::DstIp => "dst-ip",
+            LookupField::SrcPort => "src-port",
+            LookupField::DstPort => "dst-port",
+        }
+    }
 }
 
 /// Bits that must be set and bits that must be clear (`syn,!ack`).

@@ -12,8 +12,8 @@
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 
 use dummynet_engine::config::{
-    Action, AddrMatch, ArgAction, Cond, CondKind, IfaceSpec, LimitMask, PortRange, RuleExtra,
-    RuleSpec, StateKind, TableName, TableRef, TagOp, DEFAULT_RULE, MAX_NUMBER,
+    Action, AddrMatch, ArgAction, Cond, CondKind, IfaceSpec, LimitMask, LookupField, PortRange,
+    RuleExtra, RuleSpec, StateKind, TableName, TableRef, TagOp, DEFAULT_RULE, MAX_NUMBER,
 };
 use dummynet_engine::Direction;
 
@@ -52,7 +52,7 @@ const OPTIONS: &[&str] = &[
     "tcpseq", "tcpack", "tcpwin", "tcpdatalen", "frag", "iplen", "ipttl", "iptos", "ipid",
     "ipprecedence", "dscp", "icmptypes", "icmp6types", "mac", "mac-type", "layer2", "antispoof",
     "verrevpath", "versrcreach", "tagged", "tag", "untag", "diverted", "log", "keep-state",
-    "record-state", "limit", "set-limit", "//",
+    "record-state", "limit", "set-limit", "lookup", "//",
 ];
 
 /// FreeBSD rule options dummynet does not do, with what each needs.
@@ -60,7 +60,7 @@ const OPTIONS: &[&str] = &[
 const UNSUPPORTED_OPTIONS: &[(&str, &str)] = &[
     ("uid", "socket owners"), ("gid", "socket owners"), ("jail", "jails"), ("fib", "FIBs"),
     ("sockarg", "socket options"), ("ipoptions", "IP options"), ("ext6hdr", "IPv6 extension header tests"),
-    ("flow-id", "IPv6 flow labels"), ("flow", "flow tables"), ("lookup", "lookups by uid or jail"),
+    ("flow-id", "IPv6 flow labels"), ("flow", "flow tables"),
     ("bridged", "bridge-only tests"), ("defer-action", "deferred actions"),
     ("defer-immediate-action", "deferred actions"), ("src-mac", "MAC lookups"),
     ("dst-mac", "MAC lookups"), ("diverted-loopback", ""), ("diverted-output", ""),
@@ -905,6 +905,41 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
                 Side::Dst
             };
             parse_addr_spec(cur, side)?
+        }
+        "lookup" => {
+            cur.bump();
+            const FIELDS: &[&str] = &["src-ip", "dst-ip", "src-port", "dst-port"];
+            let f = cur.word("what to look up (src-ip, dst-ip, src-port, dst-port)")?;
+            let field = match f.text.to_ascii_lowercase().as_str() {
+                "src-ip" => LookupField::SrcIp,
+                "dst-ip" => LookupField::DstIp,
+                "src-port" => LookupField::SrcPort,
+                "dst-port" => LookupField::DstPort,
+                "uid" | "jail" => {
+                    return Err(cur.error_at(
+                        f,
+                        ErrorKind::Unavailable,
+                        format!(
+                            "`lookup {}` needs socket owners, which dummynet does not see",
+                            f.text
+                        ),
+                    ))
+                }
+                _ => {
+                    return Err(cur.expected_at(f, "src-ip, dst-ip, src-port or dst-port", FIELDS))
+                }
+            };
+            // `lookup dst-port 10` or `lookup dst-port table(10)`.
+            let table = if cur.peek_word().is_some_and(is_table_word) {
+                parse_table_ref(cur)?
+            } else {
+                let t = cur.word("a table after the field (`lookup dst-port 10`)")?;
+                TableRef {
+                    name: table_name(t.text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?,
+                    value: None,
+                }
+            };
+            CondKind::Lookup(field, table)
         }
         "src-port" | "dst-port" => {
             cur.bump();

@@ -237,6 +237,7 @@ fn format_option(k: &CondKind) -> String {
                 .collect::<Vec<_>>()
                 .join(" or ")
         ),
+        CondKind::Lookup(f, t) => format!("lookup {} {}", f.as_str(), format_table(t)),
         CondKind::Proto(n) => format!("proto {}", rule_proto_name(*n)),
         CondKind::IpVersion(v) => format!("ipversion {v}"),
         CondKind::SrcAddr(a) => format!(

@@ -332,6 +332,29 @@ fn tablearg_sends_each_class_to_its_pipe() {
 }
 
 #[test]
+fn port_lookups_in_number_tables() {
+    let mut r = Rig::new(
+        &[],
+        &[
+            "ipfw pipe 1 config bw 1Mbit/s",
+            "ipfw pipe 2 config bw 2Mbit/s",
+            "ipfw table ports create type number",
+            "ipfw table ports add 80 1",
+            "ipfw table ports add 443 2",
+            "ipfw add 100 pipe tablearg ip from any to any lookup dst-port ports",
+            "ipfw add 200 allow ip from any to any",
+        ],
+    );
+    let to = |r: &mut Rig, port| r.send(tcp("10.0.0.1", 999, "10.0.0.2", port, "S"), Out);
+    assert_eq!(to(&mut r, 80), Fate::Queued(100, Target::Pipe(1)));
+    assert_eq!(to(&mut r, 443), Fate::Queued(100, Target::Pipe(2)));
+    assert_eq!(to(&mut r, 22), Fate::Pass(200));
+    assert!(r
+        .refused("ipfw add 300 deny ip from any to any lookup src-ip ports")
+        .contains("number"));
+}
+
+#[test]
 fn interface_tables_and_skipto_tablearg() {
     let mut r = Rig::new(
         &[],

@@ -282,6 +282,14 @@ fn tables_and_tablearg() {
         spec("add queue tablearg ip from any to any").action,
         Action::Tablearg(ArgAction::Queue)
     );
+    assert_eq!(
+        round_trip("add pipe tablearg ip from any to any lookup dst-port 10"),
+        "pipe tablearg ip from any to any lookup dst-port table(10)"
+    );
+    assert_eq!(
+        err("add allow ip from any to any lookup uid 3").kind,
+        ErrorKind::Unavailable
+    );
     let e = err("table 1 bogus");
     assert_eq!(e.found(), Some("bogus"));
 }

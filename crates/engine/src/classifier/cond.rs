@@ -3,7 +3,8 @@
 use std::net::IpAddr;
 
 use crate::config::{
-    AddrMatch, Bits, Cond, CondKind, IfaceSpec, MacMatch, PortRange, TableRef, TableType,
+    AddrMatch, Bits, Cond, CondKind, IfaceSpec, LookupField, MacMatch, PortRange, TableRef,
+    TableType,
 };
 use crate::flow::proto;
 use crate::packet::{Direction, IfaceId, PacketInfo};
@@ -228,6 +229,7 @@ enum Test {
     Verrevpath,
     Versrcreach,
     Tagged(Vec<PortRange>),
+    Lookup(LookupField, Slot, Option<u32>),
     /// `diverted`: nothing is diverted here.
     Never,
 }
@@ -390,6 +392,13 @@ fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test,
         CondKind::Verrevpath => Test::Verrevpath,
         CondKind::Versrcreach => Test::Versrcreach,
         CondKind::Tagged(r) => Test::Tagged(r.clone()),
+        CondKind::Lookup(f, t) => {
+            let ty = match f {
+                LookupField::SrcIp | LookupField::DstIp => TableType::Addr,
+                LookupField::SrcPort | LookupField::DstPort => TableType::Number,
+            };
+            Test::Lookup(*f, resolve(tables, t, ty)?, t.value)
+        }
         CondKind::Diverted => Test::Never,
     })
 }
@@ -482,7 +491,7 @@ impl Compiled {
     pub fn uses_table(&self, slot: Slot) -> bool {
         fn uses(t: &Test, slot: Slot) -> bool {
             match t {
-                Test::SrcTable(s, _) | Test::DstTable(s, _) => *s == slot,
+                Test::SrcTable(s, _) | Test::DstTable(s, _) | Test::Lookup(_, s, _) => *s == slot,
                 Test::Recv(IfMatch::Table(s, _))
                 | Test::Xmit(IfMatch::Table(s, _))
                 | Test::Via(IfMatch::Table(s, _)) => *s == slot,
@@ -588,6 +597,17 @@ impl Test {
             Test::Layer2 => cx.view.has_frame(),
             Test::Antispoof | Test::Verrevpath | Test::Versrcreach => route_check(self, p, &*cx),
             Test::Tagged(r) => cx.tags.iter().any(|t| in_ranges(r, t)),
+            Test::Lookup(f, slot, want) => {
+                let t = cx.tables.get(*slot);
+                let found = match f {
+                    LookupField::SrcIp => t.lookup_addr(k.v6, k.src),
+                    LookupField::DstIp => t.lookup_addr(k.v6, k.dst),
+                    LookupField::SrcPort if has_ports(k.proto) => t.lookup_number(k.sport.into()),
+                    LookupField::DstPort if has_ports(k.proto) => t.lookup_number(k.dport.into()),
+                    _ => None,
+                };
+                cx.take_arg(found, *want)
+            }
             Test::Never => false,
         }
     }

@@ -82,6 +82,10 @@ impl Table {
             .find_map(|(&l, nets)| nets.get(&(addr & mask(bits, l))).copied())
     }
 
+    pub fn lookup_number(&self, n: u32) -> Option<u32> {
+        self.numbers.get(&n).copied()
+    }
+
     pub fn lookup_name(&self, name: &str) -> Option<u32> {
         self.names.get(name).copied()
     }
