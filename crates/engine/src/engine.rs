@@ -297,7 +297,7 @@ impl<P: Payload> Engine<P> {
         let held = Held {
             payload,
             info,
-            tags,
+            tags: self.rules.tag_sets.id(tags),
             seq: self.seq,
             rule,
             target,
@@ -564,7 +564,7 @@ impl<P: Payload> Engine<P> {
 
     /// Packets leaving dummynet: delivered, dropped, or (with `one_pass` 0)
     /// sent back through the ruleset after the rule that queued them.
-    #[inline]
+    #[inline(always)]
     fn process_exits(&mut self) {
         if self.settings.one_pass {
             // Final as they are; `poll` takes them straight from dummynet.
@@ -593,14 +593,11 @@ impl<P: Payload> Engine<P> {
                     ifs: &self.ifaces,
                     settings: &self.settings,
                 };
-                let (decision, rule) = self.rules.classify(
-                    start,
-                    at,
-                    &held.info,
-                    &mut held.tags,
-                    &walk,
-                    &mut self.rng,
-                );
+                let mut tags = self.rules.tag_sets.get(held.tags);
+                let (decision, rule) =
+                    self.rules
+                        .classify(start, at, &held.info, &mut tags, &walk, &mut self.rng);
+                held.tags = self.rules.tag_sets.id(tags);
                 held.rule = rule;
                 let target = match decision {
                     Decision::Allow => {

@@ -954,3 +954,23 @@ fn rc_firewall_simple() {
         deny(65535)
     );
 }
+
+#[test]
+fn tags_stay_with_a_packet_through_a_pipe() {
+    let mut r = Rig::new(
+        &[],
+        &[
+            "sysctl net.inet.ip.fw.one_pass=0",
+            "ipfw pipe 1 config delay 5ms",
+            "ipfw add 100 pipe 1 tag 7 ip from any to any",
+            "ipfw add 200 allow ip from any to any tagged 7",
+            "ipfw add 300 deny ip from any to any",
+        ],
+    );
+    assert_eq!(
+        r.send(udp("10.0.0.1", 1, "10.0.0.2", 2), Out),
+        Fate::Queued(100, Target::Pipe(1))
+    );
+    let out = r.e.poll(10 * MS).expect("the packet leaves its pipe");
+    assert_eq!((out.drop, out.rule, out.at), (None, Some(200), 5 * MS));
+}

@@ -248,7 +248,7 @@ pub(crate) struct LocalAddrs {
 }
 
 /// Up to four tags a packet carries (`tag N`), smallest first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Tags {
     tags: [u16; 4],
     len: u8,
@@ -270,11 +270,64 @@ impl Tags {
         self.tags[..=n].sort_unstable();
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn remove(&mut self, t: u16) {
         let n = usize::from(self.len);
         if let Some(i) = self.tags[..n].iter().position(|&x| x == t) {
             self.tags.copy_within(i + 1..n, i);
             self.len -= 1;
+        }
+    }
+}
+
+/// The tag sets packets carry while they sit in dummynet, by a 16-bit id
+/// (0: none), so a queued packet pays two bytes for its tags, not ten.
+/// Sets are few (each is a combination of `tag` rules a packet met); ids
+/// are never reused, and past 65535 sets a new one is not kept (its
+/// packets lose their tags, counted in [`TagSets::lost`]).
+#[derive(Debug, Default)]
+pub(crate) struct TagSets {
+    sets: Vec<Tags>,
+    ids: std::collections::HashMap<Tags, u16>,
+    pub lost: u64,
+}
+
+impl TagSets {
+    #[inline]
+    pub fn id(&mut self, t: Tags) -> u16 {
+        if t.is_empty() {
+            return 0;
+        }
+        self.intern(t)
+    }
+
+    #[cold]
+    fn intern(&mut self, t: Tags) -> u16 {
+        if let Some(&id) = self.ids.get(&t) {
+            return id;
+        }
+        if self.sets.len() >= usize::from(u16::MAX) {
+            self.lost += 1;
+            return 0;
+        }
+        self.sets.push(t);
+        let id = self.sets.len() as u16;
+        self.ids.insert(t, id);
+        id
+    }
+
+    #[inline]
+    pub fn get(&self, id: u16) -> Tags {
+        match id {
+            0 => Tags::default(),
+            i => self
+                .sets
+                .get(usize::from(i) - 1)
+                .copied()
+                .unwrap_or_default(),
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::time::Nanos;
 
 use crate::packet::IfaceId;
 pub use cond::Tags;
-pub(crate) use cond::{compile, route, Compiled, Cx, Interfaces, LocalAddrs, Tri};
+pub(crate) use cond::{compile, route, Compiled, Cx, Interfaces, LocalAddrs, TagSets, Tri};
 use dynamic::{NameSel, Parent, Refused, States};
 pub use headers::Bytes;
 use headers::View;
@@ -156,6 +156,8 @@ pub(crate) struct Ruleset {
     pub log_lost: u64,
     /// `call`'s return stack, kept between walks so a walk allocates nothing.
     calls: Vec<u16>,
+    /// The tag sets of queued packets.
+    pub tag_sets: TagSets,
 }
 
 /// What a walk needs besides the rules: the packet's bytes, interface
@@ -197,6 +199,7 @@ impl Ruleset {
             log: VecDeque::new(),
             log_lost: 0,
             calls: Vec::with_capacity(CALL_DEPTH),
+            tag_sets: TagSets::default(),
         }
     }
 

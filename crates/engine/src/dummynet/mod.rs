@@ -51,7 +51,8 @@ pub(crate) struct Held<P> {
     pub info: PacketInfo,
     /// Tags from `tag N` rules, kept while it sits in dummynet (a packet
     /// re-entering the rules with `one_pass` 0 still has them).
-    pub tags: crate::classifier::Tags,
+    /// (An id of the ruleset's `TagSets`: 0 for none.)
+    pub tags: u16,
     /// Global arrival order; keeps re-queueing after a reconfiguration stable.
     pub seq: u64,
     pub rule: RuleRef,
