@@ -90,6 +90,13 @@ pub const LATE_MIN_TRANSIT: Nanos = 1_000_000;
 /// be due to leave.
 pub const LATE_MARGIN: Nanos = 200_000;
 
+/// Arrivals wait unread at most this long, however long IP packets stay
+/// inside: frames that are not IP (ARP) cross the bridge at once, and a
+/// host resolving its peer waits on them (a 1 s link would otherwise hold
+/// an ARP request until its next departure). At worst 200 wake-ups a
+/// second, only while departures are sparser than that.
+pub const LATE_NON_IP: Nanos = 5_000_000;
+
 /// Between late reads, at the rate the last read found, at most this share
 /// of the kernel's room for unread arrivals fills.
 const LATE_ROOM_SHARE: u64 = 4;
@@ -445,7 +452,9 @@ impl LateReads {
         if self.more || self.transit < LATE_MIN_TRANSIT.max(2 * margin) {
             return None;
         }
-        let mut until = self.read_at.saturating_add(self.transit - margin);
+        let mut until = self
+            .read_at
+            .saturating_add((self.transit - margin).min(LATE_NON_IP));
         if self.got > 0 {
             let room = (self.room as u64 / LATE_ROOM_SHARE).max(1);
             let fill = self.span.saturating_mul(room) / self.got as u64;
@@ -1297,7 +1306,7 @@ mod tests {
     fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
         const MS: Nanos = 1_000_000;
         let l = LateReads {
-            transit: 10 * MS,
+            transit: 4 * MS,
             room: 4096,
             read_at: 100 * MS,
             span: 2 * MS,
@@ -1307,24 +1316,31 @@ mod tests {
         };
         // The next departure, if it comes before a packet that arrived just
         // after the read could be due (less the margin)...
-        assert_eq!(l.next_read(105 * MS, None), Some(105 * MS));
-        assert_eq!(l.next_read(500 * MS, None), Some(110 * MS - LATE_MARGIN));
+        assert_eq!(l.next_read(103 * MS, None), Some(103 * MS));
+        assert_eq!(l.next_read(500 * MS, None), Some(104 * MS - LATE_MARGIN));
         // ...or the timer's worst lateness, if larger.
-        assert_eq!(l.next_read(500 * MS, Some(MS)), Some(109 * MS));
+        assert_eq!(l.next_read(500 * MS, Some(MS)), Some(103 * MS));
         // A timer that bad leaves no room: read as they come.
-        assert_eq!(l.next_read(500 * MS, Some(6 * MS)), None);
+        assert_eq!(l.next_read(500 * MS, Some(3 * MS)), None);
         // Pipes that let packets out sooner than LATE_MIN_TRANSIT: no.
         let short = LateReads {
             transit: LATE_MIN_TRANSIT - 1,
             ..l
         };
-        assert_eq!(short.next_read(105 * MS, None), None);
+        assert_eq!(short.next_read(103 * MS, None), None);
         // A read that stopped at its batch: more is waiting, read it now.
         let more = LateReads { more: true, ..l };
-        assert_eq!(more.next_read(105 * MS, None), None);
+        assert_eq!(more.next_read(103 * MS, None), None);
         // 1024 frames in 2 ms: a quarter of 4096 slots fills in 2 ms.
         let busy = LateReads { got: 1024, ..l };
         assert_eq!(busy.next_read(500 * MS, None), Some(102 * MS));
+        // A 1 s link: an ARP request, which crosses at once, still waits
+        // no longer than LATE_NON_IP.
+        let moon = LateReads {
+            transit: 1000 * MS,
+            ..l
+        };
+        assert_eq!(moon.next_read(900 * MS, None), Some(100 * MS + LATE_NON_IP));
     }
 
     /// `--help` states the numbers as they are (clap shows the variants'
