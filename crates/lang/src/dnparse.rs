@@ -35,6 +35,9 @@ pub(crate) struct Context<'p> {
     /// The line was given to `dnctl`, dummynet's own tool, whose `flush`
     /// and `show` are about pipes, not rules.
     pub dnctl: bool,
+    /// Files may not be named: the caller is not root (see
+    /// [`crate::parse_args_untrusted`]).
+    pub refuse_files: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -875,13 +878,7 @@ fn unknown_option(
 
 fn read_profile(cur: &Cursor<'_>, t: Token<'_>, ctx: Context<'_>) -> Result<Profile, ParseError> {
     let full = impair::resolve(ctx.base_dir, t.text);
-    let text = std::fs::read_to_string(&full).map_err(|e| {
-        cur.error_at(
-            t,
-            ErrorKind::File,
-            format!("cannot read profile `{}`: {e}", full.display()),
-        )
-    })?;
+    let text = crate::files::read_named(cur, t, ctx, &full, "profile")?;
     profile::parse(&text).map_err(|e| {
         cur.error_at(
             t,

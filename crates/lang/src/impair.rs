@@ -16,7 +16,6 @@
 //! that is not one of its own, as the AQM parsers do, so the object's other
 //! options may follow.
 
-use std::io::ErrorKind as IoErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -185,6 +184,7 @@ fn distribution(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Distribution, 
                 )
             });
     }
+    crate::files::check_allowed(cur, t, ctx, "distribution")?;
     let tried = dist_paths(ctx.base_dir, t.text);
     let Some(path) = tried.iter().find(|p| p.is_file()) else {
         let looked: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
@@ -202,7 +202,7 @@ fn distribution(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Distribution, 
             )
             .with_suggestion(suggest(t.text, BUILTIN_DISTRIBUTIONS)));
     };
-    let text = read(cur, t, path, "distribution")?;
+    let text = crate::files::read_named(cur, t, ctx, path, "distribution")?;
     // The name as typed, so that `show` prints what reads back.
     let table = dist::parse(t.text, &text).map_err(|e| {
         cur.error_at(
@@ -239,21 +239,6 @@ pub(crate) fn resolve(base_dir: Option<&Path>, name: &str) -> PathBuf {
         Some(base) if path.is_relative() => base.join(path),
         _ => path.to_path_buf(),
     }
-}
-
-fn read(cur: &Cursor<'_>, t: Token<'_>, path: &Path, what: &str) -> Result<String, ParseError> {
-    std::fs::read_to_string(path).map_err(|e| {
-        let why = if e.kind() == IoErrorKind::NotFound {
-            "no such file".to_string()
-        } else {
-            e.to_string()
-        };
-        cur.error_at(
-            t,
-            ErrorKind::File,
-            format!("cannot read {what} `{}`: {why}", path.display()),
-        )
-    })
 }
 
 /// `reorder P [C] [correlation C] [gap N]`, after `reorder`.
@@ -388,7 +373,7 @@ pub(crate) fn trace(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Arc<Trace>
         TraceMode::Loop
     };
     let path = resolve(ctx.base_dir, f.text);
-    let text = read(cur, f, &path, "trace")?;
+    let text = crate::files::read_named(cur, f, ctx, &path, "trace")?;
     trace::parse(f.text, &text, mode)
         .map(Arc::new)
         .map_err(|e| {

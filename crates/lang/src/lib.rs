@@ -59,6 +59,7 @@ mod aqm;
 mod command;
 mod dnparse;
 mod error;
+mod files;
 mod impair;
 mod lexer;
 mod names;
@@ -71,6 +72,7 @@ mod tables;
 mod units;
 
 pub use error::{ErrorKind, FileError, ParseError};
+pub use files::{read_limited, MAX_FILE_BYTES};
 pub use rulefmt::format_rule_body;
 pub use show::{
     format_log, format_pipes, format_queues, format_rules, format_rules_with, format_scheds,
@@ -167,6 +169,25 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, ParseError> {
 /// [`parse_args`] for a command typed elsewhere: a `profile FILE` is read
 /// relative to `base_dir` (the daemon uses the client's working directory).
 pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed, ParseError> {
+    parse_argv(args, base_dir, false)
+}
+
+/// [`parse_args_in`] for a caller the daemon does not trust with its own
+/// (root) view of the file system: a command that names a file (`profile`,
+/// `trace`, a `distribution` table) is refused with an error at the name,
+/// unread.
+pub fn parse_args_untrusted(
+    args: &[String],
+    base_dir: Option<&Path>,
+) -> Result<Parsed, ParseError> {
+    parse_argv(args, base_dir, true)
+}
+
+fn parse_argv(
+    args: &[String],
+    base_dir: Option<&Path>,
+    refuse_files: bool,
+) -> Result<Parsed, ParseError> {
     let line = args.join(" ");
     match command::parse_line(
         &line,
@@ -174,6 +195,7 @@ pub fn parse_args_in(args: &[String], base_dir: Option<&Path>) -> Result<Parsed,
         Context {
             base_dir,
             dnctl: false,
+            refuse_files,
         },
     )? {
         Some(p) => Ok(p),
@@ -212,6 +234,7 @@ pub fn parse_file(text: &str, base_dir: Option<&Path>) -> Result<Vec<(usize, Par
         let ctx = Context {
             base_dir,
             dnctl: false,
+            refuse_files: false,
         };
         let last = open_block(&mut out, in_block)
             .and_then(|s| s.steps.last())

@@ -1,0 +1,201 @@
+//! Files named by a command: delay profiles, traces, distribution tables.
+//!
+//! The daemon parses commands from its control socket, so a file named in
+//! one is whatever a client typed: `/dev/zero` (endless), a FIFO or a
+//! terminal (blocks until someone writes), or a huge log. Only regular
+//! files are read, and only up to [`MAX_FILE_BYTES`]; anything else is an
+//! error that says why, never a hang or an allocation without bound.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::dnparse::Context;
+use crate::error::{ErrorKind, ParseError};
+use crate::lexer::{Cursor, Token};
+
+/// The largest file a command may name. A mahimahi trace of an hour at
+/// 100 Mbit/s is about 40 MB of text; profiles and `.dist` tables are a
+/// few kilobytes. 16 MiB is generous for the tables and profiles this
+/// reads while bounding what one typo can cost.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Refuses when the command came from a caller who may not have files
+/// read on its behalf (see `parse_args_untrusted`), before anything about
+/// the file is looked at.
+pub(crate) fn check_allowed(
+    cur: &Cursor<'_>,
+    t: Token<'_>,
+    ctx: Context<'_>,
+    what: &str,
+) -> Result<(), ParseError> {
+    if ctx.refuse_files {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::File,
+            format!(
+                "a {what} file is read by the daemon, which runs as root: \
+                 only root may name one over the control socket"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the file at `path` for the token `t` (a `what`: "profile",
+/// "trace", ...), with an error at `t` if it is refused or unreadable.
+pub(crate) fn read_named(
+    cur: &Cursor<'_>,
+    t: Token<'_>,
+    ctx: Context<'_>,
+    path: &Path,
+    what: &str,
+) -> Result<String, ParseError> {
+    check_allowed(cur, t, ctx, what)?;
+    read_limited(path, MAX_FILE_BYTES).map_err(|why| {
+        cur.error_at(
+            t,
+            ErrorKind::File,
+            format!("cannot read {what} `{}`: {why}", path.display()),
+        )
+    })
+}
+
+/// The text of the regular file at `path`, if it holds at most `limit`
+/// bytes of UTF-8; else why not, in words.
+pub fn read_limited(path: &Path, limit: u64) -> Result<String, String> {
+    // Looked at before opening: opening a FIFO for reading waits for a
+    // writer. (A FIFO swapped in between the two steps still would; the
+    // daemon reads on a client's own thread, so that costs only that
+    // client.)
+    let meta = std::fs::metadata(path).map_err(|e| io_why(&e))?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let file = std::fs::File::open(path).map_err(|e| io_why(&e))?;
+    let meta = file.metadata().map_err(|e| io_why(&e))?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    if meta.len() > limit {
+        return Err(too_large(limit));
+    }
+    // The size may grow while it is read: read one byte past the limit to
+    // tell.
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_why(&e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not text (invalid UTF-8 at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn io_why(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        "no such file".to_string()
+    } else {
+        e.to_string()
+    }
+}
+
+fn too_large(limit: u64) -> String {
+    format!(
+        "larger than {} MiB, the most a command may name",
+        limit >> 20
+    )
+}
+
+fn not_regular(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    format!("it is {kind}; only regular files are read")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("dummynet-lang-files-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn dev_zero_is_refused_at_once_as_a_device() {
+        let e = read_limited(Path::new("/dev/zero"), MAX_FILE_BYTES).unwrap_err();
+        assert!(e.contains("a character device"), "{e}");
+        assert!(e.contains("only regular files"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("p");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("note: mkfifo unavailable; test skipped");
+            return;
+        }
+        // Were it opened, this would block forever: nobody writes.
+        let e = read_limited(&fifo, MAX_FILE_BYTES).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_and_one_at_it_is_read() {
+        let dir = scratch("limit");
+        let path = dir.join("big");
+        std::fs::write(&path, "x".repeat(1025)).unwrap();
+        let e = read_limited(&path, 1024).unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
+        std::fs::write(&path, "x".repeat(1024)).unwrap();
+        assert_eq!(read_limited(&path, 1024).unwrap().len(), 1024);
+        let e = read_limited(&dir, 1024).unwrap_err();
+        assert!(e.contains("a directory"), "{e}");
+        let e = read_limited(&dir.join("none"), 1024).unwrap_err();
+        assert_eq!(e, "no such file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_profile_named_by_an_untrusted_caller_is_refused_unread() {
+        let args: Vec<String> = "pipe 1 config profile /dev/zero"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let e = crate::parse_args_untrusted(&args, None).unwrap_err();
+        assert!(e.to_string().contains("only root may name"), "{e}");
+        // Trusted, it is read, and /dev/zero is refused for what it is.
+        let e = crate::parse_args_in(&args, None).unwrap_err();
+        assert!(e.to_string().contains("a character device"), "{e}");
+        // A command naming no file parses either way.
+        let ok: Vec<String> = ["pipe", "1", "config", "bw", "1Mbit/s"]
+            .map(String::from)
+            .to_vec();
+        assert!(crate::parse_args_untrusted(&ok, None).is_ok());
+    }
+}
