@@ -7,23 +7,27 @@
 //! `{"stats": true}`), answered by `{"status": 0, "stdout": "...",
 //! "stderr": "..."}`. Command lines are parsed here, on the control thread,
 //! so a typo never reaches the data plane; the parsed command is applied by
-//! the data plane between two packets.
+//! the data plane between two packets. `show` takes a copy of the engine's
+//! state there and is rendered here. Each client has its own thread, with
+//! timeouts and a cap on how many are served at once.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use dummynet_engine::{Engine, Nanos, Payload};
+use dummynet_engine::Nanos;
 use dummynet_lang::{ShowRequest, Statement};
 use serde::{Deserialize, Serialize};
 
-use super::dataplane::{Request, RequestKind};
+use dummynet_io::netns::Netns;
+
+use super::dataplane::{Answer, HostView, Request, RequestKind, Ticket};
 
 /// Where the daemon listens unless told otherwise (`--socket`, or the
 /// `DUMMYNET_SOCKET` environment variable for both sides).
@@ -79,59 +83,227 @@ const EX_USAGE: i32 = 64;
 const EX_DATAERR: i32 = 65;
 pub(crate) const EX_UNAVAILABLE: i32 = 69;
 
-/// Applies or shows one parsed command against the engine.
-pub fn execute<P: Payload>(
-    engine: &mut Engine<P>,
+/// Applies or shows one parsed command against an engine the caller owns
+/// (a test's; the daemon's goes through [`handle`]).
+#[cfg(test)]
+pub fn execute<P: dummynet_engine::Payload>(
+    engine: &mut dummynet_engine::Engine<P>,
     now: Nanos,
     parsed: &dummynet_lang::Parsed,
 ) -> Reply {
     match &parsed.statement {
-        Statement::Apply(cmd) => match engine.apply(now, cmd.clone()) {
-            // Applied; the parser's doubts and the values the engine
-            // brought within a plug-in's bounds are warnings.
-            Ok(()) => Reply {
-                stderr: parsed
-                    .notes
-                    .iter()
-                    .cloned()
-                    .chain(engine.take_notes())
-                    .map(|n| format!("ipfw: warning: {n}\n"))
-                    .collect(),
-                ..Reply::ok("")
-            },
-            Err(e) => Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
-        },
-        Statement::Show(req) => {
-            let snap = engine.snapshot();
-            let f = parsed.flags;
-            let text = match req {
-                ShowRequest::Rules { numbers, counters } => dummynet_lang::format_rules_with(
-                    &snap,
-                    &dummynet_lang::RuleShow {
-                        numbers,
-                        counters: *counters || f.counters,
-                        timestamps: f.timestamps,
-                        dynamic: f.dynamic,
-                        sets: f.sets,
-                        wall: Some((now, std::time::SystemTime::now())),
-                        epoch: f.epoch,
-                    },
-                ),
-                ShowRequest::Pipes(n) => dummynet_lang::format_pipes(&snap, n),
-                ShowRequest::Queues(n) => dummynet_lang::format_queues(&snap, n),
-                ShowRequest::Scheds(n) => dummynet_lang::format_scheds(&snap, n),
-                ShowRequest::Sets => dummynet_lang::format_sets(&snap),
-                ShowRequest::Tables(name) => {
-                    match dummynet_lang::format_tables(&snap, name.as_ref()) {
-                        Ok(t) => t,
-                        Err(e) => return Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
-                    }
-                }
-            };
-            Reply::ok(text)
-        }
+        Statement::Apply(cmd) => applied(
+            parsed,
+            engine
+                .apply(now, cmd.clone())
+                .map(|()| engine.take_notes())
+                .map_err(|e| e.to_string()),
+        ),
+        Statement::Show(req) => render(req, parsed.flags, &engine.snapshot(), now),
         Statement::Nop(_) => Reply::ok(""),
     }
+}
+
+/// The answer to an applied (or refused) command: the parser's doubts and
+/// the values the engine brought within a plug-in's bounds are warnings.
+fn applied(parsed: &dummynet_lang::Parsed, result: Result<Vec<String>, String>) -> Reply {
+    match result {
+        Ok(notes) => Reply {
+            stderr: parsed
+                .notes
+                .iter()
+                .chain(&notes)
+                .map(|n| format!("ipfw: warning: {n}\n"))
+                .collect(),
+            ..Reply::ok("")
+        },
+        Err(e) => Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
+    }
+}
+
+/// What `show` prints for `req`, from a copy of the engine's state taken
+/// at `now`.
+fn render(
+    req: &ShowRequest,
+    f: dummynet_lang::Flags,
+    snap: &dummynet_engine::Snapshot,
+    now: Nanos,
+) -> Reply {
+    let text = match req {
+        ShowRequest::Rules { numbers, counters } => dummynet_lang::format_rules_with(
+            snap,
+            &dummynet_lang::RuleShow {
+                numbers,
+                counters: *counters || f.counters,
+                timestamps: f.timestamps,
+                dynamic: f.dynamic,
+                sets: f.sets,
+                wall: Some((now, std::time::SystemTime::now())),
+                epoch: f.epoch,
+            },
+        ),
+        ShowRequest::Pipes(n) => dummynet_lang::format_pipes(snap, n),
+        ShowRequest::Queues(n) => dummynet_lang::format_queues(snap, n),
+        ShowRequest::Scheds(n) => dummynet_lang::format_scheds(snap, n),
+        ShowRequest::Sets => dummynet_lang::format_sets(snap),
+        ShowRequest::Tables(name) => match dummynet_lang::format_tables(snap, name.as_ref()) {
+            Ok(t) => t,
+            Err(e) => return Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
+        },
+    };
+    Reply::ok(text)
+}
+
+/// Bounds on what one client may cost the daemon.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Clients served at once; one more is told to retry and let go.
+    pub max_clients: usize,
+    /// The longest request line, in bytes.
+    pub max_request: usize,
+    /// How long a client may take to send its request.
+    pub read_timeout: Duration,
+    /// How long a client may take to read its answer.
+    pub write_timeout: Duration,
+    /// How long a request waits for the data plane before it is abandoned
+    /// (and then never applied).
+    pub answer_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_clients: 32,
+            // A request is a few hundred bytes; a megabyte bounds a client
+            // that never sends a newline.
+            max_request: 1 << 20,
+            read_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+            answer_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Who may use the socket besides root, and what it costs them.
+#[derive(Debug, Clone, Default)]
+pub struct ControlOptions {
+    /// `--socket-group`: its members may connect (the socket is then mode
+    /// 0660 and owned by the group) and drive the daemon, but not have it
+    /// read files (profiles, traces) with its own rights.
+    pub group: Option<u32>,
+    pub limits: Limits,
+}
+
+/// The way to the data plane: its request channel and the socket whose
+/// readability wakes it.
+#[derive(Clone)]
+pub struct PlaneLink {
+    pub requests: Sender<Request>,
+    pub wake: Arc<UnixStream>,
+}
+
+impl PlaneLink {
+    /// Sends `kind` and waits up to `timeout` for the answer. A request not
+    /// yet taken by then is abandoned, and the data plane skips it: the
+    /// error says it was not applied, and that stays true. One already
+    /// taken is being answered, so its answer is awaited.
+    pub fn ask(&self, kind: RequestKind, timeout: Duration) -> Result<Answer, Reply> {
+        let stopped = || Reply::err(EX_UNAVAILABLE, "dummynet: the data plane has stopped\n");
+        let (tx, rx) = mpsc::channel();
+        let ticket = Ticket::default();
+        let req = Request {
+            kind,
+            reply: tx,
+            ticket: ticket.clone(),
+        };
+        if self.requests.send(req).is_err() {
+            return Err(stopped());
+        }
+        // Non-blocking: a full buffer means a wake-up is already pending.
+        let _ = (&*self.wake).write(&[1]);
+        match rx.recv_timeout(timeout) {
+            Ok(answer) => Ok(answer),
+            Err(mpsc::RecvTimeoutError::Timeout) if ticket.abandon() => Err(Reply::err(
+                EX_UNAVAILABLE,
+                format!(
+                    "dummynet: the data plane did not answer within {}; \
+                     the request was withdrawn and will not take effect\n",
+                    humanize(timeout)
+                ),
+            )),
+            Err(mpsc::RecvTimeoutError::Timeout) => rx.recv().map_err(|_| stopped()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
+        }
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Answers one client request: parses it here, on the caller's thread,
+/// and hands the data plane only typed work. `trusted` callers (root, or
+/// the daemon's own user) may name files; others get a clear refusal.
+pub fn handle(req: ClientRequest, trusted: bool, link: &PlaneLink, limits: &Limits) -> Reply {
+    if req.stats {
+        return match link.ask(RequestKind::Stats, limits.answer_timeout) {
+            Ok(Answer::Stats(report)) => Reply::ok(report.to_string()),
+            Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
+            Err(reply) => reply,
+        };
+    }
+    let cwd = req.cwd.as_deref();
+    let parsed = if trusted {
+        dummynet_lang::parse_args_in(&req.argv, cwd)
+    } else {
+        dummynet_lang::parse_args_untrusted(&req.argv, cwd)
+    };
+    let parsed = match parsed {
+        Ok(p) => p,
+        Err(e) => return parse_error(&e),
+    };
+    match &parsed.statement {
+        Statement::Apply(cmd) => {
+            let kind = RequestKind::Apply {
+                command: Box::new(cmd.clone()),
+                host: host_view(),
+            };
+            match link.ask(kind, limits.answer_timeout) {
+                Ok(Answer::Applied(result)) => applied(&parsed, result),
+                Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
+                Err(reply) => reply,
+            }
+        }
+        Statement::Show(show) => match link.ask(RequestKind::Snapshot, limits.answer_timeout) {
+            Ok(Answer::Snapshot { snap, now }) => render(show, parsed.flags, &snap, now),
+            Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
+            Err(reply) => reply,
+        },
+        Statement::Nop(_) => Reply::ok(""),
+    }
+}
+
+/// The host as the engine should see it for a command: read here, in the
+/// daemon's namespace (the control threads run where the data plane does),
+/// so that /proc and netlink are never read on the data-plane thread.
+fn host_view() -> HostView {
+    HostView {
+        addrs: super::local_addrs(),
+        routes: super::routes::host_routes(),
+    }
+}
+
+fn parse_error(e: &dummynet_lang::ParseError) -> Reply {
+    let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
+        EX_UNAVAILABLE
+    } else {
+        EX_USAGE
+    };
+    Reply::err(status, format!("ipfw: {e}\n"))
 }
 
 /// A listening control socket; the file is removed when this drops.
@@ -156,15 +328,20 @@ pub enum ServerError {
 }
 
 impl ControlServer {
-    /// Listens on `path` (mode 0600: root only, as ipfw is), sending parsed
-    /// commands to the data plane through `requests` and waking it with a
-    /// byte on `wake`. A stale socket file (no one answering) is replaced; a
-    /// live daemon's is refused, and so is anything that is not a socket
-    /// (never removed: it is someone's file).
+    /// Listens on `path` (mode 0600: root only, as ipfw is; 0660 and owned
+    /// by the group given in `options`), sending work to the data plane
+    /// through `requests` and waking it with a byte on `wake`. Clients are
+    /// served each on its own thread, in `ns` if given (where the data
+    /// plane runs, so that they read its addresses and routes). A stale
+    /// socket file (no one answering) is replaced; a live daemon's is
+    /// refused, and so is anything that is not a socket (never removed: it
+    /// is someone's file).
     pub fn start(
         path: &Path,
         requests: Sender<Request>,
         wake: UnixStream,
+        ns: Option<&Netns>,
+        options: ControlOptions,
     ) -> Result<ControlServer, ServerError> {
         let io_err = |source| ServerError::Io {
             path: path.to_path_buf(),
@@ -191,14 +368,32 @@ impl ControlServer {
             }
         }
         let listener = UnixListener::bind(path).map_err(io_err)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+        let mode = match options.group {
+            Some(gid) => {
+                std::os::unix::fs::chown(path, None, Some(gid)).map_err(io_err)?;
+                0o660
+            }
+            None => 0o600,
+        };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err)?;
         listener.set_nonblocking(true).map_err(io_err)?;
+        wake.set_nonblocking(true).map_err(io_err)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("dummynet-control".into())
-            .spawn(move || accept_loop(listener, requests, wake, flag))
-            .map_err(io_err)?;
+        let link = PlaneLink {
+            requests,
+            wake: Arc::new(wake),
+        };
+        let body = move || accept_loop(listener, link, options, flag);
+        let thread = match ns {
+            Some(ns) => ns
+                .spawn_thread("dummynet-control", body)
+                .map_err(|e| io_err(std::io::Error::other(e.to_string())))?,
+            None => std::thread::Builder::new()
+                .name("dummynet-control".into())
+                .spawn(body)
+                .map_err(io_err)?,
+        };
         Ok(ControlServer {
             path: path.to_path_buf(),
             stop,
@@ -226,6 +421,9 @@ pub fn is_stale_socket(path: &Path) -> bool {
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
+        // Only the accept loop is joined: it polls the flag every few
+        // milliseconds. Client threads are bounded by their timeouts and
+        // never hold up the daemon's exit.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -234,20 +432,73 @@ impl Drop for ControlServer {
     }
 }
 
+/// Takes a slot among `max` for as long as it lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(count.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn accept_loop(
     listener: UnixListener,
-    requests: Sender<Request>,
-    mut wake: UnixStream,
+    link: PlaneLink,
+    options: ControlOptions,
     stop: Arc<AtomicBool>,
 ) {
+    let clients = Arc::new(AtomicUsize::new(0));
+    let me = nix::unistd::geteuid().as_raw();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((conn, _)) => {
-                let reply = match read_request(&conn) {
-                    Ok(req) => dispatch(req, &requests, &mut wake),
-                    Err(e) => Reply::err(EX_USAGE, format!("dummynet: bad control request: {e}\n")),
+                let limits = &options.limits;
+                // Accepted sockets do not inherit the listener's
+                // non-blocking mode on Linux; the timeouts bound each call.
+                let set = conn
+                    .set_read_timeout(Some(limits.read_timeout))
+                    .and_then(|()| conn.set_write_timeout(Some(limits.write_timeout)));
+                if set.is_err() {
+                    continue;
+                }
+                let Some(trusted) = admitted(&conn, me, options.group) else {
+                    refuse(
+                        &conn,
+                        "dummynet: permission denied: the control socket is for root \
+                         (and the --socket-group of the daemon)\n",
+                    );
+                    continue;
                 };
-                let _ = write_reply(&conn, &reply);
+                let Some(slot) = Slot::take(&clients, limits.max_clients) else {
+                    refuse(
+                        &conn,
+                        &format!(
+                            "dummynet: busy: {} clients are being served; try again\n",
+                            limits.max_clients
+                        ),
+                    );
+                    continue;
+                };
+                let (link, limits) = (link.clone(), limits.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("dummynet-client".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        serve_client(&conn, trusted, &link, &limits);
+                    });
+                // Out of threads: the connection went with the closure.
+                drop(spawned);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(5));
@@ -257,27 +508,68 @@ fn accept_loop(
     }
 }
 
-fn read_request(conn: &UnixStream) -> Result<ClientRequest, String> {
-    conn.set_nonblocking(false).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    // A request is a few hundred bytes; a megabyte is plenty and bounds a
-    // client that never sends a newline.
-    BufReader::new(conn.take_limited())
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    serde_json::from_str(&line).map_err(|e| e.to_string())
-}
-
-trait TakeLimited {
-    fn take_limited(&self) -> std::io::Take<&UnixStream>;
-}
-
-impl TakeLimited for UnixStream {
-    fn take_limited(&self) -> std::io::Take<&UnixStream> {
-        std::io::Read::take(self, 1 << 20)
+/// Whether the peer may use the socket: root, the daemon's own user, or a
+/// member of `group`. `Some(trusted)` when admitted, where only the first
+/// two are trusted to name files. The socket file's mode already keeps
+/// others out; this holds even if it was changed.
+fn admitted(conn: &UnixStream, me: u32, group: Option<u32>) -> Option<bool> {
+    let cred =
+        nix::sys::socket::getsockopt(conn, nix::sys::socket::sockopt::PeerCredentials).ok()?;
+    if cred.uid() == 0 || cred.uid() == me {
+        return Some(true);
     }
+    let gid = group?;
+    (cred.gid() == gid || in_group(cred.pid(), gid)).then_some(false)
+}
+
+/// Whether the process `pid` has `gid` among its supplementary groups.
+fn in_group(pid: i32, gid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|groups| {
+            groups
+                .split_whitespace()
+                .any(|g| g.parse::<u32>() == Ok(gid))
+        })
+}
+
+/// Tells a client it is not served, without waiting on it.
+fn refuse(conn: &UnixStream, why: &str) {
+    let _ = conn.set_nonblocking(true);
+    let _ = write_reply(conn, &Reply::err(EX_UNAVAILABLE, why));
+}
+
+fn serve_client(conn: &UnixStream, trusted: bool, link: &PlaneLink, limits: &Limits) {
+    let reply = match read_request(conn, limits.max_request) {
+        Ok(req) => handle(req, trusted, link, limits),
+        Err(e) => Reply::err(EX_USAGE, format!("dummynet: bad control request: {e}\n")),
+    };
+    let _ = write_reply(conn, &reply);
+}
+
+/// One request line of at most `max` bytes.
+fn read_request(conn: &UnixStream, max: usize) -> Result<ClientRequest, String> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    BufReader::new(std::io::Read::take(conn, limit))
+        .read_until(b'\n', &mut line)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                "no complete request in time".to_string()
+            }
+            _ => e.to_string(),
+        })?;
+    if line.len() > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    if !line.ends_with(b"\n") {
+        return Err("incomplete (no newline before the connection closed)".into());
+    }
+    serde_json::from_slice(&line).map_err(|e| e.to_string())
 }
 
 fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
@@ -287,48 +579,18 @@ fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
 }
 
 /// Parses a command line and applies it (the engine fills what it leaves
-/// out from its current settings).
-pub fn run_command<P: Payload>(
-    engine: &mut Engine<P>,
+/// out from its current settings), in tests.
+#[cfg(test)]
+pub fn run_command<P: dummynet_engine::Payload>(
+    engine: &mut dummynet_engine::Engine<P>,
     now: Nanos,
     argv: &[String],
     cwd: Option<&Path>,
 ) -> Reply {
     match dummynet_lang::parse_args_in(argv, cwd) {
         Ok(parsed) => execute(engine, now, &parsed),
-        Err(e) => {
-            let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
-                EX_UNAVAILABLE
-            } else {
-                EX_USAGE
-            };
-            Reply::err(status, format!("ipfw: {e}\n"))
-        }
+        Err(e) => parse_error(&e),
     }
-}
-
-fn dispatch(req: ClientRequest, requests: &Sender<Request>, wake: &mut UnixStream) -> Reply {
-    let kind = if req.stats {
-        RequestKind::Stats
-    } else {
-        // Parsed on the data-plane thread for now (issue 14 moves it off).
-        RequestKind::Command {
-            argv: req.argv,
-            cwd: req.cwd,
-        }
-    };
-    let (tx, rx) = mpsc::channel();
-    if requests.send(Request { kind, reply: tx }).is_err() {
-        return Reply::err(EX_UNAVAILABLE, "dummynet: the data plane has stopped\n");
-    }
-    let _ = wake.write_all(&[1]);
-    rx.recv_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|_| {
-            Reply::err(
-                EX_UNAVAILABLE,
-                "dummynet: the data plane did not answer within 10 s\n",
-            )
-        })
 }
 
 /// Why a client call failed before getting an answer.
@@ -383,6 +645,7 @@ impl TakeLimitedOwned for UnixStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dummynet_engine::Engine;
 
     fn run(engine: &mut Engine<()>, line: &str) -> Reply {
         let argv: Vec<String> = line.split_whitespace().map(String::from).collect();

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
 
 use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, TimerWatch, Woke};
-use super::control::{self, Reply};
 use super::{Arrival, Backend, Carrier};
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
@@ -225,21 +224,85 @@ pub enum Priority {
     Nice,
 }
 
-/// A request from the control plane, answered on `reply`.
+/// A request from the control plane, answered on `reply`. The control
+/// thread has already parsed and checked it: the data plane only applies a
+/// typed command or copies what `show` and `stats` print, so that nothing
+/// a client sends costs forwarding more than that.
 pub struct Request {
     pub kind: RequestKind,
-    pub reply: Sender<Reply>,
+    pub reply: Sender<Answer>,
+    pub ticket: Ticket,
 }
 
 pub enum RequestKind {
-    /// An ipfw/dnctl command line, parsed on the data-plane thread against
-    /// the engine's settings.
-    Command {
-        argv: Vec<String>,
-        cwd: Option<std::path::PathBuf>,
+    /// Apply a parsed command, after telling the engine what the host
+    /// looks like now (read on the control thread: /proc and netlink).
+    Apply {
+        command: Box<dummynet_engine::Command>,
+        host: HostView,
     },
+    /// A copy of the engine's state, for `show`, rendered by the asker.
+    Snapshot,
     /// `dummynet stats`.
     Stats,
+}
+
+/// What the data plane answers.
+pub enum Answer {
+    /// The engine's notes (values it brought within bounds), or why it
+    /// refused the command.
+    Applied(Result<Vec<String>, String>),
+    Snapshot {
+        snap: Box<dummynet_engine::Snapshot>,
+        now: Nanos,
+    },
+    Stats(Box<Report>),
+}
+
+/// The addresses `me` matches and the routes `verrevpath` follows, as the
+/// control thread read them for a command.
+#[derive(Debug, Clone, Default)]
+pub struct HostView {
+    pub addrs: Vec<std::net::IpAddr>,
+    pub routes: Option<Vec<dummynet_engine::config::Route>>,
+}
+
+/// Who acts on a request: the data plane, which takes it before acting,
+/// or the asker, which abandons it when it stops waiting. Exactly one of
+/// the two wins, so a client told "not applied" is never contradicted by
+/// the command taking effect later.
+#[derive(Clone, Default)]
+pub struct Ticket(Arc<std::sync::atomic::AtomicU8>);
+
+const TICKET_OPEN: u8 = 0;
+const TICKET_TAKEN: u8 = 1;
+const TICKET_ABANDONED: u8 = 2;
+
+impl Ticket {
+    /// The data plane's side: true if it may act on the request.
+    pub fn take(&self) -> bool {
+        self.0
+            .compare_exchange(
+                TICKET_OPEN,
+                TICKET_TAKEN,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// The asker's side: true if the request will now never be acted on;
+    /// false if the data plane has already taken it (its answer follows).
+    pub fn abandon(&self) -> bool {
+        self.0
+            .compare_exchange(
+                TICKET_OPEN,
+                TICKET_ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
 }
 
 /// The control plane's way in: requests plus a socket whose readability
@@ -774,16 +837,30 @@ impl DataPlane {
             self.inbox = None;
         }
         for req in pending {
-            let now = self.clock.now();
-            let reply = match req.kind {
-                RequestKind::Command { argv, cwd } => {
-                    super::learn_host(&mut self.engine);
-                    control::run_command(&mut self.engine, now, &argv, cwd.as_deref())
+            if !req.ticket.take() {
+                // The asker gave up waiting and said so: not applied.
+                continue;
+            }
+            let answer = match req.kind {
+                RequestKind::Apply { command, host } => {
+                    self.engine.set_local_addrs(&host.addrs);
+                    self.engine.set_routes(host.routes.as_deref());
+                    let now = self.clock.now();
+                    Answer::Applied(
+                        self.engine
+                            .apply(now, *command)
+                            .map(|()| self.engine.take_notes())
+                            .map_err(|e| e.to_string()),
+                    )
                 }
-                RequestKind::Stats => Reply::ok(self.report().to_string()),
+                RequestKind::Snapshot => Answer::Snapshot {
+                    snap: Box::new(self.engine.snapshot()),
+                    now: self.clock.now(),
+                },
+                RequestKind::Stats => Answer::Stats(Box::new(self.report())),
             };
             // The client may have gone; nothing to do about it.
-            let _ = req.reply.send(reply);
+            let _ = req.reply.send(answer);
         }
     }
 
@@ -988,6 +1065,7 @@ mod tests {
     use dummynet_engine::FlowKey;
 
     use super::*;
+    use crate::live::control;
     use crate::live::{Body, LateReading};
 
     /// A port that delivers `burst` frames on its first read and counts
@@ -1142,6 +1220,7 @@ mod tests {
             .send(Request {
                 kind: RequestKind::Stats,
                 reply: reply_tx,
+                ticket: Ticket::default(),
             })
             .unwrap();
         drop((req_tx, wake_tx));
@@ -1153,16 +1232,104 @@ mod tests {
         let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
         plane.serve_control();
         // The last request is still answered...
-        let reply = reply_rx.try_recv().expect("the stats request was answered");
-        assert_eq!(reply.status, 0);
-        assert!(
-            reply.stdout.contains("packets: 0 arrived"),
-            "{}",
-            reply.stdout
-        );
+        let Ok(Answer::Stats(report)) = reply_rx.try_recv() else {
+            panic!("the stats request was not answered with stats");
+        };
+        let text = report.to_string();
+        assert!(text.contains("packets: 0 arrived"), "{text}");
         // ...and the closed socket, which would poll readable forever, is
         // out of the wait.
         assert!(plane.inbox.is_none());
+    }
+
+    fn words(line: &str) -> control::ClientRequest {
+        control::ClientRequest {
+            argv: line.split(' ').map(String::from).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A command that times out waiting for a data plane that is not
+    /// serving is answered "withdrawn", and it stays so: when the data plane
+    /// serves its inbox later, the command is skipped, not applied.
+    #[test]
+    fn a_command_the_client_stopped_waiting_for_never_takes_effect() {
+        let (req_tx, req_rx) = std::sync::mpsc::channel();
+        let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        wake_rx.set_nonblocking(true).unwrap();
+        wake_tx.set_nonblocking(true).unwrap();
+        let link = control::PlaneLink {
+            requests: req_tx,
+            wake: Arc::new(wake_tx),
+        };
+        let limits = control::Limits {
+            answer_timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let inbox = Inbox {
+            requests: req_rx,
+            wake: wake_rx,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
+        // Nobody calls serve_control while the client waits.
+        let reply = control::handle(words("pipe 1 config bw 1Mbit/s"), true, &link, &limits);
+        assert_eq!(reply.status, control::EX_UNAVAILABLE, "{reply:?}");
+        assert!(reply.stderr.contains("within 50 ms"), "{}", reply.stderr);
+        assert!(
+            reply.stderr.contains("will not take effect"),
+            "{}",
+            reply.stderr
+        );
+        // Now the data plane gets to its inbox: the request is there...
+        plane.inbox_ready = true;
+        plane.serve_control();
+        // ...and is skipped.
+        assert!(
+            plane.engine.snapshot().links.is_empty(),
+            "applied after all"
+        );
+
+        // A request the data plane serves in time is applied and answered.
+        let served = std::thread::scope(|s| {
+            let asked = s.spawn(|| {
+                let limits = control::Limits {
+                    answer_timeout: Duration::from_secs(10),
+                    ..Default::default()
+                };
+                control::handle(words("pipe 2 config bw 1Mbit/s"), true, &link, &limits)
+            });
+            let give_up = Instant::now() + Duration::from_secs(10);
+            while !asked.is_finished() && Instant::now() < give_up {
+                plane.inbox_ready = true;
+                plane.serve_control();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            asked.join().unwrap()
+        });
+        assert_eq!(served.status, 0, "{served:?}");
+        assert_eq!(plane.engine.snapshot().links.len(), 1);
+    }
+
+    /// Parsing happens before the data plane is asked: a bad command
+    /// reaches no inbox at all.
+    #[test]
+    fn a_bad_command_is_refused_without_the_data_plane() {
+        let (req_tx, req_rx) = std::sync::mpsc::channel();
+        let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        let link = control::PlaneLink {
+            requests: req_tx,
+            wake: Arc::new(wake_tx),
+        };
+        let bad = format!("sysctl {}=1", "x".repeat(1 << 16));
+        let reply = control::handle(words(&bad), true, &link, &control::Limits::default());
+        assert_eq!(
+            reply.status,
+            64,
+            "{}",
+            &reply.stderr[..200.min(reply.stderr.len())]
+        );
+        assert!(req_rx.try_recv().is_err(), "the data plane was asked");
     }
 
     /// A backend whose descriptor hangs up, as a bridge port's socket

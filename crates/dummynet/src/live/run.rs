@@ -19,7 +19,7 @@ use dummynet_io::netns::Netns;
 use dummynet_io::portlock::{LockError, Port, PortLock};
 
 use super::bridge::Bridge;
-use super::control::{self, ControlServer};
+use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
 use super::{Backend, Carrier};
@@ -96,6 +96,11 @@ pub struct RunArgs {
     /// Control socket (default: $DUMMYNET_SOCKET or /run/dummynet.sock).
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// A group (name or number) whose members may also use the control
+    /// socket (made mode 0660 and owned by it); they may not name files
+    /// (profiles, traces), which the daemon would read as root.
+    #[arg(long, value_parser = parse_group)]
+    pub socket_group: Option<u32>,
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -206,6 +211,24 @@ pub fn spawn<F>(
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
+    let socket = socket.map(|path| (path, ControlOptions::default()));
+    spawn_controlled(ns, config, seed, socket, stop, options, open)
+}
+
+/// [`spawn`] with a say in who may use the control socket and what a
+/// client may cost.
+pub fn spawn_controlled<F>(
+    ns: Option<&Netns>,
+    config: Vec<(usize, Command)>,
+    seed: u64,
+    socket: Option<(PathBuf, ControlOptions)>,
+    stop: Arc<AtomicBool>,
+    options: PlaneOptions,
+    open: F,
+) -> Result<Running, String>
+where
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+{
     let mut engine: Engine<Carrier> = crate::sim::configure(&config, seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let (req_tx, req_rx) = mpsc::channel();
@@ -262,8 +285,8 @@ where
             return Err("the data plane thread ended during setup".into());
         }
     }
-    if let Some(path) = socket {
-        match ControlServer::start(&path, req_tx, wake_tx) {
+    if let Some((path, control)) = socket {
+        match ControlServer::start(&path, req_tx, wake_tx, ns, control) {
             Ok(server) => running.control = Some(server),
             Err(e) => {
                 running.finish();
@@ -272,6 +295,19 @@ where
         }
     }
     Ok(running)
+}
+
+/// A group for `--socket-group`: a number, or a name from the group
+/// database.
+fn parse_group(s: &str) -> Result<u32, String> {
+    if let Ok(gid) = s.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(s) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(format!("no group named `{s}`")),
+        Err(e) => Err(format!("looking up group `{s}`: {e}")),
+    }
 }
 
 /// A netfilter mark: decimal or 0x-prefixed hexadecimal, not zero (an
@@ -442,11 +478,15 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         })
     };
     let _ports = claim_ports(args)?;
-    let running = spawn(
+    let control = ControlOptions {
+        group: args.socket_group,
+        ..ControlOptions::default()
+    };
+    let running = spawn_controlled(
         None,
         config,
         args.seed,
-        Some(socket),
+        Some((socket, control)),
         stop.clone(),
         options,
         open,
