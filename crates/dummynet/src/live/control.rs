@@ -725,4 +725,179 @@ mod tests {
         assert!(r.stderr.contains("5parsecs"), "{}", r.stderr);
         assert!(run(&mut engine, "pipe show").stdout.is_empty());
     }
+
+    /// A control server in front of a stand-in data plane that answers
+    /// every request at once, with `limits`.
+    struct Served {
+        server: Option<ControlServer>,
+        dir: PathBuf,
+        plane: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Served {
+        fn new(name: &str, limits: Limits) -> Served {
+            let dir = std::env::temp_dir()
+                .join(format!("dummynet-control-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let (req_tx, req_rx) = mpsc::channel::<Request>();
+            let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
+            let plane = std::thread::spawn(move || {
+                let _wake_rx = _wake_rx;
+                let engine: Engine<()> = Engine::new(1);
+                // Ends when the server, and so every sender, is gone.
+                while let Ok(req) = req_rx.recv() {
+                    if !req.ticket.take() {
+                        continue;
+                    }
+                    let answer = match req.kind {
+                        RequestKind::Stats => Answer::Stats(Box::default()),
+                        RequestKind::Snapshot => Answer::Snapshot {
+                            snap: Box::new(engine.snapshot()),
+                            now: 0,
+                        },
+                        RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
+                    };
+                    let _ = req.reply.send(answer);
+                }
+            });
+            let options = ControlOptions {
+                group: None,
+                limits,
+            };
+            let server =
+                ControlServer::start(&dir.join("sock"), req_tx, wake_tx, None, options).unwrap();
+            Served {
+                server: Some(server),
+                dir,
+                plane: Some(plane),
+            }
+        }
+
+        fn path(&self) -> PathBuf {
+            self.dir.join("sock")
+        }
+
+        fn stats(&self) -> Reply {
+            let req = ClientRequest {
+                stats: true,
+                ..Default::default()
+            };
+            call(&self.path(), &req).unwrap()
+        }
+
+        /// Sends `bytes` raw and reads the answer line (bounded by the
+        /// server's own timeouts, and 10 s here).
+        fn raw(&self, bytes: &[u8]) -> Reply {
+            let mut conn = UnixStream::connect(self.path()).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            // The server may answer and close before all of it is sent.
+            let _ = conn.write_all(bytes);
+            let mut line = String::new();
+            BufReader::new(&conn).read_line(&mut line).unwrap();
+            serde_json::from_str(&line).unwrap()
+        }
+    }
+
+    impl Drop for Served {
+        fn drop(&mut self) {
+            drop(self.server.take());
+            if let Some(p) = self.plane.take() {
+                let _ = p.join();
+            }
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn short() -> Limits {
+        Limits {
+            max_clients: 4,
+            max_request: 4096,
+            read_timeout: Duration::from_millis(300),
+            write_timeout: Duration::from_millis(300),
+            answer_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn a_request_over_the_size_limit_is_refused_with_the_limit() {
+        let served = Served::new("size", short());
+        let mut big = vec![b'x'; 5000];
+        big.push(b'\n');
+        let r = served.raw(&big);
+        assert_eq!(r.status, EX_USAGE);
+        assert!(r.stderr.contains("larger than 4096 bytes"), "{}", r.stderr);
+        // An endless line without a newline is cut off the same way.
+        let r = served.raw(&vec![b'{'; 8192]);
+        assert!(r.stderr.contains("larger than 4096 bytes"), "{}", r.stderr);
+        assert_eq!(served.stats().status, 0);
+    }
+
+    #[test]
+    fn a_silent_client_is_cut_off_while_others_are_served() {
+        let served = Served::new("silent", short());
+        let silent = UnixStream::connect(served.path()).unwrap();
+        silent
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        // Served meanwhile, not after the silent one's timeout.
+        let shown = call(
+            &served.path(),
+            &ClientRequest {
+                argv: vec!["show".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(shown.status, 0, "{shown:?}");
+        assert!(shown.stdout.contains("65535"), "{}", shown.stdout);
+        // The silent one is told why it is dropped once its time is up.
+        let mut line = String::new();
+        BufReader::new(&silent).read_line(&mut line).unwrap();
+        let r: Reply = serde_json::from_str(&line).unwrap();
+        assert!(
+            r.stderr.contains("no complete request in time"),
+            "{}",
+            r.stderr
+        );
+    }
+
+    #[test]
+    fn clients_beyond_the_cap_are_told_to_retry() {
+        let served = Served::new(
+            "cap",
+            Limits {
+                max_clients: 2,
+                read_timeout: Duration::from_secs(10),
+                ..short()
+            },
+        );
+        let idle: Vec<UnixStream> = (0..2)
+            .map(|_| UnixStream::connect(served.path()).unwrap())
+            .collect();
+        // The accept loop takes them in turn; the third finds both slots
+        // held (bounded: the idle ones wait 10 s for their request).
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
+        let busy = loop {
+            let r = served.raw(b"{\"stats\": true}\n");
+            if r.status != 0 || std::time::Instant::now() > give_up {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(busy.status, EX_UNAVAILABLE, "{busy:?}");
+        assert!(busy.stderr.contains("busy: 2 clients"), "{}", busy.stderr);
+        drop(idle);
+        // Freed once they leave (their threads see the end of input).
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
+        let again = loop {
+            let r = served.stats();
+            if r.status == 0 || std::time::Instant::now() > give_up {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(again.status, 0, "{again:?}");
+    }
 }
