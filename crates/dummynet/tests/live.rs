@@ -2809,3 +2809,99 @@ fn host_mode_verrevpath_follows_the_namespaces_routes() {
     let status = daemon.terminate(Duration::from_secs(5));
     assert!(status.success(), "daemon: {status}");
 }
+
+// ---------------------------------------------------------------------------
+// Control socket under abuse (issue 14)
+// ---------------------------------------------------------------------------
+
+/// Descriptors `pid` holds open.
+fn open_fds(pid: nix::unistd::Pid) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// A bridge daemon with 12000 rules, whose `show` is far larger than a
+/// socket's buffer: 100 connections that come and go leak no descriptor;
+/// a client that asks for `show` and never reads, plus idle ones that send
+/// nothing, do not keep `ipfw show` from others; and SIGTERM ends the
+/// daemon promptly with them still connected.
+#[test]
+fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    if !ready(
+        "abusive_control_clients_leak_nothing_and_hold_up_no_one",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
+    veth(&a, "a0", &m, "m-a");
+    veth(&b, "b0", &m, "m-b");
+    let scratch = Scratch::new();
+    let mut rules = String::new();
+    for n in 1..=12000 {
+        rules.push_str(&format!(
+            "add {n} count ip from 198.51.100.{} to any\n",
+            n % 250
+        ));
+    }
+    rules.push_str("add 65000 allow ip from any to any\n");
+    let config = scratch.write("ipfw.conf", &rules);
+    let socket = scratch.path("ctl.sock");
+    let mut cmd = m.command(
+        DUMMYNET,
+        &[
+            "run",
+            "--bridge",
+            "m-a",
+            "m-b",
+            "--nice",
+            "--precision",
+            "timer",
+            "--config",
+            config.to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+        ],
+    );
+    cmd.env("DUMMYNET_SOCKET", &socket);
+    let mut daemon = Proc::spawn(cmd, "dummynet run --bridge");
+    wait_for_socket(&socket, &mut daemon);
+    let shown = ipfw(&socket, &["show"]);
+    assert!(shown.contains("\n12000 "), "the rules are not all there");
+    // Several times what the socket buffers on both sides hold.
+    assert!(shown.len() > 500_000, "show is only {} bytes", shown.len());
+
+    // Connections that come and go, some with half a request.
+    let pid = daemon.pid();
+    let before = open_fds(pid);
+    for i in 0..100 {
+        let mut c = UnixStream::connect(&socket).expect("connect");
+        if i % 2 == 0 {
+            let _ = c.write_all(b"{\"argv\": [\"sh");
+        }
+    }
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while open_fds(pid) > before && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(open_fds(pid), before, "descriptors leaked by 100 clients");
+
+    // One asks for the large answer and never reads it; three say nothing.
+    let mut greedy = UnixStream::connect(&socket).expect("connect");
+    greedy
+        .write_all(b"{\"argv\": [\"show\"]}\n")
+        .expect("send show");
+    let idle: Vec<UnixStream> = (0..3)
+        .map(|_| UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    for _ in 0..3 {
+        let again = ipfw(&socket, &["show"]);
+        assert_eq!(again.lines().count(), shown.lines().count());
+    }
+    let status = daemon.terminate(Duration::from_secs(3));
+    assert!(status.success(), "daemon exited with {status}");
+    assert!(!socket.exists(), "socket file left behind");
+    drop((greedy, idle));
+}
