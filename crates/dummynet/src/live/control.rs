@@ -602,7 +602,7 @@ pub enum ClientError {
          (as root), or point DUMMYNET_SOCKET at the socket of a running one."
     )]
     NotRunning(PathBuf),
-    #[error("permission denied on {0}: the control socket is root-only, as ipfw is")]
+    #[error("permission denied on {0}: the control socket is for root (as ipfw is) and the daemon's --socket-group")]
     Denied(PathBuf),
     #[error("talking to the daemon on {path}: {msg}")]
     Protocol { path: PathBuf, msg: String },
