@@ -179,6 +179,15 @@ pub enum Setting {
     PipeSlotLimit(u32),
     /// `net.inet.ip.dummynet.pipe_byte_limit` (default 1 MiB): largest `queue NKbytes`.
     PipeByteLimit(u64),
+    /// `net.inet.ip.dummynet.held_limit` (not FreeBSD's; default 0, none):
+    /// the most packet bytes the engine holds at once, over every queue,
+    /// link, delay line and packet waiting for `poll`. A packet that would
+    /// go above it is dropped as it arrives ([`crate::stats::DropReason::MemoryLimit`]).
+    /// A queue's limit bounds what waits for a link, but nothing else bounds
+    /// a delay line: an unlimited pipe with `delay 60s` holds a minute of
+    /// whatever arrives. Lowered below what is held, it drops nothing held:
+    /// arrivals are refused until enough has left.
+    HeldLimit(u64),
     /// `net.inet.ip.fw.enable` (default 1; `ipfw enable|disable firewall`):
     /// with 0 every packet passes, unclassified.
     Firewall(bool),
@@ -267,6 +276,8 @@ pub struct Settings {
     pub expire: bool,
     pub pipe_slot_limit: u32,
     pub pipe_byte_limit: u64,
+    /// [`Setting::HeldLimit`]: bytes, 0 for no limit.
+    pub held_limit: u64,
     /// The plug-in defaults set away from FreeBSD's, by sysctl name.
     tunables: BTreeMap<&'static str, u64>,
 }
@@ -281,6 +292,7 @@ impl Default for Settings {
             expire: true,
             pipe_slot_limit: MAX_QUEUE_SLOTS,
             pipe_byte_limit: MAX_QUEUE_BYTES,
+            held_limit: 0,
             tunables: BTreeMap::new(),
         }
     }
@@ -318,6 +330,7 @@ impl Settings {
             Setting::PipeSlotLimit(v) => self.pipe_slot_limit = v,
             Setting::PipeByteLimit(0) => return Err("pipe_byte_limit must be at least 1".into()),
             Setting::PipeByteLimit(v) => self.pipe_byte_limit = v,
+            Setting::HeldLimit(v) => self.held_limit = v,
             Setting::Tunable { sysctl, value } => {
                 let t = crate::params::tunable(sysctl)
                     .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;

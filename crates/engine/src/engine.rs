@@ -293,6 +293,17 @@ impl<P: Payload> Engine<P> {
             Decision::Pipe(n) => Target::Pipe(n),
             Decision::Queue(n) => Target::Queue(n),
         };
+        let len = u64::from(info.len);
+        let held_limit = self.settings.held_limit;
+        let room = if held_limit == 0 {
+            u64::MAX
+        } else {
+            match held_limit.checked_sub(self.totals.held_bytes + len) {
+                Some(room) => room,
+                None => return self.refuse_for_memory(payload, rule.number, target),
+            }
+        };
+        self.dn.copy_room = room;
         self.seq += 1;
         let held = Held {
             payload,
@@ -310,6 +321,7 @@ impl<P: Payload> Engine<P> {
         match verdict {
             Ok(()) => {
                 self.totals.inside += 1;
+                self.totals.held_bytes += len;
                 self.process_exits();
                 Verdict::Queued {
                     rule: rule.number,
@@ -336,6 +348,33 @@ impl<P: Payload> Engine<P> {
         self.totals.arrived += n;
         self.totals.inside += n;
         self.totals.duplicated += n;
+        self.totals.held_bytes += std::mem::take(&mut self.dn.new_copy_bytes);
+    }
+
+    /// A packet `held_limit` has no room for: dropped as it arrives, before
+    /// any queue sees it (its rule counted it; its queue did not).
+    #[cold]
+    fn refuse_for_memory(&mut self, payload: P, rule: u16, target: Target) -> Verdict<P> {
+        let reason = DropReason::MemoryLimit;
+        self.totals.drops[reason.index()] += 1;
+        Verdict::Drop {
+            payload,
+            reason,
+            rule: Some(rule),
+            target: Some(target),
+        }
+    }
+
+    /// Packets the engine delivered (from [`Self::poll`], or passed by
+    /// [`Self::input`]) that the caller then could not send: `packets` of
+    /// them move from `delivered` to the drops for `reason` (usually
+    /// [`DropReason::TxFailed`]), so the books say what became of them. At
+    /// most what was delivered moves; the number moved is returned.
+    pub fn unsent(&mut self, reason: DropReason, packets: u64) -> u64 {
+        let n = packets.min(self.totals.delivered);
+        self.totals.delivered -= n;
+        self.totals.drops[reason.index()] += n;
+        n
     }
 
     /// FreeBSD's `expire`: frees masked flows idle for [`EXPIRE_IDLE`].
@@ -371,6 +410,7 @@ impl<P: Payload> Engine<P> {
             };
             if let Some(out) = out {
                 self.totals.inside -= 1;
+                self.totals.held_bytes -= u64::from(out.info.len);
                 match out.drop {
                     None => self.totals.delivered += 1,
                     Some(r) => self.totals.drops[r as usize] += 1,
@@ -613,6 +653,12 @@ impl<P: Payload> Engine<P> {
                     Decision::Queue(n) => Target::Queue(n),
                 };
                 held.target = target;
+                // The packet is already counted in `held_bytes`; only a
+                // copy of it would add to them.
+                self.dn.copy_room = match self.settings.held_limit {
+                    0 => u64::MAX,
+                    limit => limit.saturating_sub(self.totals.held_bytes),
+                };
                 let verdict = self.dn.enqueue(at, held);
                 self.count_copies();
                 if let Err(Rejected { held, reason }) = verdict {

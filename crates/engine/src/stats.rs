@@ -29,10 +29,17 @@ pub enum DropReason {
     /// A `keep-state` or `limit` rule could not make its dynamic state
     /// (`dyn_max` reached, or the rule's limit).
     StateRefused,
+    /// Taking it in would have put more packet bytes inside the engine than
+    /// `net.inet.ip.dummynet.held_limit` allows (see [`Totals::held_bytes`]).
+    MemoryLimit,
+    /// Delivered by the engine, but the caller could not send it (the
+    /// kernel refused the frame, the port went away): reported back with
+    /// [`crate::Engine::unsent`].
+    TxFailed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::RuleDeny,
         DropReason::QueueFull,
         DropReason::Plr,
@@ -43,6 +50,8 @@ impl DropReason {
         DropReason::Aqm,
         DropReason::Loss,
         DropReason::StateRefused,
+        DropReason::MemoryLimit,
+        DropReason::TxFailed,
     ];
 
     /// Stable short name used in logs and summaries.
@@ -58,6 +67,8 @@ impl DropReason {
             DropReason::Aqm => "aqm",
             DropReason::Loss => "loss",
             DropReason::StateRefused => "state-refused",
+            DropReason::MemoryLimit => "memory-limit",
+            DropReason::TxFailed => "tx-failed",
         }
     }
 
@@ -88,10 +99,15 @@ pub struct Totals {
     /// Copies `duplicate` made. Each is also counted in `arrived`, as a
     /// packet of its own, and then delivered, dropped or inside.
     pub duplicated: u64,
-    /// Copies `duplicate` wanted but the payload could not be copied.
+    /// Copies `duplicate` wanted but did not make: the payload could not be
+    /// copied, or `held_limit` had no room for it.
     pub duplicate_failed: u64,
     /// Packets `corrupt` flipped a bit in (they are delivered as usual).
     pub corrupted: u64,
+    /// The sum of [`crate::packet::PacketInfo::len`] over the packets
+    /// `inside` counts: what `held_limit` bounds. It counts packet bytes,
+    /// not the caller's buffers, which may be larger.
+    pub held_bytes: u64,
 }
 
 impl Totals {

@@ -839,7 +839,7 @@ fn send_all(h: &mut Harness, t: Nanos, infos: impl IntoIterator<Item = PacketInf
             } => {
                 h.fates[payload as usize] = Some(Fate::Dropped { at: t, reason });
             }
-            Verdict::Queued { .. } => {}
+            Verdict::Queued { .. } => h.bytes_in += u64::from(info.len),
         }
     }
     h.advance(t);

@@ -74,6 +74,7 @@ const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.expire",
     "net.inet.ip.dummynet.pipe_slot_limit",
     "net.inet.ip.dummynet.pipe_byte_limit",
+    "net.inet.ip.dummynet.held_limit",
     "net.inet.ip.fw.enable",
     "net.inet.ip.fw.dyn_ack_lifetime",
     "net.inet.ip.fw.dyn_syn_lifetime",
@@ -584,6 +585,10 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             Setting::PipeSlotLimit(int(u64::from(u32::MAX))? as u32)
         }
         "net.inet.ip.dummynet.pipe_byte_limit" => Setting::PipeByteLimit(int(u64::MAX)?),
+        // Bytes, 0 for none.
+        "net.inet.ip.dummynet.held_limit" => Setting::HeldLimit(
+            number_in(value, name, 0, u64::MAX).map_err(|e| value_error(e.into_message()))?,
+        ),
         "net.inet.ip.fw.enable" => Setting::Firewall(flag()?),
         _ if name.starts_with("net.inet.ip.fw.dyn_")
             && dummynet_engine::config::DynSetting::ALL

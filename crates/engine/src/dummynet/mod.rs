@@ -398,6 +398,12 @@ pub(crate) struct Dummynet<P> {
     /// Copies made by `duplicate` since the engine last took the count (each
     /// is a new packet in the books).
     pub new_copies: u64,
+    /// Their packet bytes.
+    pub new_copy_bytes: u64,
+    /// Packet bytes a copy may still add under `held_limit` (set by the
+    /// engine before each `enqueue`; `u64::MAX` without a limit). A copy
+    /// that would not fit is not made, and counted in `copies_failed`.
+    pub copy_room: u64,
     /// Copies `duplicate` wanted but the payload could not make.
     pub copies_failed: u64,
     /// Packets `corrupt` hit.
@@ -425,6 +431,8 @@ impl<P> Dummynet<P> {
             exits: VecDeque::new(),
             marks: 0,
             new_copies: 0,
+            new_copy_bytes: 0,
+            copy_room: u64::MAX,
             copies_failed: 0,
             corrupted: 0,
         }
@@ -517,7 +525,8 @@ impl<P: Payload> Dummynet<P> {
             }
             // The copy is made before corruption, as netem makes it.
             if dup.is_some_and(|d| fx.dup.copy(d, &mut fx.rng)) {
-                match held.payload.duplicate() {
+                let fits = u64::from(len) <= self.copy_room;
+                match fits.then(|| held.payload.duplicate()).flatten() {
                     Some(payload) => {
                         copy = Some(Held {
                             payload,
@@ -564,6 +573,7 @@ impl<P: Payload> Dummynet<P> {
         let result = self.admit(now, q, inst, held, limit);
         self.new_copies += 1;
         let len = u64::from(copy.info.len);
+        self.new_copy_bytes += len;
         if let (Some(queue), Some(instance)) =
             (self.queues.get_mut(q), self.instances.get_mut(inst))
         {

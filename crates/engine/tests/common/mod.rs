@@ -33,6 +33,10 @@ pub struct Harness {
     /// Fates of copies made by `duplicate` (a copy carries its original's
     /// id, so whichever of the two comes out second lands here).
     pub copies: Vec<Fate>,
+    /// Bytes of packets the engine queued, and of packets `poll` returned:
+    /// without copies, their difference is what it holds.
+    pub bytes_in: u64,
+    pub bytes_out: u64,
 }
 
 impl Harness {
@@ -43,6 +47,8 @@ impl Harness {
             fates: Vec::new(),
             outputs: Vec::new(),
             copies: Vec::new(),
+            bytes_in: 0,
+            bytes_out: 0,
         }
     }
 
@@ -76,7 +82,7 @@ impl Harness {
             } => {
                 self.fates[payload as usize] = Some(Fate::Dropped { at: t, reason });
             }
-            Verdict::Queued { .. } => {}
+            Verdict::Queued { .. } => self.bytes_in += u64::from(info.len),
         }
         self.collect(t);
         self.check();
@@ -93,6 +99,7 @@ impl Harness {
                 },
                 Some(reason) => Fate::Dropped { at: o.at, reason },
             };
+            self.bytes_out += u64::from(o.info.len);
             let slot = &mut self.fates[o.payload as usize];
             if slot.is_some() {
                 assert!(
@@ -144,6 +151,16 @@ impl Harness {
         assert_eq!(t.arrived, self.sent.len() as u64 + t.duplicated);
         let decided = self.fates.iter().filter(|f| f.is_some()).count() + self.copies.len();
         assert_eq!(decided as u64, t.delivered + t.dropped());
+        if t.duplicated == 0 {
+            assert_eq!(
+                t.held_bytes,
+                self.bytes_in - self.bytes_out,
+                "held bytes disagree with what went in and came out"
+            );
+        }
+        if t.inside == 0 {
+            assert_eq!(t.held_bytes, 0, "bytes held with no packet inside");
+        }
     }
 
     pub fn departure(&self, id: u64) -> Nanos {
