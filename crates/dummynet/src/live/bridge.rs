@@ -43,6 +43,15 @@ struct Counters {
     tx_failed: u64,
 }
 
+/// A frame waiting to be sent out of a port.
+struct Outgoing {
+    data: Vec<u8>,
+    vnet: Option<VnetHdr>,
+    /// The engine delivered it (it is in the engine's books); false for a
+    /// frame that crossed without the engine (not IP).
+    engine: bool,
+}
+
 /// What one port's interface has done, for `stats`.
 #[derive(Debug, Default, Clone, Copy)]
 struct LinkCounters {
@@ -82,8 +91,12 @@ pub struct Bridge {
     told_odd_error: bool,
     ifaces: [IfaceId; 2],
     rx: Vec<RxFrame>,
-    tx: [Vec<(Vec<u8>, Option<VnetHdr>)>; 2],
+    tx: [Vec<Outgoing>; 2],
     counters: Counters,
+    /// Frames the engine delivered that could not be sent (refused by the
+    /// kernel, or due out of a port whose link is lost), not yet reported
+    /// back to the engine ([`Backend::take_unsent`]).
+    unsent: u64,
     /// Told whether super-packets may cross whole, whenever that changes
     /// ([`Bridge::follow_bursts`]), and what it was told last.
     bursts: Option<(Sender<bool>, Option<bool>)>,
@@ -113,6 +126,7 @@ impl Bridge {
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
+            unsent: 0,
             bursts: None,
             told_both_passes: false,
         })
@@ -281,10 +295,11 @@ impl Bridge {
 
     /// Counts the frames waiting to go out of port `side` as lost with its
     /// link, and recycles them.
-    fn drop_for_lost_link(&mut self, side: usize, frames: Vec<(Vec<u8>, Option<VnetHdr>)>) {
+    fn drop_for_lost_link(&mut self, side: usize, frames: Vec<Outgoing>) {
         self.link_counters[side].down_dropped += frames.len() as u64;
-        for (buf, _) in frames {
-            self.ports[side].recycle(buf);
+        for f in frames {
+            self.unsent += u64::from(f.engine);
+            self.ports[side].recycle(f.data);
         }
     }
 }
@@ -425,7 +440,11 @@ impl Backend for Bridge {
                     // `late_reading`).
                     Err(WireError::NotIp { .. }) => {
                         self.counters.non_ip += 1;
-                        self.tx[other].push((frame.data, frame.vnet));
+                        self.tx[other].push(Outgoing {
+                            data: frame.data,
+                            vnet: frame.vnet,
+                            engine: false,
+                        });
                     }
                     Err(_) => {
                         // Claims to be IP but is not well formed: dropped,
@@ -477,7 +496,11 @@ impl Backend for Bridge {
         if let Body::Frame { buf, vnet, port } = carrier.body {
             let port = usize::from(port).min(1);
             if deliver {
-                self.tx[port].push((buf, vnet));
+                self.tx[port].push(Outgoing {
+                    data: buf,
+                    vnet,
+                    engine: true,
+                });
             } else {
                 self.ports[port].recycle(buf);
             }
@@ -498,7 +521,10 @@ impl Backend for Bridge {
             while start < batch.len() {
                 let frames: Vec<TxFrame<'_>> = batch[start..]
                     .iter()
-                    .map(|(data, vnet)| TxFrame { data, vnet: *vnet })
+                    .map(|f| TxFrame {
+                        data: &f.data,
+                        vnet: f.vnet,
+                    })
                     .collect();
                 match self.ports[side].send_batch(&frames) {
                     Ok(n) => start += n,
@@ -517,14 +543,21 @@ impl Backend for Bridge {
                         // The refused frame is dropped and counted; the rest
                         // get another try.
                         self.counters.tx_failed += 1;
+                        if let Some(f) = batch.get(start) {
+                            self.unsent += u64::from(f.engine);
+                        }
                         start += 1;
                     }
                 }
             }
-            for (buf, _) in batch {
-                self.ports[side].recycle(buf);
+            for f in batch {
+                self.ports[side].recycle(f.data);
             }
         }
+    }
+
+    fn take_unsent(&mut self) -> u64 {
+        std::mem::take(&mut self.unsent)
     }
 
     fn stats(&mut self) -> Vec<(String, u64)> {

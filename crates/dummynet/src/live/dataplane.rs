@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
-use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Verdict};
+use dummynet_engine::{Direction, DropReason, Engine, Nanos, PacketInfo, Verdict};
 
 use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, TimerWatch, Woke};
 use super::{Arrival, Backend, Carrier};
@@ -810,6 +810,11 @@ impl DataPlane {
         }
         for b in &mut self.backends {
             b.flush();
+            // Delivered by the engine, then refused: drops in its books.
+            let unsent = b.take_unsent();
+            if unsent > 0 {
+                self.engine.unsent(DropReason::TxFailed, unsent);
+            }
         }
     }
 

@@ -224,6 +224,12 @@ pub trait Backend: Send {
     fn complete(&mut self, carrier: Carrier, deliver: bool);
     /// Hands batched frames or verdicts to the kernel.
     fn flush(&mut self);
+    /// How many packets the engine delivered ([`Backend::complete`] with
+    /// `deliver`) the backend could not send since it was last asked: the
+    /// data plane moves them to the engine's `tx-failed` drops.
+    fn take_unsent(&mut self) -> u64 {
+        0
+    }
     /// Counters, one `name value` pair per entry.
     fn stats(&mut self) -> Vec<(String, u64)>;
     /// First step of a shutdown: stop taking packets from the system (the
