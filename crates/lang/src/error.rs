@@ -73,29 +73,67 @@ impl ParseError {
     }
 
     /// The source line with a caret line under the culprit, each indented by
-    /// four spaces. Tabs are kept in the caret line so it stays aligned.
+    /// four spaces. Tabs are kept in the caret line so it stays aligned;
+    /// other control characters are shown escaped (`\u{0}`), never raw, and
+    /// the caret follows their escaped width.
     pub fn snippet(&self) -> String {
-        let line: String = self
-            .source
-            .chars()
-            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-            .collect();
+        let line: String = self.source.chars().map(shown).collect();
         let before = self.source.get(..self.offset).unwrap_or_default();
         let pad: String = before
             .chars()
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .map(|c| match c {
+                '\t' => "\t".to_string(),
+                c => " ".repeat(shown(c).chars().count()),
+            })
             .collect();
         let width = self
             .source
             .get(self.offset..self.offset + self.len)
-            .map_or(1, |s| s.chars().count().max(1));
+            .map_or(1, |s| {
+                s.chars()
+                    .map(|c| shown(c).chars().count())
+                    .sum::<usize>()
+                    .max(1)
+            });
         format!("    {line}\n    {pad}{}", "^".repeat(width))
     }
 }
 
+/// A character of a source line as an error shows it: a line break as a
+/// space, a tab as is, any other control character (a NUL, an escape that
+/// would drive the terminal) escaped.
+fn shown(c: char) -> String {
+    match c {
+        '\n' | '\r' => " ".to_string(),
+        '\t' => "\t".to_string(),
+        c if c.is_control() => c.escape_default().collect(),
+        c => c.to_string(),
+    }
+}
+
+/// A message with the control characters it quotes from the input escaped;
+/// its own line breaks and tabs kept.
+fn escaped(message: &str) -> std::borrow::Cow<'_, str> {
+    if !message
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return message.into();
+    }
+    message
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if c.is_control() => c.escape_default().collect(),
+            c => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (column {})", self.message, self.column)?;
+        write!(f, "{} (column {})", escaped(&self.message), self.column)?;
         if let Some(s) = &self.suggestion {
             write!(f, "; did you mean `{s}`?")?;
         }
@@ -172,6 +210,30 @@ mod tests {
         );
         assert_eq!(e.found(), None);
         assert!(e.snippet().ends_with("                    ^"));
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        let src = "pipe 1 config bw 1\0x\u{1b}[2J delay 5";
+        let e = ParseError::new(
+            ErrorKind::Syntax,
+            "bad bandwidth `1\0x\u{1b}[2J`",
+            src,
+            17,
+            7,
+        );
+        let shown = e.to_string();
+        assert!(
+            !shown.contains('\0') && !shown.contains('\u{1b}'),
+            "{shown:?}"
+        );
+        let expected = [
+            r"bad bandwidth `1\u{0}x\u{1b}[2J` (column 18)",
+            r"    pipe 1 config bw 1\u{0}x\u{1b}[2J delay 5",
+            // 4 + 17 columns, then 16 for the 7 bytes as shown.
+            "                     ^^^^^^^^^^^^^^^^",
+        ];
+        assert_eq!(shown, expected.join("\n"));
     }
 
     #[test]

@@ -271,6 +271,7 @@ pub fn format_pipes(s: &Snapshot, numbers: &[u32]) -> String {
             .iter()
             .find(|f| f.number == link.number + 2 * DN_MAX_ID)
         {
+            out.push_str(&hold_line(&link.config, fs, s.settings.held_limit));
             out.push_str(&flowset_lines(fs));
         }
         if let Some(sc) = s
@@ -329,10 +330,12 @@ fn link_line(link: &LinkView) -> String {
         profile,
         ..
     } = &link.config;
+    // A profile's own `bw` is the link's, as the engine runs it.
+    let bw = profile.as_ref().and_then(|p| p.bw).unwrap_or(*bw);
     let mut line = format!(
         "{:05}: {} {} ms burst {burst}",
         link.number,
-        format_bw(*bw),
+        format_bw(bw),
         format_delay(*delay)
     );
     if let Some(p) = profile {
@@ -347,6 +350,35 @@ fn link_line(link: &LinkView) -> String {
     line.push('\n');
     line.push_str(&link_impairments(&link.config));
     line
+}
+
+/// `    hold: ...`: the most a pipe with a delay can hold, which its queue
+/// limit alone does not say: what the link puts in its delay line during
+/// one `delay` (bandwidth × delay) besides what waits in its queue (per
+/// flow under a mask). An unlimited pipe moves whatever arrives into its
+/// delay line, so only `held_limit` bounds it. Nothing for a pipe without
+/// delay, which holds no more than its queue.
+fn hold_line(l: &LinkConfig, fs: &FlowsetView, held_limit: u64) -> String {
+    if l.delay == 0 {
+        return String::new();
+    }
+    let queue = match fs.limit {
+        QueueLimit::Slots(n) => format!("{n} slots"),
+        QueueLimit::Bytes(b) => format!("{b} bytes"),
+    };
+    let per_flow = if fs.mask.is_empty() { "" } else { " per flow" };
+    let bw = l.profile.as_ref().and_then(|p| p.bw).unwrap_or(l.bw);
+    if bw == 0 {
+        let limit = match held_limit {
+            0 => "no held_limit set".to_string(),
+            b => format!("held_limit {b} bytes bounds it"),
+        };
+        return format!(
+            "    hold: queue {queue}{per_flow} + delay line unbounded by rate ({limit})\n"
+        );
+    }
+    let line = u128::from(bw) * u128::from(l.delay) / (8 * u128::from(NS_PER_SEC));
+    format!("    hold: queue {queue}{per_flow} + delay line {line} bytes (bw x delay)\n")
 }
 
 /// The line under a link's for its impairments, or nothing without any.

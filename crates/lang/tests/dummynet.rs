@@ -97,6 +97,7 @@ fn bandwidth_units() {
         ("1mbits/s", 1_000_000),
         ("300Kbit/s", 300_000),
         ("100Gbit/s", 100_000_000_000),
+        ("10Tbit/s", 10_000_000_000_000),
         ("2KByte/s", 16_000),
         ("1.5Mbit/s", 1_500_000),
         ("0", 0),
@@ -485,6 +486,14 @@ fn settings() {
         (
             "sysctl net.inet.ip.dummynet.pipe_byte_limit=10485760",
             Setting::PipeByteLimit(10_485_760),
+        ),
+        (
+            "sysctl net.inet.ip.dummynet.held_limit=1073741824",
+            Setting::HeldLimit(1 << 30),
+        ),
+        (
+            "sysctl net.inet.ip.dummynet.held_limit=0",
+            Setting::HeldLimit(0),
         ),
     ];
     for (line, s) in cases {

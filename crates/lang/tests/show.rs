@@ -133,6 +133,7 @@ fn seed_000_snapshot() -> Snapshot {
 fn seed_000_pipe_show() {
     let expected = "\
 00001:  50.000 Mbit/s   10 ms burst 0
+    hold: queue 1024000 bytes + delay line 62500 bytes (bw x delay)
 q131073 1000 KB 0 flows (1 buckets) sched 65537 weight 0 lmax 0 pri 0 droptail
  sched 65537 type FIFO flags 0x0 0 buckets 1 active
 BKT Prot ___Source IP/port____ ____Dest. IP/port____ Tot_pkt/bytes Pkt/Byte Drp
@@ -165,6 +166,73 @@ fn link_lines() {
 00003:     999 bit/s 0.250 ms burst 1500
 00004: 300.000 Kbit/s 1000 ms burst 0
 "
+    );
+}
+
+/// `hold:` says what a pipe with a delay can hold at most: its queue and
+/// bandwidth × delay; for an unlimited pipe only `held_limit` bounds it.
+#[test]
+fn hold_lines() {
+    let mut masked = flowset(131073, 65537, QueueLimit::Slots(50));
+    masked.mask = FlowMask {
+        dst_ip: 0xff,
+        ..FlowMask::default()
+    };
+    let mut s = Snapshot {
+        links: vec![
+            link(1, 10_000_000, 60 * 1000 * NS_PER_MS),
+            link(2, 0, 60 * 1000 * NS_PER_MS),
+            link(3, 0, 0),
+        ],
+        flowsets: vec![
+            masked,
+            flowset(131074, 65538, QueueLimit::Bytes(20_000)),
+            flowset(131075, 65539, QueueLimit::Slots(50)),
+        ],
+        ..Snapshot::default()
+    };
+    let q = "0 flows (1 buckets) sched";
+    let expected = |limit: &str| {
+        format!(
+            "\
+00001:  10.000 Mbit/s 60000 ms burst 0
+    hold: queue 50 slots per flow + delay line 75000000 bytes (bw x delay)
+q131073  50 sl. 0 flows (64 buckets) sched 65537 weight 0 lmax 0 pri 0 droptail
+    mask:  0x00 0x00000000/0x0000 -> 0x000000ff/0x0000
+00002: unlimited 60000 ms burst 0
+    hold: queue 20000 bytes + delay line unbounded by rate ({limit})
+q131074 19 KB {q} 65538 weight 0 lmax 0 pri 0 droptail
+00003: unlimited    0 ms burst 0
+q131075  50 sl. {q} 65539 weight 0 lmax 0 pri 0 droptail
+"
+        )
+    };
+    assert_eq!(format_pipes(&s, &[]), expected("no held_limit set"));
+    s.settings.held_limit = 1 << 30;
+    assert_eq!(
+        format_pipes(&s, &[]),
+        expected("held_limit 1073741824 bytes bounds it")
+    );
+}
+
+/// A profile's `bw` is the link's: `pipe show` prints it, not the `bw`
+/// the pipe was given.
+#[test]
+fn a_profile_bw_is_shown() {
+    let mut l = link(1, 1_000_000, 0);
+    l.config.profile = Some(dummynet_engine::config::Profile {
+        name: "wifi".into(),
+        bw: Some(2_000_000),
+        loss_level: 1.0,
+        samples: vec![0; 4],
+    });
+    let s = Snapshot {
+        links: vec![l],
+        ..Snapshot::default()
+    };
+    assert_eq!(
+        format_pipes(&s, &[]),
+        "00001:   2.000 Mbit/s    0 ms burst 0 profile: name \"wifi\" loss 1.000000 samples 4\n"
     );
 }
 
@@ -393,6 +461,7 @@ fn shown_after(lines: &[&str], show: fn(&Snapshot, &[u32]) -> String) -> String 
 fn pipe_with_codel() {
     let expected = "\
 00001:  10.000 Mbit/s   20 ms burst 0
+    hold: queue 50 slots + delay line 25000 bytes (bw x delay)
 q131073  50 sl. 0 flows (1 buckets) sched 65537 weight 0 lmax 0 pri 0 AQM CoDel target 7ms interval 160ms ECN
  sched 65537 type FIFO flags 0x0 0 buckets 0 active
 ";
@@ -589,6 +658,7 @@ fn link_impairments_get_a_line_of_their_own() {
             "\
 00001: unlimited   10 ms burst 0
     impair: {impairments}
+    hold: queue 50 slots + delay line unbounded by rate (no held_limit set)
 q131073  50 sl. 0 flows (1 buckets) sched 65537 weight 0 lmax 0 pri 0 droptail
  sched 65537 type FIFO flags 0x0 0 buckets 0 active
 "
