@@ -127,6 +127,52 @@ pub struct RunArgs {
     /// its timer has lately needed (at most this).
     #[arg(long, default_value_t = 300)]
     pub spin_us: u64,
+    /// The most packet bytes the daemon holds in its pipes at once (queues
+    /// and delay lines): a packet that would go above it is dropped as
+    /// `memory-limit`. SIZE in bytes, with K, M or G (powers of 1024), or
+    /// 0 for none. Default: a quarter of the machine's memory. It counts
+    /// packet bytes; each held frame costs a little more. Settable live:
+    /// `sysctl net.inet.ip.dummynet.held_limit=BYTES`.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
+}
+
+/// `--memory-limit SIZE`: bytes, or K/M/G (1024-based).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let shift = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{s}`: a size is bytes, or a number with K, M, G or T"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}`: a size is bytes, or a number with K, M, G or T"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// A quarter of `MemTotal` in /proc/meminfo, if it can be read.
+fn default_memory_limit() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024) / 4)
 }
 
 /// `run --firewall`.
@@ -431,6 +477,22 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     if args.default_allow {
         config.insert(0, (0, Command::Set(Setting::DefaultToAccept(true))));
     }
+    // First, so that a `sysctl ...held_limit` in the config file wins.
+    let memory_limit = match args.memory_limit {
+        Some(n) => n,
+        None => default_memory_limit().ok_or(
+            "cannot read MemTotal in /proc/meminfo for the default --memory-limit; give one",
+        )?,
+    };
+    config.insert(0, (0, Command::Set(Setting::HeldLimit(memory_limit))));
+    match memory_limit {
+        0 => eprintln!("dummynet: no memory limit on packets held (--memory-limit 0)"),
+        n => eprintln!(
+            "dummynet: packets held in pipes are limited to {} MiB (--memory-limit; \
+             sysctl net.inet.ip.dummynet.held_limit)",
+            n >> 20
+        ),
+    }
     let checked: Engine<()> = crate::sim::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     if checked.drops_by_default() {
@@ -535,6 +597,18 @@ fn default_deny_warning(host: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn memory_limit_sizes() {
+        assert_eq!(super::parse_size("0"), Ok(0));
+        assert_eq!(super::parse_size("1500"), Ok(1500));
+        assert_eq!(super::parse_size("64K"), Ok(64 << 10));
+        assert_eq!(super::parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(super::parse_size("2G"), Ok(2 << 30));
+        assert!(super::parse_size("2X").is_err());
+        assert!(super::parse_size("").is_err());
+        assert!(super::parse_size("99999999999T").is_err());
+    }
+
     use super::*;
 
     #[test]
