@@ -10,9 +10,7 @@
 use std::net::Ipv4Addr;
 
 use arbitrary::Arbitrary;
-use dummynet_engine::{
-    Direction, Engine, FlowKey, Nanos, PacketInfo, Payload, Verdict,
-};
+use dummynet_engine::{Direction, Engine, FlowKey, Nanos, PacketInfo, Payload, Verdict};
 use dummynet_lang::{parse_command, Statement};
 use libfuzzer_sys::fuzz_target;
 

@@ -39,7 +39,10 @@ pub fn render_all(s: &Snapshot) -> usize {
     }
     for t in &s.tables {
         let out = dummynet_lang::format_tables(s, Some(&t.name));
-        assert!(out.is_ok(), "table list of an existing table failed: {out:?}");
+        assert!(
+            out.is_ok(),
+            "table list of an existing table failed: {out:?}"
+        );
     }
     n
 }
