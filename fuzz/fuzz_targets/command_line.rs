@@ -7,6 +7,8 @@ use dummynet_lang::{parse_command, Statement};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // No generated host name may become a DNS query.
+    dummynet_lang::resolve_host_names(false);
     let Ok(line) = std::str::from_utf8(data) else {
         return;
     };

@@ -641,10 +641,26 @@ fn parse_addr(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
     Ok(vec![m])
 }
 
+thread_local! {
+    /// Whether host names in rules are resolved ([`resolve_host_names`]).
+    static RESOLVE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Whether this thread's parses resolve host names in rules (they do by
+/// default, as ipfw does). Fuzzers and tests turn it off so that no
+/// generated name becomes a DNS query leaving the machine; a name is then
+/// a syntax error like any other word that is no address.
+pub fn resolve_host_names(on: bool) {
+    RESOLVE.with(|r| r.set(on));
+}
+
 /// A word that is no address may be a host name: resolved now, as ipfw
 /// does when the rule is added. Names only (letters first), so a typo in an
 /// address is still reported as one.
 fn resolve_host(name: &str) -> Option<Vec<AddrMatch>> {
+    if !RESOLVE.with(std::cell::Cell::get) {
+        return None;
+    }
     let plausible = name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
             .bytes()
