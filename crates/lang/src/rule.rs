@@ -508,7 +508,7 @@ fn parse_addr_spec(cur: &mut Cursor<'_>, side: Side) -> Result<CondKind, ParseEr
 /// (`'table(1)'`), when a commands file keeps the quotes.
 fn is_table_word(w: &str) -> bool {
     let w = w.trim_start_matches(['\'', '"']);
-    w.len() > 6 && w[..6].eq_ignore_ascii_case("table(")
+    w.len() > 6 && w.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("table("))
 }
 
 /// `table(N)`, `table(NAME)` or `table(N,VALUE)` (the comma splits it into

@@ -414,6 +414,20 @@ fn commands_around_rules() {
     assert_eq!(cfg.flowset.buckets, 64);
 }
 
+/// Found by the `command_line` fuzzer in CI: a word with a multi-byte
+/// character where `table(` could begin was sliced mid-character.
+#[test]
+fn a_multibyte_word_where_an_address_goes_is_an_error_not_a_panic() {
+    for line in [
+        "add allow ip from any to anat`\u{2cf}y dst-ip6 2001:loss:1 dst-ip6 ::1",
+        "add allow ip from any to tabl\u{e9}(1)",
+        "add allow ip from \u{1f600}\u{1f600} to any",
+    ] {
+        let e = err(line);
+        assert!(!e.to_string().is_empty(), "{line}");
+    }
+}
+
 #[test]
 fn what_dummynet_does_not_do_is_refused_by_name() {
     for (line, word) in [
