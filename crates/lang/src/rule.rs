@@ -154,7 +154,7 @@ fn parse_action(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<Action, P
         "count" => Action::Count,
         "return" => Action::Return,
         "check-state" => {
-            extra.flow = flow_name(cur)?;
+            extra.flow = flow_name(cur, true)?;
             Action::CheckState
         }
         "pipe" | "queue" | "skipto" | "call" => {
@@ -187,8 +187,9 @@ fn parse_action(cur: &mut Cursor<'_>, extra: &mut RuleExtra) -> Result<Action, P
     Ok(action)
 }
 
-/// `:name` after `keep-state`, `limit ...` or `check-state`.
-fn flow_name(cur: &mut Cursor<'_>) -> Result<Option<String>, ParseError> {
+/// `:name` after `keep-state`, `limit ...` or `check-state`. `:any` means
+/// every name, so only `check-state` may say it (as in FreeBSD's ipfw).
+fn flow_name(cur: &mut Cursor<'_>, may_be_any: bool) -> Result<Option<String>, ParseError> {
     let Some(t) = cur.peek().filter(|t| t.text.starts_with(':')) else {
         return Ok(None);
     };
@@ -204,6 +205,13 @@ fn flow_name(cur: &mut Cursor<'_>) -> Result<Option<String>, ParseError> {
             t,
             ErrorKind::Syntax,
             "a flow name is `:` then up to 63 letters, digits, `_`, `-` or `.`",
+        ));
+    }
+    if !may_be_any && name == "any" {
+        return Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            "`:any` selects every state in `check-state`; a state made here needs a name of its own",
         ));
     }
     Ok(Some(name.to_string()))
@@ -395,7 +403,7 @@ fn set_state(
         ));
     }
     extra.state = Some(kind);
-    if let Some(name) = flow_name(cur)? {
+    if let Some(name) = flow_name(cur, false)? {
         extra.flow = Some(name);
     }
     Ok(())

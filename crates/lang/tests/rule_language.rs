@@ -334,6 +334,20 @@ fn state_sets_calls_modifiers_and_comments() {
         "allow tcp from any to me dst-port 22 limit src-addr,dst-port 4"
     );
     assert_eq!(round_trip("add check-state :web"), "check-state :web");
+    assert_eq!(round_trip("add check-state :any"), "check-state :any");
+    // `:any` is every name, so no state can be made under it.
+    for line in [
+        "add allow ip from any to any keep-state :any",
+        "add allow ip from any to any record-state :any",
+        "add allow tcp from any to any limit src-addr 2 :any",
+    ] {
+        let e = err(line);
+        assert!(
+            e.message.contains("`:any` selects every state"),
+            "{line}: {e}"
+        );
+        assert_eq!(&e.source[e.offset..e.offset + e.len], ":any", "{line}: {e}");
+    }
     assert_eq!(spec("add check-state").action, Action::CheckState);
     assert_eq!(
         round_trip("add call 1000 ip from any to any"),

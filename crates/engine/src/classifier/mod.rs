@@ -489,10 +489,7 @@ fn check_state(
     walk: &Walk<'_>,
     cx: &mut Cx<'_, '_>,
 ) -> Option<usize> {
-    let sel = match rules[i].spec.extra.flow.as_deref() {
-        Some("any") => NameSel::Any,
-        n => NameSel::One(states.name_id(n)),
-    };
+    let sel = flow_sel(&rules[i], states);
     let tcp = tcp_flags(pkt, &mut cx.view);
     let st = states.check(now, &pkt.key, sel, tcp, pkt.len, walk.settings)?;
     let parent = st.parent;
@@ -556,7 +553,10 @@ fn matched_extra(
         StateKind::Limit { mask, max } | StateKind::SetLimit { mask, max } => Some((mask, max)),
         StateKind::Keep | StateKind::Record => None,
     };
-    let name = states.name_id(rule.spec.extra.flow.as_deref());
+    let NameSel::One(name) = flow_sel(rule, states) else {
+        // `:any` selects states; the parser refuses it where one is made.
+        return true;
+    };
     let parent = Parent {
         rule_id: rule.id,
         number: rule.number,
@@ -575,6 +575,15 @@ fn matched_extra(
         walk.settings,
     );
     !matches!(made, Err(Refused::Full | Refused::Limit))
+}
+
+/// The dynamic states a rule's `:name` stands for: its own name
+/// (`default` when it has none), or every name for `check-state :any`.
+fn flow_sel(rule: &Rule, states: &mut States) -> NameSel {
+    match rule.spec.extra.flow.as_deref() {
+        Some("any") => NameSel::Any,
+        n => NameSel::One(states.name_id(n)),
+    }
 }
 
 /// Where the walk goes after a rule's action.
