@@ -1,119 +1,23 @@
 //! `dummynet sim` and `dummynet gen` end to end, through the built binary.
 
+mod sim_common;
+
 use std::borrow::Cow;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
 use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::{DataLink, TsResolution};
+use pcap_file::DataLink;
 use serde_json::Value;
+use sim_common::*;
 
-const MS: u64 = 1_000_000;
-const S: u64 = 1_000_000_000;
-
-/// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("sim-tests")
-        .join(name);
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn dummynet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dummynet"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "dummynet failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The error message of a run that must fail.
-fn fails(out: Output) -> String {
-    assert!(
-        !out.status.success(),
-        "expected failure, got: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
-}
-
-fn gen(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let p = dir.join(name);
-    let mut a = vec!["gen", "--out", p.to_str().unwrap()];
-    a.extend_from_slice(args);
-    ok(dummynet(&a));
-    p
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    fs::write(&p, text).unwrap();
-    p
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// (link type, [(timestamp ns, frame)]) of a pcap file.
-fn read_pcap(p: &Path) -> (u32, Vec<(u64, Vec<u8>)>) {
-    let mut r = PcapReader::new(fs::File::open(p).unwrap()).unwrap();
-    assert_eq!(r.header().ts_resolution, TsResolution::NanoSecond);
-    let mut v = Vec::new();
-    while let Some(pkt) = r.next_packet() {
-        let pkt = pkt.unwrap();
-        v.push((pkt.timestamp.as_nanos() as u64, pkt.data.into_owned()));
-    }
-    (u32::from(r.header().datalink), v)
-}
-
-fn read_log(p: &Path) -> Vec<Value> {
-    fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn events<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    log.iter().filter(|e| e["event"] == kind).collect()
-}
-
-/// Runs sim with OUT and LOG in `dir`; returns (stdout, out path, log path).
-fn sim(dir: &Path, config: &Path, pcaps: &[&str], extra: &[&str]) -> (String, PathBuf, PathBuf) {
-    let (out, log) = (dir.join("out.pcap"), dir.join("events.jsonl"));
-    let mut a = vec![
-        "sim",
-        "--config",
-        s(config),
-        "--out",
-        s(&out),
-        "--log",
-        s(&log),
-    ];
-    for p in pcaps {
-        a.extend(["--pcap", p]);
-    }
-    a.extend_from_slice(extra);
-    (ok(dummynet(&a)), out, log)
+    sim_common::scratch("sim-tests", name)
 }
 
 const PIPE_10M_10MS: &str =
@@ -129,15 +33,13 @@ fn departures_are_exact_to_the_nanosecond() {
         "paced.pcap",
         &["--packets", "20", "--rate", "10Mbit/s", "--start", "1000"],
     );
-    let (stdout, out, log) = sim(&d, &conf, &[s(&paced)], &[]);
-    let (linktype, frames) = read_pcap(&out);
-    assert_eq!(linktype, 1);
+    let r = sim(&d, &conf, &[s(&paced)], &[]);
+    assert_eq!(r.linktype, 1);
     let want: Vec<u64> = (0..20)
         .map(|i| 1000 * S + i * 1_200_000 + 1_200_000 + 10 * MS)
         .collect();
-    assert_eq!(frames.iter().map(|f| f.0).collect::<Vec<_>>(), want);
-    let log = read_log(&log);
-    for (i, e) in events(&log, "departure").iter().enumerate() {
+    assert_eq!(r.times(), want);
+    for (i, e) in r.events("departure").iter().enumerate() {
         assert_eq!(e["id"], i as u64);
         assert_eq!(e["t_ns"], i as u64 * 1_200_000 + 11_200_000);
         assert_eq!(
@@ -146,8 +48,10 @@ fn departures_are_exact_to_the_nanosecond() {
         );
     }
     assert!(
-        stdout.contains("delay (ms):    mean 11.200000  min 11.200000  max 11.200000"),
-        "{stdout}"
+        r.stdout
+            .contains("delay (ms):    mean 11.200000  min 11.200000  max 11.200000"),
+        "{}",
+        r.stdout
     );
 
     // A burst at 100 Mbit/s queues: packet i leaves after i+1 serialisations.
@@ -156,8 +60,7 @@ fn departures_are_exact_to_the_nanosecond() {
         "burst.pcap",
         &["--packets", "10", "--rate", "100Mbit/s"],
     );
-    let (_, out, _) = sim(&d, &conf, &[s(&burst)], &[]);
-    let got: Vec<u64> = read_pcap(&out).1.iter().map(|f| f.0).collect();
+    let got = sim(&d, &conf, &[s(&burst)], &[]).times();
     let want: Vec<u64> = (0..10).map(|i| (i + 1) * 1_200_000 + 10 * MS).collect();
     assert_eq!(got, want);
 }
@@ -184,13 +87,9 @@ fn every_packet_is_accounted_for() {
             "3",
         ],
     );
-    let (stdout, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
-    let log = read_log(&log);
-    let (arr, dep, drop) = (
-        events(&log, "arrival"),
-        events(&log, "departure"),
-        events(&log, "drop"),
-    );
+    let r = sim(&d, &conf, &[s(&pcap)], &[]);
+    let stdout = &r.stdout;
+    let (arr, dep, drop) = (r.events("arrival"), r.events("departure"), r.events("drop"));
     assert_eq!(arr.len(), 200);
     assert_eq!(arr.len(), dep.len() + drop.len());
     assert!(
@@ -206,7 +105,7 @@ fn every_packet_is_accounted_for() {
         assert!(e["t_ns"].as_u64() >= arr[e["id"].as_u64().unwrap() as usize]["t_ns"].as_u64());
     }
     assert!(seen.iter().all(|n| *n == 1));
-    assert_eq!(read_pcap(&out).1.len(), dep.len());
+    assert_eq!(r.out.len(), dep.len());
     assert!(
         stdout.contains(&format!("delivered:     {}", dep.len())),
         "{stdout}"
@@ -297,12 +196,11 @@ fn pcapng_input_microsecond_timestamps() {
         .unwrap();
     }
     drop(w);
-    let (_, out, _) = sim(&d, &conf, &[s(&ng)], &[]);
-    let (linktype, got) = read_pcap(&out);
-    assert_eq!(linktype, 1);
+    let r = sim(&d, &conf, &[s(&ng)], &[]);
+    assert_eq!(r.linktype, 1);
     let want: Vec<u64> = (0..5).map(|i| 7 * S + i * 1_200_000 + 11_200_000).collect();
-    assert_eq!(got.iter().map(|f| f.0).collect::<Vec<_>>(), want);
-    assert_eq!(got[0].1, frames[0].1);
+    assert_eq!(r.times(), want);
+    assert_eq!(r.out[0].1, frames[0].1);
 
     // Nanosecond resolution through if_tsresol = 9.
     let ng9 = d.join("in9.pcapng");
@@ -324,8 +222,8 @@ fn pcapng_input_microsecond_timestamps() {
         .unwrap();
     }
     drop(w);
-    let (_, out, _) = sim(&d, &conf, &[s(&ng9)], &[]);
-    assert_eq!(read_pcap(&out).1[0].0, 7 * S + 3 + 11_200_000);
+    let r = sim(&d, &conf, &[s(&ng9)], &[]);
+    assert_eq!(r.out[0].0, 7 * S + 3 + 11_200_000);
 }
 
 #[test]
@@ -340,18 +238,11 @@ fn ipv6_and_raw_ip_inputs() {
         let mut a = vec!["--packets", "3"];
         a.extend_from_slice(args);
         let pcap = gen(&d, name, &a);
-        let (_, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
-        let (lt, got) = read_pcap(&out);
-        assert_eq!(lt, linktype, "{name}");
+        let r = sim(&d, &conf, &[s(&pcap)], &[]);
+        assert_eq!(r.linktype, linktype, "{name}");
         // 1500 IP bytes billed whatever the link: exactly 1.2 ms each.
-        assert_eq!(
-            got.iter().map(|f| f.0).collect::<Vec<_>>(),
-            [11_200_000, 12_400_000, 13_600_000],
-            "{name}"
-        );
-        assert!(events(&read_log(&log), "arrival")
-            .iter()
-            .all(|e| e["len"] == 1500));
+        assert_eq!(r.times(), [11_200_000, 12_400_000, 13_600_000], "{name}");
+        assert!(r.events("arrival").iter().all(|e| e["len"] == 1500));
     }
 }
 
@@ -383,9 +274,8 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
         ],
     );
     let spec_b = format!("{}@eth1:out", s(&b));
-    let (_, out, log) = sim(&d, &conf, &[s(&a), &spec_b], &[]);
-    let log = read_log(&log);
-    let arr = events(&log, "arrival");
+    let r = sim(&d, &conf, &[s(&a), &spec_b], &[]);
+    let arr = r.events("arrival");
     let order: Vec<(&str, &str, u64)> = arr
         .iter()
         .map(|e| {
@@ -407,7 +297,7 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
             ("eth1", "out", 25 * MS)
         ]
     );
-    for e in events(&log, "departure") {
+    for e in r.events("departure") {
         let id = e["id"].as_u64().unwrap();
         let (pipe, delay) = if id % 2 == 0 {
             (1, 10 * MS)
@@ -420,7 +310,7 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
             arr[id as usize]["t_ns"].as_u64().unwrap() + 1_200_000 + delay
         );
     }
-    assert_eq!(read_pcap(&out).1.len(), 6);
+    assert_eq!(r.out.len(), 6);
     // Equal timestamps keep input order.
     let c = gen(
         &d,
@@ -435,8 +325,8 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
         ],
     );
     let spec_c = format!("{}@eth1:out", s(&c));
-    let (_, _, log) = sim(&d, &conf, &[&spec_c, s(&a)], &[]);
-    let ifaces: Vec<_> = events(&read_log(&log), "arrival")
+    let ifaces: Vec<_> = sim(&d, &conf, &[&spec_c, s(&a)], &[])
+        .events("arrival")
         .iter()
         .map(|e| e["iface"].clone())
         .collect();
@@ -446,20 +336,8 @@ fn two_inputs_merge_by_time_and_take_their_interface_and_direction() {
 /// A pcap of the given frames, one millisecond apart.
 fn raw_pcap(dir: &Path, name: &str, linktype: DataLink, frames: &[Vec<u8>]) -> PathBuf {
     let p = dir.join(name);
-    let header = PcapHeader {
-        datalink: linktype,
-        ts_resolution: TsResolution::NanoSecond,
-        ..Default::default()
-    };
-    let mut w = PcapWriter::with_header(fs::File::create(&p).unwrap(), header).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        w.write_packet(&PcapPacket::new(
-            Duration::from_millis(i as u64),
-            f.len() as u32,
-            f,
-        ))
-        .unwrap();
-    }
+    let timed: Vec<(u64, Vec<u8>)> = (0..).map(|i| i * MS).zip(frames.iter().cloned()).collect();
+    write_pcap(&p, linktype, &timed);
     p
 }
 
@@ -483,23 +361,21 @@ fn non_ip_passes_through_and_malformed_is_dropped() {
         DataLink::ETHERNET,
         &[arp.clone(), ip, truncated],
     );
-    let (stdout, out, log) = sim(&d, &conf, &[s(&pcap)], &[]);
-    let log = read_log(&log);
-    let dep = events(&log, "departure");
+    let r = sim(&d, &conf, &[s(&pcap)], &[]);
+    let dep = r.events("departure");
     assert_eq!(dep[0]["id"], 0);
     assert_eq!(dep[0]["t_ns"], 0);
     assert!(dep[0]["rule"].is_null());
     assert!(dep[0]["note"].as_str().unwrap().contains("0x0806"));
-    let drop = events(&log, "drop");
+    let drop = r.events("drop");
     assert_eq!(
         (drop.len(), &drop[0]["id"], &drop[0]["reason"]),
         (1, &Value::from(2), &Value::from("malformed"))
     );
     assert!(drop[0]["note"].as_str().unwrap().contains("truncated"));
-    let frames = read_pcap(&out).1;
-    assert_eq!(frames[0], (0, arp));
-    assert_eq!(frames.len(), 2);
-    assert!(stdout.contains("malformed:"), "{stdout}");
+    assert_eq!(r.out[0], (0, arp));
+    assert_eq!(r.out.len(), 2);
+    assert!(r.stdout.contains("malformed:"), "{}", r.stdout);
 }
 
 #[test]
@@ -607,13 +483,12 @@ fn shipped_demo_runs() {
     let d = scratch("demo");
     let conf = root.join("examples/demo.conf");
     let pcap = root.join("examples/demo.pcap");
-    let (stdout, _, log) = sim(&d, &conf, &[s(&pcap)], &[]);
-    let log = read_log(&log);
+    let r = sim(&d, &conf, &[s(&pcap)], &[]);
     assert_eq!(
-        events(&log, "arrival").len(),
-        events(&log, "departure").len() + events(&log, "drop").len()
+        r.events("arrival").len(),
+        r.events("departure").len() + r.events("drop").len()
     );
-    assert!(stdout.contains("still inside:  0"), "{stdout}");
+    assert!(r.stdout.contains("still inside:  0"), "{}", r.stdout);
     // The shipped capture is what examples/README.md says regenerates it.
     let regen = d.join("demo.pcap");
     let args: Vec<String> = fs::read_to_string(root.join("examples/README.md"))
@@ -655,13 +530,9 @@ fn netem_options_and_a_repeating_schedule_run_in_sim() {
         "in.pcap",
         &["--packets", "2000", "--rate", "8Mbit/s", "--size", "500"],
     );
-    let (stdout, _, log) = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]);
-    let log = read_log(&log);
-    let (arr, dep, drop) = (
-        events(&log, "arrival"),
-        events(&log, "departure"),
-        events(&log, "drop"),
-    );
+    let r = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]);
+    let stdout = &r.stdout;
+    let (arr, dep, drop) = (r.events("arrival"), r.events("departure"), r.events("drop"));
     let copies = |v: &[&Value]| v.iter().filter(|e| e["note"] == "duplicate").count();
     let dups = copies(&dep) + copies(&drop);
     // Books: every capture packet and every copy leaves once.
@@ -702,8 +573,8 @@ fn netem_options_and_a_repeating_schedule_run_in_sim() {
         "{stdout}"
     );
     // And the same seed gives the same run.
-    let (again, _, _) = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]);
-    assert_eq!(stdout, again);
+    let again = sim(&d, &conf, &[s(&pcap)], &["--seed", "7"]).stdout;
+    assert_eq!(*stdout, again);
 }
 
 #[test]
@@ -726,8 +597,7 @@ fn a_trace_pipe_in_sim_carries_the_traces_rate() {
         "in.pcap",
         &["--duration", "1s", "--rate", "24Mbit/s", "--size", "1504"],
     );
-    let (_, out, _) = sim(&d, &conf, &[s(&pcap)], &[]);
-    let times: Vec<u64> = read_pcap(&out).1.iter().map(|f| f.0).collect();
+    let times = sim(&d, &conf, &[s(&pcap)], &[]).times();
     // One 1504-byte packet per opportunity, one opportunity per ms: the
     // departures are whole milliseconds apart, each exactly on one.
     assert!(times.len() > 1000, "{}", times.len());

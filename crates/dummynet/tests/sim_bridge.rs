@@ -2,106 +2,21 @@
 //! each frame meets the rules `in` on RECV, then `out` on XMIT, as
 //! `run --bridge` passes it, all on the virtual clock.
 
-use std::fs;
+mod sim_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
-use pcap_file::{DataLink, TsResolution};
+use pcap_file::DataLink;
 use serde_json::Value;
-
-const MS: u64 = 1_000_000;
-const S: u64 = 1_000_000_000;
+use sim_common::*;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("sim-bridge-tests")
-        .join(name);
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
+    sim_common::scratch("sim-bridge-tests", name)
 }
 
-fn dummynet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dummynet"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    fs::write(&p, text).unwrap();
-    p
-}
-
-fn gen(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let p = dir.join(name);
-    let mut a = vec!["gen", "--out", s(&p)];
-    a.extend_from_slice(args);
-    let out = dummynet(&a);
-    assert!(out.status.success(), "{out:?}");
-    p
-}
-
-/// [(timestamp ns, frame)] of a pcap file.
-fn read_pcap(p: &Path) -> Vec<(u64, Vec<u8>)> {
-    let mut r = PcapReader::new(fs::File::open(p).unwrap()).unwrap();
-    let mut v = Vec::new();
-    while let Some(pkt) = r.next_packet() {
-        let pkt = pkt.unwrap();
-        v.push((pkt.timestamp.as_nanos() as u64, pkt.data.into_owned()));
-    }
-    v
-}
-
-/// What a successful run printed and wrote.
-struct Run {
-    stdout: String,
-    stderr: String,
-    out: Vec<(u64, Vec<u8>)>,
-    log: Vec<Value>,
-}
-
-impl Run {
-    fn events(&self, kind: &str) -> Vec<&Value> {
-        self.log.iter().filter(|e| e["event"] == kind).collect()
-    }
-}
-
-fn sim(dir: &Path, config: &str, pcaps: &[&str]) -> Run {
-    let conf = write(dir, "c.conf", config);
-    let (out, log) = (dir.join("out.pcap"), dir.join("events.jsonl"));
-    let mut a = vec![
-        "sim",
-        "--config",
-        s(&conf),
-        "--out",
-        s(&out),
-        "--log",
-        s(&log),
-    ];
-    for p in pcaps {
-        a.extend(["--pcap", p]);
-    }
-    let o = dummynet(&a);
-    let stderr = String::from_utf8(o.stderr).unwrap();
-    assert!(o.status.success(), "dummynet sim failed: {stderr}");
-    Run {
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr,
-        out: read_pcap(&out),
-        log: fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect(),
-    }
+/// `sim` of `config` (text) on the given captures.
+fn bridge_sim(dir: &Path, config: &str, pcaps: &[&str]) -> Run {
+    sim(dir, &write(dir, "c.conf", config), pcaps, &[])
 }
 
 /// Five 1500-byte packets 12 ms apart, from capture time 1000 s.
@@ -123,8 +38,8 @@ fn bridged(p: &Path) -> String {
 fn a_pipe_without_direction_takes_a_bridged_frame_on_both_passes() {
     let d = scratch("both-passes");
     let pcap = five(&d);
-    let input = read_pcap(&pcap);
-    let r = sim(
+    let input = read_pcap(&pcap).1;
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any\n",
         &[&bridged(&pcap)],
@@ -185,12 +100,12 @@ fn a_pipe_without_direction_takes_a_bridged_frame_on_both_passes() {
 
     // The same capture entering on eth0 alone meets the rules once.
     let plain = format!("{}@eth0", s(&pcap));
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any\n",
         &[&plain],
     );
-    let got: Vec<u64> = r.out.iter().map(|f| f.0).collect();
+    let got = r.times();
     let want: Vec<u64> = input.iter().map(|f| f.0 + 10 * MS).collect();
     assert_eq!(got, want);
     assert!(r.events("forward").is_empty());
@@ -202,13 +117,13 @@ fn a_pipe_without_direction_takes_a_bridged_frame_on_both_passes() {
 fn a_pipe_rule_with_in_takes_a_bridged_frame_once() {
     let d = scratch("in-only");
     let pcap = five(&d);
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any in\n\
          add 200 allow ip from any to any\n",
         &[&bridged(&pcap)],
     );
-    let got: Vec<u64> = r.out.iter().map(|f| f.0).collect();
+    let got = r.times();
     let want: Vec<u64> = FIVE_AT.iter().map(|t| 1000 * S + t + 10 * MS).collect();
     assert_eq!(got, want);
     let (fwd, dep) = (r.events("forward"), r.events("departure"));
@@ -226,7 +141,7 @@ fn a_pipe_rule_with_in_takes_a_bridged_frame_once() {
 
     // Without rule 200 the `out` pass ends at the default rule, which
     // denies: as a live bridge would, from that rule, on that pass.
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any in\n",
         &[&bridged(&pcap)],
@@ -262,7 +177,7 @@ fn a_deny_out_xmit_drops_bridged_frames_on_their_out_pass() {
             "10.9.0.0/24",
         ],
     );
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\n\
          add 50 pipe 1 ip from any to any in\n\
@@ -290,14 +205,14 @@ fn a_deny_out_xmit_drops_bridged_frames_on_their_out_pass() {
     }
     // Both directions passed the `in` pass through pipe 1.
     assert!(fwd.iter().all(|e| e["rule"] == 50 && e["pipe"] == 1));
-    let got: Vec<u64> = r.out.iter().map(|f| f.0).collect();
+    let got = r.times();
     let want: Vec<u64> = FIVE_AT.iter().map(|t| 1000 * S + t + 11 * MS).collect();
     assert_eq!(got, want);
     assert!(r.stdout.contains("  rule-deny:   5"), "{}", r.stdout);
     assert!(r.stdout.contains("out passes:    10 "), "{}", r.stdout);
 
     // The `out` pass keeps the frame's `recv`, as live does.
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "add 100 deny ip from any to any out recv eth0\n\
          add 200 allow ip from any to any\n",
@@ -327,16 +242,8 @@ fn a_frame_that_is_not_ip_crosses_the_bridge_at_once() {
         0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
     ]);
     let p = d.join("arp.pcap");
-    let header = PcapHeader {
-        datalink: DataLink::ETHERNET,
-        ts_resolution: TsResolution::NanoSecond,
-        ..Default::default()
-    };
-    let mut w = PcapWriter::with_header(fs::File::create(&p).unwrap(), header).unwrap();
-    w.write_packet(&PcapPacket::new(Duration::from_secs(7), 42, &arp))
-        .unwrap();
-    drop(w);
-    let r = sim(
+    write_pcap(&p, DataLink::ETHERNET, &[(7 * S, arp.clone())]);
+    let r = bridge_sim(
         &d,
         "pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any\n",
         &[&bridged(&p)],
@@ -417,7 +324,7 @@ fn every_bridged_packet_is_accounted_for() {
     );
     // Losses on both passes: queue-full and random loss going in,
     // queue-full coming out; copies made going in take the `out` pass too.
-    let r = sim(
+    let r = bridge_sim(
         &d,
         "pipe 1 config bw 3Mbit/s delay 5ms queue 5 plr 0.05 duplicate 0.1\n\
          pipe 2 config bw 2Mbit/s queue 3\n\
