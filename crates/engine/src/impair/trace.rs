@@ -44,11 +44,21 @@ pub enum TraceError {
     BadTime { line: usize, token: String },
     #[error("line {line}: {ms} ms comes after {prev} ms; times must not decrease")]
     Decreasing { line: usize, ms: u64, prev: u64 },
+    #[error(
+        "line {line}: {ms} ms is more than a year ({max} ms) after the trace's start; \
+         a trace is at most a year long"
+    )]
+    TooLong { line: usize, ms: u64, max: u64 },
     #[error("the trace has no opportunities")]
     Empty,
     #[error("the trace lasts 0 ms; its last time must be above 0")]
     ZeroLength,
 }
+
+/// The latest time a trace may list: a year, in ms. Far past any recorded
+/// link (mahimahi's traces last seconds to minutes), and it keeps every
+/// time, and many laps of it, exact in nanoseconds.
+pub const MAX_TRACE_MS: u64 = 365 * 24 * 3600 * 1000;
 
 /// Reads a mahimahi trace: one whole-millisecond time per line.
 pub fn parse(name: &str, text: &str, mode: TraceMode) -> Result<Trace, TraceError> {
@@ -68,6 +78,13 @@ pub fn parse(name: &str, text: &str, mode: TraceMode) -> Result<Trace, TraceErro
                 line: i + 1,
                 token: token.to_string(),
             })?;
+        if ms > MAX_TRACE_MS {
+            return Err(TraceError::TooLong {
+                line: i + 1,
+                ms,
+                max: MAX_TRACE_MS,
+            });
+        }
         if ms < prev {
             return Err(TraceError::Decreasing {
                 line: i + 1,
@@ -76,7 +93,7 @@ pub fn parse(name: &str, text: &str, mode: TraceMode) -> Result<Trace, TraceErro
             });
         }
         prev = ms;
-        times.push(ms.saturating_mul(NS_PER_MS));
+        times.push(ms * NS_PER_MS);
     }
     match times.last() {
         None => Err(TraceError::Empty),
@@ -316,6 +333,18 @@ mod tests {
                 "{bad}"
             );
         }
+        // A year is the longest trace: its times stay exact in ns.
+        let year = format!("1\n{MAX_TRACE_MS}\n");
+        assert_eq!(trace(&year, TraceMode::Loop).period(), MAX_TRACE_MS * MS);
+        let past = MAX_TRACE_MS + 1;
+        assert_eq!(
+            parse("t", &format!("1\n{past}\n"), TraceMode::Loop),
+            Err(TraceError::TooLong {
+                line: 2,
+                ms: past,
+                max: MAX_TRACE_MS
+            })
+        );
         assert_eq!(parse("t", "\n \n", TraceMode::Loop), Err(TraceError::Empty));
         assert_eq!(
             parse("t", "0\n0\n", TraceMode::Loop),
