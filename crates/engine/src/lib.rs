@@ -31,6 +31,7 @@ pub mod impair;
 pub mod modify;
 pub mod packet;
 pub mod params;
+pub mod percentile;
 pub mod rng;
 pub mod sched;
 pub mod stats;

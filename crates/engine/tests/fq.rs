@@ -10,6 +10,7 @@ mod common;
 
 use common::*;
 use dummynet_engine::config::*;
+use dummynet_engine::percentile::nearest_rank;
 use dummynet_engine::sched::{self, bucket_of};
 use dummynet_engine::{Command, DropReason, Engine, Nanos, PacketInfo, Payload, Verdict};
 
@@ -102,7 +103,7 @@ fn flow_stats(h: &Harness, port: u16, bw: u64, from: Nanos, to: Nanos) -> FlowSt
 fn median(v: &[Nanos]) -> Nanos {
     let mut v = v.to_vec();
     v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    nearest_rank(&v, 50).unwrap_or(0)
 }
 
 /// An open-loop source: `len`-byte packets at `rate` bit/s from `start` to

@@ -10,6 +10,7 @@
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
+use dummynet_engine::percentile::nearest_rank;
 use dummynet_engine::Nanos;
 use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
@@ -195,7 +196,7 @@ impl TimerWatch {
         let mut sorted = self.recent;
         let sorted = &mut sorted[..n];
         sorted.sort_unstable();
-        self.median = sorted.get(n / 2).copied();
+        self.median = nearest_rank(sorted, 50);
     }
 
     /// The median of the recent overshoots; `None` before the first.
@@ -441,13 +442,7 @@ impl Lateness {
     pub fn summary(&self) -> LatenessSummary {
         let mut v = self.ring.clone();
         v.sort_unstable();
-        let pct = |p: usize| {
-            if v.is_empty() {
-                0
-            } else {
-                v[((v.len() - 1) * p) / 100]
-            }
-        };
+        let pct = |p| nearest_rank(&v, p).unwrap_or(0);
         LatenessSummary {
             samples: self.count,
             p50_ns: pct(50),

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use dummynet_engine::percentile::nearest_rank;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -505,10 +506,9 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 pub fn median(values: &[f64]) -> f64 {
-    assert!(!values.is_empty());
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    nearest_rank(&v, 50).expect("the median of no values")
 }
 
 /// `end.sum_received.bits_per_second` of an `iperf3 -J` report: the rate
