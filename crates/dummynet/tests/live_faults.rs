@@ -547,3 +547,256 @@ fn shell_sigkill_under_traffic_leaves_nothing_the_next_start_keeps() {
     );
     ns.wait_links(&links_before, Duration::from_secs(5));
 }
+
+// ---------------------------------------------------------------------------
+// Ports: MTU, oversize frames, a full transmit queue
+// ---------------------------------------------------------------------------
+
+/// Allow everything, through a pipe that only delays (a frame crosses
+/// the engine and waits in it before it is sent).
+const BRIDGE_PIPE_1MS: &str = "pipe 1 config delay 1ms\n\
+                               add 100 pipe 1 ip from any to any in\n\
+                               add 65000 allow ip from any to any\n";
+
+/// The MTU of the out port drops to 1280 while 1400-byte pings cross:
+/// each one the port refuses is a `tx-failed` drop in the engine's books
+/// and a `tx_failed` of the bridge, small pings still cross meanwhile, and
+/// once the MTU is back the large ones do too.
+#[test]
+fn an_mtu_cut_under_traffic_is_counted_never_a_stall() {
+    if !ready(
+        "an_mtu_cut_under_traffic_is_counted_never_a_stall",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let big = p.ping(5, "0.05", 1372);
+    assert_eq!(big.lost(), 0, "1400-byte pings before the cut: {big:?}");
+
+    // Cut while a stream of large pings runs.
+    let mut cmd = p.a.command(
+        "ping",
+        &[
+            "-c", "60", "-i", "0.02", "-s", "1372", "-M", "dont", "-W", "1", B_ADDR,
+        ],
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut stream = Proc::spawn(cmd, "ping -s 1372 A → B");
+    std::thread::sleep(Duration::from_millis(300));
+    p.m.ip(&["link", "set", "dev", "m-b", "mtu", "1280"]);
+    let small = p.ping(20, "0.02", 56);
+    assert_eq!(
+        small.lost(),
+        0,
+        "small pings with m-b at 1280: {small:?}\n{}",
+        d.log()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stream.child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "ping ran past its count");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let refused = p.ping(10, "0.02", 1372);
+    assert_eq!(
+        refused.received, 0,
+        "1400 bytes crossed a 1280 MTU: {refused:?}"
+    );
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    let failed = stats_drops_for(&stats, "tx-failed");
+    assert!(
+        failed >= 10,
+        "refused frames not counted as tx-failed:\n{stats}"
+    );
+    assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    assert_eq!(t.inside, 0, "{stats}");
+
+    p.m.ip(&["link", "set", "dev", "m-b", "mtu", "1500"]);
+    let again = p.ping(10, "0.02", 1372);
+    assert_eq!(
+        again.lost(),
+        0,
+        "after the MTU is back: {again:?}\n{}",
+        d.log()
+    );
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+/// The bytes iperf3's receiver got, from its `-J` report.
+fn iperf3_received_bytes(json: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}):\n{json}"));
+    v["end"]["sum_received"]["bytes"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no end.sum_received.bytes (error: {}):\n{json}", v["error"]))
+}
+
+/// TCP with its offloads on (super-packets of up to 64 KiB cross the
+/// bridge whole) while the out port's MTU is 1280 and the ends' 1500: the
+/// full-sized segments no longer fit. Whatever the kernel refuses is a
+/// counted drop, the books balance, TCP still moves data, and a ping
+/// crosses as soon as it ends.
+#[test]
+fn super_packets_and_frames_over_the_out_ports_mtu_are_counted_never_a_stall() {
+    if !ready(
+        "super_packets_and_frames_over_the_out_ports_mtu_are_counted_never_a_stall",
+        &["ip", "ping", "iperf3"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    p.m.ip(&["link", "set", "dev", "m-b", "mtu", "1280"]);
+    let port = unique_port();
+    let _server = iperf3_server(&p.b, port, None);
+    let out = run_bounded(
+        &mut p.a.command(
+            "iperf3",
+            &["-c", B_ADDR, "-p", &port.to_string(), "-t", "3", "-J"],
+        ),
+        Duration::from_secs(20),
+        "iperf3 A → B",
+    );
+    let json = text(&out.stdout);
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    let gso = bridge_counter(&stats, "m-a.rx_gso_frames");
+    let failed = stats_drops_for(&stats, "tx-failed");
+    println!(
+        "iperf3 moved {:.0} bytes; {gso} super-packets read, {failed} frames refused",
+        if out.status.success() {
+            iperf3_received_bytes(&json)
+        } else {
+            0.0
+        }
+    );
+    assert!(gso > 0, "no super-packet crossed: offloads off?\n{stats}");
+    assert!(t.delivered > 0, "{stats}");
+    assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    let ping = p.ping(5, "0.05", 56);
+    assert_eq!(ping.lost(), 0, "after the TCP run: {ping:?}\n{}", d.log());
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+/// The out port's transmit queue is a 1 Mbit/s token bucket that holds
+/// 3000 bytes: a 10 Mbit/s UDP stream overflows it and the kernel refuses frames
+/// (ENOBUFS). Each refusal is a `tx-failed` drop, never a stall: the books
+/// balance, and pings cross again once the stream ends.
+#[test]
+fn a_full_transmit_queue_is_counted_never_a_stall() {
+    if !ready(
+        "a_full_transmit_queue_is_counted_never_a_stall",
+        &["ip", "ping", "tc", "iperf3"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    run_ok(
+        "ip",
+        &[
+            "netns", "exec", &p.m.name, "tc", "qdisc", "add", "dev", "m-b", "root", "tbf", "rate",
+            "1mbit", "burst", "1600", "limit", "3000",
+        ],
+    );
+    // 10 Mbit/s of UDP for 2 s: ten times what the bucket passes.
+    let port = unique_port();
+    let _server = iperf3_server(&p.b, port, None);
+    let out = run_bounded(
+        &mut p.a.command(
+            "iperf3",
+            &[
+                "-c",
+                B_ADDR,
+                "-p",
+                &port.to_string(),
+                "-u",
+                "-b",
+                "10M",
+                "-l",
+                "1000",
+                "-t",
+                "2",
+            ],
+        ),
+        Duration::from_secs(20),
+        "iperf3 -u A → B",
+    );
+    println!("{}", text(&out.stdout));
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    let failed = stats_drops_for(&stats, "tx-failed");
+    assert!(failed > 0, "a full queue refused nothing?\n{stats}");
+    assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    assert!(t.delivered > 0, "{stats}");
+    // The bucket refills at 1 Mbit/s: a ping every 200 ms fits.
+    std::thread::sleep(Duration::from_millis(500));
+    let ping = p.ping(5, "0.2", 56);
+    assert_eq!(ping.lost(), 0, "after the flood: {ping:?}\n{}", d.log());
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+// ---------------------------------------------------------------------------
+// The daemon's surroundings: its socket's directory, its stderr
+// ---------------------------------------------------------------------------
+
+/// The control socket's directory is removed while the daemon forwards:
+/// forwarding goes on, and SIGTERM stops it cleanly (exit 0, nothing
+/// recreated). The daemon cannot be reached until it is restarted, which
+/// is what the README tells the user.
+#[test]
+fn the_control_sockets_directory_removed_stops_nothing() {
+    if !ready(
+        "the_control_sockets_directory_removed_stops_nothing",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let dir = p.scratch.path("sockdir");
+    fs::create_dir(&dir).expect("create the socket's directory");
+    let socket = dir.join("ctl.sock");
+    let conf = p.scratch.write("d.conf", BRIDGE_DELAY_5MS);
+    let log = p.scratch.path("d.log");
+    let args = [
+        "run",
+        "--bridge",
+        "m-a",
+        "m-b",
+        "--config",
+        conf.to_str().expect("a UTF-8 path"),
+        "--socket",
+        socket.to_str().expect("a UTF-8 path"),
+    ];
+    let mut cmd = p.m.command(DUMMYNET, &args);
+    cmd.stdout(Stdio::null())
+        .stderr(fs::File::create(&log).expect("create the daemon log"));
+    let mut daemon = Proc::spawn(cmd, "dummynet run --bridge");
+    wait_for_socket(&socket, &mut daemon);
+    fs::remove_dir_all(&dir).expect("remove the socket's directory");
+    let ping = p.ping(10, "0.05", 56);
+    assert_eq!(ping.lost(), 0, "{ping:?}");
+    assert!(
+        ping.rtts().iter().all(|&r| r >= 5.0),
+        "not shaped: {ping:?}"
+    );
+    daemon.assert_running();
+    let status = daemon.terminate(Duration::from_secs(5));
+    let log = fs::read_to_string(&log).unwrap_or_default();
+    println!("{log}");
+    assert!(status.success(), "{status}\n{log}");
+    assert!(!dir.exists(), "the daemon made the directory again");
+    assert!(log.contains("packets: "), "no report at exit:\n{log}");
+}
