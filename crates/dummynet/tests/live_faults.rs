@@ -800,3 +800,42 @@ fn the_control_sockets_directory_removed_stops_nothing() {
     assert!(!dir.exists(), "the daemon made the directory again");
     assert!(log.contains("packets: "), "no report at exit:\n{log}");
 }
+/// stderr on a full disk (`/dev/full`: every write fails with ENOSPC):
+/// the daemon starts, forwards and logs `log` rules all the same, and
+/// `stats` says how many lines it could not write and why.
+#[test]
+fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
+    if !ready(
+        "stderr_on_a_full_disk_stops_nothing_and_stats_say_so",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let config = "pipe 1 config delay 5ms\n\
+                  add 50 count log ip from any to any in recv m-a\n\
+                  add 100 pipe 1 ip from any to any in recv m-a\n\
+                  add 65000 allow ip from any to any\n";
+    let mut d = p.daemon("d", config, &[], Some(full.into()));
+    let ping = p.ping(10, "0.05", 56);
+    assert_eq!(ping.lost(), 0, "{ping:?}");
+    assert!(
+        ping.rtts().iter().all(|&r| r >= 5.0),
+        "not shaped: {ping:?}"
+    );
+    assert!(rule_packets(&ipfw(&d.socket, &["show"]), 50) >= 10);
+    let stats = d.stats();
+    println!("{stats}");
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("stderr:"))
+        .unwrap_or_else(|| panic!("no stderr line in the stats:\n{stats}"));
+    assert!(line.contains("No space left on device"), "{line}");
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}

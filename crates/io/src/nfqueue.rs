@@ -48,7 +48,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -968,7 +968,9 @@ impl Drop for HostQueue {
     fn drop(&mut self) {
         if self.accept_pending_on_close {
             if let Err(e) = self.verdict_all_pending(Verdict::Accept) {
-                eprintln!(
+                // Not eprintln!, which panics when stderr is on a full disk.
+                let _ = writeln!(
+                    std::io::stderr(),
                     "dummynet: NFQUEUE {}: accepting held packets at close: {e}",
                     self.num
                 );

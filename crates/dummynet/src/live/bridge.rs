@@ -176,7 +176,7 @@ impl Bridge {
                 Ok(state) => state,
                 Err(e) => {
                     // Unknown: keep what we believed, look again later.
-                    eprintln!("dummynet: bridge port: {e}");
+                    say!("dummynet: bridge port: {e}");
                     self.next_look(side, now);
                     return;
                 }
@@ -190,7 +190,7 @@ impl Bridge {
                     let _ = self.ports[side].take_error();
                     self.links[side] = Link::Up;
                     let lost = self.link_counters[side].down_dropped - dropped;
-                    eprintln!(
+                    say!(
                         "dummynet: bridge port {name} is up again after {:.1} s; forwarding \
                          ({lost} frame{} for it dropped meanwhile)",
                         now.saturating_duration_since(since).as_secs_f64(),
@@ -204,7 +204,7 @@ impl Bridge {
                 }
                 (LinkState::Down, _) => {
                     self.lose(side, now, false);
-                    eprintln!(
+                    say!(
                         "dummynet: bridge port {name} is down: frames for it are dropped \
                          (counted as {name}.link_down_dropped) until it is up again"
                     );
@@ -228,7 +228,7 @@ impl Bridge {
                         return;
                     }
                     if !seen_gone {
-                        eprintln!(
+                        say!(
                             "dummynet: bridge port {name} was deleted: frames for it are \
                              dropped (counted as {name}.link_down_dropped) until an interface \
                              named {name} comes back (--exit-on-link-loss stops the daemon \
@@ -244,7 +244,7 @@ impl Bridge {
                             // with ENETDOWN waiting.
                             let _ = port.take_error();
                             self.ports[side] = port;
-                            eprintln!(
+                            say!(
                                 "dummynet: bridge port {name} is back as a new interface \
                                  (index {ifindex}); port reopened"
                             );
@@ -259,7 +259,7 @@ impl Bridge {
                             }
                         }
                         Err(e) => {
-                            eprintln!("dummynet: bridge port {name}: reopening: {e}");
+                            say!("dummynet: bridge port {name}: reopening: {e}");
                             self.next_look(side, now);
                             return;
                         }
@@ -370,17 +370,17 @@ impl Backend for Bridge {
             // Down and up again before we looked.
             Ok(Some(Errno::ENETDOWN | Errno::ENXIO | Errno::ENODEV)) => {
                 self.link_counters[side].losses += 1;
-                eprintln!("dummynet: bridge port {name} went down and came back up");
+                say!("dummynet: bridge port {name} went down and came back up");
             }
             Ok(Some(errno)) => {
-                eprintln!("dummynet: bridge port {name}: the socket reported {errno}");
+                say!("dummynet: bridge port {name}: the socket reported {errno}");
             }
             // Polled with an error it does not explain: left alone until
             // the next look, so it cannot make the data plane spin.
             Ok(None) | Err(_) => {
                 if !self.told_odd_error {
                     self.told_odd_error = true;
-                    eprintln!(
+                    say!(
                         "dummynet: bridge port {name} polls with an error but has none to \
                          give ({taken:?}); not polled for {} ms at a time while it does",
                         LINK_LOOK.as_millis()
@@ -463,7 +463,7 @@ impl Backend for Bridge {
             let rules = engine.undirected_pipe_rules();
             if !rules.is_empty() {
                 // Once per daemon: a line on stderr, not a cost per packet.
-                eprintln!("dummynet: warning: {}", both_passes_warning(&rules));
+                say!("dummynet: warning: {}", both_passes_warning(&rules));
                 self.told_both_passes = true;
             }
         }

@@ -366,6 +366,10 @@ pub struct Report {
     /// Why the data plane stopped by itself: a backend could not go on
     /// ([`Backend::failure`]). `None` when it was asked to stop.
     pub failure: Option<String>,
+    /// Messages the daemon could not write to stderr (a full disk, a
+    /// closed pipe), and the first error ([`super::say_str`]).
+    pub stderr_lost: u64,
+    pub stderr_error: Option<String>,
 }
 
 impl Report {
@@ -472,6 +476,14 @@ impl std::fmt::Display for Report {
                 t as f64 / 1e6
             )?,
             None => writeln!(f, "; arrivals read as they come")?,
+        }
+        if self.stderr_lost > 0 {
+            writeln!(
+                f,
+                "stderr: {} messages could not be written: {}",
+                self.stderr_lost,
+                self.stderr_error.as_deref().unwrap_or("unknown error")
+            )?;
         }
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
@@ -970,6 +982,8 @@ impl DataPlane {
     }
 
     pub fn report(&mut self) -> Report {
+        let (stderr_lost, stderr_error) = super::stderr_lost().unzip();
+        let stderr_lost = stderr_lost.unwrap_or(0);
         let t = self.engine.totals();
         let sched = self.engine.schedule_stats();
         Report {
@@ -1012,6 +1026,8 @@ impl DataPlane {
                 .map(|b| (b.describe(), b.stats()))
                 .collect(),
             failure: self.failure.clone(),
+            stderr_lost,
+            stderr_error,
         }
     }
 }

@@ -88,7 +88,7 @@ impl Host {
         let stale = firewall::remove_stale(spec.queue)
             .map_err(|e| format!("removing a dead daemon's rules: {e}"))?;
         if !stale.is_empty() {
-            eprintln!(
+            say!(
                 "dummynet: removed what a dead daemon left for NFQUEUE {}: {stale}",
                 spec.queue
             );
@@ -100,9 +100,9 @@ impl Host {
         };
         let interception = Interception::install(&spec).map_err(|e| e.to_string())?;
         if let Some(why) = interception.fallback_reason() {
-            eprintln!("dummynet: nftables not used: {why}");
+            say!("dummynet: nftables not used: {why}");
         }
-        eprintln!(
+        say!(
             "dummynet: host mode: NFQUEUE {} fed by {} (see `{}`)",
             spec.queue,
             interception.describe(),
@@ -282,7 +282,7 @@ impl Backend for Host {
     fn stop_intercepting(&mut self) {
         if let Some(i) = self.interception.take() {
             if let Err(e) = i.remove() {
-                eprintln!("dummynet: removing the interception rules: {e}");
+                say!("dummynet: removing the interception rules: {e}");
             }
         }
     }

@@ -13,11 +13,24 @@
 //! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
 //!   release a packet at its time, with no packets at all.
 
+use std::io::Write as _;
 use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use dummynet_engine::{Engine, IfaceId, PacketInfo, Payload};
 use dummynet_io::afpacket::VnetHdr;
 use dummynet_io::nfqueue::HostPacket;
+
+/// What a daemon says on stderr, as `eprintln!` would, but a write that
+/// fails does not panic: stderr may be a file on a full disk (ENOSPC) or a
+/// pipe nobody reads, and the daemon must go on forwarding. Lost lines are
+/// counted ([`stderr_lost`]) and `stats` reports them with the first error.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::live::say_str(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 pub mod bridge;
 pub mod client;
@@ -235,6 +248,25 @@ pub trait Backend: Send {
     /// First step of a shutdown: stop taking packets from the system (the
     /// host backend removes its iptables rules) so nothing is black-holed.
     fn stop_intercepting(&mut self) {}
+}
+
+/// Lines [`say_str`] could not write, and the first error it met.
+static STDERR_LOST: AtomicU64 = AtomicU64::new(0);
+static STDERR_ERROR: OnceLock<String> = OnceLock::new();
+
+/// Writes `text` to stderr in one piece; a failure is counted, not raised
+/// (see [`say!`]).
+pub fn say_str(text: &str) {
+    if let Err(e) = std::io::stderr().lock().write_all(text.as_bytes()) {
+        STDERR_LOST.fetch_add(1, Ordering::Relaxed);
+        let _ = STDERR_ERROR.set(e.to_string());
+    }
+}
+
+/// How many writes to stderr failed, and the first error; `None` if none.
+pub fn stderr_lost() -> Option<(u64, String)> {
+    let n = STDERR_LOST.load(Ordering::Relaxed);
+    (n > 0).then(|| (n, STDERR_ERROR.get().cloned().unwrap_or_default()))
 }
 
 #[cfg(test)]

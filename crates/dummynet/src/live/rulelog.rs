@@ -3,7 +3,6 @@
 //! FreeBSD's form (`ipfw: 100 Accept TCP 10.0.0.1:5000 10.0.0.2:80 out via
 //! eth0`), so a slow terminal or a full pipe never holds up forwarding.
 
-use std::io::Write as _;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
@@ -81,7 +80,6 @@ impl Drop for RuleLog {
 }
 
 fn write_all(rx: Receiver<Batch>) {
-    let stderr = std::io::stderr();
     for b in rx {
         let mut out = String::new();
         for (e, recv, xmit) in &b.events {
@@ -98,6 +96,6 @@ fn write_all(rx: Receiver<Batch>) {
                 b.lost
             ));
         }
-        let _ = stderr.lock().write_all(out.as_bytes());
+        super::say_str(&out);
     }
 }

@@ -451,19 +451,19 @@ pub fn run(args: RunArgs) -> ExitCode {
     match run_inner(&args) {
         Ok(report) => match &report.failure {
             None => {
-                eprint!("dummynet: stopped.\n{report}");
+                super::say_str(&format!("dummynet: stopped.\n{report}"));
                 ExitCode::SUCCESS
             }
             // A bridge port deleted under --exit-on-link-loss: what the
             // daemon needs is gone (EX_UNAVAILABLE).
             Some(why) => {
-                eprint!("{report}");
-                eprintln!("dummynet run: {why}");
+                super::say_str(&report.to_string());
+                say!("dummynet run: {why}");
                 ExitCode::from(u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1))
             }
         },
         Err(f) => {
-            eprintln!("dummynet run: {}", f.message);
+            say!("dummynet run: {}", f.message);
             ExitCode::from(f.status)
         }
     }
@@ -486,8 +486,8 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     };
     config.insert(0, (0, Command::Set(Setting::HeldLimit(memory_limit))));
     match memory_limit {
-        0 => eprintln!("dummynet: no memory limit on packets held (--memory-limit 0)"),
-        n => eprintln!(
+        0 => say!("dummynet: no memory limit on packets held (--memory-limit 0)"),
+        n => say!(
             "dummynet: packets held in pipes are limited to {} MiB (--memory-limit; \
              sysctl net.inet.ip.dummynet.held_limit)",
             n >> 20
@@ -496,7 +496,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     let checked: Engine<()> = crate::sim::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     if checked.drops_by_default() {
-        eprintln!("dummynet: warning: {}", default_deny_warning(args.host));
+        say!("dummynet: warning: {}", default_deny_warning(args.host));
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -561,7 +561,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         } else {
             format!(" --socket {}", path.display())
         };
-        eprintln!(
+        say!(
             "dummynet: running; control socket {} (try `dummynet ipfw{flag} show`), Ctrl-C to stop",
             path.display()
         );

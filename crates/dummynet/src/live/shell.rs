@@ -210,7 +210,7 @@ pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<P
     })() {
         Ok(()) => Some(v6),
         Err(e) => {
-            eprintln!("dummynet: warning: the link is IPv4 only: {e}");
+            say!("dummynet: warning: the link is IPv4 only: {e}");
             None
         }
     };
@@ -277,7 +277,7 @@ fn follow_bursts(path: &Path) -> Result<(Sender<bool>, FirstApplied), String> {
                     (Some(done), applied) => {
                         let _ = done.send(applied);
                     }
-                    (None, Err(e)) => eprintln!("dummynet shell: segmentation: {e}"),
+                    (None, Err(e)) => say!("dummynet shell: segmentation: {e}"),
                     (None, Ok(())) => {}
                 }
             }
@@ -452,7 +452,7 @@ pub fn run(args: ShellArgs) -> ExitCode {
     match run_inner(&args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("dummynet shell: {e}");
+            say!("dummynet shell: {e}");
             ExitCode::from(125)
         }
     }
@@ -528,9 +528,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             )?;
             // On stderr: the command's output stays its own.
             if let (Some(name), true) = (&args.preset, args.up.is_some() || args.down.is_some()) {
-                eprintln!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
+                say!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
             }
-            eprint!("{}", describe_links(&config, args.seed)?);
+            super::say_str(&describe_links(&config, args.seed)?);
             config
         }
     };
@@ -564,7 +564,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
     if let Some(w) = &way_out {
         for note in &w.notes {
-            eprintln!("dummynet shell: {note}");
+            say!("dummynet shell: {note}");
         }
     }
     let emulator = start_emulator(
@@ -599,7 +599,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 cmd.env("PATH", search);
             }
         }
-        Err(e) => eprintln!("dummynet shell: warning: `dummynet` is not on PATH inside: {e}"),
+        Err(e) => say!("dummynet shell: warning: `dummynet` is not on PATH inside: {e}"),
     }
     let spawned = if stop.load(Ordering::Relaxed) {
         Err("stopped by a signal before the command started".to_string())
@@ -612,7 +612,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Err(e) => {
             let report = emulator.stop();
             // On stderr: the command's output stays its own.
-            eprintln!("dummynet shell: {}", report.cost());
+            say!("dummynet shell: {}", report.cost());
             return Err(e);
         }
     };
@@ -634,11 +634,11 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     };
     let report = emulator.stop();
     // On stderr: the command's output stays its own.
-    eprintln!("dummynet shell: {}", report.cost());
+    say!("dummynet shell: {}", report.cost());
     if let Some(w) = way_out {
         let what = w.describe();
         if let Err(e) = w.close() {
-            eprintln!("dummynet shell: removing {what}: {e}");
+            say!("dummynet shell: removing {what}: {e}");
         }
     }
     drop(veth);

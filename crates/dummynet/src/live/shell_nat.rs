@@ -147,7 +147,7 @@ impl WayOut {
 impl Drop for WayOut {
     fn drop(&mut self) {
         if let Err(e) = self.undo() {
-            eprintln!("dummynet shell: removing forwarding and NAT: {e}");
+            say!("dummynet shell: removing forwarding and NAT: {e}");
         }
     }
 }

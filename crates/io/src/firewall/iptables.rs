@@ -3,6 +3,7 @@
 //! programs. The fallback where nftables is missing (see [`super`]).
 
 use std::fmt;
+use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -388,7 +389,11 @@ impl Chains {
 impl Drop for Chains {
     fn drop(&mut self) {
         if let Err(e) = self.remove_inner() {
-            eprintln!("dummynet: removing the NFQUEUE interception: {e}");
+            // Not eprintln!, which panics when stderr is on a full disk.
+            let _ = writeln!(
+                std::io::stderr(),
+                "dummynet: removing the NFQUEUE interception: {e}"
+            );
         }
     }
 }

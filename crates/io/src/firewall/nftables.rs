@@ -45,7 +45,7 @@
 //! The socket is made in the calling thread's network namespace, and every
 //! message sent on it acts there, whichever thread sends it.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
@@ -931,7 +931,11 @@ impl Drop for Table {
         // Closing the socket would delete the table too; deleting it here
         // first says so if something is wrong.
         if let Err(e) = self.remove_inner() {
-            eprintln!("dummynet: removing the NFQUEUE interception: {e}");
+            // Not eprintln!, which panics when stderr is on a full disk.
+            let _ = writeln!(
+                std::io::stderr(),
+                "dummynet: removing the NFQUEUE interception: {e}"
+            );
         }
     }
 }
