@@ -66,6 +66,17 @@ impl Realtime {
             self.clock.saturating_sub(self.wall - stamp_ns)
         }
     }
+
+    /// The engine time of an arrival stamped `stamp_ns` on `CLOCK_REALTIME`
+    /// and read now, when the engine has run up to `engine_now`: its
+    /// mapped stamp, but never after now and never before what the engine
+    /// already ran. A wall clock stepped between the stamp and this
+    /// reading (by NTP, by hand) can thus only move an arrival within that
+    /// span, by at most how long it waited to be read; departures, timers
+    /// and everything else run on `CLOCK_MONOTONIC` alone.
+    pub fn arrival(self, stamp_ns: u64, engine_now: Nanos) -> Nanos {
+        self.to_clock(stamp_ns).min(self.clock).max(engine_now)
+    }
 }
 
 /// Why [`wait`] returned.
@@ -499,6 +510,47 @@ mod tests {
             mapped.abs_diff(after.clock) < 1_000_000,
             "{mapped} vs {after:?}"
         );
+    }
+
+    /// The clock jumping. The engine's time is `Clock::now`, an `Instant`
+    /// (`CLOCK_MONOTONIC`, which no one can step: NTP only slews it), so
+    /// departures and timers cannot jump. The wall clock enters in one
+    /// place: the kernel stamps received frames on `CLOCK_REALTIME`, and
+    /// `Realtime::arrival` maps a stamp onto the engine's time. Stepping
+    /// the system clock is not possible on a shared test machine, so this
+    /// steps it by construction: a stamp taken before a step of an hour
+    /// (or years) either way and read after it lands between what the
+    /// engine already ran and now: never in the future, never back in time.
+    #[test]
+    fn a_wall_clock_step_cannot_move_an_arrival_out_of_its_span() {
+        let engine_now = 4_000_000; // ran up to 4 ms
+        let clock = 5_000_000; // read at 5 ms
+        let wall = 1_764_028_800_000_000_000;
+        let hour = 3_600_000_000_000;
+        for step in [hour, 30 * 24 * hour, wall / 2] {
+            // Read after the step; the frame arrived 300 us before that
+            // reading, on the wall clock before the step.
+            let stamp = wall - 300_000;
+            for stepped_wall in [wall + step, wall - step] {
+                let read = Realtime {
+                    wall: stepped_wall,
+                    clock,
+                };
+                let at = read.arrival(stamp, engine_now);
+                assert!(
+                    (engine_now..=clock).contains(&at),
+                    "a step of {step} ns put an arrival at {at}"
+                );
+            }
+        }
+        // Without a step, the stamp is kept exactly.
+        let read = Realtime { wall, clock };
+        assert_eq!(read.arrival(wall - 300_000, engine_now), 4_700_000);
+        // A stamp from the future (a wall clock stepped back between the
+        // reading and the stamp) is now, not later.
+        assert_eq!(read.arrival(wall + hour, engine_now), clock);
+        // The engine never goes back, even for an arrival stamped before it.
+        assert_eq!(read.arrival(0, engine_now), engine_now);
     }
 
     #[test]

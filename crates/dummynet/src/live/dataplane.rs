@@ -716,10 +716,7 @@ impl DataPlane {
                 stamp_ns,
             } in arrivals.drain(..)
             {
-                let at = real
-                    .to_clock(stamp_ns)
-                    .min(real.clock)
-                    .max(self.engine.now());
+                let at = real.arrival(stamp_ns, self.engine.now());
                 self.release(at);
                 // Measured from the release, not from the departure time: an
                 // arrival read late releases what was due long ago, and the
