@@ -533,6 +533,7 @@ fn shell_sigkill_under_traffic_leaves_nothing_the_next_start_keeps() {
     ns.wait_links(&links_before, Duration::from_secs(5));
     // Left by design, for the next shell to remove.
     assert_eq!(shell_tables(&ns).len(), 1, "{:?}", shell_tables(&ns));
+    assert!(socket.exists(), "SECURITY.md says the socket file is left");
     let out = run_bounded(
         &mut ns.command(DUMMYNET, &["shell", "--", "true"]),
         Duration::from_secs(20),
@@ -744,6 +745,117 @@ fn a_full_transmit_queue_is_counted_never_a_stall() {
     let ping = p.ping(5, "0.2", 56);
     assert_eq!(ping.lost(), 0, "after the flood: {ping:?}\n{}", d.log());
     d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+/// The daemon stops reading for a second (SIGSTOP) while 20 Mbit/s of
+/// small UDP datagrams arrive (25,000 a second, against a ring of 4,096
+/// slots): its receive ring fills and the kernel drops what does not fit,
+/// counted as the port's `kernel_drops`. Once it runs again (SIGCONT) it
+/// drains the ring, the books balance, and pings cross at once.
+#[test]
+fn a_full_receive_ring_is_counted_never_a_stall() {
+    if !ready(
+        "a_full_receive_ring_is_counted_never_a_stall",
+        &["ip", "ping", "iperf3"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let port = unique_port();
+    let _server = iperf3_server(&p.b, port, None);
+    let mut cmd = p.a.command(
+        "iperf3",
+        &[
+            "-c",
+            B_ADDR,
+            "-p",
+            &port.to_string(),
+            "-u",
+            "-b",
+            "20M",
+            "-l",
+            "100",
+            "-t",
+            "3",
+        ],
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut client = Proc::spawn(cmd, "iperf3 -u A → B");
+    std::thread::sleep(Duration::from_millis(700));
+    kill(d.proc.pid(), Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(1));
+    kill(d.proc.pid(), Signal::SIGCONT).expect("SIGCONT");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while client.child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "iperf3 ran past -t");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ping = p.ping(10, "0.05", 56);
+    assert_eq!(
+        ping.lost(),
+        0,
+        "after the ring overflowed: {ping:?}\n{}",
+        d.log()
+    );
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    assert_eq!(t.inside, 0, "{stats}");
+    let dropped = bridge_counter(&stats, "m-a.kernel_drops");
+    assert!(dropped > 0, "a stopped reader lost nothing?\n{stats}");
+}
+
+/// The out port is deleted in the middle of a ping flood and made again:
+/// the frames due out of it meanwhile are counted (`link_down_dropped`,
+/// and `tx-failed` in the books, which balance), the daemon waits, and
+/// forwards on the new interface.
+#[test]
+fn a_port_deleted_under_a_flood_is_counted_and_reopened() {
+    if !ready(
+        "a_port_deleted_under_a_flood_is_counted_and_reopened",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let flood = p.flood(500, 3);
+    std::thread::sleep(Duration::from_millis(500));
+    // Deleting m-b deletes its peer b0 in B too.
+    p.m.ip(&["link", "del", "m-b"]);
+    std::thread::sleep(Duration::from_millis(500));
+    drop(flood);
+    d.proc.assert_running();
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    assert_eq!(t.inside, 0, "{stats}");
+    let lost = bridge_counter(&stats, "m-b.link_down_dropped");
+    assert!(
+        lost > 0,
+        "frames for the deleted port not counted:\n{stats}"
+    );
+    assert!(stats_drops_for(&stats, "tx-failed") >= lost, "{stats}");
+
+    veth(&p.b, "b0", &p.m, "m-b");
+    p.b.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "b0"]);
+    // b0 is new, with a new MAC address: A must not use the old one.
+    p.a.ip(&["neigh", "flush", "all"]);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !d.log().contains("bridge port m-b is back") {
+        assert!(Instant::now() < deadline, "not reopened:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ping = p.ping(10, "0.05", 56);
+    assert!(
+        ping.received >= 9,
+        "through the new m-b: {ping:?}\n{}",
+        d.log()
+    );
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }
 
