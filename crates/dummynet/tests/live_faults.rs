@@ -614,7 +614,19 @@ fn an_mtu_cut_under_traffic_is_counted_never_a_stall() {
         "refused frames not counted as tx-failed:\n{stats}"
     );
     assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    assert_eq!(bridge_counter(&stats, "m-b.tx_refused"), failed, "{stats}");
     assert_eq!(t.inside, 0, "{stats}");
+    let log = d.log();
+    assert_eq!(
+        log.matches("bridge port m-b: the kernel refused a frame")
+            .count(),
+        1,
+        "said once, with the reason:\n{log}"
+    );
+    assert!(
+        log.contains("frame of 1414 bytes") && log.contains("MTU"),
+        "{log}"
+    );
 
     p.m.ip(&["link", "set", "dev", "m-b", "mtu", "1500"]);
     let again = p.ping(10, "0.02", 1372);
@@ -739,6 +751,12 @@ fn a_full_transmit_queue_is_counted_never_a_stall() {
     let failed = stats_drops_for(&stats, "tx-failed");
     assert!(failed > 0, "a full queue refused nothing?\n{stats}");
     assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    // ENOBUFS from the queue; EAGAIN if the socket's buffer filled first.
+    let full =
+        bridge_counter(&stats, "m-b.tx_no_buffers") + bridge_counter(&stats, "m-b.tx_would_block");
+    assert_eq!(full, failed, "{stats}");
+    let log = d.log();
+    assert!(log.contains("ENOBUFS") || log.contains("EAGAIN"), "{log}");
     assert!(t.delivered > 0, "{stats}");
     // The bucket refills at 1 Mbit/s: a ping every 200 ms fits.
     std::thread::sleep(Duration::from_millis(500));

@@ -270,7 +270,7 @@ pub enum PortError {
     NoBuffers { ifname: Arc<str> },
     /// The frame is longer than the interface takes (`EMSGSIZE`): MTU plus
     /// link header, unless it is a GSO frame sent with a [`VnetHdr`].
-    #[error("{ifname}: frame of {len} bytes is larger than the interface accepts (EMSGSIZE); a super-packet must be sent with its VnetHdr")]
+    #[error("{ifname}: frame of {len} bytes is larger than the interface accepts (EMSGSIZE): longer than its MTU plus the link header, or a super-packet sent without its VnetHdr")]
     TooLarge { ifname: Arc<str>, len: usize },
     /// The kernel refused the frame or its [`VnetHdr`] (`EINVAL`).
     #[error("{ifname}: kernel refused a frame of {len} bytes with {vnet:?} (EINVAL): bad GSO type, gso_size or checksum offsets")]

@@ -89,6 +89,9 @@ pub struct Bridge {
     failure: Option<String>,
     /// A port polled with an error it did not explain was reported (once).
     told_odd_error: bool,
+    /// A frame the kernel refused to send out of this port was reported
+    /// (once per port: the rest are counted).
+    told_tx_error: [bool; 2],
     ifaces: [IfaceId; 2],
     rx: Vec<RxFrame>,
     tx: [Vec<Outgoing>; 2],
@@ -123,6 +126,7 @@ impl Bridge {
             exit_on_link_loss: false,
             failure: None,
             told_odd_error: false,
+            told_tx_error: [false; 2],
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
@@ -543,6 +547,18 @@ impl Backend for Bridge {
                         // The refused frame is dropped and counted; the rest
                         // get another try.
                         self.counters.tx_failed += 1;
+                        if !self.told_tx_error[side] {
+                            self.told_tx_error[side] = true;
+                            say!(
+                                "dummynet: bridge port {}: the kernel refused a frame ({}); \
+                                 refused frames are dropped and counted as tx_failed and \
+                                 {}.tx_refused or .tx_no_buffers in `dummynet stats` \
+                                 (said once per port)",
+                                self.ports[side].ifname(),
+                                e.error,
+                                self.ports[side].ifname()
+                            );
+                        }
                         if let Some(f) = batch.get(start) {
                             self.unsent += u64::from(f.engine);
                         }
@@ -580,6 +596,9 @@ impl Backend for Bridge {
                 out.push((format!("{name}.rx_frames"), s.rx_frames));
                 out.push((format!("{name}.rx_gso_frames"), s.rx_gso_frames));
                 out.push((format!("{name}.tx_frames"), s.tx_frames));
+                out.push((format!("{name}.tx_refused"), s.tx_refused));
+                out.push((format!("{name}.tx_no_buffers"), s.tx_no_buffers));
+                out.push((format!("{name}.tx_would_block"), s.tx_would_block));
                 out.push((format!("{name}.kernel_drops"), s.kernel_drops));
                 out.push((format!("{name}.rx_truncated"), s.rx_truncated));
             }
