@@ -66,7 +66,9 @@
 //!   fail with `EINVAL`, reported as [`PortError::Refused`]. The MTU is not
 //!   checked against a GSO frame: if `gso_size` plus the headers exceeds the
 //!   egress MTU, the segments are larger than the link allows and what becomes
-//!   of them is up to the driver and the receiver (usually a drop). veth
+//!   of them is up to the driver and the receiver (usually a drop), so a
+//!   caller that must count them compares [`VnetHdr::segment_len`] with
+//!   [`Port::mtu`] before sending. veth
 //!   advertises TSO and passes the super-packet to its peer unchanged.
 //!
 //! # Receiving: a memory-mapped ring, or `recvmmsg`
@@ -483,6 +485,22 @@ impl VnetHdr {
     pub fn wire_len_of(&self, frame: &[u8]) -> u64 {
         let headers = self.headers_len(frame).unwrap_or(usize::from(self.hdr_len));
         self.wire_len_with(frame.len(), headers)
+    }
+
+    /// Bytes of the largest frame the super-packet `frame` becomes once cut:
+    /// its headers (read from the frame when it can be, see
+    /// [`VnetHdr::headers_len`]) and `gso_size` bytes of payload; no more
+    /// than the frame itself. `None` when it is not GSO.
+    pub fn segment_len(&self, frame: &[u8]) -> Option<usize> {
+        if !self.is_gso() {
+            return None;
+        }
+        let headers = self.headers_len(frame).unwrap_or(usize::from(self.hdr_len));
+        Some(
+            headers
+                .saturating_add(usize::from(self.gso_size))
+                .min(frame.len()),
+        )
     }
 
     /// The header after a 4-byte VLAN tag was put back after the MAC
@@ -1026,6 +1044,19 @@ impl Port {
         } else {
             LinkState::Down
         })
+    }
+
+    /// The interface's MTU now (`SIOCGIFMTU`): the bytes a frame may carry
+    /// past its link header. The kernel holds a plain frame to it
+    /// (`EMSGSIZE`) but not a super-packet's segments, which a caller that
+    /// must not put larger frames on the link than it takes checks itself.
+    pub fn mtu(&self) -> Result<u32, PortError> {
+        match ifreq_ioctl(&self.fd, &self.ifname, libc::SIOCGIFMTU) {
+            // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the union's
+            // `ifru_mtu` member.
+            Ok(req) => Ok(u32::try_from(unsafe { req.ifr_ifru.ifru_mtu }).unwrap_or(0)),
+            Err(e) => Err(self.error("ioctl(SIOCGIFMTU)", e)),
+        }
     }
 
     fn error(&self, op: &'static str, errno: Errno) -> PortError {
@@ -1740,7 +1771,7 @@ fn set_packet_opt<T>(fd: &OwnedFd, name: libc::c_int, val: &T) -> Result<(), Err
 }
 
 /// An interface `ioctl(2)` that reads a `struct ifreq` (`SIOCGIFINDEX`,
-/// `SIOCGIFFLAGS`) for the interface `name`, answered by the network
+/// `SIOCGIFFLAGS`, `SIOCGIFMTU`) for the interface `name`, answered by the network
 /// namespace of the socket `fd`.
 fn ifreq_ioctl(fd: &OwnedFd, name: &str, request: libc::c_ulong) -> Result<libc::ifreq, Errno> {
     // SAFETY: ifreq is plain old data (a name and a union of integers,
@@ -2048,6 +2079,31 @@ mod tests {
         let dgram = vec![0u8; 42 + 2500];
         assert_eq!(uso.headers_len(&dgram), Some(42));
         assert_eq!(uso.wire_len_of(&dgram), (42 + 2500 + 2 * 42) as u64);
+    }
+
+    #[test]
+    fn a_segment_is_the_headers_and_gso_size_bytes() {
+        // hdr_len says 200, the TCP header 66: segments of 66 + 1448.
+        let h = VnetHdr {
+            hdr_len: 200,
+            ..tso()
+        };
+        assert_eq!(h.segment_len(&tcp_frame(3 * 1448)), Some(66 + 1448));
+        // A super-packet shorter than one full segment is its own length.
+        assert_eq!(h.segment_len(&tcp_frame(500)), Some(66 + 500));
+        // Not GSO: no segments.
+        let plain = VnetHdr {
+            gso_type: VnetHdr::GSO_NONE,
+            ..tso()
+        };
+        assert_eq!(plain.segment_len(&tcp_frame(1448)), None);
+        // The frame does not say: hdr_len is the guess.
+        let past = VnetHdr {
+            csum_start: 60_000,
+            hdr_len: 54,
+            ..tso()
+        };
+        assert_eq!(past.segment_len(&tcp_frame(3 * 1448)), Some(54 + 1448));
     }
 
     #[test]

@@ -92,6 +92,13 @@ pub struct Bridge {
     /// A frame the kernel refused to send out of this port was reported
     /// (once per port: the rest are counted).
     told_tx_error: [bool; 2],
+    /// Each port's MTU and when it was read ([`Bridge::frame_limit`]).
+    mtu: [Option<(u32, Instant)>; 2],
+    /// Super-packets not sent because their segments would be larger than
+    /// the port's MTU allows.
+    gso_too_large: [u64; 2],
+    /// That was reported (once per port).
+    told_gso_too_large: [bool; 2],
     ifaces: [IfaceId; 2],
     rx: Vec<RxFrame>,
     tx: [Vec<Outgoing>; 2],
@@ -127,6 +134,9 @@ impl Bridge {
             failure: None,
             told_odd_error: false,
             told_tx_error: [false; 2],
+            mtu: [None; 2],
+            gso_too_large: [0; 2],
+            told_gso_too_large: [false; 2],
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
             counters: Counters::default(),
@@ -134,6 +144,70 @@ impl Bridge {
             bursts: None,
             told_both_passes: false,
         })
+    }
+
+    /// The longest frame port `side` may send, link header included, as
+    /// the kernel allows a plain frame: its MTU, 14 bytes of Ethernet
+    /// header and 4 of a VLAN tag if the frame has one. The MTU is read
+    /// again when older than [`LINK_LOOK`] (an `ip link set mtu` takes
+    /// effect that soon); `None` when it cannot be read.
+    fn frame_limit(&mut self, side: usize, tagged: bool, now: Instant) -> Option<usize> {
+        let mtu = match self.mtu[side] {
+            Some((mtu, at)) if now.saturating_duration_since(at) < LINK_LOOK => mtu,
+            _ => {
+                let mtu = self.ports[side].mtu().ok()?;
+                self.mtu[side] = Some((mtu, now));
+                mtu
+            }
+        };
+        Some(usize::try_from(mtu).ok()? + 14 + if tagged { 4 } else { 0 })
+    }
+
+    /// Takes out of `batch` the super-packets whose segments would be
+    /// larger than port `side` takes: the kernel checks a plain frame
+    /// against the MTU (`EMSGSIZE`) but sends a super-packet's segments
+    /// whatever their size, and what becomes of them is then up to the
+    /// driver. Each is dropped and counted as a plain frame over the MTU
+    /// is (`tx_failed`, `tx-failed` in the engine's books), and in
+    /// `IF.tx_gso_too_large`.
+    fn drop_oversize_super_packets(&mut self, side: usize, batch: &mut Vec<Outgoing>) {
+        if !batch.iter().any(|f| f.vnet.is_some_and(|v| v.is_gso())) {
+            return;
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < batch.len() {
+            let f = &batch[i];
+            let Some(seg) = f.vnet.and_then(|v| v.segment_len(&f.data)) else {
+                i += 1;
+                continue;
+            };
+            let tagged = matches!(f.data.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+            let Some(limit) = self.frame_limit(side, tagged, now) else {
+                i += 1;
+                continue;
+            };
+            if seg <= limit {
+                i += 1;
+                continue;
+            }
+            let f = batch.remove(i);
+            self.counters.tx_failed += 1;
+            self.gso_too_large[side] += 1;
+            self.unsent += u64::from(f.engine);
+            if !self.told_gso_too_large[side] {
+                self.told_gso_too_large[side] = true;
+                let name = self.ports[side].ifname();
+                say!(
+                    "dummynet: bridge port {name}: a super-packet of {} bytes would leave in \
+                     segments of {seg} bytes, over the {limit} its MTU allows; such frames \
+                     are dropped and counted as tx_failed and {name}.tx_gso_too_large \
+                     (said once per port)",
+                    f.data.len()
+                );
+            }
+            self.ports[side].recycle(f.data);
+        }
     }
 
     /// Tells `bursts`, at the start and whenever it changes, whether GSO
@@ -521,6 +595,7 @@ impl Backend for Bridge {
                 self.drop_for_lost_link(side, batch);
                 continue;
             }
+            self.drop_oversize_super_packets(side, &mut batch);
             let mut start = 0;
             while start < batch.len() {
                 let frames: Vec<TxFrame<'_>> = batch[start..]
@@ -582,14 +657,16 @@ impl Backend for Bridge {
             ("malformed_dropped".to_string(), self.counters.malformed),
             ("tx_failed".to_string(), self.counters.tx_failed),
         ];
-        for ((p, link), lc) in self
+        for (((p, link), lc), too_large) in self
             .ports
             .iter_mut()
             .zip(&self.links)
             .zip(&self.link_counters)
+            .zip(self.gso_too_large)
         {
             let name = p.ifname().to_string();
             out.push((format!("{name}.link_down"), u64::from(*link != Link::Up)));
+            out.push((format!("{name}.tx_gso_too_large"), too_large));
             out.push((format!("{name}.link_losses"), lc.losses));
             out.push((format!("{name}.link_down_dropped"), lc.down_dropped));
             if let Ok(s) = p.stats() {
