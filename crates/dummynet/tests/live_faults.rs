@@ -988,3 +988,54 @@ fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
     d.proc.assert_running();
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }
+
+/// `dummynet shell` with stderr on a full disk (it prints the link's
+/// configuration at start, which panicked): the command runs behind the
+/// emulated link and its status is passed on.
+#[test]
+fn a_shell_with_stderr_on_a_full_disk_runs_its_command() {
+    if !ready(
+        "a_shell_with_stderr_on_a_full_disk_runs_its_command",
+        &["ip", "ping", "nft"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let mut cmd = ns.command(
+        DUMMYNET,
+        &[
+            "shell",
+            "--up",
+            "delay 5ms",
+            "--",
+            "sh",
+            "-c",
+            "ping -c 3 -i 0.1 -W 1 $DUMMYNET_PEER > $OUT/ping.txt; exit 7",
+        ],
+    );
+    cmd.env("OUT", &scratch.dir)
+        .stdout(Stdio::null())
+        .stderr(full);
+    let mut shell = Proc::spawn(cmd, "dummynet shell 2>/dev/full");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = shell.child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the shell ran past 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(7), "{status}");
+    let ping = Ping::parse(&scratch.read("ping.txt"));
+    assert_eq!(ping.received, 3, "{ping:?}");
+    assert!(
+        ping.rtts().iter().all(|&r| r >= 5.0),
+        "not shaped: {ping:?}"
+    );
+}
