@@ -307,8 +307,9 @@ fn host_leftovers(ns: &TestNs, queue: &str) -> Vec<String> {
 /// (the rules bypass a queue nobody listens on), losing at most what the
 /// dead daemon held; nftables' table dies with the daemon, iptables'
 /// chain is left and the next start on the queue removes it; after that
-/// daemon's SIGTERM nothing is left.
-fn host_sigkill_under_traffic(test: &str, firewall: &str) {
+/// daemon's SIGTERM nothing is left. With `--no-bypass` and iptables,
+/// traffic stops until the next start, as the option promises.
+fn host_sigkill_under_traffic(test: &str, firewall: &str, no_bypass: bool) {
     let tool = if firewall == "nftables" {
         "nft"
     } else {
@@ -339,6 +340,10 @@ fn host_sigkill_under_traffic(test: &str, firewall: &str) {
             "--socket",
             socket.to_str().expect("a UTF-8 path"),
         ];
+        let mut args = args.to_vec();
+        if no_bypass {
+            args.push("--no-bypass");
+        }
         let mut cmd = c.command(DUMMYNET, &args);
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let mut d = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
@@ -369,20 +374,27 @@ fn host_sigkill_under_traffic(test: &str, firewall: &str) {
         "{firewall}: {} of {} pings answered across the SIGKILL",
         ping.received, ping.transmitted
     );
-    // What the dead daemon held (a 20 ms delay line: one ping) is lost;
-    // everything after it passes.
-    assert!(
-        ping.lost() <= 2,
-        "traffic stopped with the daemon: {ping:?}"
-    );
     let late: Vec<f64> = ping
         .replies
         .iter()
         .filter(|&&(seq, _)| seq > 40)
         .map(|&(_, t)| t)
         .collect();
-    assert!(late.len() >= 35, "{ping:?}");
-    assert!(median(&late) < 5.0, "still shaped after the kill: {late:?}");
+    if no_bypass && firewall == "iptables" {
+        assert!(
+            late.is_empty(),
+            "passed a dead queue without bypass: {late:?}"
+        );
+    } else {
+        // What the dead daemon held (a 20 ms delay line: one ping) is
+        // lost; everything after it passes.
+        assert!(
+            ping.lost() <= 2,
+            "traffic stopped with the daemon: {ping:?}"
+        );
+        assert!(late.len() >= 35, "{ping:?}");
+        assert!(median(&late) < 5.0, "still shaped after the kill: {late:?}");
+    }
 
     let left = host_leftovers(&c, &queue);
     if firewall == "nftables" {
@@ -413,12 +425,31 @@ fn host_sigkill_under_traffic(test: &str, firewall: &str) {
 
 #[test]
 fn host_sigkill_under_traffic_nftables() {
-    host_sigkill_under_traffic("host_sigkill_under_traffic_nftables", "nftables");
+    host_sigkill_under_traffic("host_sigkill_under_traffic_nftables", "nftables", false);
 }
 
 #[test]
 fn host_sigkill_under_traffic_iptables() {
-    host_sigkill_under_traffic("host_sigkill_under_traffic_iptables", "iptables");
+    host_sigkill_under_traffic("host_sigkill_under_traffic_iptables", "iptables", false);
+}
+
+/// The kernel deletes the nftables table with its daemon, bypass or not.
+#[test]
+fn host_sigkill_under_traffic_nftables_no_bypass() {
+    host_sigkill_under_traffic(
+        "host_sigkill_under_traffic_nftables_no_bypass",
+        "nftables",
+        true,
+    );
+}
+
+#[test]
+fn host_sigkill_under_traffic_iptables_no_bypass() {
+    host_sigkill_under_traffic(
+        "host_sigkill_under_traffic_iptables_no_bypass",
+        "iptables",
+        true,
+    );
 }
 
 /// Whether `pid` has exited (gone, or a zombie nobody reaped yet).
