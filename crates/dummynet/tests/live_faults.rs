@@ -671,6 +671,54 @@ fn an_mtu_cut_under_traffic_is_counted_never_a_stall() {
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }
 
+/// Jumbo frames (9000-byte MTU on A's side) read whole from the receive
+/// ring (they do not fit its 2 KiB slots) and sent out of a port of MTU
+/// 1500: each is refused and counted, frames that fit still cross, and
+/// once the far side takes jumbo frames too they cross whole.
+#[test]
+fn jumbo_frames_into_a_smaller_port_are_counted_and_cross_when_it_grows() {
+    if !ready(
+        "jumbo_frames_into_a_smaller_port_are_counted_and_cross_when_it_grows",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    p.a.ip(&["link", "set", "dev", "a0", "mtu", "9000"]);
+    p.m.ip(&["link", "set", "dev", "m-a", "mtu", "9000"]);
+    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let jumbo = p.ping(10, "0.05", 8000);
+    assert_eq!(
+        jumbo.received, 0,
+        "8028-byte packets crossed MTU 1500: {jumbo:?}"
+    );
+    let small = p.ping(10, "0.05", 1000);
+    assert_eq!(small.lost(), 0, "{small:?}\n{}", d.log());
+    let stats = d.stats();
+    println!("{stats}");
+    let t = assert_books(&stats);
+    assert_eq!(t.inside, 0, "{stats}");
+    assert!(bridge_counter(&stats, "m-b.tx_refused") >= 10, "{stats}");
+    assert_eq!(
+        bridge_counter(&stats, "tx_failed"),
+        stats_drops_for(&stats, "tx-failed"),
+        "{stats}"
+    );
+
+    p.m.ip(&["link", "set", "dev", "m-b", "mtu", "9000"]);
+    p.b.ip(&["link", "set", "dev", "b0", "mtu", "9000"]);
+    let jumbo = p.ping(10, "0.05", 8000);
+    assert_eq!(
+        jumbo.lost(),
+        0,
+        "jumbo frames on a jumbo path: {jumbo:?}\n{}",
+        d.log()
+    );
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
 /// The bytes iperf3's receiver got, from its `-J` report.
 fn iperf3_received_bytes(json: &str) -> f64 {
     let v: serde_json::Value = serde_json::from_str(json)
