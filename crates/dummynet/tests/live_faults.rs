@@ -1118,3 +1118,51 @@ fn a_shell_with_stderr_on_a_full_disk_runs_its_command() {
         "not shaped: {ping:?}"
     );
 }
+
+/// stderr on a pipe nobody reads: `log` rules under a flood fill it (their
+/// writer is a thread of its own, which blocks), and then a port going
+/// down and up has the bridge say so. Forwarding must not wait for the
+/// pipe (it did: pings were lost until the pipe was read), pings cross
+/// once the port is up again, `stats` counts what was not written, and
+/// SIGTERM stops the daemon within seconds.
+#[test]
+fn stderr_on_a_pipe_nobody_reads_stalls_nothing() {
+    if !ready(
+        "stderr_on_a_pipe_nobody_reads_stalls_nothing",
+        &["ip", "ping"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = Path3::new();
+    let (read_end, write_end) = nix::unistd::pipe().expect("a pipe");
+    let config = "add 50 count log ip from any to any\n\
+                  add 65000 allow ip from any to any\n";
+    let mut d = p.daemon("d", config, &[], Some(Stdio::from(write_end)));
+    // 64 KiB of pipe is some 700 log lines: a flood's first half second.
+    drop(p.flood(1000, 2));
+    let mut flood = p.flood(100, 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flood.child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the flood ran past -w");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p.m.ip(&["link", "set", "dev", "m-b", "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    p.m.ip(&["link", "set", "dev", "m-b", "up"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let ping = p.ping(10, "0.05", 56);
+    assert!(ping.received >= 9, "forwarding waited for stderr: {ping:?}");
+    let stats = d.stats();
+    println!("{stats}");
+    assert_books(&stats);
+    assert!(
+        stats.contains("stderr: ") && stats.contains("a full pipe nobody reads"),
+        "{stats}"
+    );
+    d.proc.assert_running();
+    // Nor does its exit wait for the pipe.
+    let status = d.proc.terminate(Duration::from_secs(5));
+    assert!(status.success(), "{status}");
+    drop(read_end);
+}

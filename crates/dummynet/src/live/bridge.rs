@@ -198,7 +198,7 @@ impl Bridge {
             if !self.told_gso_too_large[side] {
                 self.told_gso_too_large[side] = true;
                 let name = self.ports[side].ifname();
-                say!(
+                say_now!(
                     "dummynet: bridge port {name}: a super-packet of {} bytes would leave in \
                      segments of {seg} bytes, over the {limit} its MTU allows; such frames \
                      are dropped and counted as tx_failed and {name}.tx_gso_too_large \
@@ -254,7 +254,7 @@ impl Bridge {
                 Ok(state) => state,
                 Err(e) => {
                     // Unknown: keep what we believed, look again later.
-                    say!("dummynet: bridge port: {e}");
+                    say_now!("dummynet: bridge port: {e}");
                     self.next_look(side, now);
                     return;
                 }
@@ -268,7 +268,7 @@ impl Bridge {
                     let _ = self.ports[side].take_error();
                     self.links[side] = Link::Up;
                     let lost = self.link_counters[side].down_dropped - dropped;
-                    say!(
+                    say_now!(
                         "dummynet: bridge port {name} is up again after {:.1} s; forwarding \
                          ({lost} frame{} for it dropped meanwhile)",
                         now.saturating_duration_since(since).as_secs_f64(),
@@ -282,7 +282,7 @@ impl Bridge {
                 }
                 (LinkState::Down, _) => {
                     self.lose(side, now, false);
-                    say!(
+                    say_now!(
                         "dummynet: bridge port {name} is down: frames for it are dropped \
                          (counted as {name}.link_down_dropped) until it is up again"
                     );
@@ -306,7 +306,7 @@ impl Bridge {
                         return;
                     }
                     if !seen_gone {
-                        say!(
+                        say_now!(
                             "dummynet: bridge port {name} was deleted: frames for it are \
                              dropped (counted as {name}.link_down_dropped) until an interface \
                              named {name} comes back (--exit-on-link-loss stops the daemon \
@@ -322,7 +322,7 @@ impl Bridge {
                             // with ENETDOWN waiting.
                             let _ = port.take_error();
                             self.ports[side] = port;
-                            say!(
+                            say_now!(
                                 "dummynet: bridge port {name} is back as a new interface \
                                  (index {ifindex}); port reopened"
                             );
@@ -337,7 +337,7 @@ impl Bridge {
                             }
                         }
                         Err(e) => {
-                            say!("dummynet: bridge port {name}: reopening: {e}");
+                            say_now!("dummynet: bridge port {name}: reopening: {e}");
                             self.next_look(side, now);
                             return;
                         }
@@ -448,17 +448,17 @@ impl Backend for Bridge {
             // Down and up again before we looked.
             Ok(Some(Errno::ENETDOWN | Errno::ENXIO | Errno::ENODEV)) => {
                 self.link_counters[side].losses += 1;
-                say!("dummynet: bridge port {name} went down and came back up");
+                say_now!("dummynet: bridge port {name} went down and came back up");
             }
             Ok(Some(errno)) => {
-                say!("dummynet: bridge port {name}: the socket reported {errno}");
+                say_now!("dummynet: bridge port {name}: the socket reported {errno}");
             }
             // Polled with an error it does not explain: left alone until
             // the next look, so it cannot make the data plane spin.
             Ok(None) | Err(_) => {
                 if !self.told_odd_error {
                     self.told_odd_error = true;
-                    say!(
+                    say_now!(
                         "dummynet: bridge port {name} polls with an error but has none to \
                          give ({taken:?}); not polled for {} ms at a time while it does",
                         LINK_LOOK.as_millis()
@@ -541,7 +541,7 @@ impl Backend for Bridge {
             let rules = engine.undirected_pipe_rules();
             if !rules.is_empty() {
                 // Once per daemon: a line on stderr, not a cost per packet.
-                say!("dummynet: warning: {}", both_passes_warning(&rules));
+                say_now!("dummynet: warning: {}", both_passes_warning(&rules));
                 self.told_both_passes = true;
             }
         }
@@ -624,7 +624,7 @@ impl Backend for Bridge {
                         self.counters.tx_failed += 1;
                         if !self.told_tx_error[side] {
                             self.told_tx_error[side] = true;
-                            say!(
+                            say_now!(
                                 "dummynet: bridge port {}: the kernel refused a frame ({}); \
                                  refused frames are dropped and counted as tx_failed and \
                                  {}.tx_refused or .tx_no_buffers in `dummynet stats` \

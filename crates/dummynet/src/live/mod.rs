@@ -23,12 +23,28 @@ use dummynet_io::afpacket::VnetHdr;
 use dummynet_io::nfqueue::HostPacket;
 
 /// What a daemon says on stderr, as `eprintln!` would, but a write that
-/// fails does not panic: stderr may be a file on a full disk (ENOSPC) or a
-/// pipe nobody reads, and the daemon must go on forwarding. Lost lines are
-/// counted ([`stderr_lost`]) and `stats` reports them with the first error.
+/// fails does not panic and one stderr does not take does not block for
+/// long: stderr may be a file on a full disk (ENOSPC) or a pipe nobody
+/// reads, and the daemon must go on forwarding and stop when told. Each
+/// message waits at most [`SAY_WAIT`] for room; lost ones are counted
+/// ([`stderr_lost`]) and `stats` reports them with the first reason.
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::live::say_str(&format!("{}\n", format_args!($($arg)*)))
+        $crate::live::say_within(
+            &format!("{}\n", format_args!($($arg)*)),
+            $crate::live::SAY_WAIT,
+        )
+    };
+}
+
+/// [`say!`] for the data plane's thread, which never waits: a message
+/// stderr cannot take at once is counted as lost.
+macro_rules! say_now {
+    ($($arg:tt)*) => {
+        $crate::live::say_within(
+            &format!("{}\n", format_args!($($arg)*)),
+            std::time::Duration::ZERO,
+        )
     };
 }
 
@@ -250,20 +266,52 @@ pub trait Backend: Send {
     fn stop_intercepting(&mut self) {}
 }
 
-/// Lines [`say_str`] could not write, and the first error it met.
+/// How long [`say!`] waits for stderr to take a message.
+pub const SAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Messages [`say_within`] could not write, and the first reason.
 static STDERR_LOST: AtomicU64 = AtomicU64::new(0);
 static STDERR_ERROR: OnceLock<String> = OnceLock::new();
 
-/// Writes `text` to stderr in one piece; a failure is counted, not raised
-/// (see [`say!`]).
-pub fn say_str(text: &str) {
-    if let Err(e) = std::io::stderr().lock().write_all(text.as_bytes()) {
-        STDERR_LOST.fetch_add(1, Ordering::Relaxed);
-        let _ = STDERR_ERROR.set(e.to_string());
+fn stderr_lost_one(why: String) {
+    STDERR_LOST.fetch_add(1, Ordering::Relaxed);
+    let _ = STDERR_ERROR.set(why);
+}
+
+/// Writes `text` to stderr, waiting at most `wait` for room before each
+/// piece of up to 4 KiB (a pipe with room for one takes it without
+/// blocking); a failure or a timeout is counted, not raised ([`say!`]).
+pub fn say_within(text: &str, wait: std::time::Duration) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd as _;
+    let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    let mut out = std::io::stderr().lock();
+    for piece in text.as_bytes().chunks(4096) {
+        let ready = {
+            let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLOUT)];
+            poll(&mut fds, PollTimeout::from(ms))
+        };
+        // Ready, or poll cannot tell (then the write says).
+        if let Ok(0) = ready {
+            stderr_lost_one(format!(
+                "stderr took nothing for {ms} ms (a full pipe nobody reads?)"
+            ));
+            return;
+        }
+        if let Err(e) = out.write_all(piece) {
+            stderr_lost_one(e.to_string());
+            return;
+        }
     }
 }
 
-/// How many writes to stderr failed, and the first error; `None` if none.
+/// [`say_within`] with [`SAY_WAIT`].
+pub fn say_str(text: &str) {
+    say_within(text, SAY_WAIT);
+}
+
+/// How many messages could not be written to stderr, and the first
+/// reason; `None` if none.
 pub fn stderr_lost() -> Option<(u64, String)> {
     let n = STDERR_LOST.load(Ordering::Relaxed);
     (n > 0).then(|| (n, STDERR_ERROR.get().cloned().unwrap_or_default()))

@@ -2,6 +2,8 @@
 //! thread of their own, which writes them to the daemon's stderr in
 //! FreeBSD's form (`ipfw: 100 Accept TCP 10.0.0.1:5000 10.0.0.2:80 out via
 //! eth0`), so a slow terminal or a full pipe never holds up forwarding.
+//! A batch waits at most [`super::SAY_WAIT`] for stderr, and none waits
+//! while stderr takes nothing, so a pipe nobody reads holds up no exit.
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::JoinHandle;
@@ -80,6 +82,10 @@ impl Drop for RuleLog {
 }
 
 fn write_all(rx: Receiver<Batch>) {
+    // Once stderr has kept a batch waiting in vain, the next ones do not
+    // wait (each would, and the daemon's exit joins this thread) until
+    // one is taken again.
+    let mut blocked = false;
     for b in rx {
         let mut out = String::new();
         for (e, recv, xmit) in &b.events {
@@ -96,6 +102,13 @@ fn write_all(rx: Receiver<Batch>) {
                 b.lost
             ));
         }
-        super::say_str(&out);
+        let lost = super::stderr_lost().map_or(0, |(n, _)| n);
+        let wait = if blocked {
+            std::time::Duration::ZERO
+        } else {
+            super::SAY_WAIT
+        };
+        super::say_within(&out, wait);
+        blocked = super::stderr_lost().map_or(0, |(n, _)| n) > lost;
     }
 }
