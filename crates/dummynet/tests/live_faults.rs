@@ -1166,3 +1166,123 @@ fn stderr_on_a_pipe_nobody_reads_stalls_nothing() {
     assert!(status.success(), "{status}");
     drop(read_end);
 }
+
+/// The counter `name` of `dummynet stats`' `host nfqueue` line (0 when
+/// absent).
+fn host_counter(stats: &str, name: &str) -> u64 {
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("host nfqueue "))
+        .unwrap_or_else(|| panic!("no host line in dummynet stats:\n{stats}"));
+    line.split_once(": ")
+        .map_or("", |(_, list)| list)
+        .split(", ")
+        .filter_map(|item| item.rsplit_once(' '))
+        .find(|(k, _)| *k == name)
+        .map_or(0, |(_, v)| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("no count after `{name}` in {line}"))
+        })
+}
+
+/// A host daemon stops reading for a second (SIGSTOP) while C sends
+/// 25,000 small UDP datagrams a second. The queue holds 65,536 packets,
+/// and a local sender's socket buffer stays charged for what the kernel
+/// holds, so the sender is throttled rather than its packets lost; what
+/// the kernel does drop is counted (`kernel_queue_dropped`,
+/// `kernel_user_dropped`, `enobufs` in `stats`). Once the daemon runs
+/// again it works through the backlog, the books balance and pings are
+/// shaped at once.
+#[test]
+fn a_full_host_queue_is_counted_never_a_stall() {
+    if !ready(
+        "a_full_host_queue_is_counted_never_a_stall",
+        &["ip", "ping", "iperf3", "nft"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let (c, s) = (TestNs::new(), TestNs::new());
+    veth(&c, "c0", &s, "s0");
+    c.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "c0"]);
+    s.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "s0"]);
+    let scratch = Scratch::new();
+    let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
+    let socket = scratch.path("d.sock");
+    let queue = (7000 + unique_port() % 1000).to_string();
+    let args = [
+        "run",
+        "--host",
+        "--queue",
+        &queue,
+        "--config",
+        config.to_str().expect("a UTF-8 path"),
+        "--socket",
+        socket.to_str().expect("a UTF-8 path"),
+    ];
+    let mut cmd = c.command(DUMMYNET, &args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut d = Proc::spawn(cmd, "dummynet run --host");
+    wait_for_socket(&socket, &mut d);
+    let port = unique_port();
+    let _server = iperf3_server(&s, port, None);
+    let mut cmd = c.command(
+        "iperf3",
+        &[
+            "-c",
+            B_ADDR,
+            "-p",
+            &port.to_string(),
+            "-u",
+            "-b",
+            "20M",
+            "-l",
+            "100",
+            "-t",
+            "3",
+        ],
+    );
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut client = Proc::spawn(cmd, "iperf3 -u C → S");
+    std::thread::sleep(Duration::from_millis(700));
+    kill(d.pid(), Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(1));
+    kill(d.pid(), Signal::SIGCONT).expect("SIGCONT");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while client.child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "iperf3 ran past -t");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run_bounded(
+        &mut c.command("ping", &["-c", "5", "-i", "0.1", "-W", "1", B_ADDR]),
+        Duration::from_secs(10),
+        "ping C → S",
+    );
+    let ping = Ping::parse(&text(&out.stdout));
+    assert_eq!(ping.lost(), 0, "after the queue overflowed: {ping:?}");
+    assert!(
+        ping.rtts().iter().all(|&r| r >= 20.0),
+        "not shaped: {ping:?}"
+    );
+    let out = run_bounded(
+        Command::new(DUMMYNET)
+            .args(["stats", "--socket"])
+            .arg(&socket),
+        Duration::from_secs(5),
+        "dummynet stats",
+    );
+    let stats = expect_success(&out, "dummynet stats");
+    println!("{stats}");
+    assert_books(&stats);
+    // The backlog went through the daemon, not around it.
+    assert!(
+        host_counter(&stats, "received") > 10_000,
+        "the flood did not go through the queue:\n{stats}"
+    );
+    let kernel = host_counter(&stats, "kernel_queue_dropped")
+        + host_counter(&stats, "kernel_user_dropped")
+        + host_counter(&stats, "enobufs");
+    println!("dropped by the kernel, counted: {kernel}");
+    d.assert_running();
+    assert!(d.terminate(Duration::from_secs(5)).success());
+}
