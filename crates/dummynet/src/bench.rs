@@ -35,6 +35,7 @@ use nix::time::{clock_gettime, ClockId};
 use dummynet_engine::config::{
     Action, Correlated, Distribution, Duplicate, FlowsetConfig, Jitter, LinkConfig, LossModel,
     PipeConfig, QueueConfig, QueueLimit, RuleSpec, SchedConfig, Setting, Slot, Trace, TraceMode,
+    DEFAULT_INSTANCE_LIMIT,
 };
 use dummynet_engine::flow::proto;
 use dummynet_engine::impair::dist;
@@ -744,6 +745,9 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
     let tx: Nanos = 100;
     let bw = u64::from(size) * 8 * (1_000_000_000 / tx);
     apply(&mut e, Command::Set(Setting::PipeSlotLimit(1_000_000)))?;
+    // A queue per flow, and the pipe's own: room for them all.
+    let room = flows.saturating_add(1).max(DEFAULT_INSTANCE_LIMIT);
+    apply(&mut e, Command::Set(Setting::InstanceLimit(room)))?;
     apply(&mut e, pipe_cmd(bw, 0, QueueLimit::default()))?;
     apply(
         &mut e,

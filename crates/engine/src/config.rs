@@ -156,6 +156,12 @@ pub struct Schedule {
     pub every: Option<Nanos>,
 }
 
+/// Default of `net.inet.ip.dummynet.instance_limit`: 65536 flows, each
+/// some hundreds of bytes of queue and instance (`dummynet stats` prints the
+/// worst case), tens of MiB at most; far more than the thousands of flows a
+/// busy emulated link sees between two expiry sweeps.
+pub const DEFAULT_INSTANCE_LIMIT: u32 = 65536;
+
 /// Run-time settings, named after the FreeBSD sysctls they mirror.
 ///
 /// The defaults of AQM and scheduler parameters
@@ -188,6 +194,19 @@ pub enum Setting {
     /// whatever arrives. Lowered below what is held, it drops nothing held:
     /// arrivals are refused until enough has left.
     HeldLimit(u64),
+    /// `net.inet.ip.dummynet.instance_limit` (not FreeBSD's; default
+    /// [`DEFAULT_INSTANCE_LIMIT`], at least 1): the most per-flow queues, and
+    /// separately the most scheduler instances, that may exist at once over
+    /// every flowset and scheduler (masked or not; a flow-queueing type's
+    /// sub-queues count as queues). A packet that would need a new one past
+    /// it is dropped as it arrives ([`crate::stats::DropReason::InstanceLimit`]);
+    /// packets of flows that have theirs go on as before. Without it a
+    /// random-source flood through `mask all` makes one queue and one
+    /// instance per packet until `expire` catches up. FreeBSD's `buckets`
+    /// stays what it is there, the size of a hash table, not a cap.
+    /// Lowered below what exists, it frees nothing: new flows are refused
+    /// until expiry brings the count under it.
+    InstanceLimit(u32),
     /// `net.inet.ip.fw.enable` (default 1; `ipfw enable|disable firewall`):
     /// with 0 every packet passes, unclassified.
     Firewall(bool),
@@ -278,6 +297,8 @@ pub struct Settings {
     pub pipe_byte_limit: u64,
     /// [`Setting::HeldLimit`]: bytes, 0 for no limit.
     pub held_limit: u64,
+    /// [`Setting::InstanceLimit`].
+    pub instance_limit: u32,
     /// The plug-in defaults set away from FreeBSD's, by sysctl name.
     tunables: BTreeMap<&'static str, u64>,
 }
@@ -293,6 +314,7 @@ impl Default for Settings {
             pipe_slot_limit: MAX_QUEUE_SLOTS,
             pipe_byte_limit: MAX_QUEUE_BYTES,
             held_limit: 0,
+            instance_limit: DEFAULT_INSTANCE_LIMIT,
             tunables: BTreeMap::new(),
         }
     }
@@ -331,6 +353,12 @@ impl Settings {
             Setting::PipeByteLimit(0) => return Err("pipe_byte_limit must be at least 1".into()),
             Setting::PipeByteLimit(v) => self.pipe_byte_limit = v,
             Setting::HeldLimit(v) => self.held_limit = v,
+            Setting::InstanceLimit(0) => {
+                return Err("net.inet.ip.dummynet.instance_limit must be at least 1 \
+                            (every pipe or queue needs a queue and an instance)"
+                    .into())
+            }
+            Setting::InstanceLimit(v) => self.instance_limit = v,
             Setting::Tunable { sysctl, value } => {
                 let t = crate::params::tunable(sysctl)
                     .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;

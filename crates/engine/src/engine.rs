@@ -18,7 +18,10 @@ use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 use crate::rng::Rng;
 use crate::sched::{self, SchedType};
-use crate::stats::{DropReason, LinkView, RuleView, Snapshot, StateView, TableView, Totals};
+use crate::stats::{
+    DropReason, LinkView, MemoryPart, MemoryReport, RuleView, Snapshot, StateView, TableView,
+    Totals,
+};
 use crate::time::{Nanos, NS_PER_SEC};
 
 /// A configuration command the engine refused; nothing was changed.
@@ -41,6 +44,11 @@ pub const MAX_DELAY: Nanos = 3600 * NS_PER_SEC;
 /// since the previous sweep is freed. The sweep runs on arrivals, at most
 /// once per period, so an idle engine does no work and sets no timer for it.
 pub const EXPIRE_IDLE: Nanos = NS_PER_SEC;
+
+/// The shortest packet the worst case of [`Engine::memory`] counts on: an
+/// IPv4 header. (The frame parser makes no shorter IP packet; a caller
+/// feeding shorter ones holds more records per `held_limit` byte.)
+pub const MIN_PACKET_LEN: u64 = 20;
 
 /// Schedules running at once, at most (each repeating one runs forever).
 pub const MAX_SCHEDULES: usize = 4096;
@@ -115,10 +123,12 @@ impl<P: Payload> Engine<P> {
     }
 
     pub fn with_settings(seed: u64, settings: Settings) -> Self {
+        let mut dn = Dummynet::new(seed);
+        dn.instance_limit = settings.instance_limit;
         Engine {
             rules: Ruleset::new(),
             ifaces: Interfaces::default(),
-            dn: Dummynet::new(seed),
+            dn,
             settings,
             rng: Rng::new(seed),
             seq: 0,
@@ -385,6 +395,89 @@ impl<P: Payload> Engine<P> {
             self.dn.expire_idle();
         }
         self.rules.states.sweep(now);
+    }
+
+    /// The engine's memory by part, now and at worst under the current
+    /// configuration (see [`MemoryReport`]). From the sizes of its own
+    /// records; a caller's payload `P` counts as `size_of::<P>()` plus the
+    /// packet's length, whatever buffer it really holds.
+    ///
+    /// - packets: each held packet's record and length; at worst
+    ///   `held_limit` bytes of packets of at least [`MIN_PACKET_LEN`] bytes
+    ///   (or what is held, if it was lowered under that; unbounded without
+    ///   `held_limit`: a delay line holds whatever
+    ///   arrives in its delay). Room queues keep after a burst is not
+    ///   counted; an idle queue gives it back at the next expiry sweep.
+    /// - queues, instances: see [`Dummynet::record_bytes`].
+    /// - states: `dyn_max` dynamic rules at worst.
+    /// - rules, tables: what the commands made; traffic adds none.
+    /// - log: at most [`classifier::LOG_CAPACITY`] events; more are counted
+    ///   and shed.
+    pub fn memory(&self) -> MemoryReport {
+        use std::mem::size_of;
+        let record = size_of::<Held<P>>() as u64;
+        let packets = MemoryPart {
+            name: "packets",
+            now: self.totals.inside * record + self.totals.held_bytes,
+            worst: match self.settings.held_limit {
+                0 => None,
+                // Lowered under what is held, it frees nothing: what is
+                // held leaves in its time.
+                limit => Some(
+                    limit.max(self.totals.held_bytes)
+                        + (limit / MIN_PACKET_LEN).max(self.totals.inside) * record,
+                ),
+            },
+        };
+        let [(q_now, q_worst), (i_now, i_worst)] = self.dn.record_bytes();
+        let per_state = classifier::dynamic::States::bytes_per_state() as u64;
+        let states = MemoryPart {
+            name: "states",
+            now: self.rules.states.len() as u64 * per_state,
+            worst: Some(
+                u64::from(self.settings.dyn_value(crate::config::DynSetting::Max))
+                    .max(self.rules.states.len() as u64)
+                    * per_state,
+            ),
+        };
+        let rules = std::mem::size_of_val(self.rules.rules()) as u64;
+        let tables = self.rules.tables.bytes() as u64;
+        let log_event = size_of::<LogEvent>() as u64;
+        let (queues, instances) = self.dn.instance_counts();
+        MemoryReport {
+            parts: vec![
+                packets,
+                MemoryPart {
+                    name: "queues",
+                    now: q_now,
+                    worst: Some(q_worst),
+                },
+                MemoryPart {
+                    name: "instances",
+                    now: i_now,
+                    worst: Some(i_worst),
+                },
+                states,
+                MemoryPart {
+                    name: "rules",
+                    now: rules,
+                    worst: Some(rules),
+                },
+                MemoryPart {
+                    name: "tables",
+                    now: tables,
+                    worst: Some(tables),
+                },
+                MemoryPart {
+                    name: "log",
+                    now: self.rules.log.len() as u64 * log_event,
+                    worst: Some(classifier::LOG_CAPACITY as u64 * log_event),
+                },
+            ],
+            queues: queues as u64,
+            instances: instances as u64,
+            instance_limit: self.settings.instance_limit,
+        }
     }
 
     /// Bytes one idle per-flow queue costs under a scheduler of type `kind`
@@ -1180,7 +1273,9 @@ impl<P: Payload> Engine<P> {
             // What already left was decided under the old setting.
             self.settle_exits();
         }
-        self.settings.set(s).map_err(ConfigError)
+        self.settings.set(s).map_err(ConfigError)?;
+        self.dn.instance_limit = self.settings.instance_limit;
+        Ok(())
     }
 
     /// Takes queued packets out, changes the objects, and puts the packets
@@ -1386,6 +1481,7 @@ impl<P: Payload> Engine<P> {
             states: dynamic,
             states_refused: states.refused,
             tables,
+            memory: self.memory(),
         }
     }
 }

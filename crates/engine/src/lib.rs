@@ -42,5 +42,5 @@ pub use config::{Command, Settings};
 pub use engine::{ConfigError, Engine, ScheduleStats};
 pub use flow::{FlowKey, FlowMask};
 pub use packet::{Direction, IfaceId, Output, PacketInfo, Payload, Target, Verdict};
-pub use stats::{DropReason, Snapshot, Totals};
+pub use stats::{DropReason, MemoryReport, Snapshot, Totals};
 pub use time::Nanos;

@@ -36,10 +36,13 @@ pub enum DropReason {
     /// kernel refused the frame, the port went away): reported back with
     /// [`crate::Engine::unsent`].
     TxFailed,
+    /// It needed a new per-flow queue or scheduler instance (a new flow of
+    /// a mask), and `net.inet.ip.dummynet.instance_limit` of them exist.
+    InstanceLimit,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::RuleDeny,
         DropReason::QueueFull,
         DropReason::Plr,
@@ -52,6 +55,7 @@ impl DropReason {
         DropReason::StateRefused,
         DropReason::MemoryLimit,
         DropReason::TxFailed,
+        DropReason::InstanceLimit,
     ];
 
     /// Stable short name used in logs and summaries.
@@ -69,6 +73,7 @@ impl DropReason {
             DropReason::StateRefused => "state-refused",
             DropReason::MemoryLimit => "memory-limit",
             DropReason::TxFailed => "tx-failed",
+            DropReason::InstanceLimit => "instance-limit",
         }
     }
 
@@ -155,6 +160,8 @@ pub struct Snapshot {
     pub states_refused: u64,
     /// Lookup tables, by name.
     pub tables: Vec<TableView>,
+    /// The engine's memory, now and at worst ([`crate::Engine::memory`]).
+    pub memory: MemoryReport,
 }
 
 /// A dynamic rule, as `ipfw -d show` prints it.
@@ -261,4 +268,96 @@ impl FlowsetView {
 pub struct FlowView {
     pub id: FlowKey,
     pub counters: FlowCounters,
+}
+
+/// One part of the engine's memory: bytes in use now, and the most the
+/// current configuration lets it reach whatever traffic arrives (`None`:
+/// nothing bounds it, e.g. packets without `held_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPart {
+    pub name: &'static str,
+    pub now: u64,
+    pub worst: Option<u64>,
+}
+
+/// The engine's memory by part ([`crate::Engine::memory`]), from the sizes
+/// of its own records (`size_of`), not from the allocator.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemoryReport {
+    /// `packets`, `queues`, `instances`, `states`, `rules`, `tables`, `log`.
+    pub parts: Vec<MemoryPart>,
+    /// Per-flow queues and scheduler instances that exist, and
+    /// `instance_limit`, which bounds each count.
+    pub queues: u64,
+    pub instances: u64,
+    pub instance_limit: u32,
+}
+
+impl MemoryReport {
+    pub fn now(&self) -> u64 {
+        self.parts.iter().map(|p| p.now).sum()
+    }
+
+    /// The sum of the parts' worst cases, `None` if one is unbounded.
+    pub fn worst(&self) -> Option<u64> {
+        self.parts.iter().map(|p| p.worst).sum()
+    }
+
+    pub fn part(&self, name: &str) -> Option<&MemoryPart> {
+        self.parts.iter().find(|p| p.name == name)
+    }
+}
+
+impl std::fmt::Display for MemoryReport {
+    /// A `memory:` block: one line per part, now and at worst, then the total.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let worst = |w: Option<u64>| match w {
+            Some(b) => human_bytes(b),
+            None => "unbounded".to_string(),
+        };
+        writeln!(
+            f,
+            "memory: {} now, {} at worst for this configuration",
+            human_bytes(self.now()),
+            worst(self.worst())
+        )?;
+        for p in &self.parts {
+            write!(
+                f,
+                "  {:<10} {:>10} now, {:>10} at worst",
+                p.name,
+                human_bytes(p.now),
+                worst(p.worst)
+            )?;
+            match p.name {
+                "packets" if p.worst.is_none() => {
+                    write!(f, " (set held_limit, run --memory-limit)")?
+                }
+                "queues" => write!(f, " ({} of at most {})", self.queues, self.instance_limit)?,
+                "instances" => write!(
+                    f,
+                    " ({} of at most {})",
+                    self.instances, self.instance_limit
+                )?,
+                _ => {}
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes for a reader: B, KiB, MiB or GiB with one decimal.
+pub fn human_bytes(b: u64) -> String {
+    const K: f64 = 1024.0;
+    let x = b as f64;
+    if x < K {
+        format!("{b} B")
+    } else if x < K * K {
+        format!("{:.1} KiB", x / K)
+    } else if x < K * K * K {
+        format!("{:.1} MiB", x / (K * K))
+    } else {
+        format!("{:.1} GiB", x / (K * K * K))
+    }
 }

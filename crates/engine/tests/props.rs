@@ -337,3 +337,99 @@ proptest! {
         prop_assert_eq!(run(seed, &steps), run(seed, &steps));
     }
 }
+
+/// As [`step`], with commands that change the bounds on memory as well:
+/// `instance_limit` (raised or lowered live) and flow-queueing schedulers,
+/// whose bucket tables grow with their `flows`.
+fn memory_step() -> impl Strategy<Value = Step> {
+    let extra = prop_oneof![
+        (1u32..=40).prop_map(|n| Command::Set(Setting::InstanceLimit(n))),
+        (1u64..=300_000).prop_map(|b| Command::Set(Setting::HeldLimit(b))),
+        (
+            1u32..=4,
+            prop_oneof![Just("fq_codel"), Just("fq_pie")],
+            mask(),
+            1u64..=64
+        )
+            .prop_map(|(s, kind, mask, flows)| Command::ConfigSched(
+                s,
+                SchedConfig {
+                    kind: Some(kind.into()),
+                    mask,
+                    link: None,
+                    params: vec![("flows".into(), flows)],
+                }
+            )),
+    ];
+    prop_oneof![
+        6 => step(),
+        1 => extra.prop_map(|c| Step::Cmd(Box::new(c))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Whatever the configuration and traffic, no part of the engine's
+    /// memory report is ever above its worst case, and the queues and
+    /// instances never outnumber `instance_limit` unless it was lowered
+    /// under what existed.
+    #[test]
+    fn the_worst_case_memory_bounds_the_use(
+        seed in any::<u64>(),
+        first in (link(), flowset()),
+        steps in proptest::collection::vec(memory_step(), 1..160),
+    ) {
+        let mut h = Harness::new(seed);
+        h.apply(Command::Set(Setting::HeldLimit(100_000)));
+        h.apply(Command::Set(Setting::InstanceLimit(16)));
+        // UDP goes to a pipe with `mask all` from the start (until the steps
+        // change it), so that floods of new flows meet the cap.
+        let (link, flowset) = first;
+        let flowset = FlowsetConfig { mask: FlowMask::ALL, ..flowset };
+        if h.e.apply(0, Command::ConfigPipe(5, PipeConfig { link, flowset, sched: None })).is_ok() {
+            h.apply(Command::AddRule(RuleSpec {
+                number: Some(50),
+                action: Action::Pipe(5),
+                prob: None,
+                extra: Default::default(),
+                body: vec![Cond::new(CondKind::Proto(17))],
+            }));
+        }
+        let mut now = 0;
+        let mut lowered = false;
+        for s in &steps {
+            match s {
+                Step::Cmd(c) => {
+                    h.advance(now);
+                    let before = h.e.memory();
+                    let applied = h.e.apply(now, Command::clone(c)).is_ok();
+                    if applied {
+                        if let Command::Set(Setting::InstanceLimit(n)) = **c {
+                            lowered |= u64::from(n) < before.queues.max(before.instances);
+                        }
+                    }
+                    h.advance(now);
+                }
+                Step::Packet { dt, info } => {
+                    now += dt;
+                    h.send(now, *info);
+                }
+                Step::Wait(dt) => {
+                    now += dt;
+                    h.run_until(now);
+                }
+            }
+            let m = h.e.memory();
+            for p in &m.parts {
+                let worst = p.worst.unwrap_or(u64::MAX);
+                prop_assert!(p.now <= worst, "{}: {} now > {} at worst", p.name, p.now, worst);
+            }
+            if !lowered {
+                let cap = u64::from(m.instance_limit);
+                prop_assert!(m.queues <= cap && m.instances <= cap, "{m:?}");
+            }
+        }
+        h.finish();
+    }
+}

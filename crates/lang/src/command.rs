@@ -35,7 +35,7 @@ pub(crate) enum Mode {
 #[rustfmt::skip]
 const COMMANDS: &[&str] = &[
     "add", "delete", "flush", "zero", "show", "list", "pipe", "queue", "sched", "sysctl", "kenv",
-    "kldload", "at", "table", "set", "enable", "disable", "resetlog",
+    "kldload", "at", "table", "set", "enable", "disable", "resetlog", "memory",
 ];
 
 /// ipfw commands dummynet does not do, with what each is about.
@@ -75,6 +75,7 @@ const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.pipe_slot_limit",
     "net.inet.ip.dummynet.pipe_byte_limit",
     "net.inet.ip.dummynet.held_limit",
+    "net.inet.ip.dummynet.instance_limit",
     "net.inet.ip.fw.enable",
     "net.inet.ip.fw.dyn_ack_lifetime",
     "net.inet.ip.fw.dyn_syn_lifetime",
@@ -491,6 +492,9 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
             numbers: rule_numbers(cur, true)?,
             counters: kw == "show",
         }),
+        // Not FreeBSD's: a word of its own, so that `show`'s output, which
+        // scripts parse, stays as FreeBSD prints it.
+        "memory" => Statement::Show(ShowRequest::Memory),
         "pipe" => return dnparse::parse(cur, Object::Pipe, ctx),
         "queue" => return dnparse::parse(cur, Object::Queue, ctx),
         "sched" => return dnparse::parse(cur, Object::Sched, ctx),
@@ -589,6 +593,10 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
         "net.inet.ip.dummynet.held_limit" => Setting::HeldLimit(
             number_in(value, name, 0, u64::MAX).map_err(|e| value_error(e.into_message()))?,
         ),
+        // A count; the engine refuses 0.
+        "net.inet.ip.dummynet.instance_limit" => {
+            Setting::InstanceLimit(int(u64::from(u32::MAX))? as u32)
+        }
         "net.inet.ip.fw.enable" => Setting::Firewall(flag()?),
         _ if name.starts_with("net.inet.ip.fw.dyn_")
             && dummynet_engine::config::DynSetting::ALL

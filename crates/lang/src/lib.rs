@@ -133,6 +133,9 @@ pub enum ShowRequest {
     Sets,
     /// `table N list` (`None`: `table all list`).
     Tables(Option<dummynet_engine::config::TableName>),
+    /// `memory` (not FreeBSD's): the engine's memory by part, now and at
+    /// worst for the configuration.
+    Memory,
 }
 
 /// A parsed command line.

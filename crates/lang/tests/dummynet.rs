@@ -495,9 +495,18 @@ fn settings() {
             "sysctl net.inet.ip.dummynet.held_limit=0",
             Setting::HeldLimit(0),
         ),
+        (
+            "sysctl net.inet.ip.dummynet.instance_limit=1000",
+            Setting::InstanceLimit(1000),
+        ),
     ];
     for (line, s) in cases {
         assert_eq!(apply(line), Command::Set(s), "{line}");
+    }
+    // At least one queue and instance; a count that fits in 32 bits.
+    for bad in ["0", "4294967296"] {
+        let e = err(&format!("sysctl net.inet.ip.dummynet.instance_limit={bad}"));
+        assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some(bad)), "{e}");
     }
     let e = err("sysctl net.inet.ip.fw.one_pass=2");
     assert_eq!((e.kind, e.found()), (ErrorKind::Range, Some("2")));
@@ -750,4 +759,19 @@ fn a_bare_small_bandwidth_is_taken_with_a_warning() {
     ] {
         assert!(notes(quiet).is_empty(), "{quiet}");
     }
+}
+
+/// `memory` (not FreeBSD's) asks for the memory report, from ipfw or
+/// dnctl, and leaves `show` as FreeBSD prints it.
+#[test]
+fn memory_is_a_command_of_its_own() {
+    for line in ["ipfw memory", "dnctl memory", "memory"] {
+        let p = parse_command(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(p.statement, Statement::Show(ShowRequest::Memory), "{line}");
+    }
+    assert!(parse_command("ipfw memory 100").is_err());
+    assert!(matches!(
+        parse_command("ipfw show").map(|p| p.statement),
+        Ok(Statement::Show(ShowRequest::Rules { .. }))
+    ));
 }

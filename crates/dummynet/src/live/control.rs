@@ -146,6 +146,7 @@ fn render(
         ShowRequest::Queues(n) => dummynet_lang::format_queues(snap, n),
         ShowRequest::Scheds(n) => dummynet_lang::format_scheds(snap, n),
         ShowRequest::Sets => dummynet_lang::format_sets(snap),
+        ShowRequest::Memory => snap.memory.to_string(),
         ShowRequest::Tables(name) => match dummynet_lang::format_tables(snap, name.as_ref()) {
             Ok(t) => t,
             Err(e) => return Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),

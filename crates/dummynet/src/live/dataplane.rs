@@ -363,6 +363,12 @@ pub struct Report {
     /// they are read as they come.
     pub late_reads_within_ns: Option<u64>,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
+    /// The engine's memory by part: (name, bytes now, bytes at worst for
+    /// the configuration, `None` if unbounded), then the queues and
+    /// scheduler instances that exist and `instance_limit`
+    /// ([`dummynet_engine::Engine::memory`]; rendered off the data plane).
+    pub memory: Vec<(&'static str, u64, Option<u64>)>,
+    pub memory_counts: (u64, u64, u32),
     /// Why the data plane stopped by itself: a backend could not go on
     /// ([`Backend::failure`]). `None` when it was asked to stop.
     pub failure: Option<String>,
@@ -484,6 +490,19 @@ impl std::fmt::Display for Report {
                 self.stderr_lost,
                 self.stderr_error.as_deref().unwrap_or("unknown error")
             )?;
+        }
+        let memory = dummynet_engine::MemoryReport {
+            parts: self
+                .memory
+                .iter()
+                .map(|&(name, now, worst)| dummynet_engine::stats::MemoryPart { name, now, worst })
+                .collect(),
+            queues: self.memory_counts.0,
+            instances: self.memory_counts.1,
+            instance_limit: self.memory_counts.2,
+        };
+        if !memory.parts.is_empty() {
+            write!(f, "{memory}")?;
         }
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
@@ -983,7 +1002,14 @@ impl DataPlane {
         let stderr_lost = stderr_lost.unwrap_or(0);
         let t = self.engine.totals();
         let sched = self.engine.schedule_stats();
+        let memory = self.engine.memory();
         Report {
+            memory: memory
+                .parts
+                .iter()
+                .map(|p| (p.name, p.now, p.worst))
+                .collect(),
+            memory_counts: (memory.queues, memory.instances, memory.instance_limit),
             arrived: t.arrived,
             delivered: t.delivered,
             dropped: t.dropped(),

@@ -188,9 +188,14 @@ impl States {
             .map_or("default", String::as_str)
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Bytes one state costs in the tables: its entry, and the `limit`
+    /// count it may hold (hash table slack not included).
+    pub fn bytes_per_state() -> usize {
+        std::mem::size_of::<(Key, State)>() + std::mem::size_of::<(LimitKey, u32)>() + 2
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &State> {

@@ -56,6 +56,25 @@ impl Table {
             + self.numbers.len()
     }
 
+    /// Bytes its entries take: each entry's own size and a name's text
+    /// (the maps' own nodes and slack not included).
+    pub fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        let nets: usize = self
+            .nets
+            .iter()
+            .flat_map(|f| f.values())
+            .map(HashMap::len)
+            .sum();
+        nets * (size_of::<(u128, u32)>() + 1)
+            + self
+                .names
+                .keys()
+                .map(|k| size_of::<(String, u32)>() + 1 + k.len())
+                .sum::<usize>()
+            + self.numbers.len() * size_of::<(u32, u32)>()
+    }
+
     fn clear(&mut self) {
         self.nets = Default::default();
         self.names.clear();
@@ -171,6 +190,14 @@ fn mask(bits: u32, prefix: u8) -> u128 {
 }
 
 impl Tables {
+    /// Bytes the tables' entries take ([`Table::bytes`]), destroyed ones too.
+    pub fn bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|t| std::mem::size_of::<Table>() + t.bytes())
+            .sum()
+    }
+
     pub fn get(&self, s: Slot) -> &Table {
         &self.slots[s.0]
     }

@@ -120,6 +120,11 @@ impl<T> Slab<T> {
         self.items.get_mut(i as usize).and_then(Option::as_mut)
     }
 
+    /// Items in it.
+    fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
         self.items
             .iter()
@@ -303,6 +308,32 @@ struct Sched {
     instances: FxHashMap<FlowKey, InstId>,
     /// Its type's [`SchedType::sub_queues`] for its parameters.
     sub: Option<SubQueues>,
+    /// Bytes of an instance's policy and of a sub-queue's AQM state, found
+    /// when configured so the memory report makes nothing on the data plane.
+    sizes: SchedSizes,
+}
+
+#[derive(Clone, Copy)]
+struct SchedSizes {
+    policy: usize,
+    sub_aqm: usize,
+}
+
+impl SchedSizes {
+    fn of(kind: &SchedType, params: &[(String, u64)], sub: Option<&SubQueues>) -> Self {
+        SchedSizes {
+            policy: std::mem::size_of_val(&*new_policy(kind, params)),
+            sub_aqm: sub
+                .and_then(|s| s.aqm.new_state(s.aqm_limit))
+                .map_or(0, |a| std::mem::size_of_val(&*a)),
+        }
+    }
+}
+
+/// Bytes of the AQM state a queue of a flowset configured so makes itself
+/// (0 for none).
+fn own_aqm_bytes(cfg: &FlowsetConfig) -> Option<usize> {
+    aqm::new_state(&cfg.aqm, cfg.limit).map(|a| std::mem::size_of_val(&*a))
 }
 
 struct Flowset {
@@ -311,6 +342,8 @@ struct Flowset {
     queues: FxHashMap<(InstId, FlowKey), QueueId>,
     /// Unmasked flowset on an unmasked scheduler: its single queue, if made.
     solo: Option<QueueId>,
+    /// [`own_aqm_bytes`] of its configuration.
+    aqm_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -408,6 +441,9 @@ pub(crate) struct Dummynet<P> {
     pub copies_failed: u64,
     /// Packets `corrupt` hit.
     pub corrupted: u64,
+    /// The most queues, and the most scheduler instances, an arrival may
+    /// make exist (`instance_limit`; set by the engine).
+    pub instance_limit: u32,
 }
 
 /// Why a packet could not be queued.
@@ -435,6 +471,7 @@ impl<P> Dummynet<P> {
             copy_room: u64::MAX,
             copies_failed: 0,
             corrupted: 0,
+            instance_limit: crate::config::DEFAULT_INSTANCE_LIMIT,
         }
     }
 }
@@ -477,7 +514,10 @@ impl<P: Payload> Dummynet<P> {
                         reason: DropReason::Unlinked,
                     });
                 }
-                self.queue_for(fs_nr, &held.info.key)
+                match self.queue_for(fs_nr, &held.info.key, false) {
+                    Ok(found) => found,
+                    Err(reason) => return Err(Rejected { held, reason }),
+                }
             }
         };
         let (Some(queue), Some(instance)) = (self.queues.get_mut(q), self.instances.get_mut(inst))
@@ -1137,22 +1177,38 @@ impl<P: Payload> Dummynet<P> {
     }
 
     /// The instance and queue for a key in flowset `fs_nr` (which exists and
-    /// is linked), created on first use.
-    fn queue_for(&mut self, fs_nr: u32, key: &FlowKey) -> (InstId, QueueId) {
+    /// is linked), created on first use. Past `instance_limit` a new one is
+    /// refused (`InstanceLimit`), unless `beyond_limit`: packets already
+    /// inside, put back after a reconfiguration, are never lost to it.
+    fn queue_for(
+        &mut self,
+        fs_nr: u32,
+        key: &FlowKey,
+        beyond_limit: bool,
+    ) -> Result<(InstId, QueueId), DropReason> {
         let Some(fs) = self.flowsets.get_mut(&fs_nr) else {
-            return (u32::MAX, u32::MAX);
+            return Err(DropReason::NoSuchTarget);
         };
         if let Some(q) = fs.solo {
             if let Some(queue) = self.queues.get(q) {
-                return (queue.inst, q);
+                return Ok((queue.inst, q));
             }
         }
         let Some(sched) = self.scheds.get_mut(&fs.sched) else {
-            return (u32::MAX, u32::MAX);
+            return Err(DropReason::Unlinked);
+        };
+        let cap = if beyond_limit {
+            usize::MAX
+        } else {
+            self.instance_limit as usize
         };
         let sid = sched.mask.apply(key);
         let inst = match sched.instances.get(&sid) {
             Some(&i) => i,
+            // Refused before anything is made: a flow needs both.
+            None if self.instances.len() >= cap || self.queues.len() >= cap => {
+                return Err(DropReason::InstanceLimit)
+            }
             None => {
                 let rng = Rng::stream(self.seed, &stream_name(2, fs.sched, &sid));
                 let i = self.instances.insert(Instance {
@@ -1185,7 +1241,7 @@ impl<P: Payload> Dummynet<P> {
         let bucket = sched.sub.as_ref().map(|_| sched::bucket_of(key, buckets));
         if let Some(b) = bucket {
             if let Some(q) = bucket_queue(&self.instances, &self.queues, inst, fs_nr, b) {
-                return (inst, q);
+                return Ok((inst, q));
             }
         }
         let qid = match bucket {
@@ -1199,7 +1255,11 @@ impl<P: Payload> Dummynet<P> {
             if let Some(b) = bucket {
                 set_bucket_queue(&mut self.instances, inst, fs_nr, (b, buckets), q);
             }
-            return (inst, q);
+            return Ok((inst, q));
+        }
+        if self.queues.len() >= cap {
+            // A new flow of the flowset's mask in an instance that exists.
+            return Err(DropReason::InstanceLimit);
         }
         let aqm = match &sched.sub {
             Some(sub) => sub.aqm.new_state(sub.aqm_limit),
@@ -1236,7 +1296,7 @@ impl<P: Payload> Dummynet<P> {
         if let Some(b) = bucket {
             set_bucket_queue(&mut self.instances, inst, fs_nr, (b, buckets), q);
         }
-        (inst, q)
+        Ok((inst, q))
     }
 
     /// FreeBSD's `expire`, run by the engine about once a second: frees the
@@ -1306,6 +1366,11 @@ impl<P: Payload> Dummynet<P> {
         }
         for inst in self.instances.items.iter_mut().flatten() {
             inst.touched = false;
+            // Room left by queues that went, given back, so what the
+            // instances' lists hold stays within twice the queues that exist.
+            if inst.queues.capacity() > 2 * inst.queues.len() + 4 {
+                inst.queues.shrink_to_fit();
+            }
         }
         (freed_queues, freed_instances)
     }
@@ -1316,6 +1381,130 @@ impl<P: Payload> Dummynet<P> {
         std::mem::size_of::<Option<FlowQueue<P>>>()
             + std::mem::size_of::<((InstId, FlowKey), QueueId)>()
             + 1 // hashbrown's control byte
+    }
+
+    /// Queues and scheduler instances that exist now (retired ones
+    /// finishing their delay lines included): what `instance_limit` bounds.
+    pub fn instance_counts(&self) -> (usize, usize) {
+        (self.queues.len(), self.instances.len())
+    }
+
+    /// Bytes of queue and instance records in use now and at most,
+    /// `[queues, instances]`, each `(now, worst)`. Packets are not in them
+    /// (see [`crate::Engine::memory`]). The worst case takes `instance_limit`
+    /// of each (or as many as exist, if it was lowered under that), each
+    /// as large as the largest the configuration makes, in slabs that grew by
+    /// doubling: the bound holds whatever traffic arrives.
+    pub fn record_bytes(&self) -> [(u64, u64); 2] {
+        use std::mem::size_of;
+        let slot_q = size_of::<Option<FlowQueue<P>>>();
+        let slot_i = size_of::<Option<Instance<P>>>();
+        // A slot's index on the free list.
+        let free = size_of::<u32>();
+        // A hashbrown entry and its control byte.
+        let q_entry = size_of::<((InstId, FlowKey), QueueId)>() + 1;
+        let i_entry = size_of::<(FlowKey, InstId)>() + 1;
+        let fx_base = size_of::<QueueFx>();
+        let aqm_bytes =
+            |a: &Option<Box<dyn AqmState>>| a.as_deref().map_or(0, std::mem::size_of_val);
+        let queue_bytes = |q: &FlowQueue<P>| {
+            let fx = q.fx.as_ref().map_or(0, |fx| fx_base + aqm_bytes(&fx.aqm));
+            let state = self
+                .instances
+                .get(q.inst)
+                .and_then(|i| self.scheds.get(&i.sched))
+                .map_or(0, |s| s.kind.queue_state_bytes);
+            q_entry + fx + state
+        };
+        let instance_bytes = |i: &Instance<P>| {
+            let tables: usize = i
+                .tables
+                .iter()
+                .map(|t| t.queues.capacity() * size_of::<QueueId>())
+                .sum();
+            i_entry
+                + std::mem::size_of_val(&*i.policy)
+                + i.tables.capacity() * size_of::<BucketTable>()
+                + tables
+                + i.fx.as_ref().map_or(0, |_| size_of::<LinkFx<P>>())
+        };
+        // Now: the slabs as allocated, and each live record's own parts.
+        let mut queues_now =
+            self.queues.items.capacity() * slot_q + self.queues.free.capacity() * free;
+        let mut per_queue = 0;
+        for (_, q) in self.queues.iter() {
+            let b = queue_bytes(q);
+            queues_now += b;
+            per_queue = per_queue.max(b);
+        }
+        let mut inst_now =
+            self.instances.items.capacity() * slot_i + self.instances.free.capacity() * free;
+        let mut lists = 0;
+        let mut per_inst = 0;
+        for (_, i) in self.instances.iter() {
+            let b = instance_bytes(i);
+            inst_now += b;
+            lists += i.queues.capacity() * size_of::<QueueId>();
+            per_inst = per_inst.max(b);
+        }
+        inst_now += lists;
+        // Worst: as many as may exist, each as large as the largest that
+        // exists (a retired instance keeps its old policy while it drains)
+        // or that the configuration can make.
+        for fs in self.flowsets.values() {
+            let sched = self.scheds.get(&fs.sched);
+            let aqm = match sched.filter(|s| s.sub.is_some()) {
+                Some(s) => Some(s.sizes.sub_aqm).filter(|&b| b > 0),
+                None => fs.aqm_bytes,
+            };
+            let fx = if needs_queue_fx(&fs.cfg, aqm.is_some()) {
+                fx_base + aqm.unwrap_or(0)
+            } else {
+                0
+            };
+            let state = sched.map_or(0, |s| s.kind.queue_state_bytes);
+            per_queue = per_queue.max(q_entry + fx + state);
+        }
+        let fed = |n: u32| self.flowsets.values().filter(|f| f.sched == n).count();
+        for (&n, s) in &self.scheds {
+            let policy = s.sizes.policy;
+            // One bucket table per flowset fed, `buckets` queue ids each, in
+            // a list that starts with room for 4.
+            let tables = s.sub.as_ref().map_or(0, |sub| {
+                let fed = fed(n);
+                fed.next_power_of_two().max(4) * size_of::<BucketTable>()
+                    + fed * sub.buckets as usize * size_of::<QueueId>()
+            });
+            per_inst = per_inst.max(i_entry + policy + tables + size_of::<LinkFx<P>>());
+        }
+        // An instance's list of its queues holds at most every queue, once.
+        let limit = self.instance_limit as usize;
+        let n_q = limit.max(self.queues.len());
+        let n_i = limit.max(self.instances.len());
+        let slab = |n: usize, slot: usize, now_cap: usize, now_free: usize| {
+            let grown = n.next_power_of_two().max(4);
+            grown.max(now_cap) * slot + grown.max(now_free) * free
+        };
+        let queues_worst = slab(
+            n_q,
+            slot_q,
+            self.queues.items.capacity(),
+            self.queues.free.capacity(),
+        ) + n_q * per_queue;
+        let inst_worst = slab(
+            n_i,
+            slot_i,
+            self.instances.items.capacity(),
+            self.instances.free.capacity(),
+        ) + n_i * per_inst
+            // The instances' lists of their queues: each keeps room for
+            // at most 4 more than twice its queues (see `expire_idle`), or
+            // what it had grown to when the sweep last looked.
+            + (2 * n_q + 4 * n_i).max(lists / size_of::<QueueId>()) * size_of::<QueueId>();
+        [
+            (queues_now as u64, queues_worst as u64),
+            (inst_now as u64, inst_worst as u64),
+        ]
     }
 
     /// Packets held anywhere inside (queues, links, delay lines, exits).
@@ -1585,6 +1774,7 @@ impl<P: Payload> Dummynet<P> {
                 s.params = params;
                 s.mask = mask;
                 s.link = link;
+                s.sizes = SchedSizes::of(kind, &s.params, sub.as_ref());
                 s.sub = sub;
                 for &i in s.instances.values() {
                     if let Some(inst) = self.instances.get_mut(i) {
@@ -1612,10 +1802,11 @@ impl<P: Payload> Dummynet<P> {
                     n,
                     Sched {
                         kind,
-                        params,
                         mask,
                         link,
                         instances: FxHashMap::default(),
+                        sizes: SchedSizes::of(kind, &params, sub.as_ref()),
+                        params,
                         sub,
                     },
                 );
@@ -1632,6 +1823,7 @@ impl<P: Payload> Dummynet<P> {
                 // AQM state depends on the queue limit too (PIE's third,
                 // RED's unit), so either change gives the queues fresh state.
                 let aqm_changed = fs.cfg.aqm != cfg.aqm || fs.cfg.limit != cfg.limit;
+                fs.aqm_bytes = own_aqm_bytes(&cfg);
                 fs.cfg = cfg;
                 fs.sched = sched;
                 if rekey {
@@ -1645,6 +1837,7 @@ impl<P: Payload> Dummynet<P> {
                 self.flowsets.insert(
                     n,
                     Flowset {
+                        aqm_bytes: own_aqm_bytes(&cfg),
                         cfg,
                         sched,
                         queues: FxHashMap::default(),
@@ -1732,6 +1925,11 @@ impl<P: Payload> Dummynet<P> {
         for ((inst, qid), q) in qs {
             forget_bucket(&mut self.instances, inst, fs_nr, &qid, q);
             self.remove_queue(q);
+        }
+        // Its bucket tables go too: made again, at the new size, by the
+        // first packet that needs one.
+        for inst in self.instances.items.iter_mut().flatten() {
+            inst.tables.retain(|t| t.flowset != fs_nr);
         }
     }
 
@@ -1824,11 +2022,13 @@ impl<P: Payload> Dummynet<P> {
                     held,
                     reason: DropReason::Deleted,
                 }),
-                Some(true) => {
-                    let (inst, q) = self.queue_for(fs_nr, &held.info.key);
-                    self.push(q, inst, held);
-                    touched.push(inst);
-                }
+                Some(true) => match self.queue_for(fs_nr, &held.info.key, true) {
+                    Ok((inst, q)) => {
+                        self.push(q, inst, held);
+                        touched.push(inst);
+                    }
+                    Err(reason) => rejected.push(Rejected { held, reason }),
+                },
             }
         }
         touched.dedup();
