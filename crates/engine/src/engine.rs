@@ -409,6 +409,8 @@ impl<P: Payload> Engine<P> {
     ///   arrives in its delay). Room queues keep after a burst is not
     ///   counted; an idle queue gives it back at the next expiry sweep.
     /// - queues, instances: see [`Dummynet::record_bytes`].
+    /// - timers: the instances' link and delay-line timers, at most about
+    ///   four entries per instance (see [`Dummynet::timer_bytes`]).
     /// - states: `dyn_max` dynamic rules at worst.
     /// - rules, tables: what the commands made; traffic adds none.
     /// - log: at most [`classifier::LOG_CAPACITY`] events; more are counted
@@ -430,6 +432,7 @@ impl<P: Payload> Engine<P> {
             },
         };
         let [(q_now, q_worst), (i_now, i_worst)] = self.dn.record_bytes();
+        let (t_now, t_worst) = self.dn.timer_bytes();
         let per_state = classifier::dynamic::States::bytes_per_state() as u64;
         let states = MemoryPart {
             name: "states",
@@ -456,6 +459,11 @@ impl<P: Payload> Engine<P> {
                     name: "instances",
                     now: i_now,
                     worst: Some(i_worst),
+                },
+                MemoryPart {
+                    name: "timers",
+                    now: t_now,
+                    worst: Some(t_worst),
                 },
                 states,
                 MemoryPart {
@@ -775,6 +783,11 @@ impl<P: Payload> Engine<P> {
 
     /// Counts the packets actually held in queues, links, delay lines and the
     /// ready list: it must equal `totals().inside` (a check on the counters).
+    /// Entries in the timer heap, stale ones included (for tests of its bound).
+    pub fn timer_entries(&self) -> usize {
+        self.dn.timer_entries()
+    }
+
     pub fn held_packets(&self) -> u64 {
         self.dn.held() + self.ready.len() as u64
     }

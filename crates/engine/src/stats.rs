@@ -284,7 +284,8 @@ pub struct MemoryPart {
 /// of its own records (`size_of`), not from the allocator.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemoryReport {
-    /// `packets`, `queues`, `instances`, `states`, `rules`, `tables`, `log`.
+    /// `packets`, `queues`, `instances`, `timers`, `states`, `rules`,
+    /// `tables`, `log`.
     pub parts: Vec<MemoryPart>,
     /// Per-flow queues and scheduler instances that exist, and
     /// `instance_limit`, which bounds each count.

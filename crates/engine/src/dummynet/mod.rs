@@ -357,10 +357,24 @@ enum TimerKind {
 type Timer = Reverse<(Nanos, u64, InstId, TimerKind)>;
 
 /// The instances' link and delay-line timers, earliest first.
-#[derive(Default)]
 struct Timers {
     heap: BinaryHeap<Timer>,
     seq: u64,
+    /// Entries past which the stale ones are swept out ([`Self::compact`]).
+    compact_at: usize,
+}
+
+/// The least [`Timers::compact_at`]: a few instances never pay for a sweep.
+const COMPACT_MIN: usize = 1024;
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            compact_at: COMPACT_MIN,
+        }
+    }
 }
 
 impl Timers {
@@ -368,6 +382,36 @@ impl Timers {
     fn arm(&mut self, at: Nanos, inst: InstId, kind: TimerKind) {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, inst, kind)));
+    }
+
+    /// Keeps only the entries that will still run: an instance's current
+    /// link and delay-line timers, each once (the first armed, which would
+    /// run first). A superseded entry waits in the heap until its time, and
+    /// a delay line that packets keep overtaking (`reorder`, unordered
+    /// jitter) re-arms its later release for each: with a long delay they
+    /// piled up by arrivals × delay, not by packets held. Swept when the heap
+    /// has doubled since the last sweep, so the cost is constant per arm and
+    /// the heap holds at most about four entries per instance. Which timer
+    /// runs when is unchanged.
+    fn compact<P>(&mut self, instances: &Slab<Instance<P>>) {
+        let mut v = std::mem::take(&mut self.heap).into_vec();
+        v.retain(|&Reverse((t, _, i, kind))| {
+            instances.get(i).is_some_and(|inst| match kind {
+                TimerKind::Link => inst.link_timer == Some(t),
+                TimerKind::DelayLine => inst.dline_timer == Some(t),
+            })
+        });
+        v.sort_unstable_by_key(|&Reverse((_, seq, i, kind))| (i, kind, seq));
+        v.dedup_by_key(|&mut Reverse((_, _, i, kind))| (i, kind));
+        v.shrink_to_fit();
+        self.heap = BinaryHeap::from(v);
+        self.compact_at = (2 * self.heap.len()).max(COMPACT_MIN);
+    }
+
+    /// Whether [`Self::compact`] is due.
+    #[inline]
+    fn bloated(&self) -> bool {
+        self.heap.len() > self.compact_at
     }
 }
 
@@ -1091,6 +1135,9 @@ impl<P: Payload> Dummynet<P> {
         if instance.retired {
             self.reap(inst);
         }
+        if self.timers.bloated() {
+            self.timers.compact(&self.instances);
+        }
     }
 
     /// Frees a retired instance once it holds nothing.
@@ -1163,6 +1210,10 @@ impl<P: Payload> Dummynet<P> {
         };
         if at > now {
             return false;
+        }
+        if self.timers.bloated() {
+            self.timers.compact(&self.instances);
+            return true;
         }
         self.timers.heap.pop();
         let Some(i) = self.instances.get(inst) else {
@@ -1381,6 +1432,23 @@ impl<P: Payload> Dummynet<P> {
         std::mem::size_of::<Option<FlowQueue<P>>>()
             + std::mem::size_of::<((InstId, FlowKey), QueueId)>()
             + 1 // hashbrown's control byte
+    }
+
+    /// Entries in the timer heap (stale ones included).
+    pub fn timer_entries(&self) -> usize {
+        self.timers.heap.len()
+    }
+
+    /// Bytes of the timer heap now and at most: two timers per instance,
+    /// which [`Timers::compact`] keeps within twice that plus its minimum,
+    /// in an allocation that grew by doubling.
+    pub fn timer_bytes(&self) -> (u64, u64) {
+        let entry = std::mem::size_of::<Timer>();
+        let now = self.timers.heap.capacity() * entry;
+        let n_i = (self.instance_limit as usize).max(self.instances.len());
+        let most = (2 * 2 * n_i).max(COMPACT_MIN).max(self.timers.compact_at) + 1;
+        let worst = (most.next_power_of_two() * entry).max(now);
+        (now as u64, worst as u64)
     }
 
     /// Queues and scheduler instances that exist now (retired ones
