@@ -1281,6 +1281,14 @@ mod tests {
         };
         let text = report.to_string();
         assert!(text.contains("packets: 0 arrived"), "{text}");
+        // The engine's memory by part, now and at worst (no held_limit
+        // here, so packets are unbounded).
+        assert!(text.contains("\nmemory: "), "{text}");
+        assert!(
+            text.contains("  packets           0 B now,  unbounded at worst"),
+            "{text}"
+        );
+        assert!(text.contains("(0 of at most 65536)"), "{text}");
         // ...and the closed socket, which would poll readable forever, is
         // out of the wait.
         assert!(plane.inbox.is_none());
