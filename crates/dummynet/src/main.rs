@@ -19,14 +19,8 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
-mod bench;
-mod capture;
-mod gen;
-mod install;
-mod lang;
-mod live;
-mod sim;
-mod tracegen;
+// The modules are the library's (src/lib.rs), shared with the fuzz targets.
+use dummynet::{bench, gen, install, live, sim, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(

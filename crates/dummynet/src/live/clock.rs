@@ -21,7 +21,14 @@ pub struct Clock {
     start: Instant,
 }
 
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
 impl Clock {
+    /// A clock whose zero is now.
     pub fn new() -> Self {
         Clock {
             start: Instant::now(),

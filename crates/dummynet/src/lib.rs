@@ -1,0 +1,16 @@
+//! The `dummynet` binary's code, as a library so that the fuzz targets
+//! (`fuzz/`, a crate of its own) can reach the decoders of untrusted input
+//! that live here: captures ([`capture::parse`]) and control requests
+//! ([`live::control`]). `src/main.rs` is only the command line on top.
+//!
+//! This is not a stable API: the modules are public because the binary and
+//! the fuzz targets use them, and they change with the binary.
+
+pub mod bench;
+pub mod capture;
+pub mod gen;
+pub mod install;
+pub mod lang;
+pub mod live;
+pub mod sim;
+pub mod tracegen;
