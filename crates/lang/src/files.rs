@@ -33,8 +33,9 @@ pub(crate) fn check_allowed(
             t,
             ErrorKind::File,
             format!(
-                "a {what} file is read by the daemon, which runs as root: \
-                 only root may name one over the control socket"
+                "a {what} file named over the control socket is opened with \
+                 the caller's rights, which this daemon cannot take (it does not \
+                 run as root): only root or the daemon's own user may name one"
             ),
         ));
     }
@@ -63,19 +64,14 @@ pub(crate) fn read_named(
 /// The text of the regular file at `path`, if it holds at most `limit`
 /// bytes of UTF-8; else why not, in words.
 pub fn read_limited(path: &Path, limit: u64) -> Result<String, String> {
-    // Looked at before opening: opening a FIFO for reading waits for a
-    // writer. (A FIFO swapped in between the two steps still would; the
-    // daemon reads on a client's own thread, so that costs only that
-    // client.)
+    // Looked at before opening, so that a device is never opened at all:
+    // opening one can have effects of its own (a watchdog arms, a tape
+    // rewinds), and opening a FIFO for reading waits for a writer.
     let meta = std::fs::metadata(path).map_err(|e| io_why(&e))?;
     if !meta.is_file() {
         return Err(not_regular(&meta));
     }
-    let file = std::fs::File::open(path).map_err(|e| io_why(&e))?;
-    let meta = file.metadata().map_err(|e| io_why(&e))?;
-    if !meta.is_file() {
-        return Err(not_regular(&meta));
-    }
+    let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
         return Err(too_large(limit));
     }
@@ -96,9 +92,36 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<String, String> {
     })
 }
 
+/// Opens `path` for reading and checks what was opened is a regular file.
+///
+/// Something else may be swapped in between [`read_limited`]'s look and
+/// this open: a FIFO opened with O_NONBLOCK returns at once, a terminal
+/// does not become the daemon's (O_NOCTTY), and the descriptor itself is
+/// checked (fstat). Symbolic links are followed (no O_NOFOLLOW): a file
+/// named over the socket is opened with its caller's own credentials, so a
+/// link reaches nothing the caller could not read, and an operator's
+/// configuration links keep working.
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| io_why(&e))?;
+    let meta = file.metadata().map_err(|e| io_why(&e))?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    Ok((file, meta))
+}
+
 fn io_why(e: &std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::NotFound {
         "no such file".to_string()
+    } else if e.kind() == std::io::ErrorKind::PermissionDenied {
+        "permission denied (files named over the control socket are opened \
+         with the rights of the user who sent the command)"
+            .to_string()
     } else {
         e.to_string()
     }
@@ -165,6 +188,32 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A FIFO swapped in after the look (here: never looked at) is still
+    /// opened without waiting for a writer, and refused for what it is.
+    #[test]
+    fn a_fifo_that_passed_the_look_does_not_block_the_open() {
+        let dir = scratch("fifo-open");
+        let fifo = dir.join("p");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("note: mkfifo unavailable; test skipped");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(open_regular(&path).map(|_| ()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        // Unblock a blocked open (so the thread ends) before failing.
+        if got.is_err() {
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        let e = got.expect("open of a FIFO blocked").unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_file_over_the_limit_is_refused_and_one_at_it_is_read() {
         let dir = scratch("limit");
@@ -188,7 +237,10 @@ mod tests {
             .map(String::from)
             .collect();
         let e = crate::parse_args_untrusted(&args, None).unwrap_err();
-        assert!(e.to_string().contains("only root may name"), "{e}");
+        assert!(
+            e.to_string().contains("only root or the daemon's own user"),
+            "{e}"
+        );
         // Trusted, it is read, and /dev/zero is refused for what it is.
         let e = crate::parse_args_in(&args, None).unwrap_err();
         assert!(e.to_string().contains("a character device"), "{e}");
