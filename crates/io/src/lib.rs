@@ -16,9 +16,12 @@
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
+//! - [`fsident`]: a control client's filesystem identity on one thread, to
+//!   open the files its command names with its rights.
 
 pub mod afpacket;
 pub mod firewall;
+pub mod fsident;
 pub mod hugealloc;
 pub mod netns;
 pub mod nfqueue;

@@ -82,6 +82,9 @@ impl Reply {
 const EX_USAGE: i32 = 64;
 const EX_DATAERR: i32 = 65;
 pub(crate) const EX_UNAVAILABLE: i32 = 69;
+/// A request the data plane took but did not answer in time: it may still
+/// take effect (sysexits' "try again later").
+const EX_TEMPFAIL: i32 = 75;
 
 /// Applies or shows one parsed command against an engine the caller owns
 /// (a test's; the daemon's goes through [`handle`]).
@@ -189,8 +192,8 @@ impl Default for Limits {
 #[derive(Debug, Clone, Default)]
 pub struct ControlOptions {
     /// `--socket-group`: its members may connect (the socket is then mode
-    /// 0660 and owned by the group) and drive the daemon, but not have it
-    /// read files (profiles, traces) with its own rights.
+    /// 0660 and owned by the group) and drive the daemon; files their
+    /// commands name (profiles, traces) are opened with their own rights.
     pub group: Option<u32>,
     pub limits: Limits,
 }
@@ -232,7 +235,23 @@ impl PlaneLink {
                     humanize(timeout)
                 ),
             )),
-            Err(mpsc::RecvTimeoutError::Timeout) => rx.recv().map_err(|_| stopped()),
+            // Taken: the data plane is acting on it, and its answer should
+            // follow at once. It gets one more timeout; past it the client
+            // is told the request is still pending (it was taken, so it
+            // cannot be withdrawn), rather than held without bound.
+            Err(mpsc::RecvTimeoutError::Timeout) => match rx.recv_timeout(timeout) {
+                Ok(answer) => Ok(answer),
+                Err(mpsc::RecvTimeoutError::Timeout) => Err(Reply::err(
+                    EX_TEMPFAIL,
+                    format!(
+                        "dummynet: the data plane took the request but has not answered \
+                         within {}; it is still pending and may yet take effect: \
+                         check with `ipfw show` or `pipe show`\n",
+                        humanize(timeout.saturating_mul(2))
+                    ),
+                )),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
+            },
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
         }
     }
@@ -246,10 +265,25 @@ fn humanize(d: Duration) -> String {
     }
 }
 
+/// Who sent a request, as far as the files its command names go.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// Root or the daemon's own user: files are opened with the daemon's
+    /// rights, which are the caller's.
+    Trusted,
+    /// A member of `--socket-group`: files are opened on the client's
+    /// thread with this identity (the peer's uid, gid and groups), so the
+    /// caller reads only what it could read itself.
+    As(dummynet_io::fsident::FsIdentity),
+    /// Files are refused unread (a daemon that cannot take another
+    /// identity, or the fuzzer).
+    NoFiles,
+}
+
 /// Answers one client request: parses it here, on the caller's thread,
-/// and hands the data plane only typed work. `trusted` callers (root, or
-/// the daemon's own user) may name files; others get a clear refusal.
-pub fn handle(req: ClientRequest, trusted: bool, link: &PlaneLink, limits: &Limits) -> Reply {
+/// and hands the data plane only typed work. Files the command names are
+/// opened with the `caller`'s rights (see [`Caller`]).
+pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Limits) -> Reply {
     if req.stats {
         return match link.ask(RequestKind::Stats, limits.answer_timeout) {
             Ok(Answer::Stats(report)) => Reply::ok(report.to_string()),
@@ -257,13 +291,7 @@ pub fn handle(req: ClientRequest, trusted: bool, link: &PlaneLink, limits: &Limi
             Err(reply) => reply,
         };
     }
-    let cwd = req.cwd.as_deref();
-    let parsed = if trusted {
-        dummynet_lang::parse_args_in(&req.argv, cwd)
-    } else {
-        dummynet_lang::parse_args_untrusted(&req.argv, cwd)
-    };
-    let parsed = match parsed {
+    let parsed = match parse_as(&req, caller) {
         Ok(p) => p,
         Err(e) => return parse_error(&e),
     };
@@ -295,6 +323,24 @@ fn host_view() -> HostView {
     HostView {
         addrs: super::local_addrs(),
         routes: super::routes::host_routes(),
+    }
+}
+
+/// Parses the request's command line, opening the files it names as
+/// `caller`. The identity is taken for the parse only, on this thread only.
+fn parse_as(
+    req: &ClientRequest,
+    caller: &Caller,
+) -> Result<dummynet_lang::Parsed, dummynet_lang::ParseError> {
+    let cwd = req.cwd.as_deref();
+    match caller {
+        Caller::Trusted => dummynet_lang::parse_args_in(&req.argv, cwd),
+        Caller::NoFiles => dummynet_lang::parse_args_untrusted(&req.argv, cwd),
+        Caller::As(who) => match dummynet_io::fsident::assume(who) {
+            Ok(_as) => dummynet_lang::parse_args_in(&req.argv, cwd),
+            // Not root: files are refused, with the reason.
+            Err(_) => dummynet_lang::parse_args_untrusted(&req.argv, cwd),
+        },
     }
 }
 
@@ -473,7 +519,7 @@ fn accept_loop(
                 if set.is_err() {
                     continue;
                 }
-                let Some(trusted) = admitted(&conn, me, options.group) else {
+                let Some(caller) = admitted(&conn, me, options.group) else {
                     refuse(
                         &conn,
                         "dummynet: permission denied: the control socket is for root \
@@ -496,7 +542,7 @@ fn accept_loop(
                     .name("dummynet-client".into())
                     .spawn(move || {
                         let _slot = slot;
-                        serve_client(&conn, trusted, &link, &limits);
+                        serve_client(&conn, &caller, &link, &limits);
                     });
                 // Out of threads: the connection went with the closure.
                 drop(spawned);
@@ -510,32 +556,25 @@ fn accept_loop(
 }
 
 /// Whether the peer may use the socket: root, the daemon's own user, or a
-/// member of `group`. `Some(trusted)` when admitted, where only the first
-/// two are trusted to name files. The socket file's mode already keeps
-/// others out; this holds even if it was changed.
-fn admitted(conn: &UnixStream, me: u32, group: Option<u32>) -> Option<bool> {
+/// member of `group`; and if so, as whom it names files. The socket
+/// file's mode already keeps others out; this holds even if it was
+/// changed.
+fn admitted(conn: &UnixStream, me: u32, group: Option<u32>) -> Option<Caller> {
     let cred =
         nix::sys::socket::getsockopt(conn, nix::sys::socket::sockopt::PeerCredentials).ok()?;
     if cred.uid() == 0 || cred.uid() == me {
-        return Some(true);
+        return Some(Caller::Trusted);
     }
     let gid = group?;
-    (cred.gid() == gid || in_group(cred.pid(), gid)).then_some(false)
-}
-
-/// Whether the process `pid` has `gid` among its supplementary groups.
-fn in_group(pid: i32, gid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .is_some_and(|groups| {
-            groups
-                .split_whitespace()
-                .any(|g| g.parse::<u32>() == Ok(gid))
+    // The groups it had when it connected, as the kernel recorded them.
+    let groups = dummynet_io::fsident::peer_groups(conn).ok()?;
+    (cred.gid() == gid || groups.contains(&gid)).then(|| {
+        Caller::As(dummynet_io::fsident::FsIdentity {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            groups,
         })
+    })
 }
 
 /// Tells a client it is not served, without waiting on it.
@@ -544,9 +583,9 @@ fn refuse(conn: &UnixStream, why: &str) {
     let _ = write_reply(conn, &Reply::err(EX_UNAVAILABLE, why));
 }
 
-fn serve_client(conn: &UnixStream, trusted: bool, link: &PlaneLink, limits: &Limits) {
+fn serve_client(conn: &UnixStream, caller: &Caller, link: &PlaneLink, limits: &Limits) {
     let reply = match read_request(conn, limits.max_request) {
-        Ok(req) => handle(req, trusted, link, limits),
+        Ok(req) => handle(req, caller, link, limits),
         Err(e) => Reply::err(EX_USAGE, format!("dummynet: bad control request: {e}\n")),
     };
     let _ = write_reply(conn, &reply);
@@ -564,13 +603,20 @@ fn read_request(conn: &UnixStream, max: usize) -> Result<ClientRequest, String> 
             }
             _ => e.to_string(),
         })?;
+    decode_request(&line, max)
+}
+
+/// The request in `line`, as read from a client: at most `max` bytes, a
+/// newline at the end, one JSON object. Whatever the bytes, an error that
+/// says what is wrong, never a panic (the `control_request` fuzz target).
+pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, String> {
     if line.len() > max {
         return Err(format!("larger than {max} bytes"));
     }
     if !line.ends_with(b"\n") {
         return Err("incomplete (no newline before the connection closed)".into());
     }
-    serde_json::from_slice(&line).map_err(|e| e.to_string())
+    serde_json::from_slice(line).map_err(|e| e.to_string())
 }
 
 fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
@@ -862,6 +908,72 @@ mod tests {
             "{}",
             r.stderr
         );
+    }
+
+    /// A data plane that takes a request and never answers holds its
+    /// client for two answer timeouts, then the client hears the request
+    /// is still pending: not "withdrawn" (it was taken), not silence.
+    #[test]
+    fn a_taken_request_left_unanswered_is_reported_pending_in_bounded_time() {
+        let (req_tx, req_rx) = mpsc::channel::<Request>();
+        let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        wake_tx.set_nonblocking(true).unwrap();
+        let (held_tx, held_rx) = mpsc::channel();
+        let plane = std::thread::spawn(move || {
+            let req = req_rx.recv().unwrap();
+            assert!(req.ticket.take());
+            // Holds the reply channel open, unanswered, until told.
+            let _ = held_rx.recv();
+            drop(req);
+        });
+        let link = PlaneLink {
+            requests: req_tx,
+            wake: Arc::new(wake_tx),
+        };
+        let limits = Limits {
+            answer_timeout: Duration::from_millis(200),
+            ..short()
+        };
+        let started = std::time::Instant::now();
+        let argv = ["pipe", "1", "config", "bw", "1Mbit/s"]
+            .map(String::from)
+            .to_vec();
+        let r = handle(
+            ClientRequest {
+                argv,
+                ..Default::default()
+            },
+            &Caller::Trusted,
+            &link,
+            &limits,
+        );
+        let waited = started.elapsed();
+        held_tx.send(()).unwrap();
+        plane.join().unwrap();
+        assert_eq!(r.status, EX_TEMPFAIL, "{r:?}");
+        assert!(r.stderr.contains("still pending"), "{}", r.stderr);
+        assert!(r.stderr.contains("within 400 ms"), "{}", r.stderr);
+        assert!(
+            waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+            "waited {waited:?}"
+        );
+    }
+
+    /// Whatever a client sends, decoding says what is wrong, and a good
+    /// line decodes (the `control_request` fuzz target's seeds).
+    #[test]
+    fn request_lines_decode_or_say_why() {
+        let ok = decode_request(b"{\"argv\": [\"show\"], \"cwd\": \"/tmp\"}\n", 4096).unwrap();
+        assert_eq!(ok.argv, ["show"]);
+        assert_eq!(ok.cwd.as_deref(), Some(Path::new("/tmp")));
+        let e = decode_request(b"{\"argv\": [\"show\"]}", 4096).unwrap_err();
+        assert!(e.contains("no newline"), "{e}");
+        let e = decode_request(&[b'x'; 64], 32).unwrap_err();
+        assert!(e.contains("larger than 32 bytes"), "{e}");
+        let e = decode_request(b"{\"argv\": 7}\n", 4096).unwrap_err();
+        assert!(e.contains("invalid type"), "{e}");
+        let e = decode_request(b"\xff\xfe\n", 4096).unwrap_err();
+        assert!(!e.is_empty());
     }
 
     #[test]

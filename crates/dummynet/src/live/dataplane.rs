@@ -1325,7 +1325,12 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
         // Nobody calls serve_control while the client waits.
-        let reply = control::handle(words("pipe 1 config bw 1Mbit/s"), true, &link, &limits);
+        let reply = control::handle(
+            words("pipe 1 config bw 1Mbit/s"),
+            &control::Caller::Trusted,
+            &link,
+            &limits,
+        );
         assert_eq!(reply.status, control::EX_UNAVAILABLE, "{reply:?}");
         assert!(reply.stderr.contains("within 50 ms"), "{}", reply.stderr);
         assert!(
@@ -1349,7 +1354,12 @@ mod tests {
                     answer_timeout: Duration::from_secs(10),
                     ..Default::default()
                 };
-                control::handle(words("pipe 2 config bw 1Mbit/s"), true, &link, &limits)
+                control::handle(
+                    words("pipe 2 config bw 1Mbit/s"),
+                    &control::Caller::Trusted,
+                    &link,
+                    &limits,
+                )
             });
             let give_up = Instant::now() + Duration::from_secs(10);
             while !asked.is_finished() && Instant::now() < give_up {
@@ -1374,7 +1384,12 @@ mod tests {
             wake: Arc::new(wake_tx),
         };
         let bad = format!("sysctl {}=1", "x".repeat(1 << 16));
-        let reply = control::handle(words(&bad), true, &link, &control::Limits::default());
+        let reply = control::handle(
+            words(&bad),
+            &control::Caller::Trusted,
+            &link,
+            &control::Limits::default(),
+        );
         assert_eq!(
             reply.status,
             64,
