@@ -33,7 +33,7 @@ fi
 # Text targets get the ipfw keyword dictionary.
 dict_for() {
     case "$1" in
-        commands_file | command_line) echo "-dict=ipfw.dict" ;;
+        commands_file | command_line | control_request) echo "-dict=ipfw.dict" ;;
     esac
 }
 
