@@ -935,21 +935,24 @@ mod tests {
             ..short()
         };
         let started = std::time::Instant::now();
-        let argv = ["pipe", "1", "config", "bw", "1Mbit/s"]
-            .map(String::from)
-            .to_vec();
-        let r = handle(
-            ClientRequest {
+        // On a thread of its own, so that a wait without bound fails this
+        // test instead of hanging it.
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let argv = ["pipe", "1", "config", "bw", "1Mbit/s"]
+                .map(String::from)
+                .to_vec();
+            let req = ClientRequest {
                 argv,
                 ..Default::default()
-            },
-            &Caller::Trusted,
-            &link,
-            &limits,
-        );
+            };
+            let _ = done_tx.send(handle(req, &Caller::Trusted, &link, &limits));
+        });
+        let got = done_rx.recv_timeout(Duration::from_secs(10));
         let waited = started.elapsed();
         held_tx.send(()).unwrap();
         plane.join().unwrap();
+        let r = got.expect("the client was still waiting after 10 s");
         assert_eq!(r.status, EX_TEMPFAIL, "{r:?}");
         assert!(r.stderr.contains("still pending"), "{}", r.stderr);
         assert!(r.stderr.contains("within 400 ms"), "{}", r.stderr);
