@@ -170,7 +170,8 @@ pub struct Limits {
     /// How long a client may take to read its answer.
     pub write_timeout: Duration,
     /// How long a request waits for the data plane before it is abandoned
-    /// (and then never applied).
+    /// (and then never applied). One the data plane took is waited for as
+    /// long again, then reported still pending (exit 75).
     pub answer_timeout: Duration,
 }
 
