@@ -43,6 +43,11 @@ pub struct FloodArgs {
     pub src: Ipv4Addr,
     #[arg(long, default_value = "10.203.0.2")]
     pub dst: Ipv4Addr,
+    /// Number of UDP flows (1..=65535): the source port cycles from 1024
+    /// over this many values, frame by frame, so that a `mask src-port`
+    /// makes this many dynamic queues.
+    #[arg(long, default_value_t = 1)]
+    pub flows: u16,
 }
 
 pub fn run(a: FloodArgs) -> ExitCode {
@@ -81,8 +86,11 @@ pub fn flood(a: &FloodArgs) -> Result<FloodReport, String> {
             a.size
         ));
     }
+    if a.flows == 0 {
+        return Err("--flows 0: allowed 1 to 65535".into());
+    }
     let dst_mac = parse_mac(&a.dst_mac)?;
-    let frame = udp_frame(dst_mac, a.src, a.dst, a.size);
+    let frames = flow_frames(&udp_frame(dst_mac, a.src, a.dst, a.size), a.flows);
     // Send only: no promiscuous mode, and no receive ring to fill.
     let opts = PortOptions {
         promiscuous: false,
@@ -90,12 +98,8 @@ pub fn flood(a: &FloodArgs) -> Result<FloodReport, String> {
         ..PortOptions::default()
     };
     let mut port = Port::open(&a.iface, opts).map_err(|e| e.to_string())?;
-    let batch: Vec<TxFrame<'_>> = (0..BATCH)
-        .map(|_| TxFrame {
-            data: &frame,
-            vnet: None,
-        })
-        .collect();
+    let mut batch: Vec<TxFrame<'_>> = Vec::with_capacity(BATCH);
+    let mut next_flow = 0usize;
     let start = Instant::now();
     let end = Duration::from_secs_f64(a.seconds);
     let (mut sent, mut refused) = (0u64, 0u64);
@@ -115,7 +119,15 @@ pub fn flood(a: &FloodArgs) -> Result<FloodReport, String> {
             }
             n = n.min(usize::try_from(behind).unwrap_or(BATCH));
         }
-        match port.send_batch(&batch[..n]) {
+        batch.clear();
+        for _ in 0..n {
+            batch.push(TxFrame {
+                data: &frames[next_flow],
+                vnet: None,
+            });
+            next_flow = (next_flow + 1) % frames.len();
+        }
+        match port.send_batch(&batch) {
             Ok(k) => sent += k as u64,
             Err(e) => {
                 // A full device queue: count the frame and go on.
@@ -168,6 +180,19 @@ fn udp_frame(dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, size: usize) -> Vec
     f
 }
 
+/// `flows` copies of the UDP frame `frame`, with source ports from 1024 on.
+/// They differ only in that port, which no checksum covers (the UDP
+/// checksum is left absent).
+fn flow_frames(frame: &[u8], flows: u16) -> Vec<Vec<u8>> {
+    (0..flows)
+        .map(|i| {
+            let mut f = frame.to_vec();
+            f[34..36].copy_from_slice(&1024u16.wrapping_add(i).to_be_bytes());
+            f
+        })
+        .collect()
+}
+
 fn checksum(bytes: &[u8]) -> u16 {
     let mut sum: u32 = bytes
         .chunks(2)
@@ -198,6 +223,16 @@ mod tests {
         assert_eq!(p.key.proto, 17);
         // A correct header checksums to zero.
         assert_eq!(checksum(&f[14..34]), 0);
+        let flows = flow_frames(&f, 3);
+        let ports: Vec<u16> = flows
+            .iter()
+            .map(|g| {
+                let p = wire::parse(LinkType::Ethernet, g).expect("a valid frame");
+                assert_eq!(p.key.dport, 9);
+                p.key.sport
+            })
+            .collect();
+        assert_eq!(ports, [1024, 1025, 1026]);
     }
 
     #[test]
@@ -213,7 +248,15 @@ mod tests {
             dst_mac: "02:00:00:00:00:02".into(),
             src: Ipv4Addr::LOCALHOST,
             dst: Ipv4Addr::LOCALHOST,
+            flows: 1,
         };
         assert!(flood(&a).is_err());
+        let no_flows = FloodArgs {
+            size: 64,
+            flows: 0,
+            ..a
+        };
+        let e = flood(&no_flows).err().unwrap_or_default();
+        assert!(e.contains("--flows 0"), "{e}");
     }
 }
