@@ -7,10 +7,11 @@
 #     2 Mbit/s) and a 1400-byte flood at about 4.5x (8k frames/s into
 #     20 Mbit/s), both from `dummynet flood`;
 #   - TCP (iperf3, two streams) through 50 Mbit/s and 10 ms one way, 5 ms back;
-#   - two floods of FLOWS flows each (the source port cycles): one through a
-#     pipe with `mask src-port`, one scheduler instance per flow, one through
-#     a queue with `mask src-port` under a WF2Q+ pipe, one queue per flow:
-#     thousands of dynamic instances and queues, made and expired;
+#   - two floods of FLOWS flows each (the source port cycles; the source
+#     address changes every 5 s): one through a pipe with a mask, one
+#     scheduler instance per flow, one through a queue with a mask under a
+#     WF2Q+ pipe, one queue per flow: thousands of dynamic instances and
+#     queues, made, left idle and expired (after 1 s idle);
 #   - a reconfiguration storm: about 20 commands a second, alternating
 #     `pipe N config` and `pipe N modify` of the flooded pipes, a pipe made
 #     and deleted, and a rule added and deleted;
@@ -109,13 +110,13 @@ pipe 1 config bw 2Mbit/s queue 50
 pipe 2 config bw 20Mbit/s queue 50
 pipe 3 config bw 50Mbit/s delay 10ms queue 100
 pipe 6 config bw 50Mbit/s delay 5ms queue 100
-pipe 4 config bw 1Mbit/s queue 4 mask src-port 0xffff
+pipe 4 config bw 1Mbit/s queue 4 mask src-ip 0xffffffff src-port 0xffff
 pipe 5 config bw 4Mbit/s
-queue 5 config pipe 5 queue 4 mask src-port 0xffff
+queue 5 config pipe 5 queue 4 mask src-ip 0xffffffff src-port 0xffff
 add 100 pipe 1 ip from 10.203.0.11 to any in
 add 200 pipe 2 ip from 10.203.0.12 to any in
-add 300 pipe 4 ip from 10.203.0.13 to any in
-add 400 queue 5 ip from 10.203.0.14 to any in
+add 300 pipe 4 ip from 10.203.1.0/24 to any in
+add 400 queue 5 ip from 10.203.2.0/24 to any in
 add 500 pipe 3 tcp from 10.203.0.1 to 10.203.0.2 in
 add 600 pipe 6 tcp from 10.203.0.2 to 10.203.0.1 in
 add 610 pipe 6 tcp from 10.203.0.2 to 10.203.0.1 out
@@ -155,12 +156,14 @@ sample() { # $1 mode, $2 seconds since the mode started
 }
 
 # Loops, each ending by $END (a date +%s).
-flood_loop() { # $1 src, $2 size, $3 rate, $4 flows, $5 dst mac
-    local left
+flood_loop() { # $1 source addresses (in turn), $2 size, $3 rate, $4 flows,
+               # $5 dst mac, $6 seconds per address
+    local left srcs=($1) k=0
     while left=$(( END - $(date +%s) )); [ "$left" -gt 0 ]; do
-        ip netns exec $A "$DN" flood va --seconds $(( left > 60 ? 60 : left )) --size "$2" \
-            --rate "$3" --flows "$4" --src "$1" --dst 10.203.0.2 --dst-mac "$5" \
-            >>"$WORK/flood.log" 2>&1 || sleep 0.2
+        ip netns exec $A "$DN" flood va --seconds $(( left > $6 ? $6 : left )) --size "$2" \
+            --rate "$3" --flows "$4" --src "${srcs[k % ${#srcs[@]}]}" --dst 10.203.0.2 \
+            --dst-mac "$5" >>"$WORK/flood.log" 2>&1 || sleep 0.2
+        k=$(( k + 1 ))
     done
 }
 tcp_loop() {
@@ -234,10 +237,12 @@ run_mode() { # $1 bridge|host
 
     start=$(date +%s); END=$(( start + PER_MODE ))
     LOOPS=()
-    flood_loop 10.203.0.11 64 20000 1 $mac & LOOPS+=($!)
-    flood_loop 10.203.0.12 1400 8000 1 $mac & LOOPS+=($!)
-    flood_loop 10.203.0.13 100 3000 "$FLOWS" $mac & LOOPS+=($!)
-    flood_loop 10.203.0.14 100 3000 "$FLOWS" $mac & LOOPS+=($!)
+    flood_loop 10.203.0.11 64 20000 1 $mac 60 & LOOPS+=($!)
+    flood_loop 10.203.0.12 1400 8000 1 $mac 60 & LOOPS+=($!)
+    # A new set of flows every 5 s: the last set's instances and queues go
+    # idle and must expire.
+    flood_loop "10.203.1.1 10.203.1.2 10.203.1.3 10.203.1.4" 100 3000 "$FLOWS" $mac 5 & LOOPS+=($!)
+    flood_loop "10.203.2.1 10.203.2.2 10.203.2.3 10.203.2.4" 100 3000 "$FLOWS" $mac 5 & LOOPS+=($!)
     tcp_loop & LOOPS+=($!)
     storm_loop & LOOPS+=($!)
     poll_loop & LOOPS+=($!)
