@@ -27,7 +27,8 @@
 #
 # It fails, saying why, if:
 #   - memory grows: the RSS at the last sample exceeds the RSS at the end of
-#     warm-up (the first 20% of the mode's run) by more than 10% + 8 MiB;
+#     warm-up (the first 20% of the mode's run, at least 15 s) by more than
+#     10% + 8 MiB;
 #   - forwarding stops: `delivered` does not rise between two samples;
 #   - the books do not balance: once traffic has stopped and the pipes have
 #     drained, arrived != delivered + dropped, or anything is left inside;
@@ -39,6 +40,7 @@
 # Usage: scripts/soak.sh [--out DIR] [--bin path/to/dummynet]
 #                        [--precision max|timer] [--interval SECONDS] MINUTES
 # MINUTES may be fractional (0.5); the default binary is target/release.
+# FLOWS=N in the environment sets the flows of each masked flood (3000).
 set -euo pipefail
 
 OUT= DN=target/release/dummynet PRECISION= INTERVAL= MINUTES=
@@ -66,7 +68,9 @@ done
 # Seconds per mode: half of MINUTES each, at least 20.
 PER_MODE=$(awk -v m="$MINUTES" 'BEGIN { s = int(m * 30); print (s < 20 ? 20 : s) }')
 [ -n "$INTERVAL" ] || INTERVAL=$(( PER_MODE >= 150 ? 5 : 2 ))
-WARMUP=$(( PER_MODE / 5 ))
+# Warm-up: the first 20% of each mode, at least 15 s (two rounds of the
+# masked floods' flow sets: the allocator reaches its high-water mark).
+WARMUP=$(( PER_MODE / 5 > 15 ? PER_MODE / 5 : 15 ))
 FLOWS=${FLOWS:-3000}
 RSS_SLACK_PCT=10 RSS_SLACK_KB=8192
 
@@ -119,7 +123,7 @@ add 300 pipe 4 ip from 10.203.1.0/24 to any in
 add 400 queue 5 ip from 10.203.2.0/24 to any in
 add 500 pipe 3 tcp from 10.203.0.1 to 10.203.0.2 in
 add 600 pipe 6 tcp from 10.203.0.2 to 10.203.0.1 in
-add 610 pipe 6 tcp from 10.203.0.2 to 10.203.0.1 out
+add 610 pipe 6 tcp from 10.203.0.2 to 10.203.0.1 out xmit vb
 add 65000 allow ip from any to any
 EOF
 
@@ -162,7 +166,7 @@ flood_loop() { # $1 source addresses (in turn), $2 size, $3 rate, $4 flows,
     while left=$(( END - $(date +%s) )); [ "$left" -gt 0 ]; do
         ip netns exec $A "$DN" flood va --seconds $(( left > $6 ? $6 : left )) --size "$2" \
             --rate "$3" --flows "$4" --src "${srcs[k % ${#srcs[@]}]}" --dst 10.203.0.2 \
-            --dst-mac "$5" >>"$WORK/flood.log" 2>&1 || sleep 0.2
+            --dst-mac "$5" >>"$OUT/flood-$MODE.log" 2>&1 || sleep 0.2
         k=$(( k + 1 ))
     done
 }
@@ -170,7 +174,7 @@ tcp_loop() {
     local left
     while left=$(( END - $(date +%s) )); [ "$left" -gt 2 ]; do
         ip netns exec $A iperf3 -c 10.203.0.2 -p 5299 -P 2 -t $(( left > 30 ? 30 : left - 1 )) \
-            >>"$WORK/iperf.log" 2>&1 || sleep 0.5
+            >>"$OUT/iperf-$MODE.log" 2>&1 || sleep 0.5
     done
 }
 storm_loop() { # about 20 commands a second
@@ -201,6 +205,7 @@ poll_loop() {
 }
 
 run_mode() { # $1 bridge|host
+    MODE=$1
     local mode=$1 start now t last_d=-1 warm_rss= end_rss= row d i=0 fin=
     for ns in $A $M $B; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
     if [ "$mode" = bridge ]; then
@@ -273,6 +278,8 @@ run_mode() { # $1 bridge|host
     wait "${LOOPS[@]}" 2>/dev/null || true
     LOOPS=()
     echo "  storm: $(cat "$WORK/storm.n" 2>/dev/null || echo 0) commands in $PER_MODE s"
+    echo "  tcp: $(grep -c 'SUM.*receiver' "$OUT/iperf-$mode.log" 2>/dev/null || true) iperf3 runs, received" \
+        "$(awk '/SUM.*receiver/ {printf "%s %s  ", $(NF-2), $(NF-1)}' "$OUT/iperf-$mode.log" 2>/dev/null)"
 
     if kill -0 "$DNPID" 2>/dev/null; then
         # Drain: nothing arrives now; wait (bounded) for the pipes to empty.
