@@ -1139,6 +1139,24 @@ impl Port {
     }
 }
 
+/// A pooled buffer may be reused for a frame of `len` bytes if it is at
+/// most twice that, or this: larger ones are cut down first.
+const REUSE_SLACK: usize = 2048;
+
+/// A buffer from `pool` (or a new one) for a frame of `len` bytes. One
+/// much larger than the frame, such as a 64 KiB super-packet's given back
+/// and now taken for a 64-byte frame, is cut down to the frame first, so
+/// what a frame held in a pipe costs stays near its length, which is what
+/// `held_limit` counts: at most twice it, or [`REUSE_SLACK`].
+fn take_buffer(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
+    let mut data = pool.pop().unwrap_or_default();
+    data.clear();
+    if data.capacity() > (2 * len).max(REUSE_SLACK) {
+        data.shrink_to(len);
+    }
+    data
+}
+
 /// Puts `buf` in `pool` for reuse, unless the pool is full.
 fn recycle_into(pool: &mut Vec<Vec<u8>>, mut buf: Vec<u8>) {
     if pool.len() < POOL_LIMIT {
@@ -1168,8 +1186,7 @@ fn finish_frame(
         };
         (tpid, tci)
     });
-    let mut data = pool.pop().unwrap_or_default();
-    data.clear();
+    let mut data = take_buffer(pool, frame_len + 4);
     match vlan {
         Some((tpid, tci)) => {
             data.reserve(frame_len + 4);
@@ -1891,6 +1908,34 @@ impl From<PortError> for io::Error {
 
 #[cfg(test)]
 mod tests {
+    /// A super-packet's buffer given back to the pool is not reused whole
+    /// for a small frame; one that fits is reused as it is.
+    #[test]
+    fn a_large_pooled_buffer_is_cut_down_for_a_small_frame() {
+        let mut pool = vec![Vec::with_capacity(65536)];
+        let small = super::take_buffer(&mut pool, 68);
+        assert!(
+            small.capacity() <= super::REUSE_SLACK,
+            "{}",
+            small.capacity()
+        );
+        assert!(pool.is_empty());
+        let mut pool = vec![Vec::with_capacity(65536)];
+        let big = super::take_buffer(&mut pool, 60_000);
+        assert_eq!(
+            big.capacity(),
+            65536,
+            "a buffer that fits is reused as it is"
+        );
+        let mut pool = vec![Vec::with_capacity(1600)];
+        assert_eq!(super::take_buffer(&mut pool, 68).capacity(), 1600);
+        assert_eq!(
+            super::take_buffer(&mut pool, 68).capacity(),
+            0,
+            "an empty pool gives a new one"
+        );
+    }
+
     use super::*;
 
     /// A TCPv4 super-packet as the kernel hands it over on x86 (little
