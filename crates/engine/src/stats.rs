@@ -216,6 +216,7 @@ pub struct SchedView {
     pub mask: FlowMask,
     /// Type-specific parameters for display.
     pub params: Vec<(String, u64)>,
+    /// In no particular order (sort by `id` to show them).
     pub instances: Vec<InstanceView>,
 }
 
@@ -246,6 +247,7 @@ pub struct FlowsetView {
     pub loss: Option<crate::config::LossModel>,
     pub duplicate: Option<crate::config::Duplicate>,
     pub corrupt: Option<crate::config::Corrupt>,
+    /// In no particular order (sort by `id` to show them).
     pub flows: Vec<FlowView>,
 }
 

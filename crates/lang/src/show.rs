@@ -292,7 +292,9 @@ pub fn format_queues(s: &Snapshot, numbers: &[u32]) -> String {
         .filter(|f| f.number <= MAX_NUMBER && wanted(numbers, f.number))
     {
         out.push_str(&flowset_lines(fs));
-        out.push_str(&flow_table(fs.flows.iter().map(|f| (&f.id, &f.counters))));
+        out.push_str(&flow_table(
+            sorted(&fs.flows, |f| f.id).map(|f| (&f.id, &f.counters)),
+        ));
     }
     out
 }
@@ -311,7 +313,7 @@ pub fn format_scheds(s: &Snapshot, numbers: &[u32]) -> String {
     out
 }
 
-fn sorted<T>(items: &[T], key: impl Fn(&T) -> u32) -> impl Iterator<Item = &T> {
+fn sorted<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> impl Iterator<Item = &T> {
     let mut v: Vec<&T> = items.iter().collect();
     v.sort_by_key(|x| key(x));
     v.into_iter()
@@ -489,7 +491,7 @@ fn sched_lines(sc: &SchedView, s: &Snapshot) -> String {
     }
     out.push_str(&mask_lines(&sc.mask));
     out.push_str(&flow_table(
-        sc.instances.iter().map(|i| (&i.id, &i.counters)),
+        sorted(&sc.instances, |i| i.id).map(|i| (&i.id, &i.counters)),
     ));
     out
 }
