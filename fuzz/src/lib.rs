@@ -20,8 +20,9 @@ pub fn safe_text(text: &str) -> bool {
         .any(|w| w[1] == b'/' && !w[0].is_ascii_alphanumeric())
 }
 
-/// Renders everything `show` can print about `s`. None of it may panic; a
-/// table listing may only fail for a table that does not exist.
+/// Renders everything `show` (and `ipfw memory`) can print about `s`. None
+/// of it may panic; a table listing may only fail for a table that does not
+/// exist; no part of the memory report may exceed its worst case.
 pub fn render_all(s: &Snapshot) -> usize {
     let mut n = 0;
     for counters in [false, true] {
@@ -33,6 +34,18 @@ pub fn render_all(s: &Snapshot) -> usize {
     n += dummynet_lang::format_queues(s, &[]).len();
     n += dummynet_lang::format_scheds(s, &[]).len();
     n += dummynet_lang::format_sets(s).len();
+    // `ipfw memory`: no part of the engine's memory above its worst case.
+    for part in &s.memory.parts {
+        if let Some(worst) = part.worst {
+            assert!(
+                part.now <= worst,
+                "memory part {} uses {} bytes, above its worst case {worst}",
+                part.name,
+                part.now
+            );
+        }
+    }
+    n += s.memory.to_string().len();
     match dummynet_lang::format_tables(s, None) {
         Ok(t) => n += t.len(),
         Err(e) => assert!(s.tables.is_empty(), "table all list failed: {e}"),
