@@ -167,7 +167,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}` is too large"))
 }
 
-/// A quarter of `MemTotal` in /proc/meminfo, if it can be read.
+/// A quarter of `MemTotal` in /proc/meminfo, if it can be read: the
+/// default `held_limit` of every live mode.
 fn default_memory_limit() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
@@ -275,6 +276,13 @@ pub fn spawn_controlled<F>(
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
+    // Every live mode bounds the packet bytes its pipes hold (shell and
+    // demo too); `run --memory-limit` and a config's `sysctl` come later and
+    // win.
+    let mut config = config;
+    if let Some(limit) = default_memory_limit() {
+        config.insert(0, (0, Command::Set(Setting::HeldLimit(limit))));
+    }
     let mut engine: Engine<Carrier> = crate::sim::configure(&config, seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let (req_tx, req_rx) = mpsc::channel();
