@@ -90,6 +90,10 @@ enum Cmd {
         /// /run/dummynet.sock).
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
+        /// One JSON object instead of text (field names in the README:
+        /// "stats --json").
+        #[arg(long)]
+        json: bool,
     },
     /// Send an ipfw command to a running daemon (`dummynet ipfw pipe 1 show`).
     #[command(disable_help_flag = true)]
@@ -129,7 +133,7 @@ fn main() -> ExitCode {
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
-        Cmd::Stats { socket } => live::client::stats(socket),
+        Cmd::Stats { socket, json } => live::client::stats(socket, json),
         Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),

@@ -153,6 +153,45 @@ fn ten_thousand_connections_leak_no_descriptor() {
     }
     assert_eq!(d.fds(), before, "descriptors leaked by 10,000 clients");
     show_still_answers(&d, "after 10,000 clients");
+    stats_json_balances(&d);
+}
+
+/// `dummynet stats --json`: one object whose books balance and whose drops
+/// by reason add up to `dropped`.
+fn stats_json_balances(d: &Daemon) {
+    let out = run_bounded(
+        Command::new(DUMMYNET)
+            .args(["stats", "--json", "--socket"])
+            .arg(&d.socket),
+        Duration::from_secs(5),
+        "dummynet stats --json",
+    );
+    let text = expect_success(&out, "dummynet stats --json");
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("stats --json is not one JSON object ({e}): {text}"));
+    let n = |p: &str| {
+        v.pointer(p)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("{p} missing: {v}"))
+    };
+    assert_eq!(
+        n("/totals/arrived"),
+        n("/totals/delivered") + n("/totals/dropped") + n("/totals/inside"),
+        "{v}"
+    );
+    let by_reason: u64 = v["drops_by_reason"]
+        .as_object()
+        .expect("drops_by_reason")
+        .values()
+        .filter_map(serde_json::Value::as_u64)
+        .sum();
+    assert_eq!(by_reason, n("/totals/dropped"), "{v}");
+    assert!(
+        v["backends"].as_object().is_some_and(|b| !b.is_empty()),
+        "{v}"
+    );
+    n("/lateness_ns/p99");
+    n("/memory_bytes/parts/queues/now");
 }
 
 /// Garbage, an endless line, a 100 MB message and a silent client are each

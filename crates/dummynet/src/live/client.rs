@@ -45,7 +45,7 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
     let req = ClientRequest {
         argv: args,
         cwd: std::env::current_dir().ok(),
-        stats: false,
+        ..ClientRequest::default()
     };
     send(tool, socket, &req)
 }
@@ -72,12 +72,13 @@ fn take_socket(mut args: Vec<String>) -> Result<(Option<PathBuf>, Vec<String>), 
 }
 
 /// `dummynet stats`.
-pub fn stats(socket: Option<PathBuf>) -> ExitCode {
+pub fn stats(socket: Option<PathBuf>, json: bool) -> ExitCode {
     send(
         "dummynet",
         socket,
         &ClientRequest {
             stats: true,
+            json,
             ..ClientRequest::default()
         },
     )

@@ -49,6 +49,10 @@ pub struct ClientRequest {
     pub cwd: Option<PathBuf>,
     #[serde(default)]
     pub stats: bool,
+    /// With `stats`: the answer is one JSON object
+    /// ([`super::stats_json::StatsJson`]) instead of text.
+    #[serde(default)]
+    pub json: bool,
 }
 
 /// What a command prints and its exit status, as ipfw would give them.
@@ -287,6 +291,9 @@ pub enum Caller {
 pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Limits) -> Reply {
     if req.stats {
         return match link.ask(RequestKind::Stats, limits.answer_timeout) {
+            Ok(Answer::Stats(report)) if req.json => {
+                Reply::ok(super::stats_json::StatsJson::of(&report).to_line() + "\n")
+            }
             Ok(Answer::Stats(report)) => Reply::ok(report.to_string()),
             Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
             Err(reply) => reply,

@@ -64,6 +64,7 @@ pub mod rulelog;
 pub mod run;
 pub mod shell;
 pub mod shell_nat;
+pub mod stats_json;
 
 /// What the engine carries for a live packet: enough to send it on (or
 /// give the kernel its verdict) when it leaves.
