@@ -245,3 +245,37 @@ fn overtaking_packets_do_not_pile_up_timers() {
         assert_eq!(h.departure(i), i * 10 * US + 2 * SEC, "packet {i}");
     }
 }
+
+/// A pipe's delay lowered live while a packet is in its delay line: the
+/// packets after it wait for it (the line is a FIFO) instead of leaving
+/// before it, and departures never go back in time. Found by the
+/// `engine_sequence` fuzzer (`pipe 1 config` after a 500 kbit/s, 1 ms
+/// pipe filled at time 0).
+#[test]
+fn a_delay_lowered_live_keeps_the_delay_line_in_order() {
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 500_000, MS));
+    h.apply(rule(100, Action::Pipe(1), vec![]));
+    for k in 0..4u64 {
+        h.send(
+            0,
+            udp([10, 0, 0, 1], [10, 0, 1, 1], 1000 + k as u16, 80, 1400),
+        );
+    }
+    // The first is on the link until 22.4 ms, then 1 ms in the line.
+    h.apply(pipe(1, 0, 0));
+    h.finish();
+    let times: Vec<u64> = h
+        .outputs
+        .iter()
+        .filter(|o| o.drop.is_none())
+        .map(|o| o.at)
+        .collect();
+    assert_eq!(times.len(), 4);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(times[0], 22_400_000 + MS, "{times:?}");
+    assert!(
+        times.iter().all(|&t| t == times[0]),
+        "the others wait for it: {times:?}"
+    );
+}

@@ -90,6 +90,12 @@ pub(crate) fn place<P>(
 ) -> bool {
     let Some(fx) = fx.filter(|_| params.shaped_delay) else {
         held.out_time = exit.saturating_add(params.delay);
+        // The line is a FIFO: after the delay was lowered live, a packet
+        // waits for the one ahead, which left the link before it (found by
+        // the engine_sequence fuzzer: departures went back in time).
+        if let Some(ahead) = dline.back() {
+            held.out_time = held.out_time.max(ahead.out_time);
+        }
         dline.push_back(held);
         return false;
     };
