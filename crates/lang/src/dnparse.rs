@@ -197,6 +197,39 @@ fn numbers_after(
     Ok(numbers)
 }
 
+/// A flowset's `weight`: 1..100 as FreeBSD takes it for every scheduler,
+/// and 0, the best priority, which only a prio scheduler's queues may have
+/// (the engine checks that, when the queue meets its scheduler). The
+/// message names both, so `weight 0` on its own is not read as the floor.
+fn weight(cur: &mut Cursor<'_>) -> Result<u32, ParseError> {
+    let t = cur.word(&format!(
+        "a weight (1..{MAX_WEIGHT}, or 0 for a prio scheduler's best priority)"
+    ))?;
+    // Digits only: `parse` alone would also take a `+`.
+    let digits = !t.text.is_empty() && t.text.bytes().all(|b| b.is_ascii_digit());
+    match t.text.parse::<u32>() {
+        Ok(w) if digits && w <= MAX_WEIGHT => Ok(w),
+        _ if digits => Err(cur.error_at(
+            t,
+            ErrorKind::Range,
+            format!(
+                "weight must be in 1..{MAX_WEIGHT} (0 only for a prio scheduler's queues, \
+                 its best priority), found `{}`",
+                t.text
+            ),
+        )),
+        _ => Err(cur.error_at(
+            t,
+            ErrorKind::Syntax,
+            format!(
+                "expected a weight (1..{MAX_WEIGHT}, or 0 for a prio scheduler's best \
+                 priority), found `{}`",
+                t.text
+            ),
+        )),
+    }
+}
+
 /// `config` (every option not given takes its default) or, with `modify`,
 /// the options given and the [`Fields`] naming them.
 fn parse_config(
@@ -683,7 +716,7 @@ fn flowset_option<'a>(
         }
         // 0 is a priority, for prio's queues; the engine refuses it elsewhere.
         "weight" => {
-            fs.weight = cur.number("weight", 0, u64::from(MAX_WEIGHT))? as u32;
+            fs.weight = weight(cur)?;
             Field::Weight
         }
         // FreeBSD's fs.par[1]: the engine checks it against the scheduler's

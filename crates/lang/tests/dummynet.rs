@@ -181,7 +181,17 @@ fn flowset_options() {
     // refuses it where the scheduler is not prio.
     assert_eq!(pipe("pipe 1 config weight 0").flowset.weight, 0);
     assert_eq!(err("pipe 1 config weight 101").kind, ErrorKind::Range);
-    assert!(err("pipe 1 config weight 101").message.contains("0..100"));
+    // The range says 1..100 and names 0 as prio's alone, so `weight 0` is
+    // not taken for the floor of every type.
+    let e = err("pipe 1 config weight 101");
+    assert!(e.message.contains("1..100"), "{}", e.message);
+    assert!(e.message.contains("0 only for a prio"), "{}", e.message);
+    assert_eq!(
+        err("pipe 1 config weight 99999999999").kind,
+        ErrorKind::Range
+    );
+    assert_eq!(err("pipe 1 config weight +5").kind, ErrorKind::Syntax);
+    assert_eq!(err("pipe 1 config weight -1").kind, ErrorKind::Syntax);
     // lmax and pri are flowset parameters (FreeBSD's fs.par[1] and par[2]),
     // for pipes and queues alike; the scheduler's type narrows lmax later.
     let q = queue("queue 3 config sched 1 weight 2 lmax 1000 pri 7").flowset;

@@ -135,7 +135,7 @@ fn numbers_out_of_range_give_the_range() {
     for (line, range) in [
         ("add 70000 allow ip from any to any", "1..65534"),
         ("add pipe 70000 ip from any to any", "1..65535"),
-        ("queue 1 config weight 1000", "0..100"),
+        ("queue 1 config weight 1000", "1..100"),
         ("pipe 1 config buckets 100000", "1..65536"),
         ("delete 0", "1..65535"),
         ("add allow ip from any to any ipversion 5", "4 or 6"),
