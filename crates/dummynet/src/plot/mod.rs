@@ -247,7 +247,7 @@ pub fn summary(s: &Series, capacity: &Capacity) -> String {
     let mut line = format!(
         "throughput {} mean over {:.3} s ({} packets)",
         draw::rate(s.mean_bps()),
-        s.span as f64 / 1e9,
+        s.last_delivery as f64 / 1e9,
         s.delivered()
     );
     match capacity.mean_bps(s) {

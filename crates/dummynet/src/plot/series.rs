@@ -78,6 +78,10 @@ pub struct Series {
     pub start: Nanos,
     /// The last `t_ns` of the log, from `start`.
     pub span: Nanos,
+    /// The last delivery counted, from `start`: the mean rate is over
+    /// [0, this], so that a pipe's rate is not diluted by what the log
+    /// shows of other pipes after its last packet.
+    pub last_delivery: Nanos,
     pub windows: Vec<Window>,
     /// Drop reasons in the order they were first seen.
     pub reasons: Vec<String>,
@@ -107,12 +111,13 @@ impl Series {
         self.windows.iter().map(|w| w.delivered).sum()
     }
 
-    /// Mean delivered rate over the log's span, bit/s (0 for an empty span).
+    /// Mean delivered rate from the log's start to the last delivery,
+    /// bit/s (0 if that is no time at all).
     pub fn mean_bps(&self) -> f64 {
-        if self.span == 0 {
+        if self.last_delivery == 0 {
             return 0.0;
         }
-        self.delivered_bits() as f64 * 1e9 / self.span as f64
+        self.delivered_bits() as f64 * 1e9 / self.last_delivery as f64
     }
 
     /// Drops over the whole log by reason, in [`Series::reasons`] order.
@@ -198,6 +203,7 @@ impl Reader {
                 window: window.max(1),
                 start: 0,
                 span: 0,
+                last_delivery: 0,
                 windows: Vec::new(),
                 reasons: Vec::new(),
                 points: Vec::new(),
@@ -291,6 +297,7 @@ impl Reader {
                 if ours {
                     if copy {
                         let len = line.len.or_else(|| self.in_flight.get(&id).map(|p| p.len));
+                        self.series.last_delivery = self.series.last_delivery.max(t);
                         let w = self.window(t);
                         w.delivered += 1;
                         w.delivered_bits += u64::from(len.unwrap_or(0)) * 8;
@@ -362,6 +369,7 @@ impl Reader {
             }
         }
         if delivered {
+            self.series.last_delivery = self.series.last_delivery.max(t);
             let w = self.window(t);
             w.delivered += 1;
             w.delivered_bits += bits;
