@@ -134,8 +134,9 @@ fn a_saturated_pipe_plots_at_its_rate() {
     // Ingress and per-packet delay: one line each, and its legend sample.
     assert_eq!(lines.get("#E69F00"), Some(&2), "{lines:?}");
     assert_eq!(lines.get("#56B4E9"), Some(&2), "{lines:?}");
-    // The capacity line is dashed: many short pieces.
-    assert!(lines.get("#333333").copied().unwrap_or(0) > 10, "{lines:?}");
+    // The capacity is a shaded area: one polygon.
+    let doc = fs::read_to_string(&svg).unwrap();
+    assert_eq!(doc.matches("<polygon").count(), 1);
 
     // sim --plot draws the same picture from the run, without a log.
     let direct = dir.join("direct.svg");

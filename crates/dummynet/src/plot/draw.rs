@@ -270,17 +270,20 @@ where
         let mut chart = self.chart(max / d, 3, false)?;
         self.mesh(&mut chart, &format!("throughput ({unit})"))?;
         let scaled = |v: &[f64]| steps(s, v.iter().map(|x| x / d).enumerate());
-        match (&cap, capacity) {
-            (Some(c), Capacity::Rate { .. } | Capacity::Trace { .. }) => {
-                let style = CAPACITY.stroke_width(2);
+        match &cap {
+            // As mahimahi draws it: the capacity as a shaded area, which
+            // stays visible where the delivered line runs along its edge.
+            Some(c) => {
+                let fill = CAPACITY.mix(0.13);
+                let edge = CAPACITY.mix(0.6).stroke_width(1);
                 chart
-                    .draw_series(DashedLineSeries::new(scaled(c), 8, 5, style))?
+                    .draw_series(AreaSeries::new(scaled(c), 0.0, fill).border_style(edge))?
                     .label(format!("capacity ({})", capacity.describe()))
                     .legend(move |(x, y)| {
-                        DashedPathElement::new(vec![(x, y), (x + 22, y)], 6, 3, style)
+                        Rectangle::new([(x, y - 6), (x + 22, y + 6)], fill.filled())
                     });
             }
-            _ => {
+            None => {
                 chart
                     .draw_series(std::iter::empty::<EmptyElement<(f64, f64), DB>>())?
                     .label(format!("capacity: {}", capacity.describe()))
