@@ -12,5 +12,6 @@ pub mod gen;
 pub mod install;
 pub mod lang;
 pub mod live;
+pub mod plot;
 pub mod sim;
 pub mod tracegen;

@@ -2,6 +2,7 @@
 //!
 //! Subcommands:
 //! - `sim`: replay pcap captures through the engine on virtual time, offline.
+//! - `plot`: draw throughput, delay, queue and drops from sim's event log.
 //! - `gen`: write synthetic constant-rate traffic as a pcap.
 //! - `gen-trace`: write a synthetic mahimahi trace for `trace FILE` pipes.
 //! - `bench`: push synthetic packets through the engine, no I/O.
@@ -20,7 +21,7 @@ use clap::{Parser, Subcommand};
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
 // The modules are the library's (src/lib.rs), shared with the fuzz targets.
-use dummynet::{bench, gen, install, live, sim, tracegen};
+use dummynet::{bench, gen, install, live, plot, sim, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +46,14 @@ enum Cmd {
     /// cannot be parsed are dropped as "malformed". The same inputs and seed
     /// always give the same bytes.
     Sim(sim::SimArgs),
+    /// Draw throughput, delay, queue and drops from an event log (sim --log).
+    ///
+    /// mahimahi's graphs: delivered and arriving bits per window against the
+    /// link's capacity, each packet's delay with the 95th percentile per
+    /// window, packets and bytes inside, drops per window by reason; as
+    /// stacked panels sharing the time axis, in SVG or PNG. Prints one
+    /// summary line: mean throughput, capacity, delay p50/p95/max, drops.
+    Plot(plot::PlotArgs),
     /// Write synthetic constant-rate traffic to a pcap file.
     ///
     /// Deterministic: the same arguments always write the same bytes.
@@ -125,6 +134,7 @@ fn main() -> ExitCode {
     }
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
+        Cmd::Plot(a) => plot::run(a),
         Cmd::Gen(a) => gen::run(a),
         Cmd::GenTrace(a) => tracegen::run(a),
         Cmd::Bench(a) => bench::run(a),

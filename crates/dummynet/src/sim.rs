@@ -64,6 +64,12 @@ pub struct SimArgs {
     /// Without it, `me` matches nothing.
     #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
     pub me: Vec<std::net::IpAddr>,
+    /// Draw the run as `dummynet plot` would from its log (.svg or .png),
+    /// with the capacity of --config's pipe (--pipe N, or the only one).
+    #[arg(long, value_name = "OUT.svg")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten, next_help_heading = "Plot (with --plot)")]
+    pub plot_options: crate::plot::PlotOptions,
 }
 
 /// A `--pcap` argument: a capture and where it meets the rules.
@@ -179,6 +185,9 @@ pub fn run(args: SimArgs) -> ExitCode {
 }
 
 fn run_files(args: &SimArgs) -> Result<String, String> {
+    if args.plot.is_none() {
+        crate::plot::check_unused(&args.plot_options)?;
+    }
     let config = load_config(&args.config)?;
     let mut engine = configure(&config, args.seed)
         .map_err(|(line, e)| format!("{}:{line}: {e}", args.config.display()))?;
@@ -208,19 +217,37 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     }
     let mut out = args.out.as_deref().map(create).transpose()?;
     let mut log = args.log.as_deref().map(create).transpose()?;
+    // --plot reads the log's lines as they are written, file or not.
+    let mut plot = args
+        .plot
+        .as_ref()
+        .map(|_| crate::plot::LogSink::new(&args.plot_options));
+    let mut tee = match (&mut log, &mut plot) {
+        (Some(f), Some(p)) => Some(Box::new(crate::plot::Tee(f, p)) as Box<dyn Write>),
+        (Some(f), None) => Some(Box::new(f) as Box<dyn Write>),
+        (None, Some(p)) => Some(Box::new(p) as Box<dyn Write>),
+        (None, None) => None,
+    };
     let summary = simulate(
         engine,
         inputs,
         out.as_mut().map(|w| w as &mut dyn Write),
-        log.as_mut().map(|w| w as &mut dyn Write),
+        tee.as_mut().map(|w| w as &mut dyn Write),
     )?;
+    drop(tee);
     for (w, path) in [(out, &args.out), (log, &args.log)] {
         if let (Some(mut w), Some(path)) = (w, path) {
             w.flush()
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
     }
-    Ok(summary.report())
+    let mut report = summary.report();
+    if let (Some(sink), Some(path)) = (plot, &args.plot) {
+        let config = (args.config.as_path(), &config[..]);
+        let drawn = crate::plot::sim_plot(sink, config, &args.plot_options, path)?;
+        report.push_str(&format!("\nplot: {drawn}\n"));
+    }
+    Ok(report)
 }
 
 fn create(path: &Path) -> Result<BufWriter<File>, String> {
