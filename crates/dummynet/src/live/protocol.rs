@@ -608,3 +608,506 @@ pub fn execute<P: dummynet_engine::Payload>(
         Statement::Nop(_) => Reply::ok(""),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dummynet_engine::flow::FlowKey;
+    use dummynet_engine::{Direction, Engine, PacketInfo};
+    use std::net::Ipv4Addr;
+
+    const MS: Nanos = 1_000_000;
+
+    /// A data plane on a thread of its own that answers every request
+    /// against its engine, as the daemon's does between packets; the
+    /// engine comes back when the link is dropped.
+    struct Plane {
+        link: Option<PlaneLink>,
+        thread: Option<std::thread::JoinHandle<Engine<()>>>,
+        _wake: UnixStream,
+    }
+
+    impl Plane {
+        fn new(mut engine: Engine<()>) -> Plane {
+            let (tx, rx) = mpsc::channel::<Request>();
+            let (wake, peer) = UnixStream::pair().unwrap();
+            peer.set_nonblocking(true).unwrap();
+            let thread = std::thread::spawn(move || {
+                let now = engine.now();
+                while let Ok(req) = rx.recv() {
+                    if !req.ticket.take() {
+                        continue;
+                    }
+                    let answer = match req.kind {
+                        RequestKind::Stats => Answer::Stats(Box::default()),
+                        RequestKind::Snapshot => Answer::Snapshot {
+                            snap: Box::new(engine.snapshot()),
+                            now,
+                        },
+                        RequestKind::Apply { command, .. } => Answer::Applied(
+                            engine.apply(now, *command).map(|()| engine.take_notes()),
+                        ),
+                        RequestKind::ApplyAll { commands, .. } => {
+                            Answer::AppliedAll(engine.apply_all(now, commands))
+                        }
+                    };
+                    let _ = req.reply.send(answer);
+                }
+                engine
+            });
+            Plane {
+                link: Some(PlaneLink {
+                    requests: tx,
+                    wake: Arc::new(peer),
+                }),
+                thread: Some(thread),
+                _wake: wake,
+            }
+        }
+
+        fn ask(&self, req: ClientRequest) -> Reply {
+            let link = self.link.as_ref().unwrap();
+            handle(req, &Caller::NoFiles, link, &Limits::default())
+        }
+
+        fn line(&self, line: &str, json: bool) -> Reply {
+            self.ask(ClientRequest {
+                argv: line.split_whitespace().map(String::from).collect(),
+                json,
+                ..Default::default()
+            })
+        }
+
+        fn batch(&self, commands: &[&str]) -> Reply {
+            self.ask(ClientRequest {
+                commands: Some(
+                    commands
+                        .iter()
+                        .map(|c| BatchCommand::Line(c.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            })
+        }
+
+        fn json(&self, line: &str) -> serde_json::Value {
+            let r = self.line(line, true);
+            assert_eq!(r.status, 0, "{line}: {r:?}");
+            assert!(r.stdout.ends_with('\n') && r.stdout.matches('\n').count() == 1);
+            serde_json::from_str(&r.stdout).unwrap()
+        }
+
+        fn engine(mut self) -> Engine<()> {
+            drop(self.link.take());
+            self.thread.take().unwrap().join().unwrap()
+        }
+    }
+
+    fn configured(lines: &[&str]) -> Engine<()> {
+        let mut e: Engine<()> = Engine::new(1);
+        for line in lines {
+            let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+            let parsed = dummynet_lang::parse_args(&argv).unwrap();
+            let Statement::Apply(cmd) = parsed.statement else {
+                panic!("{line}")
+            };
+            e.apply(0, cmd)
+                .unwrap_or_else(|err| panic!("{line}: {err}"));
+        }
+        e
+    }
+
+    fn udp(src: [u8; 4], sport: u16, len: u32) -> PacketInfo {
+        PacketInfo {
+            len,
+            key: FlowKey::v4(
+                Ipv4Addr::from(src),
+                Ipv4Addr::new(10, 0, 0, 9),
+                17,
+                sport,
+                53,
+            ),
+            dir: Direction::In,
+            recv_if: None,
+            xmit_if: None,
+        }
+    }
+
+    /// Pipes, queues, a scheduler, rules with a state, a table, a disabled
+    /// set, and packets queued in them.
+    fn busy_engine() -> Engine<()> {
+        let mut e = configured(&[
+            "pipe 1 config bw 1Mbit/s delay 20ms queue 10 plr 0.25",
+            "sched 2 config type wf2q+ bw 2Mbit/s",
+            "queue 3 config sched 2 weight 5 queue 30KBytes mask src-ip 0xffffffff",
+            "table 7 create",
+            "table 7 add 10.1.0.0/16 42",
+            "add 100 pipe 1 udp from any to any dst-port 53 keep-state",
+            "add 200 set 4 queue 3 ip from any to any",
+            "set disable 4",
+        ]);
+        for i in 0..3 {
+            let _ = e.input(i * MS, udp([10, 1, 0, 1], 1000 + i as u16, 1000), ());
+        }
+        e
+    }
+
+    #[test]
+    fn rules_show_as_json_with_counters_and_states() {
+        let plane = Plane::new(busy_engine());
+        let v = plane.json("-d show");
+        let rules = v["rules"].as_array().unwrap();
+        assert_eq!(rules.len(), 3, "{v}");
+        let r = &rules[0];
+        assert_eq!(r["number"], 100);
+        assert_eq!(r["set"], 0);
+        assert_eq!(
+            r["rule"],
+            "pipe 1 udp from any to any dst-port 53 keep-state"
+        );
+        assert_eq!((&r["packets"], &r["bytes"]), (&3.into(), &3000.into()));
+        assert_eq!(r["last_match_ns"], 2 * MS);
+        assert_eq!(r["default"], false);
+        assert_eq!(rules[1]["set"], 4);
+        assert_eq!(rules[2]["number"], 65535);
+        assert_eq!(rules[2]["rule"], "deny ip from any to any");
+        assert_eq!(rules[2]["default"], true);
+        assert!(rules[2]["last_match_ns"].is_null());
+        let states = v["states"].as_array().unwrap();
+        assert_eq!(states.len(), 3, "one per source port: {v}");
+        let s = &states[0];
+        assert_eq!(s["rule"], 100);
+        assert_eq!(s["flow"]["src"], "10.1.0.1");
+        assert_eq!(s["flow"]["dst"], "10.0.0.9");
+        assert_eq!(
+            (&s["flow"]["proto"], &s["flow"]["dst_port"]),
+            (&17.into(), &53.into())
+        );
+        assert_eq!((&s["packets"], &s["bytes"]), (&1.into(), &1000.into()));
+        assert!(s["expires_in_ns"].as_u64().unwrap() > 0);
+        // Without -d there are no states; with numbers, only those rules.
+        let v = plane.json("show 200");
+        assert!(v.get("states").is_none(), "{v}");
+        assert_eq!(v["rules"].as_array().unwrap().len(), 1);
+        // The sets.
+        let v = plane.json("set show");
+        assert_eq!(v["disabled"], serde_json::json!([4]));
+        assert_eq!(v["enabled"].as_array().unwrap().len(), 31);
+    }
+
+    #[test]
+    fn pipes_queues_and_scheds_show_as_json() {
+        let plane = Plane::new(busy_engine());
+        let v = plane.json("pipe show");
+        let pipes = v["pipes"].as_array().unwrap();
+        assert_eq!(
+            pipes.len(),
+            2,
+            "sched 2's link is listed too, as in text: {v}"
+        );
+        let p = &pipes[0];
+        assert_eq!(p["number"], 1);
+        assert_eq!(p["link"]["bandwidth_bps"], 1_000_000);
+        assert_eq!(p["link"]["delay_ns"], 20 * MS);
+        assert_eq!(p["link"]["burst_bytes"], 0);
+        assert_eq!(p["sched_type"], "WF2Q+");
+        let q = &p["queue"];
+        assert_eq!(q["limit_packets"], 10);
+        assert!(q["limit_bytes"].is_null());
+        assert_eq!(q["plr"], 0.25);
+        let flows = q["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), 1, "no mask: one queue: {v}");
+        // Each of the 3 packets passed the plr draw or was dropped by it;
+        // those that passed wait for the 1 Mbit/s link or are on it.
+        let total = flows[0]["total_packets"].as_u64().unwrap();
+        let dropped = flows[0]["dropped_packets"].as_u64().unwrap();
+        assert_eq!(total, 3);
+        assert!(dropped <= 3);
+        assert_eq!(flows[0]["total_bytes"], 3000);
+
+        let v = plane.json("queue show");
+        let queues = v["queues"].as_array().unwrap();
+        assert_eq!(queues.len(), 1, "{v}");
+        let q = &queues[0];
+        assert_eq!((&q["number"], &q["sched"]), (&3.into(), &2.into()));
+        assert_eq!((&q["weight"], &q["linked"]), (&5.into(), &true.into()));
+        assert_eq!(q["limit_bytes"], 30 * 1024);
+        assert!(q["limit_packets"].is_null());
+        assert_eq!(q["mask"]["src_ip"], "255.255.255.255");
+        assert_eq!(q["mask"]["dst_ip"], "0.0.0.0");
+        assert_eq!(q["aqm"], "droptail");
+        assert_eq!(
+            q["flows"].as_array().unwrap().len(),
+            0,
+            "rule 200 is disabled"
+        );
+
+        let v = plane.json("sched show");
+        let scheds = v["scheds"].as_array().unwrap();
+        let s = scheds.iter().find(|s| s["number"] == 2).unwrap();
+        assert_eq!(s["type"], "WF2Q+");
+        assert_eq!(s["link"]["bandwidth_bps"], 2_000_000);
+        assert!(s["params"].is_object());
+        // Pipe 1 has its scheduler 1 too, as FreeBSD lists it.
+        assert!(scheds.iter().any(|s| s["number"] == 1), "{v}");
+        let v = plane.json("pipe 9 show");
+        assert_eq!(v["pipes"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn tables_and_memory_show_as_json() {
+        let plane = Plane::new(busy_engine());
+        let v = plane.json("table 7 list");
+        assert_eq!(
+            v,
+            serde_json::json!({"tables": [{"name": "7", "type": "addr",
+                "entries": [{"key": "10.1.0.0/16", "value": 42}]}]})
+        );
+        assert_eq!(
+            plane.json("table all list")["tables"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        let r = plane.line("table 8 list", true);
+        assert_eq!((r.status, r.kind), (EX_DATAERR, Some(ErrorKind::NotFound)));
+        assert!(r.stderr.contains("table 8 does not exist"), "{r:?}");
+        let v = plane.json("memory");
+        let m = &v["memory_bytes"];
+        assert!(m["parts"]["packets"]["now"].as_u64().unwrap() > 0, "{v}");
+        assert!(m["parts"]["rules"]["worst"].is_u64(), "{v}");
+        assert!(m["instance_limit"].as_u64().unwrap() > 0);
+        // Without --json the same request is text, as before.
+        let r = plane.line("table 7 list", false);
+        assert_eq!(r.stdout, "--- table(7), set(0) ---\n10.1.0.0/16 42\n");
+    }
+
+    #[test]
+    fn errors_carry_their_kind_and_the_status_ipfw_gives() {
+        let plane = Plane::new(configured(&["pipe 1 config bw 1Mbit/s"]));
+        let cases = [
+            ("pipe 1 config bw", ErrorKind::Syntax, EX_USAGE),
+            ("pipe 1 confg bw 1Mbit/s", ErrorKind::Syntax, EX_USAGE),
+            ("pipe 1 config plr 1.5", ErrorKind::Invalid, EX_USAGE),
+            (
+                "nat 1 config if eth0",
+                ErrorKind::Unavailable,
+                EX_UNAVAILABLE,
+            ),
+            ("pipe 9 delete", ErrorKind::NotFound, EX_DATAERR),
+            ("delete 300", ErrorKind::NotFound, EX_DATAERR),
+            ("pipe 1 config queue 500", ErrorKind::Invalid, EX_DATAERR),
+        ];
+        for (line, kind, status) in cases {
+            let r = plane.line(line, false);
+            assert_eq!((r.kind, r.status), (Some(kind), status), "{line}: {r:?}");
+            assert!(r.stderr.starts_with("ipfw: "), "{r:?}");
+        }
+        plane.line("table 1 create", false);
+        let r = plane.line("table 1 create", false);
+        assert_eq!(r.kind, Some(ErrorKind::Conflict), "{r:?}");
+        // A parse error says where.
+        let r = plane.line("pipe 1 confg bw 1Mbit/s", false);
+        let at = r.error.unwrap();
+        assert_eq!((at.index, at.column), (None, Some(8)));
+        assert_eq!(at.found.as_deref(), Some("confg"));
+        assert_eq!(at.command, "pipe 1 confg bw 1Mbit/s");
+        // Success has no kind, and the JSON line has no such field.
+        let r = plane.line("pipe 1 config bw 2Mbit/s", false);
+        assert_eq!((r.status, r.kind), (0, None));
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(!line.contains("kind") && !line.contains("error"), "{line}");
+        let r = plane.line("pipe 9 delete", false);
+        let v: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["kind"], "not_found");
+    }
+
+    #[test]
+    fn an_old_request_and_an_old_reply_still_read() {
+        let req: ClientRequest =
+            serde_json::from_str(r#"{"argv": ["show"], "cwd": "/tmp", "stats": false}"#).unwrap();
+        assert_eq!(req.argv, ["show"]);
+        assert!(req.commands.is_none());
+        let r: Reply =
+            serde_json::from_str(r#"{"status": 0, "stdout": "x", "stderr": ""}"#).unwrap();
+        assert_eq!(r, Reply::ok("x"));
+    }
+
+    #[test]
+    fn a_batch_that_does_not_parse_names_the_command_and_sends_nothing() {
+        let plane = Plane::new(Engine::new(1));
+        let r = plane.batch(&[
+            "pipe 1 config bw 1Mbit/s",
+            "add 100 pipe 1 ip from any to any",
+            "add 200 pipe 1 ip frm any to any",
+        ]);
+        assert_eq!(
+            (r.status, r.kind),
+            (EX_USAGE, Some(ErrorKind::Syntax)),
+            "{r:?}"
+        );
+        let at = r.error.clone().unwrap();
+        assert_eq!(at.index, Some(2));
+        assert_eq!(at.command, "add 200 pipe 1 ip frm any to any");
+        assert_eq!(at.found.as_deref(), Some("frm"));
+        assert_eq!(at.column, Some(19));
+        assert!(
+            r.stderr.starts_with("ipfw: command 3 of the batch: "),
+            "{}",
+            r.stderr
+        );
+        // `show` is not a configuration command.
+        let r = plane.batch(&["pipe 1 config bw 1Mbit/s", "pipe 1 show"]);
+        assert_eq!(r.error.and_then(|a| a.index), Some(1));
+        // Nor is an empty batch, or a batch with argv.
+        assert_eq!(plane.batch(&[]).kind, Some(ErrorKind::Syntax));
+        let r = plane.ask(ClientRequest {
+            argv: vec!["show".into()],
+            commands: Some(vec![BatchCommand::Line("flush".into())]),
+            ..Default::default()
+        });
+        assert_eq!(r.kind, Some(ErrorKind::Syntax));
+        let snap = plane.engine().snapshot();
+        assert!(
+            snap.links.is_empty() && snap.rules.len() == 1,
+            "nothing applied"
+        );
+    }
+
+    #[test]
+    fn a_batch_the_engine_refuses_leaves_nothing_applied() {
+        let plane = Plane::new(busy_engine());
+        let held = busy_engine().held_packets();
+        assert!(held > 0);
+        let before = plane.line("show", false).stdout;
+        let r = plane.batch(&[
+            "pipe 5 config bw 5Mbit/s",
+            "add 50 pipe 5 ip from any to any",
+            "queue 9 delete",
+        ]);
+        assert_eq!(
+            (r.status, r.kind),
+            (EX_DATAERR, Some(ErrorKind::NotFound)),
+            "{r:?}"
+        );
+        let at = r.error.clone().unwrap();
+        assert_eq!((at.index, at.command.as_str()), (Some(2), "queue 9 delete"));
+        assert!(
+            r.stderr.contains("none of the batch was applied"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(plane.line("show", false).stdout, before);
+        assert!(plane.json("pipe 5 show")["pipes"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        // Taken whole, with words as well as lines, and warnings kept.
+        let r = plane.ask(ClientRequest {
+            commands: Some(vec![
+                BatchCommand::Line("pipe 5 config bw 10".into()),
+                BatchCommand::Words(
+                    ["add", "50", "pipe", "5", "ip", "from", "any", "to", "any"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
+            ]),
+            ..Default::default()
+        });
+        assert_eq!(r.status, 0, "{r:?}");
+        assert!(
+            r.stderr.starts_with("ipfw: warning: command 1: `bw 10`"),
+            "{}",
+            r.stderr
+        );
+        let e = plane.engine();
+        assert_eq!(e.held_packets(), held, "the queued packets stayed");
+        let snap = e.snapshot();
+        assert!(snap.links.iter().any(|l| l.number == 5));
+        assert!(snap.rules.iter().any(|r| r.number == 50));
+    }
+
+    /// The copy `apply_all` tries a batch on agrees with the engine: for
+    /// pairs of commands on a configured engine, the batch is refused at
+    /// the command sequential application refuses first, and leaves the
+    /// configuration as it was; taken, it leaves what the two left.
+    #[test]
+    fn a_batch_is_refused_exactly_where_applying_one_by_one_would_fail() {
+        let base = [
+            "pipe 1 config bw 1Mbit/s",
+            "sched 2 config type qfq",
+            "queue 3 config sched 2 weight 4",
+            "table 1 create",
+            "add 100 pipe 1 ip from table(1) to any",
+            "add 200 set 3 queue 3 ip from any to any",
+        ];
+        let candidates = [
+            "pipe 1 delete",
+            "pipe 2 config delay 5ms",
+            "pipe 2 delete",
+            "sched 2 config type prio",
+            "sched 2 config type wf2q+",
+            "queue 3 config sched 2 weight 0",
+            "queue 3 delete",
+            "queue 4 config sched 2 lmax 100",
+            "queue 4 modify weight 2",
+            "pipe 1 modify delay 10ms",
+            "table 1 destroy",
+            "table 1 create",
+            "table 1 add 10.0.0.0/8",
+            "table 1 delete 10.0.0.0/8",
+            "delete 100",
+            "delete 100",
+            "add 300 pipe 2 ip from any to any",
+            "set move 3 to 4",
+            "delete set 3",
+            "sysctl net.inet.ip.dummynet.pipe_slot_limit=20",
+            "pipe 6 config queue 30",
+            "flush",
+            "dnctl flush",
+        ];
+        let parse = |line: &str| {
+            let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+            match dummynet_lang::parse_args(&argv).unwrap().statement {
+                Statement::Apply(c) => c,
+                _ => panic!("{line}"),
+            }
+        };
+        let show = |e: &Engine<()>| {
+            let s = e.snapshot();
+            format!(
+                "{:?} {:?} {:?} {:?} {:?}",
+                s.rules, s.links, s.flowsets, s.tables, s.settings
+            )
+        };
+        let mut refused = 0;
+        for a in candidates {
+            for b in candidates {
+                let mut one_by_one = configured(&base);
+                let first = one_by_one.apply(0, parse(a));
+                let second = first.is_ok().then(|| one_by_one.apply(0, parse(b)));
+                let mut batched = configured(&base);
+                let before = show(&batched);
+                let r = batched.apply_all(0, vec![parse(a), parse(b)]);
+                match (first, second) {
+                    (Err(e), _) => {
+                        assert_eq!(r.map_err(|x| (x.index, x.error)), Err((0, e)), "{a} / {b}");
+                        assert_eq!(show(&batched), before, "{a} / {b}");
+                        refused += 1;
+                    }
+                    (Ok(()), Some(Err(e))) => {
+                        assert_eq!(r.map_err(|x| (x.index, x.error)), Err((1, e)), "{a} / {b}");
+                        assert_eq!(show(&batched), before, "{a} / {b}: half applied");
+                        refused += 1;
+                    }
+                    _ => {
+                        assert!(r.is_ok(), "{a} / {b}: {r:?}");
+                        assert_eq!(show(&batched), show(&one_by_one), "{a} / {b}");
+                    }
+                }
+            }
+        }
+        assert!(refused > 50, "the pairs test refusals too: {refused}");
+    }
+}
