@@ -128,8 +128,9 @@ pub struct Reply {
     /// Set when `status` is not 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<ErrorKind>,
+    /// Boxed: most replies have none, and a reply travels in `Result`s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorAt>,
+    pub error: Option<Box<ErrorAt>>,
 }
 
 impl Reply {
@@ -154,7 +155,7 @@ impl Reply {
     }
 
     fn at(mut self, at: ErrorAt) -> Reply {
-        self.error = Some(at);
+        self.error = Some(Box::new(at));
         self
     }
 }
@@ -909,7 +910,7 @@ mod tests {
         assert_eq!(r.kind, Some(ErrorKind::Conflict), "{r:?}");
         // A parse error says where.
         let r = plane.line("pipe 1 confg bw 1Mbit/s", false);
-        let at = r.error.unwrap();
+        let at = *r.error.unwrap();
         assert_eq!((at.index, at.column), (None, Some(8)));
         assert_eq!(at.found.as_deref(), Some("confg"));
         assert_eq!(at.command, "pipe 1 confg bw 1Mbit/s");
@@ -947,7 +948,7 @@ mod tests {
             (EX_USAGE, Some(ErrorKind::Syntax)),
             "{r:?}"
         );
-        let at = r.error.clone().unwrap();
+        let at = *r.error.clone().unwrap();
         assert_eq!(at.index, Some(2));
         assert_eq!(at.command, "add 200 pipe 1 ip frm any to any");
         assert_eq!(at.found.as_deref(), Some("frm"));
@@ -991,7 +992,7 @@ mod tests {
             (EX_DATAERR, Some(ErrorKind::NotFound)),
             "{r:?}"
         );
-        let at = r.error.clone().unwrap();
+        let at = *r.error.clone().unwrap();
         assert_eq!((at.index, at.command.as_str()), (Some(2), "queue 9 delete"));
         assert!(
             r.stderr.contains("none of the batch was applied"),

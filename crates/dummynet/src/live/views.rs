@@ -9,7 +9,7 @@
 //! `_packets`; probabilities are fractions in 0..1.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use dummynet_engine::config::{QueueLimit, TableKey, DN_MAX_ID, MAX_NUMBER};
 use dummynet_engine::flow::{FlowKey, FlowMask};
@@ -442,7 +442,7 @@ pub fn tables(
                 .iter()
                 .map(|(k, v)| TableEntryJson {
                     key: match k {
-                        TableKey::Addr(m) => format!("{}/{}", IpAddr::from(m.addr), m.prefix),
+                        TableKey::Addr(m) => format!("{}/{}", m.addr, m.prefix),
                         TableKey::Iface(n) => n.clone(),
                         TableKey::Number(n) => n.to_string(),
                     },
