@@ -434,3 +434,54 @@ fn socket_group_members_drive_the_daemon_and_read_only_their_own_files() {
     let as_root = raw_answer(&d.socket, format!("{}\n", cmd(1, &secret)).as_bytes());
     assert_eq!(as_root["status"], 0, "{as_root}");
 }
+
+/// The protocol through a real daemon: a batch the engine refuses leaves
+/// nothing applied and says which command and what kind of refusal; a
+/// good one is taken whole; `ipfw --json` answers one JSON document.
+#[test]
+fn batches_and_json_views_through_the_socket() {
+    if !ready("batches_and_json_views_through_the_socket", &["ip"]) {
+        return;
+    }
+    let _serial = serial();
+    let d = Daemon::start(&[]);
+    let refused = raw_answer(
+        &d.socket,
+        b"{\"commands\": [\"pipe 4 config bw 1Mbit/s\", \"add 40 pipe 4 ip from any to any\", \
+          \"pipe 9 delete\"]}\n",
+    );
+    assert_eq!(refused["status"], 65, "{refused}");
+    assert_eq!(refused["kind"], "not_found", "{refused}");
+    assert_eq!(refused["error"]["index"], 2, "{refused}");
+    let pipes = ipfw(&d.socket, &["pipe", "show"]);
+    assert!(!pipes.contains("00004"), "half applied: {pipes}");
+    let taken = raw_answer(
+        &d.socket,
+        b"{\"commands\": [\"pipe 4 config bw 1Mbit/s delay 7ms\", \
+          [\"add\", \"40\", \"pipe\", \"4\", \"ip\", \"from\", \"any\", \"to\", \"any\"]]}\n",
+    );
+    assert_eq!(taken["status"], 0, "{taken}");
+    let out = run_bounded(
+        Command::new(DUMMYNET)
+            .args(["ipfw", "--socket"])
+            .arg(&d.socket)
+            .args(["--json", "pipe", "4", "show"]),
+        Duration::from_secs(5),
+        "dummynet ipfw --json pipe 4 show",
+    );
+    let text = expect_success(&out, "dummynet ipfw --json pipe 4 show");
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {text}"));
+    assert_eq!(v["pipes"][0]["link"]["bandwidth_bps"], 1_000_000, "{v}");
+    assert_eq!(v["pipes"][0]["link"]["delay_ns"], 7_000_000, "{v}");
+    let shown = raw_answer(
+        &d.socket,
+        b"{\"argv\": [\"show\", \"40\"], \"json\": true}\n",
+    );
+    let rules: serde_json::Value =
+        serde_json::from_str(shown["stdout"].as_str().unwrap_or("")).expect("JSON rules");
+    assert_eq!(
+        rules["rules"][0]["rule"], "pipe 4 ip from any to any",
+        "{rules}"
+    );
+}
