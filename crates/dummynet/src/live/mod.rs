@@ -7,6 +7,7 @@
 //!   [`host`] (this machine's own traffic, NFQUEUE).
 //! - [`control`]: the Unix-socket protocol behind `dummynet ipfw|dnctl` and
 //!   the `ipfw`/`dnctl` names of the binary.
+//! - [`http`]: the HTTP API (`--http`), with [`metrics`] for Prometheus.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: seed 000's table, browser and mobile
 //!   test tools' profiles, lossy, jittery and trace-driven variants.
@@ -57,6 +58,8 @@ pub mod demo;
 pub mod flood;
 pub mod floor;
 pub mod host;
+pub mod http;
+pub mod metrics;
 pub mod presets;
 pub mod probe;
 pub mod routes;
