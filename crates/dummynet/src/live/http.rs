@@ -654,6 +654,9 @@ async fn delete_object(
     Ok(applied_json(vec![done]))
 }
 
+/// A command's words, and which of them are option names (index, name).
+type OptionWords = (Vec<String>, Vec<(usize, String)>);
+
 /// The command words for a body of options: `prefix`, then each option's
 /// name and value. Names are the command language's; a value is a string
 /// in its syntax (split at blanks: `"mask": "src-ip 0xffffff00"`), a
@@ -662,10 +665,7 @@ async fn delete_object(
 /// first (a scheduler's parameters follow it), the others in name order.
 /// Also returns which word of the result is each option's name, so that
 /// an error at one names the field.
-fn option_words(
-    body: &Value,
-    prefix: &[&str],
-) -> Result<(Vec<String>, Vec<(usize, String)>), ApiError> {
+fn option_words(body: &Value, prefix: &[&str]) -> Result<OptionWords, ApiError> {
     let Some(map) = body.as_object() else {
         return Err(ApiError::new(
             "syntax",
