@@ -37,8 +37,8 @@ use dummynet_io::netns::Netns;
 use dummynet_lang::{ParseError, Statement};
 use serde_json::{json, Map, Value};
 
-use super::control::PlaneLink;
 use super::dataplane::{Answer, RequestKind};
+use super::protocol::{BatchCommand, Caller, ErrorKind, PlaneLink, Reply};
 
 /// The OpenAPI 3.1 document of this API, served as is.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -371,15 +371,45 @@ impl ApiError {
         err
     }
 
-    /// Why the data plane gave no answer (see [`PlaneLink::ask`]).
-    fn plane(reply: &super::control::Reply) -> ApiError {
-        let message = reply.stderr.trim().trim_start_matches("dummynet: ");
-        let kind = if message.contains("has stopped") {
-            "stopped"
-        } else {
-            "timeout"
-        };
-        ApiError::new(kind, message)
+    /// A refusal as the control protocol words it: its kind, and where
+    /// (the batch index, the command, the token and column).
+    fn reply(reply: &Reply) -> ApiError {
+        let message = reply.stderr.trim();
+        let message = message
+            .strip_prefix("ipfw: ")
+            .or_else(|| message.strip_prefix("dummynet: "))
+            .unwrap_or(message);
+        let mut err = ApiError::new(kind_name(reply.kind), message);
+        if let Some(at) = &reply.error {
+            err = err.with("command", at.command.as_str());
+            if let Some(i) = at.index {
+                err = err.with("index", i);
+            }
+            if let Some(c) = at.column {
+                err = err.with("column", c);
+            }
+            if let Some(t) = &at.found {
+                err = err.with("token", t.as_str());
+            }
+        }
+        err
+    }
+}
+
+/// The API's name for a protocol error kind (`pending`, a request the
+/// data plane took without answering in time, is a timeout here too).
+fn kind_name(kind: Option<ErrorKind>) -> &'static str {
+    match kind {
+        Some(ErrorKind::Syntax) => "syntax",
+        Some(ErrorKind::Invalid) => "invalid",
+        Some(ErrorKind::NotFound) => "not_found",
+        Some(ErrorKind::Conflict) => "conflict",
+        Some(ErrorKind::Unavailable) => "unavailable",
+        Some(ErrorKind::Busy) => "busy",
+        Some(ErrorKind::Denied) => "unauthorized",
+        Some(ErrorKind::Timeout | ErrorKind::Pending) => "timeout",
+        Some(ErrorKind::Stopped) => "stopped",
+        Some(ErrorKind::Internal) | None => "internal",
     }
 }
 
@@ -467,7 +497,7 @@ impl App {
     fn ask(&self, kind: RequestKind) -> Result<Answer, ApiError> {
         self.link
             .ask(kind, self.answer_timeout)
-            .map_err(|r| ApiError::plane(&r))
+            .map_err(|r| ApiError::reply(&r))
     }
 
     fn snapshot(&self) -> Result<(dummynet_engine::Snapshot, dummynet_engine::Nanos), ApiError> {
@@ -495,14 +525,18 @@ impl App {
         };
         let kind = RequestKind::Apply {
             command: Box::new(cmd),
-            host: super::control::host_view(),
+            host: super::protocol::host_view(),
         };
         match self.ask(kind)? {
             Answer::Applied(Ok(notes)) => Ok(Applied {
                 command,
                 warnings: parsed.notes.into_iter().chain(notes).collect(),
             }),
-            Answer::Applied(Err(e)) => Err(ApiError::new("invalid", e).with("command", command)),
+            Answer::Applied(Err(e)) => Err(ApiError::new(
+                kind_name(Some(super::protocol::config_kind(&e))),
+                e.message(),
+            )
+            .with("command", command)),
             _ => Err(ApiError::new(
                 "internal",
                 "unexpected answer from the data plane",
@@ -551,14 +585,6 @@ impl ObjKind {
         v.dedup();
         v
     }
-
-    fn show(self, snap: &dummynet_engine::Snapshot, n: &[u32]) -> String {
-        match self {
-            ObjKind::Pipe => dummynet_lang::format_pipes(snap, n),
-            ObjKind::Queue => dummynet_lang::format_queues(snap, n),
-            ObjKind::Sched => dummynet_lang::format_scheds(snap, n),
-        }
-    }
 }
 
 /// An object number from the URL: 1 to 65535.
@@ -574,18 +600,26 @@ fn number(kind: &str, text: &str) -> Result<u32, ApiError> {
         })
 }
 
-fn object_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: u32) -> Value {
-    json!({ "number": n, "show": kind.show(snap, &[n]) })
+/// The objects numbered `n` (all if empty) as the control protocol's
+/// JSON views give them (`pipe show --json`).
+fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> Value {
+    let view = match kind {
+        ObjKind::Pipe => serde_json::to_value(super::views::pipes(snap, n)),
+        ObjKind::Queue => serde_json::to_value(super::views::queues(snap, n)),
+        ObjKind::Sched => serde_json::to_value(super::views::scheds(snap, n)),
+    };
+    view.unwrap_or(Value::Null)
 }
 
 async fn list_objects(State(app): State<App>, kind: ObjKind) -> ApiResult {
     let (snap, _) = blocking(move || app.snapshot()).await??;
-    let list: Vec<Value> = kind
-        .numbers(&snap)
-        .into_iter()
-        .map(|n| object_json(kind, &snap, n))
-        .collect();
-    Ok(Json(json!({ format!("{}s", kind.word()): list })).into_response())
+    let numbers = kind.numbers(&snap);
+    let mut view = objects_json(kind, &snap, &numbers);
+    if numbers.is_empty() {
+        // No numbers is "all" to the views; here it is none.
+        view = json!({ format!("{}s", kind.word()): [] });
+    }
+    Ok(Json(view).into_response())
 }
 
 async fn get_object(
@@ -598,7 +632,9 @@ async fn get_object(
     if !kind.numbers(&snap).contains(&n) {
         return Err(no_such(kind.word(), n));
     }
-    Ok(Json(object_json(kind, &snap, n)).into_response())
+    let view = objects_json(kind, &snap, &[n]);
+    let one = view[format!("{}s", kind.word())][0].clone();
+    Ok(Json(one).into_response())
 }
 
 fn no_such(word: &str, n: u32) -> ApiError {
@@ -907,26 +943,31 @@ fn command_lines(body: &Value) -> Result<Vec<String>, ApiError> {
 async fn commands(State(app): State<App>, body: Result<Json<Value>, JsonRejection>) -> ApiResult {
     let Json(body) = body?;
     let lines = command_lines(&body)?;
-    let done = blocking(move || apply_batch(&app, &lines)).await??;
-    Ok(applied_json(done))
+    blocking(move || apply_batch(&app, &lines)).await?
 }
 
-/// Applies `lines` all or nothing. Every line is parsed first, so a bad
-/// one changes nothing.
-fn apply_batch(app: &App, lines: &[String]) -> Result<Vec<Applied>, ApiError> {
-    let mut words = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        let w: Vec<String> = line.split_whitespace().map(String::from).collect();
-        if let Err(e) = dummynet_lang::parse_args_untrusted(&w, None) {
-            return Err(ApiError::parse(&e, line).with("index", i));
-        }
-        words.push(w);
+/// Applies `lines` all or nothing, as the control socket's batches are
+/// ([`super::protocol::parse_batch`], then one request the data plane
+/// applies with `Engine::apply_all`): every line is parsed first, and an
+/// engine refusal of any leaves the others unapplied too.
+fn apply_batch(app: &App, lines: &[String]) -> Result<Response, ApiError> {
+    let commands: Vec<BatchCommand> = lines.iter().cloned().map(BatchCommand::Line).collect();
+    let batch = super::protocol::parse_batch(&commands, None, &Caller::NoFiles)
+        .map_err(|r| ApiError::reply(&r))?;
+    let reply = super::protocol::apply_batch(batch, &app.link, app.answer_timeout);
+    if reply.status != 0 {
+        return Err(ApiError::reply(&reply));
     }
-    let mut done = Vec::with_capacity(words.len());
-    for (i, w) in words.iter().enumerate() {
-        done.push(app.apply(w).map_err(|e| e.with("index", i))?);
-    }
-    Ok(done)
+    let applied: Vec<Value> = lines
+        .iter()
+        .map(|l| json!({ "command": l.split_whitespace().collect::<Vec<_>>().join(" "), "warnings": [] }))
+        .collect();
+    let warnings: Vec<&str> = reply
+        .stderr
+        .lines()
+        .map(|l| l.trim_start_matches("ipfw: warning: "))
+        .collect();
+    Ok(Json(json!({ "applied": applied, "warnings": warnings })).into_response())
 }
 
 // --------------------------------------------------------- stats, metrics
