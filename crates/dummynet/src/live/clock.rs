@@ -423,9 +423,44 @@ pub struct Lateness {
     count: u64,
     max: u64,
     early: u64,
+    /// Hand-overs by how late, in the fixed buckets of
+    /// [`LATENESS_BUCKETS_NS`] (the last one: later than all of them), and
+    /// the sum of every lateness: a histogram that `/metrics` exports
+    /// whole, where the ring keeps only the recent samples.
+    buckets: [u64; LATENESS_BUCKETS_NS.len() + 1],
+    sum_ns: u64,
 }
 
 const LATENESS_RING: usize = 1 << 16;
+
+/// Upper bounds (ns) of the lateness histogram's buckets, 1-2-5 per decade
+/// from 1 µs to 100 ms: a few compares per hand-over on the data plane.
+pub const LATENESS_BUCKETS_NS: [u64; 16] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// Every hand-over since the start, by bucket ([`LATENESS_BUCKETS_NS`],
+/// then the overflow), and the sum of their lateness.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct LatenessHistogram {
+    pub buckets: Vec<u64>,
+    pub sum_ns: u64,
+}
 
 /// p50 / p99 / max over the recent samples, and the max since the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -455,6 +490,19 @@ impl Lateness {
         self.next = (self.next + 1) % LATENESS_RING;
         self.count += 1;
         self.max = self.max.max(late);
+        let bucket = LATENESS_BUCKETS_NS
+            .iter()
+            .position(|&le| late <= le)
+            .unwrap_or(LATENESS_BUCKETS_NS.len());
+        self.buckets[bucket] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(late);
+    }
+
+    pub fn histogram(&self) -> LatenessHistogram {
+        LatenessHistogram {
+            buckets: self.buckets.to_vec(),
+            sum_ns: self.sum_ns,
+        }
     }
 
     pub fn summary(&self) -> LatenessSummary {
@@ -601,6 +649,15 @@ mod tests {
         // Handed over before its time: counted apart, 0 late.
         l.record(4_000, 5_000);
         assert_eq!(l.summary().early, 1);
+        // The histogram has them all: 1..=100 µs late, and the early one
+        // as 0, by the 1-2-5 bounds (a bound is inclusive).
+        let h = l.histogram();
+        assert_eq!(h.buckets.len(), LATENESS_BUCKETS_NS.len() + 1);
+        assert_eq!(&h.buckets[..8], &[2, 1, 3, 5, 10, 30, 50, 0]);
+        assert_eq!(h.buckets.iter().sum::<u64>(), 101);
+        assert_eq!(h.sum_ns, (1..=100).map(|i| i * 1000).sum::<u64>());
+        l.record(1_000_000_000, 0);
+        assert_eq!(l.histogram().buckets.last(), Some(&1));
         assert!(l.summary().to_string().ends_with(", 1 early"));
     }
 

@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
-use dummynet_engine::{Direction, DropReason, Engine, Nanos, PacketInfo, Verdict};
+use dummynet_engine::{Direction, DropReason, Engine, Nanos, PacketInfo, Target, Verdict};
 
-use super::clock::{self, Clock, Lateness, LatenessSummary, Pace, Rest, TimerWatch, Woke};
+use super::clock::{
+    self, Clock, Lateness, LatenessHistogram, LatenessSummary, Pace, Rest, TimerWatch, Woke,
+};
 use super::{Arrival, Backend, Carrier};
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
@@ -321,6 +323,47 @@ pub struct Inbox {
     pub wake: UnixStream,
 }
 
+/// What became of the packets a rule sent to one pipe or queue: delivered
+/// out of it, or dropped there (on entry or inside), by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct TargetCounts {
+    pub delivered: u64,
+    pub delivered_bytes: u64,
+    pub drops: [u64; DropReason::ALL.len()],
+}
+
+/// [`TargetCounts`] by pipe and queue, kept by the data plane as packets
+/// leave the engine: a hash lookup and two adds per packet; an entry is
+/// made the first time a target is seen and kept (at most one per pipe or
+/// queue number that ever carried traffic).
+#[derive(Debug, Default)]
+pub struct TargetBook(std::collections::HashMap<Target, TargetCounts, TargetHasher>);
+
+/// Targets are two small numbers: FxHash is plenty, and cheap per packet.
+type TargetHasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
+
+impl TargetBook {
+    fn delivered(&mut self, target: Option<Target>, bytes: u32) {
+        if let Some(t) = target {
+            let c = self.0.entry(t).or_default();
+            c.delivered += 1;
+            c.delivered_bytes += u64::from(bytes);
+        }
+    }
+
+    fn dropped(&mut self, target: Option<Target>, reason: DropReason) {
+        if let Some(t) = target {
+            if let Some(i) = DropReason::ALL.iter().position(|r| *r == reason) {
+                self.0.entry(t).or_default().drops[i] += 1;
+            }
+        }
+    }
+
+    fn list(&self) -> Vec<(Target, TargetCounts)> {
+        self.0.iter().map(|(t, c)| (*t, *c)).collect()
+    }
+}
+
 /// Everything the data plane counted, reported at shutdown and by `stats`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
@@ -347,6 +390,11 @@ pub struct Report {
     pub schedule_late_max_ns: u64,
     pub schedule_last_error: Option<String>,
     pub lateness: LatenessSummary,
+    /// Every hand-over since the start by how late (for `/metrics`).
+    pub lateness_histogram: LatenessHistogram,
+    /// What left each pipe and queue since the start (for `/metrics`).
+    #[serde(skip)]
+    pub targets: Vec<(Target, TargetCounts)>,
     /// What the data plane got: "SCHED_FIFO", "nice -20" or "normal".
     pub scheduling: &'static str,
     /// The process's memory is locked (no page faults on the data path).
@@ -572,6 +620,7 @@ pub struct DataPlane {
     backends: Vec<Box<dyn Backend>>,
     clock: Clock,
     lateness: Lateness,
+    targets: TargetBook,
     inbox: Option<Inbox>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
@@ -618,6 +667,7 @@ impl DataPlane {
             backends,
             clock: Clock::new(),
             lateness: Lateness::default(),
+            targets: TargetBook::default(),
             inbox,
             stop,
             options: PlaneOptions::default(),
@@ -755,7 +805,14 @@ impl DataPlane {
                     self.flush_all();
                 }
                 let verdict = self.engine.input(at, info, carrier);
-                settle(&mut self.engine, &mut self.backends, at, info, verdict);
+                settle(
+                    &mut self.engine,
+                    &mut self.backends,
+                    &mut self.targets,
+                    at,
+                    info,
+                    verdict,
+                );
             }
         }
         self.arrivals = arrivals;
@@ -813,6 +870,10 @@ impl DataPlane {
             return;
         }
         while let Some(out) = self.engine.poll(now) {
+            match out.drop {
+                None => self.targets.delivered(out.target, out.info.len),
+                Some(reason) => self.targets.dropped(out.target, reason),
+            }
             if out.delivered() {
                 // Leaving a pipe is passing it: a bridged frame still has its
                 // `out` pass to run, which `settle` does.
@@ -824,7 +885,14 @@ impl DataPlane {
                 // for the engine's inner timers (the end of a transmission
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
-                if settle(&mut self.engine, &mut self.backends, now, out.info, pass) {
+                if settle(
+                    &mut self.engine,
+                    &mut self.backends,
+                    &mut self.targets,
+                    now,
+                    out.info,
+                    pass,
+                ) {
                     if self.due.is_none() {
                         self.due_since = self.clock.now();
                     }
@@ -1046,6 +1114,8 @@ impl DataPlane {
             schedule_late_max_ns: sched.max_late,
             schedule_last_error: sched.last_error.map(|(_, e)| e),
             lateness: self.lateness.summary(),
+            lateness_histogram: self.lateness.histogram(),
+            targets: self.targets.list(),
             scheduling: self.scheduling,
             memory_locked: self.memory_locked,
             rests: self.rest.as_ref().map_or(0, |r| r.rests),
@@ -1082,6 +1152,7 @@ fn complete(backends: &mut [Box<dyn Backend>], carrier: Carrier, deliver: bool) 
 fn settle(
     engine: &mut Engine<Carrier>,
     backends: &mut [Box<dyn Backend>],
+    targets: &mut TargetBook,
     now: Nanos,
     info: PacketInfo,
     verdict: Verdict<Carrier>,
@@ -1091,7 +1162,13 @@ fn settle(
     loop {
         match verdict {
             Verdict::Queued { .. } => return false,
-            Verdict::Drop { payload, .. } => {
+            Verdict::Drop {
+                payload,
+                reason,
+                target,
+                ..
+            } => {
+                targets.dropped(target, reason);
                 complete(backends, payload, false);
                 return false;
             }

@@ -9,6 +9,7 @@
 //!   typed work they become; [`views`] are the JSON forms of `show`.
 //! - [`control`]: the Unix socket that carries them, behind `dummynet
 //!   ipfw|dnctl` and the `ipfw`/`dnctl` names of the binary.
+//! - [`http`]: the HTTP API (`--http`), with [`metrics`] for Prometheus.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: seed 000's table, browser and mobile
 //!   test tools' profiles, lossy, jittery and trace-driven variants.
@@ -59,6 +60,8 @@ pub mod demo;
 pub mod flood;
 pub mod floor;
 pub mod host;
+pub mod http;
+pub mod metrics;
 pub mod presets;
 pub mod probe;
 pub mod protocol;

@@ -540,7 +540,7 @@ fn no_table(name: Option<&dummynet_engine::config::TableName>) -> Reply {
 /// The host as the engine should see it for a command: read here, in the
 /// daemon's namespace (the control threads run where the data plane does),
 /// so that /proc and netlink are never read on the data-plane thread.
-fn host_view() -> HostView {
+pub(crate) fn host_view() -> HostView {
     HostView {
         addrs: super::local_addrs(),
         routes: super::routes::host_routes(),

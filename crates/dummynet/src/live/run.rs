@@ -101,6 +101,8 @@ pub struct RunArgs {
     /// (profiles, traces), which the daemon would read as root.
     #[arg(long, value_parser = parse_group)]
     pub socket_group: Option<u32>,
+    #[command(flatten)]
+    pub http: HttpArgs,
     /// Seed for `prob`, `plr` and profiles.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -198,11 +200,50 @@ impl FirewallArg {
     }
 }
 
+/// `--http` and `--http-token`, for `run` and `shell`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpArgs {
+    /// Serve the HTTP API (JSON, /metrics for Prometheus) on ADDR:PORT,
+    /// e.g. 127.0.0.1:8080 (port 0: any free port, printed at start). Off
+    /// by default. Any address but loopback needs --http-token. No TLS:
+    /// put a TLS proxy in front. See "HTTP API" in the README.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<std::net::SocketAddr>,
+    /// A file whose first line is the bearer token HTTP clients must send
+    /// (`Authorization: Bearer TOKEN`), at least 16 bytes; required for an
+    /// --http address other than loopback.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub http_token: Option<PathBuf>,
+}
+
+impl HttpArgs {
+    /// Checks the options and binds the address, in this thread's network
+    /// namespace; `None` without `--http`.
+    pub fn bind(&self) -> Result<Option<super::http::HttpOptions>, String> {
+        self.http
+            .map(|addr| super::http::bind(addr, self.http_token.as_deref()))
+            .transpose()
+    }
+}
+
+/// Tells the user where the HTTP API listens.
+pub fn say_http(addr: std::net::SocketAddr, token: bool) {
+    let auth = if token {
+        " (bearer token required)"
+    } else {
+        ""
+    };
+    say!("dummynet: HTTP API on http://{addr}/v1/{auth}, metrics at http://{addr}/metrics");
+}
+
 /// A data plane running on its own thread.
 pub struct Running {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Report>>,
     control: Option<ControlServer>,
+    /// The way to the data plane, for an HTTP server started later.
+    link: Option<control::PlaneLink>,
+    http: Option<super::http::HttpServer>,
 }
 
 impl Running {
@@ -219,8 +260,26 @@ impl Running {
             .take()
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
+        self.http.take();
         self.control.take();
         report
+    }
+
+    /// Serves the HTTP API (`--http`) with `options`, its thread in `ns`
+    /// (where the data plane runs). Returns where it listens.
+    pub fn serve_http(
+        &mut self,
+        options: super::http::HttpOptions,
+        ns: Option<&Netns>,
+    ) -> Result<std::net::SocketAddr, String> {
+        let link = self
+            .link
+            .clone()
+            .ok_or("the data plane takes no requests: no HTTP API")?;
+        let server = super::http::HttpServer::start(options, link, ns)?;
+        let addr = server.local_addr();
+        self.http = Some(server);
+        Ok(addr)
     }
 
     /// True once the data-plane thread has ended (it only ends on its own
@@ -323,10 +382,22 @@ where
             .spawn(body)
             .map_err(|e| e.to_string())?,
     };
+    // Non-blocking, as the control server's: a full buffer means a
+    // wake-up is already pending.
+    let link = wake_tx
+        .try_clone()
+        .and_then(|wake| wake.set_nonblocking(true).map(|()| wake))
+        .ok()
+        .map(|wake| control::PlaneLink {
+            requests: req_tx.clone(),
+            wake: Arc::new(wake),
+        });
     let mut running = Running {
         stop,
         thread: Some(thread),
         control: None,
+        link,
+        http: None,
     };
     match ready_rx.recv() {
         Ok(Ok(())) => {}
@@ -548,11 +619,12 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         })
     };
     let _ports = claim_ports(args)?;
+    let http = args.http.bind()?;
     let control = ControlOptions {
         group: args.socket_group,
         ..ControlOptions::default()
     };
-    let running = spawn_controlled(
+    let mut running = spawn_controlled(
         None,
         config,
         args.seed,
@@ -561,6 +633,10 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         options,
         open,
     )?;
+    if let Some(http) = http {
+        let token = http.token.is_some();
+        say_http(running.serve_http(http, None)?, token);
+    }
     if let Some(path) = running.socket() {
         // The hint works as printed: with the socket named unless it is the
         // one the client finds by itself.

@@ -79,6 +79,10 @@ pub struct ShellArgs {
     /// replaced; anything else there is an error.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// The HTTP API, in the namespace the shell was started in (not the
+    /// command's).
+    #[command(flatten)]
+    pub http: super::run::HttpArgs,
     /// Whether TCP's GSO super-packets (up to 64 KB) cross whole, which
     /// multi-Gbit/s rates need: `auto` (the default) lets them while that
     /// changes nothing a pipe does (every pipe only delays), and makes every
@@ -549,6 +553,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             PathBuf::from(format!("{SOCKET_DIR}/shell-{me}.sock"))
         }
     };
+    // Bound here, in the namespace the shell was started in, before the
+    // command's exists.
+    let http = args.http.bind()?;
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let veth = OurVeth(format!("dn-{me}"));
@@ -567,7 +574,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             say!("dummynet shell: {note}");
         }
     }
-    let emulator = start_emulator(
+    let mut emulator = start_emulator(
         &path,
         config,
         args.seed,
@@ -576,6 +583,10 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         args.precision,
         args.gso,
     )?;
+    if let Some(http) = http {
+        let token = http.token.is_some();
+        super::run::say_http(emulator.serve_http(http, Some(&path.mid))?, token);
+    }
     let command = match args.command.as_slice() {
         [] => vec![login_shell()],
         given => given.to_vec(),
