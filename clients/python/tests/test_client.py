@@ -158,6 +158,7 @@ def test_refusals_raise_by_kind(fake: Any, reply: Dict[str, Any], expected: type
     with pytest.raises(expected) as raised:
         client.run("pipe 9 delete")
     assert type(raised.value) is expected
+    assert isinstance(raised.value, dummynet.CommandError)
     assert raised.value.status == reply["status"]
     assert raised.value.kind == reply.get("kind")
     assert "pipe 9 delete" in str(raised.value)

@@ -387,7 +387,7 @@ def _read_line(conn: _socket.socket) -> bytes:
             break
         chunks.append(chunk)
         size += len(chunk)
-        if chunk.endswith(b"\n") or b"\n" in chunk:
+        if b"\n" in chunk:
             break
         if size > MAX_REPLY:
             raise OSError(f"an answer larger than {MAX_REPLY} bytes")

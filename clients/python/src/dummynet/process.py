@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .client import Client
 from .errors import DaemonError, DummynetError
@@ -100,7 +100,7 @@ class Shell:
     addr: str
     peer6: Optional[str] = None
     addr6: Optional[str] = None
-    env: dict = field(default_factory=dict)
+    env: Dict[str, str] = field(default_factory=dict)
     """``DUMMYNET_PEER``, ``DUMMYNET_ADDR``, ``DUMMYNET_SOCKET`` (and the
     IPv6 ones), as the shell gives its command."""
 

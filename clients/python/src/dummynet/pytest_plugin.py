@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 
 import pytest
 
@@ -24,7 +24,7 @@ from .errors import DummynetError
 from .process import Shell, find_binary, shell
 
 
-def _unusable(why: str) -> None:
+def _unusable(why: str) -> NoReturn:
     if os.environ.get("DUMMYNET_REQUIRE", "") not in ("", "0"):
         pytest.fail(f"{why} (DUMMYNET_REQUIRE is set, so this is not skipped)", pytrace=False)
     pytest.skip(why)
@@ -37,7 +37,6 @@ def dummynet_bin() -> str:
         return find_binary()
     except DummynetError as e:
         _unusable(str(e))
-        raise  # not reached: skip and fail raise
 
 
 @pytest.fixture
