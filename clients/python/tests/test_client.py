@@ -142,14 +142,21 @@ def test_object_methods_send_argv(fake: Any) -> None:
         ({"status": 69, "kind": "unavailable"}, dummynet.Unavailable),
         ({"status": 69, "kind": "busy"}, dummynet.Busy),
         ({"status": 69, "kind": "stopped"}, dummynet.Stopped),
-        ({"status": 75, "kind": "timeout"}, dummynet.Timeout),
+        ({"status": 69, "kind": "denied"}, dummynet.Denied),
+        ({"status": 65, "kind": "conflict"}, dummynet.Conflict),
+        ({"status": 69, "kind": "timeout"}, dummynet.Timeout),
+        ({"status": 75, "kind": "pending"}, dummynet.Pending),
+        ({"status": 70, "kind": "internal"}, dummynet.CommandError),
+        # A kind this package does not know yet: by status.
+        ({"status": 65, "kind": "something_new"}, dummynet.InvalidCommand),
         ({"status": 3, "kind": "something_new"}, dummynet.CommandError),
         # Daemons without kinds: by status, and by what they say.
         ({"status": 64}, dummynet.CommandSyntaxError),
         ({"status": 65, "stderr": "ipfw: pipe 9 does not exist\n"}, dummynet.NotFound),
         ({"status": 65, "stderr": "ipfw: no\n"}, dummynet.InvalidCommand),
         ({"status": 69, "stderr": "dummynet: busy: 32 clients are being served; try again\n"}, dummynet.Busy),
-        ({"status": 75}, dummynet.Timeout),
+        ({"status": 69, "stderr": "dummynet: the data plane did not answer within 10 s; ...\n"}, dummynet.Timeout),
+        ({"status": 75}, dummynet.Pending),
     ],
 )
 def test_refusals_raise_by_kind(fake: Any, reply: Dict[str, Any], expected: type) -> None:
@@ -161,6 +168,7 @@ def test_refusals_raise_by_kind(fake: Any, reply: Dict[str, Any], expected: type
     assert isinstance(raised.value, dummynet.CommandError)
     assert raised.value.status == reply["status"]
     assert raised.value.kind == reply.get("kind")
+    assert raised.value.reply.stderr == answer["stderr"]
     assert "pipe 9 delete" in str(raised.value)
 
 
@@ -168,12 +176,25 @@ def test_batches_and_json(fake: Any) -> None:
     doc = {"pipes": [{"number": 1}]}
     client, daemon = fake(OK, {"status": 0, "stdout": json.dumps(doc), "stderr": ""}, {"status": 0, "stdout": "00001: text\n", "stderr": ""})
     client.apply(["pipe 1 config bw 1Mbit/s", ["pipe", "2", "config", "delay", "5ms"]])
-    assert daemon.requests[0]["commands"] == ["pipe 1 config bw 1Mbit/s", "pipe 2 config delay 5ms"]
+    assert daemon.requests[0]["commands"] == [["pipe", "1", "config", "bw", "1Mbit/s"], ["pipe", "2", "config", "delay", "5ms"]]
     assert client.pipe(1).show() == doc
     assert daemon.requests[1]["json"] is True and daemon.requests[1]["argv"] == ["pipe", "1", "show"]
     # A daemon that answers in text only is told apart from a broken one.
     with pytest.raises(dummynet.Unavailable, match="text only"):
         client.pipe(1).show()
+
+
+def test_a_refused_batch_says_which_command(fake: Any) -> None:
+    refused = {
+        "status": 64, "stdout": "", "kind": "syntax",
+        "stderr": "ipfw: expected a delay such as 10ms, found `never`\n",
+        "error": {"index": 1, "command": "pipe 1 modify delay never", "column": 21, "found": "never"},
+    }
+    client, _ = fake(refused)
+    with pytest.raises(dummynet.CommandSyntaxError) as raised:
+        client.apply(["pipe 1 modify delay 30ms", "pipe 1 modify delay never"])
+    assert raised.value.error == dummynet.ErrorAt("pipe 1 modify delay never", 1, 21, "never")
+    assert "command 2 of the batch" in str(raised.value)
 
 
 def test_a_daemon_without_batches_applies_nothing_and_says_so(fake: Any) -> None:

@@ -11,16 +11,19 @@ the fixtures ``dummynet_bin`` and ``dummynet_shell``.
     client.pipe(1).config(bw="10Mbit/s", delay="20ms", plr=0.01)
 """
 
-from .client import DEFAULT_SOCKET, Client, Pipe, Queue, Reply, Sched
+from .client import DEFAULT_SOCKET, Client, ErrorAt, Pipe, Queue, Reply, Sched
 from .errors import (
     Busy,
     CommandError,
     CommandSyntaxError,
+    Conflict,
     DaemonError,
     DaemonNotRunning,
+    Denied,
     DummynetError,
     InvalidCommand,
     NotFound,
+    Pending,
     PermissionDenied,
     ProtocolError,
     Stopped,
@@ -35,12 +38,16 @@ __all__ = [
     "Client",
     "CommandError",
     "CommandSyntaxError",
+    "Conflict",
     "Daemon",
     "DaemonError",
     "DaemonNotRunning",
+    "Denied",
     "DummynetError",
+    "ErrorAt",
     "InvalidCommand",
     "NotFound",
+    "Pending",
     "PermissionDenied",
     "Pipe",
     "ProtocolError",

@@ -42,14 +42,28 @@ _TIME_OPTIONS = frozenset({"delay", "jitter"})
 
 
 @dataclass(frozen=True)
+class ErrorAt:
+    """Where a refused request went wrong, as daemons that say give it:
+    ``index`` is the command's place in a batch (from 0), ``column`` and
+    ``found`` point at the culprit in ``command`` for a syntax error."""
+
+    command: str
+    index: Optional[int] = None
+    column: Optional[int] = None
+    found: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class Reply:
     """The daemon's answer: what the command printed and its exit status;
-    ``kind`` names the error class on a refusal, where the daemon says."""
+    on a refusal, ``kind`` names the error class and ``error`` where it
+    went wrong, where the daemon says."""
 
     status: int
     stdout: str
     stderr: str
     kind: Optional[str] = None
+    error: Optional[ErrorAt] = None
 
     @property
     def ok(self) -> bool:
@@ -258,11 +272,12 @@ class Client:
         none takes effect and the error says which. Needs a daemon that takes
         batches (``{"commands": [...]}``); an older one raises
         :class:`~dummynet.errors.Unavailable` and applies nothing."""
-        lines = [" ".join(command_tokens(c)) for c in commands]
-        if not lines:
+        # Sent as words, as checked here, rather than lines to split again.
+        words = [command_tokens(c) for c in commands]
+        if not words:
             raise ValueError("an empty batch")
-        what = "\n".join(lines)
-        reply = self.request({"commands": lines, "cwd": os.getcwd()})
+        what = "\n".join(" ".join(w) for w in words)
+        reply = self.request({"commands": words, "cwd": os.getcwd()})
         if reply.status != 0 and reply.kind is None and "found nothing" in reply.stderr:
             # A daemon without batches reads the request as an empty command
             # line, and refuses it: nothing was applied.
@@ -408,4 +423,17 @@ def _decode_reply(data: bytes, where: str) -> Reply:
     kind = obj.get("kind")
     if not isinstance(status, int) or not isinstance(stdout, str) or not isinstance(stderr, str):
         raise errors.ProtocolError(f"unreadable answer from {where}: {data[:200]!r}")
-    return Reply(status, stdout, stderr, kind if isinstance(kind, str) else None)
+    return Reply(status, stdout, stderr, kind if isinstance(kind, str) else None, _error_at(obj.get("error")))
+
+
+def _error_at(value: Any) -> Optional[ErrorAt]:
+    """The reply's ``error`` object, if it has a readable one (it only
+    adds detail: a malformed one is left out rather than failing)."""
+    if not isinstance(value, dict) or not isinstance(value.get("command"), str):
+        return None
+
+    def field(name: str, kind: type) -> Any:
+        v = value.get(name)
+        return v if isinstance(v, kind) and not isinstance(v, bool) else None
+
+    return ErrorAt(value["command"], field("index", int), field("column", int), field("found", str))

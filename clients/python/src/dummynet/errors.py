@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Dict, Optional, Type
 
 if TYPE_CHECKING:
-    from .client import Reply
+    from .client import ErrorAt, Reply
 
 
 class DummynetError(Exception):
@@ -50,6 +50,9 @@ class CommandError(DummynetError):
 
     def __init__(self, reply: "Reply", command: str):
         text = reply.stderr.strip() or f"exit status {reply.status}"
+        at = reply.error
+        if at is not None and at.index is not None:
+            command = f"command {at.index + 1} of the batch, {at.command}"
         super().__init__(f"{command!r}: {text}")
         self.reply = reply
         self.command = command
@@ -61,6 +64,12 @@ class CommandError(DummynetError):
     @property
     def kind(self) -> Optional[str]:
         return self.reply.kind
+
+    @property
+    def error(self) -> "Optional[ErrorAt]":
+        """Where it went wrong, from daemons that say: which command of a
+        batch, the column and the culprit's text."""
+        return self.reply.error
 
 
 class CommandSyntaxError(CommandError):
@@ -76,6 +85,11 @@ class NotFound(InvalidCommand):
     exist (kind ``not_found``)."""
 
 
+class Conflict(InvalidCommand):
+    """At odds with what exists: a table already there or still in use, no
+    room for another schedule (kind ``conflict``)."""
+
+
 class Unavailable(CommandError):
     """The daemon cannot do this now or at all (kind ``unavailable``;
     status 69): a feature it lacks, a file it may not read."""
@@ -89,9 +103,19 @@ class Stopped(Unavailable):
     """The daemon's data plane has stopped (kind ``stopped``)."""
 
 
-class Timeout(CommandError):
-    """The data plane did not answer in time (kind ``timeout``; status 75
-    when it took the request, which may then still take effect)."""
+class Denied(Unavailable):
+    """The daemon refused this caller the socket (kind ``denied``)."""
+
+
+class Timeout(Unavailable):
+    """The data plane did not take the request in time: it was withdrawn
+    and will not take effect (kind ``timeout``)."""
+
+
+class Pending(Timeout):
+    """The data plane took the request but did not answer in time: it may
+    yet take effect, so look before trying again (kind ``pending``; exit
+    status 75)."""
 
 
 #: The error class for each ``kind`` a reply may carry.
@@ -99,10 +123,14 @@ KINDS: Dict[str, Type[CommandError]] = {
     "syntax": CommandSyntaxError,
     "invalid": InvalidCommand,
     "not_found": NotFound,
+    "conflict": Conflict,
     "unavailable": Unavailable,
     "busy": Busy,
+    "denied": Denied,
     "stopped": Stopped,
     "timeout": Timeout,
+    "pending": Pending,
+    "internal": CommandError,
 }
 
 # The same by exit status, for replies without a kind.
@@ -110,14 +138,15 @@ _STATUSES: Dict[int, Type[CommandError]] = {
     64: CommandSyntaxError,
     65: InvalidCommand,
     69: Unavailable,
-    75: Timeout,
+    75: Pending,
 }
 
 
 def error_for(reply: "Reply", command: str) -> CommandError:
-    """The exception for a reply whose status is not 0."""
-    if reply.kind is not None:
-        cls = KINDS.get(reply.kind, CommandError)
+    """The exception for a reply whose status is not 0: by its kind, or by
+    its status when it has none or one this package does not know."""
+    if reply.kind is not None and reply.kind in KINDS:
+        cls = KINDS[reply.kind]
     else:
         cls = _STATUSES.get(reply.status, CommandError)
         # A daemon without kinds still says these in words.
@@ -126,6 +155,8 @@ def error_for(reply: "Reply", command: str) -> CommandError:
             cls = Busy
         elif cls is Unavailable and "has stopped" in stderr:
             cls = Stopped
+        elif cls is Unavailable and "did not answer within" in stderr:
+            cls = Timeout
         elif cls is InvalidCommand and "does not exist" in stderr:
             cls = NotFound
     return cls(reply, command)
