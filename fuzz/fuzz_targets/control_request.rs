@@ -35,9 +35,11 @@ fn stand_in_plane(requests: mpsc::Receiver<Request>) {
             RequestKind::Apply { command, .. } => Answer::Applied(
                 engine
                     .apply(now, *command)
-                    .map(|()| engine.take_notes())
-                    .map_err(|e| e.to_string()),
+                    .map(|()| engine.take_notes()),
             ),
+            RequestKind::ApplyAll { commands, .. } => {
+                Answer::AppliedAll(engine.apply_all(now, commands))
+            }
         };
         let _ = req.reply.send(answer);
     }
@@ -81,6 +83,7 @@ fuzz_target!(|data: &[u8]| {
             !reply.stderr.is_empty(),
             "a failure that says nothing: {reply:?}"
         );
+        assert!(reply.kind.is_some(), "a failure without a kind: {reply:?}");
     }
     let line = serde_json::to_string(&reply).expect("a reply encodes");
     assert!(!line.contains('\n'), "an answer line with a newline inside");

@@ -24,13 +24,70 @@ use crate::stats::{
 };
 use crate::time::{Nanos, NS_PER_SEC};
 
-/// A configuration command the engine refused; nothing was changed.
+/// A configuration command the engine refused; nothing was changed. The
+/// variant says what kind of refusal it is, so that a caller can answer a
+/// missing object differently from a bad value (an HTTP API: 404 vs 400 vs
+/// 409) without reading the words; the words say what and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// A value the engine does not take (out of range, unknown scheduler
+    /// type, a queue that does not fit its scheduler...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The command names a rule, pipe, queue, scheduler, table or entry
+    /// that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The command is at odds with what exists: a table already there, one
+    /// still used by a rule, no room for another schedule.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// [`ConfigError`]'s variant without its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigErrorKind {
+    Invalid,
+    NotFound,
+    Conflict,
+}
+
+impl ConfigError {
+    pub fn kind(&self) -> ConfigErrorKind {
+        match self {
+            ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
+            ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
+            ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
+        }
+    }
+
+    /// The sentence for the user.
+    pub fn message(&self) -> &str {
+        match self {
+            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
+        }
+    }
+}
+
+/// A batch [`Engine::apply_all`] refused: the command at `index` (counted
+/// from 0) and why. None of the batch took effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("command {} of the batch: {error}", index + 1)]
+pub struct BatchError {
+    pub index: usize,
+    pub error: ConfigError,
+}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError(msg.into()))
+    Err(ConfigError::Invalid(msg.into()))
+}
+
+fn missing<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError::NotFound(msg.into()))
+}
+
+fn conflict<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError::Conflict(msg.into()))
 }
 
 /// Largest bandwidth accepted: 10 Tbit/s (credit arithmetic has room for far more).
@@ -632,9 +689,9 @@ impl<P: Payload> Engine<P> {
         self.notes.clear();
         match applied {
             Ok(()) => self.schedule_stats.applied += 1,
-            Err(ConfigError(e)) => {
+            Err(e) => {
                 self.schedule_stats.failed += 1;
-                self.schedule_stats.last_error = Some((at, e));
+                self.schedule_stats.last_error = Some((at, e.message().to_string()));
             }
         }
     }
@@ -656,7 +713,7 @@ impl<P: Payload> Engine<P> {
             }
         }
         if self.schedules.len() >= MAX_SCHEDULES {
-            return err(format!(
+            return conflict(format!(
                 "{MAX_SCHEDULES} schedules are already running; no more can be added"
             ));
         }
@@ -808,6 +865,105 @@ impl<P: Payload> Engine<P> {
         applied
     }
 
+    /// Applies `cmds` at `now` as one unit: all of them, in order, or none.
+    /// Each command is first tried on a copy of the configuration with no
+    /// packets in it (see [`Self::config_shadow`]), as it stands after the
+    /// commands before it, so the first refusal is found before anything
+    /// changes: the engine, its queued packets and their order are then
+    /// left exactly as they were. Once every command passed, they are
+    /// applied for real, in one call, between two packets. Returns the
+    /// notes of all of them ([`Self::take_notes`]), in order.
+    ///
+    /// The copy costs about what [`Self::snapshot`] does (the rules are
+    /// compiled again, tables and pipes copied), so a single command skips
+    /// it: [`Self::apply`] alone is already all or nothing.
+    pub fn apply_all(&mut self, now: Nanos, cmds: Vec<Command>) -> Result<Vec<String>, BatchError> {
+        // Scheduled steps due by `now` run first, as `apply` would run them,
+        // so the copy starts from what the commands will meet.
+        self.run_timers(now);
+        if cmds.len() > 1 {
+            let mut shadow = self.config_shadow();
+            for (index, cmd) in cmds.iter().enumerate() {
+                shadow
+                    .apply(now, cmd.clone())
+                    .map_err(|error| BatchError { index, error })?;
+            }
+        }
+        let mut notes = Vec::new();
+        for (index, cmd) in cmds.into_iter().enumerate() {
+            // Only a copy that differs from the engine would let this
+            // fail after an earlier command took effect: a bug, reported
+            // with the command it stopped at (tests check the copy).
+            self.apply(now, cmd)
+                .map_err(|error| BatchError { index, error })?;
+            notes.append(&mut self.notes);
+        }
+        Ok(notes)
+    }
+
+    /// An engine with this one's configuration and none of its packets,
+    /// flows or counters: the settings, interfaces, tables, rules (compiled
+    /// again), rule sets, pipes, schedulers, queues and the number of
+    /// running schedules, i.e. everything [`Self::apply`] checks a command
+    /// against. [`Self::apply_all`] tries a batch on it.
+    fn config_shadow(&self) -> Engine<()> {
+        let mut shadow: Engine<()> = Engine::with_settings(0, self.settings.clone());
+        shadow.now = self.now;
+        shadow.next_expiry = self.next_expiry;
+        shadow.ifaces = self.ifaces.clone();
+        shadow.rules.tables = self.rules.tables.clone();
+        shadow.rules.disabled_sets = self.rules.disabled_sets;
+        for r in self.rules.rules() {
+            if r.number == DEFAULT_RULE {
+                continue;
+            }
+            let compiled =
+                classifier::compile(&r.spec.body, &mut shadow.ifaces, &mut shadow.rules.tables);
+            // It compiled when it was added, against the same tables.
+            if let Ok(body) = compiled {
+                shadow.rules.insert(r.number, r.spec.clone(), body);
+            }
+        }
+        let dn = &mut shadow.dn;
+        for n in self.dn.link_numbers() {
+            if let Some(link) = self.dn.link_params(n) {
+                dn.set_link(n, link.clone(), self.now);
+            }
+        }
+        for n in self.dn.sched_numbers() {
+            if let (Some(kind), Some(params), Some(mask)) = (
+                self.dn.sched_kind(n),
+                self.dn.sched_params(n),
+                self.dn.sched_mask(n),
+            ) {
+                dn.set_sched(n, kind, params.to_vec(), mask);
+            }
+        }
+        for n in self.dn.flowset_numbers() {
+            if let Some((cfg, sched)) = self.dn.flowset_config(n) {
+                dn.set_flowset(n, cfg.clone(), sched);
+            }
+        }
+        shadow.schedules = self
+            .schedules
+            .iter()
+            .map(|(&id, plan)| {
+                let steps = Vec::new();
+                let every = plan.every;
+                (
+                    id,
+                    Plan {
+                        steps,
+                        every,
+                        pending: plan.pending,
+                    },
+                )
+            })
+            .collect();
+        shadow.next_plan_id = self.next_plan_id;
+        shadow
+    }
+
     /// What the last command [`Self::apply`] accepted was changed to, in
     /// words for its user: a value outside a plug-in's bounds brought
     /// within them, as FreeBSD's kernel does (`fq_codel target 0 is below
@@ -827,7 +983,7 @@ impl<P: Payload> Engine<P> {
                         return err("rule 65535 is the default rule and cannot be deleted");
                     }
                     if !self.rules.contains(n) {
-                        return err(format!("rule {n} does not exist"));
+                        return missing(format!("rule {n} does not exist"));
                     }
                 }
                 nums.iter().for_each(|&n| self.rules.delete(n));
@@ -839,7 +995,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::ZeroRules(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.rules.contains(n)) {
-                    return err(format!("rule {n} does not exist"));
+                    return missing(format!("rule {n} does not exist"));
                 }
                 if nums.is_empty() {
                     self.rules.zero(None);
@@ -855,7 +1011,7 @@ impl<P: Payload> Engine<P> {
                     self.dn.link_params(n),
                     self.dn.flowset_config(n + 2 * DN_MAX_ID),
                 ) else {
-                    return err(format!(
+                    return missing(format!(
                         "pipe {n} does not exist; `modify` changes an existing pipe \
                          (create it with `pipe {n} config`)"
                     ));
@@ -870,7 +1026,7 @@ impl<P: Payload> Engine<P> {
             Command::ModifyQueue(n, cfg, f) => {
                 let Some((fs, sched)) = self.dn.flowset_config(n).filter(|_| n <= MAX_NUMBER)
                 else {
-                    return err(format!(
+                    return missing(format!(
                         "queue {n} does not exist; `modify` changes an existing queue \
                          (create it with `queue {n} config`)"
                     ));
@@ -891,7 +1047,7 @@ impl<P: Payload> Engine<P> {
                     self.dn.sched_params(n),
                     self.dn.sched_mask(n),
                 ) else {
-                    return err(format!(
+                    return missing(format!(
                         "scheduler {n} does not exist; `modify` changes an existing \
                          scheduler (create it with `sched {n} config`)"
                     ));
@@ -928,7 +1084,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::DeletePipes(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.dn.has_link(n)) {
-                    return err(format!("pipe {n} does not exist"));
+                    return missing(format!("pipe {n} does not exist"));
                 }
                 self.reconfigure(now, |dn| {
                     for &n in &nums {
@@ -945,7 +1101,7 @@ impl<P: Payload> Engine<P> {
                     .iter()
                     .find(|&&n| !self.dn.has_flowset(n) || n > MAX_NUMBER)
                 {
-                    return err(format!("queue {n} does not exist"));
+                    return missing(format!("queue {n} does not exist"));
                 }
                 self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_flowset(n)));
                 Ok(())
@@ -955,7 +1111,7 @@ impl<P: Payload> Engine<P> {
                     .iter()
                     .find(|&&n| !self.dn.has_sched(n) || n > MAX_NUMBER)
                 {
-                    return err(format!("scheduler {n} does not exist"));
+                    return missing(format!("scheduler {n} does not exist"));
                 }
                 self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
                 Ok(())
@@ -986,7 +1142,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::ResetLog(nums) => {
                 if let Some(n) = nums.iter().find(|&&n| !self.rules.contains(n)) {
-                    return err(format!("rule {n} does not exist"));
+                    return missing(format!("rule {n} does not exist"));
                 }
                 self.rules.reset_log(&nums);
                 Ok(())
@@ -998,12 +1154,12 @@ impl<P: Payload> Engine<P> {
         let tables = &mut self.rules.tables;
         match cmd {
             TableCmd::Create(ty) => tables.create(name, ty),
-            TableCmd::Add(entries) => tables.add(name, &entries),
+            TableCmd::Add(entries) => tables.add(name, &entries).map_err(ConfigError::Invalid),
             TableCmd::Delete(keys) => tables.delete(name, &keys),
             TableCmd::Flush => tables.flush(name),
             TableCmd::Destroy => {
                 if !tables.exists(name) {
-                    return err(format!("table {name} does not exist"));
+                    return missing(format!("table {name} does not exist"));
                 }
                 // A table rules read stays (emptied), as ipfw refuses to
                 // destroy a referenced table.
@@ -1014,7 +1170,7 @@ impl<P: Payload> Engine<P> {
                         .is_some_and(|s| r.body.uses_table(s))
                 });
                 if let Some(r) = used {
-                    return err(format!(
+                    return conflict(format!(
                         "table {name} is used by rule {}; delete the rule first",
                         r.number
                     ));
@@ -1022,7 +1178,6 @@ impl<P: Payload> Engine<P> {
                 self.rules.tables.destroy(name)
             }
         }
-        .map_err(ConfigError)
     }
 
     fn rule_sets(&mut self, cmd: SetCmd) -> Result<(), ConfigError> {
@@ -1065,7 +1220,7 @@ impl<P: Payload> Engine<P> {
             SetCmd::MoveRule { number, to } => {
                 movable(to)?;
                 if number == DEFAULT_RULE || !self.rules.contains(number) {
-                    return err(format!("rule {number} does not exist or cannot be moved"));
+                    return missing(format!("rule {number} does not exist or cannot be moved"));
                 }
                 self.rules
                     .rules_mut()
@@ -1286,7 +1441,7 @@ impl<P: Payload> Engine<P> {
             // What already left was decided under the old setting.
             self.settle_exits();
         }
-        self.settings.set(s).map_err(ConfigError)?;
+        self.settings.set(s).map_err(ConfigError::Invalid)?;
         self.dn.instance_limit = self.settings.instance_limit;
         Ok(())
     }
@@ -1326,7 +1481,7 @@ impl<P: Payload> Engine<P> {
         }
         let before = self.ifaces.len();
         let body = classifier::compile(&spec.body, &mut self.ifaces, &mut self.rules.tables)
-            .map_err(ConfigError)?;
+            .map_err(ConfigError::Invalid)?;
         let spec = RuleSpec {
             number: Some(number),
             ..spec
@@ -1371,13 +1526,13 @@ impl<P: Payload> Engine<P> {
     fn check_impairments(&self, l: &LinkConfig) -> Result<(), ConfigError> {
         l.impairments()
             .try_for_each(|i| i.check(On::Link(l)))
-            .map_err(ConfigError)
+            .map_err(ConfigError::Invalid)
     }
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
         f.impairments()
             .try_for_each(|i| i.check(On::Queue(f)))
-            .map_err(ConfigError)?;
+            .map_err(ConfigError::Invalid)?;
         if f.weight > MAX_WEIGHT {
             return err(format!(
                 "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",
@@ -1414,7 +1569,7 @@ impl<P: Payload> Engine<P> {
                 f.buckets
             ));
         }
-        crate::aqm::validate(&f.aqm).map_err(ConfigError)
+        crate::aqm::validate(&f.aqm).map_err(ConfigError::Invalid)
     }
 
     // ---------------------------------------------------------------- views

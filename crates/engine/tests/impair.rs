@@ -370,7 +370,7 @@ fn reorder_without_delay_is_refused() {
             ),
         )
         .unwrap_err();
-    assert!(err.0.contains("reorder needs a delay"), "{err}");
+    assert!(err.message().contains("reorder needs a delay"), "{err}");
 }
 
 // ------------------------------------------------------------------ entry
@@ -740,7 +740,7 @@ fn bw_and_trace_exclude_each_other() {
             ),
         )
         .unwrap_err();
-    assert!(err.0.contains("exclude each other"), "{err}");
+    assert!(err.message().contains("exclude each other"), "{err}");
 }
 
 // ------------------------------------------------------------------ changes over time

@@ -18,10 +18,12 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    let (json, args) = take_json(args);
     if args.is_empty() || matches!(args[0].as_str(), "-h" | "--help" | "help") {
         eprintln!(
-            "usage: {tool} [--socket PATH] [-fqt] COMMAND ...\n  e.g. {tool} pipe 1 config bw 10Mbit/s delay 10ms\n       \
+            "usage: {tool} [--socket PATH] [--json] [-fqt] COMMAND ...\n  e.g. {tool} pipe 1 config bw 10Mbit/s delay 10ms\n       \
              {tool} add 100 pipe 1 ip from any to any out\n       {tool} show | {tool} pipe 1 show\n\
+             --json: read commands (show, pipe show, table N list...) print one JSON document.\n\
              Commands go to the daemon on --socket PATH, else $DUMMYNET_SOCKET, else {}.",
             control::DEFAULT_SOCKET
         );
@@ -45,9 +47,24 @@ pub fn ipfw(tool: &str, args: Vec<String>) -> ExitCode {
     let req = ClientRequest {
         argv: args,
         cwd: std::env::current_dir().ok(),
+        json,
         ..ClientRequest::default()
     };
     send(tool, socket, &req)
+}
+
+/// `--json` among the options before the command (`ipfw --json show`,
+/// `ipfw -d --json show`), taken off it: the parser knows only ipfw's own
+/// flags.
+fn take_json(mut args: Vec<String>) -> (bool, Vec<String>) {
+    let options = args.iter().take_while(|a| a.starts_with('-')).count();
+    match args[..options].iter().position(|a| a == "--json") {
+        Some(i) => {
+            args.remove(i);
+            (true, args)
+        }
+        None => (false, args),
+    }
 }
 
 /// A leading `--socket PATH` (or `--socket=PATH`), taken off the command.
@@ -91,6 +108,7 @@ fn send(tool: &str, socket: Option<PathBuf>, req: &ClientRequest) -> ExitCode {
             status,
             stdout,
             stderr,
+            ..
         }) => {
             let _ = std::io::stdout().write_all(stdout.as_bytes());
             let _ = std::io::stderr().write_all(stderr.as_bytes());
@@ -128,6 +146,13 @@ mod tests {
             Ok((None, argv("pipe show --socket x")))
         );
         assert!(take_socket(argv("--socket")).is_err());
+        assert_eq!(take_json(argv("--json show")), (true, argv("show")));
+        assert_eq!(take_json(argv("-d --json show")), (true, argv("-d show")));
+        // After the command it is the command's (and an error).
+        assert_eq!(
+            take_json(argv("pipe show --json")),
+            (false, argv("pipe show --json"))
+        );
         assert_eq!(take_socket(Vec::new()), Ok((None, Vec::new())));
     }
 }

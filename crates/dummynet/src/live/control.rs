@@ -1,33 +1,29 @@
-//! The control plane: a Unix socket that takes ipfw/dnctl command lines and
-//! answers with what the command prints, plus the client that `dummynet
-//! ipfw`, `dummynet dnctl` and the `ipfw`/`dnctl` names of the binary use.
-//!
-//! One request per connection, one JSON object per line each way:
-//! `{"argv": ["pipe", "1", "show"], "cwd": "/where/the/user/is"}` (or
-//! `{"stats": true}`), answered by `{"status": 0, "stdout": "...",
-//! "stderr": "..."}`. Command lines are parsed here, on the control thread,
-//! so a typo never reaches the data plane; the parsed command is applied by
-//! the data plane between two packets. `show` takes a copy of the engine's
-//! state there and is rendered here. Each client has its own thread, with
-//! timeouts and a cap on how many are served at once.
+//! The control socket: moves the protocol's requests and replies
+//! ([`super::protocol`]) over a Unix socket, one JSON object per line each
+//! way and one request per connection, with the limits that bound what a
+//! client may cost (size, timeouts, clients at once) and a thread per
+//! client; plus the client side that `dummynet ipfw`, `dummynet dnctl` and
+//! the `ipfw`/`dnctl` names of the binary use. What a request means and
+//! how it is answered is the protocol module's.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use dummynet_engine::Nanos;
-use dummynet_lang::{ShowRequest, Statement};
-use serde::{Deserialize, Serialize};
-
 use dummynet_io::netns::Netns;
 
-use super::dataplane::{Answer, HostView, Request, RequestKind, Ticket};
+use super::dataplane::Request;
+// The protocol's names, where the fuzz target and older callers find them.
+pub use super::protocol::{
+    handle, BatchCommand, Caller, ClientRequest, ErrorAt, ErrorKind, PlaneLink, Reply,
+    EX_UNAVAILABLE, EX_USAGE,
+};
 
 /// Where the daemon listens unless told otherwise (`--socket`, or the
 /// `DUMMYNET_SOCKET` environment variable for both sides).
@@ -38,128 +34,6 @@ pub fn default_socket() -> PathBuf {
     std::env::var_os("DUMMYNET_SOCKET")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
-}
-
-#[derive(Debug, Serialize, Deserialize, Default)]
-pub struct ClientRequest {
-    #[serde(default)]
-    pub argv: Vec<String>,
-    /// The client's working directory, for `profile FILE` paths.
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    #[serde(default)]
-    pub stats: bool,
-    /// With `stats`: the answer is one JSON object
-    /// ([`super::stats_json::StatsJson`]) instead of text.
-    #[serde(default)]
-    pub json: bool,
-}
-
-/// What a command prints and its exit status, as ipfw would give them.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Reply {
-    pub status: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Reply {
-    pub fn ok(stdout: impl Into<String>) -> Reply {
-        Reply {
-            status: 0,
-            stdout: stdout.into(),
-            stderr: String::new(),
-        }
-    }
-
-    pub fn err(status: i32, stderr: impl Into<String>) -> Reply {
-        Reply {
-            status,
-            stdout: String::new(),
-            stderr: stderr.into(),
-        }
-    }
-}
-
-/// Exit status of a command the parser or the engine refused (ipfw uses
-/// EX_USAGE for bad syntax and EX_DATAERR for refused values).
-const EX_USAGE: i32 = 64;
-const EX_DATAERR: i32 = 65;
-pub(crate) const EX_UNAVAILABLE: i32 = 69;
-/// A request the data plane took but did not answer in time: it may still
-/// take effect (sysexits' "try again later").
-const EX_TEMPFAIL: i32 = 75;
-
-/// Applies or shows one parsed command against an engine the caller owns
-/// (a test's; the daemon's goes through [`handle`]).
-#[cfg(test)]
-pub fn execute<P: dummynet_engine::Payload>(
-    engine: &mut dummynet_engine::Engine<P>,
-    now: Nanos,
-    parsed: &dummynet_lang::Parsed,
-) -> Reply {
-    match &parsed.statement {
-        Statement::Apply(cmd) => applied(
-            parsed,
-            engine
-                .apply(now, cmd.clone())
-                .map(|()| engine.take_notes())
-                .map_err(|e| e.to_string()),
-        ),
-        Statement::Show(req) => render(req, parsed.flags, &engine.snapshot(), now),
-        Statement::Nop(_) => Reply::ok(""),
-    }
-}
-
-/// The answer to an applied (or refused) command: the parser's doubts and
-/// the values the engine brought within a plug-in's bounds are warnings.
-fn applied(parsed: &dummynet_lang::Parsed, result: Result<Vec<String>, String>) -> Reply {
-    match result {
-        Ok(notes) => Reply {
-            stderr: parsed
-                .notes
-                .iter()
-                .chain(&notes)
-                .map(|n| format!("ipfw: warning: {n}\n"))
-                .collect(),
-            ..Reply::ok("")
-        },
-        Err(e) => Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
-    }
-}
-
-/// What `show` prints for `req`, from a copy of the engine's state taken
-/// at `now`.
-fn render(
-    req: &ShowRequest,
-    f: dummynet_lang::Flags,
-    snap: &dummynet_engine::Snapshot,
-    now: Nanos,
-) -> Reply {
-    let text = match req {
-        ShowRequest::Rules { numbers, counters } => dummynet_lang::format_rules_with(
-            snap,
-            &dummynet_lang::RuleShow {
-                numbers,
-                counters: *counters || f.counters,
-                timestamps: f.timestamps,
-                dynamic: f.dynamic,
-                sets: f.sets,
-                wall: Some((now, std::time::SystemTime::now())),
-                epoch: f.epoch,
-            },
-        ),
-        ShowRequest::Pipes(n) => dummynet_lang::format_pipes(snap, n),
-        ShowRequest::Queues(n) => dummynet_lang::format_queues(snap, n),
-        ShowRequest::Scheds(n) => dummynet_lang::format_scheds(snap, n),
-        ShowRequest::Sets => dummynet_lang::format_sets(snap),
-        ShowRequest::Memory => snap.memory.to_string(),
-        ShowRequest::Tables(name) => match dummynet_lang::format_tables(snap, name.as_ref()) {
-            Ok(t) => t,
-            Err(e) => return Reply::err(EX_DATAERR, format!("ipfw: {e}\n")),
-        },
-    };
-    Reply::ok(text)
 }
 
 /// Bounds on what one client may cost the daemon.
@@ -201,164 +75,6 @@ pub struct ControlOptions {
     /// commands name (profiles, traces) are opened with their own rights.
     pub group: Option<u32>,
     pub limits: Limits,
-}
-
-/// The way to the data plane: its request channel and the socket whose
-/// readability wakes it.
-#[derive(Clone)]
-pub struct PlaneLink {
-    pub requests: Sender<Request>,
-    pub wake: Arc<UnixStream>,
-}
-
-impl PlaneLink {
-    /// Sends `kind` and waits up to `timeout` for the answer. A request not
-    /// yet taken by then is abandoned, and the data plane skips it: the
-    /// error says it was not applied, and that stays true. One already
-    /// taken is being answered, so its answer is awaited.
-    pub fn ask(&self, kind: RequestKind, timeout: Duration) -> Result<Answer, Reply> {
-        let stopped = || Reply::err(EX_UNAVAILABLE, "dummynet: the data plane has stopped\n");
-        let (tx, rx) = mpsc::channel();
-        let ticket = Ticket::default();
-        let req = Request {
-            kind,
-            reply: tx,
-            ticket: ticket.clone(),
-        };
-        if self.requests.send(req).is_err() {
-            return Err(stopped());
-        }
-        // Non-blocking: a full buffer means a wake-up is already pending.
-        let _ = (&*self.wake).write(&[1]);
-        match rx.recv_timeout(timeout) {
-            Ok(answer) => Ok(answer),
-            Err(mpsc::RecvTimeoutError::Timeout) if ticket.abandon() => Err(Reply::err(
-                EX_UNAVAILABLE,
-                format!(
-                    "dummynet: the data plane did not answer within {}; \
-                     the request was withdrawn and will not take effect\n",
-                    humanize(timeout)
-                ),
-            )),
-            // Taken: the data plane is acting on it, and its answer should
-            // follow at once. It gets one more timeout; past it the client
-            // is told the request is still pending (it was taken, so it
-            // cannot be withdrawn), rather than held without bound.
-            Err(mpsc::RecvTimeoutError::Timeout) => match rx.recv_timeout(timeout) {
-                Ok(answer) => Ok(answer),
-                Err(mpsc::RecvTimeoutError::Timeout) => Err(Reply::err(
-                    EX_TEMPFAIL,
-                    format!(
-                        "dummynet: the data plane took the request but has not answered \
-                         within {}; it is still pending and may yet take effect: \
-                         check with `ipfw show` or `pipe show`\n",
-                        humanize(timeout.saturating_mul(2))
-                    ),
-                )),
-                Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
-            },
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(stopped()),
-        }
-    }
-}
-
-fn humanize(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
-}
-
-/// Who sent a request, as far as the files its command names go.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    /// Root or the daemon's own user: files are opened with the daemon's
-    /// rights, which are the caller's.
-    Trusted,
-    /// A member of `--socket-group`: files are opened on the client's
-    /// thread with this identity (the peer's uid, gid and groups), so the
-    /// caller reads only what it could read itself.
-    As(dummynet_io::fsident::FsIdentity),
-    /// Files are refused unread (a daemon that cannot take another
-    /// identity, or the fuzzer).
-    NoFiles,
-}
-
-/// Answers one client request: parses it here, on the caller's thread,
-/// and hands the data plane only typed work. Files the command names are
-/// opened with the `caller`'s rights (see [`Caller`]).
-pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Limits) -> Reply {
-    if req.stats {
-        return match link.ask(RequestKind::Stats, limits.answer_timeout) {
-            Ok(Answer::Stats(report)) if req.json => {
-                Reply::ok(super::stats_json::StatsJson::of(&report).to_line() + "\n")
-            }
-            Ok(Answer::Stats(report)) => Reply::ok(report.to_string()),
-            Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
-            Err(reply) => reply,
-        };
-    }
-    let parsed = match parse_as(&req, caller) {
-        Ok(p) => p,
-        Err(e) => return parse_error(&e),
-    };
-    match &parsed.statement {
-        Statement::Apply(cmd) => {
-            let kind = RequestKind::Apply {
-                command: Box::new(cmd.clone()),
-                host: host_view(),
-            };
-            match link.ask(kind, limits.answer_timeout) {
-                Ok(Answer::Applied(result)) => applied(&parsed, result),
-                Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
-                Err(reply) => reply,
-            }
-        }
-        Statement::Show(show) => match link.ask(RequestKind::Snapshot, limits.answer_timeout) {
-            Ok(Answer::Snapshot { snap, now }) => render(show, parsed.flags, &snap, now),
-            Ok(_) => Reply::err(EX_UNAVAILABLE, "dummynet: unexpected answer\n"),
-            Err(reply) => reply,
-        },
-        Statement::Nop(_) => Reply::ok(""),
-    }
-}
-
-/// The host as the engine should see it for a command: read here, in the
-/// daemon's namespace (the control threads run where the data plane does),
-/// so that /proc and netlink are never read on the data-plane thread.
-fn host_view() -> HostView {
-    HostView {
-        addrs: super::local_addrs(),
-        routes: super::routes::host_routes(),
-    }
-}
-
-/// Parses the request's command line, opening the files it names as
-/// `caller`. The identity is taken for the parse only, on this thread only.
-fn parse_as(
-    req: &ClientRequest,
-    caller: &Caller,
-) -> Result<dummynet_lang::Parsed, dummynet_lang::ParseError> {
-    let cwd = req.cwd.as_deref();
-    match caller {
-        Caller::Trusted => dummynet_lang::parse_args_in(&req.argv, cwd),
-        Caller::NoFiles => dummynet_lang::parse_args_untrusted(&req.argv, cwd),
-        Caller::As(who) => match dummynet_io::fsident::assume(who) {
-            Ok(_as) => dummynet_lang::parse_args_in(&req.argv, cwd),
-            // Not root: files are refused, with the reason.
-            Err(_) => dummynet_lang::parse_args_untrusted(&req.argv, cwd),
-        },
-    }
-}
-
-fn parse_error(e: &dummynet_lang::ParseError) -> Reply {
-    let status = if e.kind == dummynet_lang::ErrorKind::Unavailable {
-        EX_UNAVAILABLE
-    } else {
-        EX_USAGE
-    };
-    Reply::err(status, format!("ipfw: {e}\n"))
 }
 
 /// A listening control socket; the file is removed when this drops.
@@ -530,6 +246,7 @@ fn accept_loop(
                 let Some(caller) = admitted(&conn, me, options.group) else {
                     refuse(
                         &conn,
+                        ErrorKind::Denied,
                         "dummynet: permission denied: the control socket is for root \
                          (and the --socket-group of the daemon)\n",
                     );
@@ -538,6 +255,7 @@ fn accept_loop(
                 let Some(slot) = Slot::take(&clients, limits.max_clients) else {
                     refuse(
                         &conn,
+                        ErrorKind::Busy,
                         &format!(
                             "dummynet: busy: {} clients are being served; try again\n",
                             limits.max_clients
@@ -586,15 +304,19 @@ fn admitted(conn: &UnixStream, me: u32, group: Option<u32>) -> Option<Caller> {
 }
 
 /// Tells a client it is not served, without waiting on it.
-fn refuse(conn: &UnixStream, why: &str) {
+fn refuse(conn: &UnixStream, kind: ErrorKind, why: &str) {
     let _ = conn.set_nonblocking(true);
-    let _ = write_reply(conn, &Reply::err(EX_UNAVAILABLE, why));
+    let _ = write_reply(conn, &Reply::err(kind, EX_UNAVAILABLE, why));
 }
 
 fn serve_client(conn: &UnixStream, caller: &Caller, link: &PlaneLink, limits: &Limits) {
     let reply = match read_request(conn, limits.max_request) {
         Ok(req) => handle(req, caller, link, limits),
-        Err(e) => Reply::err(EX_USAGE, format!("dummynet: bad control request: {e}\n")),
+        Err(e) => Reply::err(
+            ErrorKind::Syntax,
+            EX_USAGE,
+            format!("dummynet: bad control request: {e}\n"),
+        ),
     };
     let _ = write_reply(conn, &reply);
 }
@@ -638,13 +360,13 @@ fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
 #[cfg(test)]
 pub fn run_command<P: dummynet_engine::Payload>(
     engine: &mut dummynet_engine::Engine<P>,
-    now: Nanos,
+    now: dummynet_engine::Nanos,
     argv: &[String],
     cwd: Option<&Path>,
 ) -> Reply {
     match dummynet_lang::parse_args_in(argv, cwd) {
-        Ok(parsed) => execute(engine, now, &parsed),
-        Err(e) => parse_error(&e),
+        Ok(parsed) => super::protocol::execute(engine, now, &parsed, false),
+        Err(e) => super::protocol::parse_error(&e, None),
     }
 }
 
@@ -700,7 +422,10 @@ impl TakeLimitedOwned for UnixStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::dataplane::{Answer, RequestKind};
+    use crate::live::protocol::EX_TEMPFAIL;
     use dummynet_engine::Engine;
+    use std::sync::mpsc;
 
     fn run(engine: &mut Engine<()>, line: &str) -> Reply {
         let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
@@ -812,6 +537,7 @@ mod tests {
                             now: 0,
                         },
                         RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
+                        RequestKind::ApplyAll { .. } => Answer::AppliedAll(Ok(Vec::new())),
                     };
                     let _ = req.reply.send(answer);
                 }
@@ -962,6 +688,7 @@ mod tests {
         plane.join().unwrap();
         let r = got.expect("the client was still waiting after 10 s");
         assert_eq!(r.status, EX_TEMPFAIL, "{r:?}");
+        assert_eq!(r.kind, Some(ErrorKind::Pending));
         assert!(r.stderr.contains("still pending"), "{}", r.stderr);
         assert!(r.stderr.contains("within 400 ms"), "{}", r.stderr);
         assert!(
@@ -1011,6 +738,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert_eq!(busy.status, EX_UNAVAILABLE, "{busy:?}");
+        assert_eq!(busy.kind, Some(ErrorKind::Busy));
         assert!(busy.stderr.contains("busy: 2 clients"), "{}", busy.stderr);
         drop(idle);
         // Freed once they leave (their threads see the end of input).

@@ -241,6 +241,12 @@ pub enum RequestKind {
         command: Box<dummynet_engine::Command>,
         host: HostView,
     },
+    /// Apply parsed commands as one unit: all of them or none
+    /// (`Engine::apply_all`).
+    ApplyAll {
+        commands: Vec<dummynet_engine::Command>,
+        host: HostView,
+    },
     /// A copy of the engine's state, for `show`, rendered by the asker.
     Snapshot,
     /// `dummynet stats`.
@@ -251,7 +257,10 @@ pub enum RequestKind {
 pub enum Answer {
     /// The engine's notes (values it brought within bounds), or why it
     /// refused the command.
-    Applied(Result<Vec<String>, String>),
+    Applied(Result<Vec<String>, dummynet_engine::ConfigError>),
+    /// The notes of every command of a batch, or the one refused (and
+    /// then none was applied).
+    AppliedAll(Result<Vec<String>, dummynet_engine::BatchError>),
     Snapshot {
         snap: Box<dummynet_engine::Snapshot>,
         now: Nanos,
@@ -882,9 +891,14 @@ impl DataPlane {
                     Answer::Applied(
                         self.engine
                             .apply(now, *command)
-                            .map(|()| self.engine.take_notes())
-                            .map_err(|e| e.to_string()),
+                            .map(|()| self.engine.take_notes()),
                     )
+                }
+                RequestKind::ApplyAll { commands, host } => {
+                    self.engine.set_local_addrs(&host.addrs);
+                    self.engine.set_routes(host.routes.as_deref());
+                    let now = self.clock.now();
+                    Answer::AppliedAll(self.engine.apply_all(now, commands))
                 }
                 RequestKind::Snapshot => Answer::Snapshot {
                     snap: Box::new(self.engine.snapshot()),

@@ -5,8 +5,10 @@
 //!   packets, so a configuration change is applied atomically.
 //! - Backends ([`Backend`]): [`bridge`] (two interfaces, AF_PACKET) and
 //!   [`host`] (this machine's own traffic, NFQUEUE).
-//! - [`control`]: the Unix-socket protocol behind `dummynet ipfw|dnctl` and
-//!   the `ipfw`/`dnctl` names of the binary.
+//! - [`protocol`]: the requests and replies of the control plane, and the
+//!   typed work they become; [`views`] are the JSON forms of `show`.
+//! - [`control`]: the Unix socket that carries them, behind `dummynet
+//!   ipfw|dnctl` and the `ipfw`/`dnctl` names of the binary.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: seed 000's table, browser and mobile
 //!   test tools' profiles, lossy, jittery and trace-driven variants.
@@ -59,12 +61,14 @@ pub mod floor;
 pub mod host;
 pub mod presets;
 pub mod probe;
+pub mod protocol;
 pub mod routes;
 pub mod rulelog;
 pub mod run;
 pub mod shell;
 pub mod shell_nat;
 pub mod stats_json;
+pub mod views;
 
 /// What the engine carries for a live packet: enough to send it on (or
 /// give the kernel its verdict) when it leaves.

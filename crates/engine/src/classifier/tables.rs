@@ -11,18 +11,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use crate::config::{AddrMatch, TableKey, TableName, TableType};
+use crate::engine::ConfigError;
 
 /// Where a table lives among [`Tables`]' slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot(pub usize);
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Tables {
     slots: Vec<Table>,
     by_name: HashMap<TableName, usize>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Table {
     pub name: TableName,
     pub ty: TableType,
@@ -262,22 +263,29 @@ impl Tables {
         Ok(())
     }
 
-    pub fn create(&mut self, name: &TableName, ty: TableType) -> Result<(), String> {
+    pub fn create(&mut self, name: &TableName, ty: TableType) -> Result<(), ConfigError> {
         if self.by_name.contains_key(name) {
-            return Err(format!("table {name} already exists"));
+            return Err(ConfigError::Conflict(format!(
+                "table {name} already exists"
+            )));
         }
-        self.resolve(name, ty).map(|_| ())
+        self.resolve(name, ty)
+            .map(|_| ())
+            .map_err(ConfigError::Invalid)
     }
 
     /// Entries not in the table are an error, and nothing is removed.
-    pub fn delete(&mut self, name: &TableName, keys: &[TableKey]) -> Result<(), String> {
+    pub fn delete(&mut self, name: &TableName, keys: &[TableKey]) -> Result<(), ConfigError> {
         let &i = self
             .by_name
             .get(name)
-            .ok_or_else(|| format!("table {name} does not exist"))?;
+            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
         let t = &mut self.slots[i];
         if let Some(k) = keys.iter().find(|k| !has(t, k)) {
-            return Err(format!("table {name} has no entry {}", key_text(k)));
+            return Err(ConfigError::NotFound(format!(
+                "table {name} has no entry {}",
+                key_text(k)
+            )));
         }
         for k in keys {
             t.remove(k);
@@ -285,11 +293,11 @@ impl Tables {
         Ok(())
     }
 
-    pub fn flush(&mut self, name: &TableName) -> Result<(), String> {
+    pub fn flush(&mut self, name: &TableName) -> Result<(), ConfigError> {
         let &i = self
             .by_name
             .get(name)
-            .ok_or_else(|| format!("table {name} does not exist"))?;
+            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
         self.slots[i].clear();
         Ok(())
     }
@@ -304,11 +312,11 @@ impl Tables {
 
     /// Forgets `name`: its slot stays, empty and unnamed, since slots are
     /// never reused while rules may hold them.
-    pub fn destroy(&mut self, name: &TableName) -> Result<(), String> {
+    pub fn destroy(&mut self, name: &TableName) -> Result<(), ConfigError> {
         let i = self
             .by_name
             .remove(name)
-            .ok_or_else(|| format!("table {name} does not exist"))?;
+            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
         self.slots[i].clear();
         self.slots[i].destroyed = true;
         Ok(())
