@@ -1,0 +1,64 @@
+"""Drive a live dummynet daemon from Python.
+
+``dummynet.Client`` speaks the daemon's control socket (one JSON line each
+way per connection); ``dummynet.shell()`` and ``dummynet.daemon()`` start an
+emulated link for a test and stop it afterwards; the pytest plugin
+(``dummynet.pytest_plugin``, loaded by pytest once this is installed) gives
+the fixtures ``dummynet_bin`` and ``dummynet_shell``.
+
+    import dummynet
+    client = dummynet.Client("/run/dummynet.sock")
+    client.pipe(1).config(bw="10Mbit/s", delay="20ms", plr=0.01)
+"""
+
+from .client import DEFAULT_SOCKET, Client, ErrorAt, Pipe, Queue, Reply, Sched
+from .errors import (
+    Busy,
+    CommandError,
+    CommandSyntaxError,
+    Conflict,
+    DaemonError,
+    DaemonNotRunning,
+    Denied,
+    DummynetError,
+    InvalidCommand,
+    NotFound,
+    Pending,
+    PermissionDenied,
+    ProtocolError,
+    Stopped,
+    Timeout,
+    Unavailable,
+)
+from .process import Daemon, Shell, daemon, find_binary, shell
+
+__all__ = [
+    "DEFAULT_SOCKET",
+    "Busy",
+    "Client",
+    "CommandError",
+    "CommandSyntaxError",
+    "Conflict",
+    "Daemon",
+    "DaemonError",
+    "DaemonNotRunning",
+    "Denied",
+    "DummynetError",
+    "ErrorAt",
+    "InvalidCommand",
+    "NotFound",
+    "Pending",
+    "PermissionDenied",
+    "Pipe",
+    "ProtocolError",
+    "Queue",
+    "Reply",
+    "Sched",
+    "Shell",
+    "Stopped",
+    "Timeout",
+    "Unavailable",
+    "daemon",
+    "find_binary",
+    "shell",
+]

@@ -1,0 +1,2 @@
+# pytester runs inner pytest sessions for the plugin's own tests.
+pytest_plugins = ["pytester"]
