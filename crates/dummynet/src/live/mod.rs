@@ -57,6 +57,7 @@ pub mod demo;
 pub mod flood;
 pub mod floor;
 pub mod host;
+pub mod observer;
 pub mod presets;
 pub mod probe;
 pub mod routes;
@@ -76,6 +77,11 @@ pub struct Carrier {
     /// pass still to run (a FreeBSD bridge calls ipfw once on the way in,
     /// once on the way out).
     pub out_pass: Option<IfaceId>,
+    /// The packet's number, set by the data plane as it reads it (the
+    /// per-packet log's `id`); a copy made by `duplicate` keeps its
+    /// original's, and is marked `copy`.
+    pub id: u64,
+    pub copy: bool,
     pub body: Body,
 }
 
@@ -146,6 +152,8 @@ impl Payload for Carrier {
         Some(Carrier {
             backend: self.backend,
             out_pass: self.out_pass,
+            id: self.id,
+            copy: true,
             body,
         })
     }
@@ -343,6 +351,8 @@ mod tests {
         let c = Carrier {
             backend: 0,
             out_pass: None,
+            id: 0,
+            copy: false,
             body: Body::Frame {
                 buf: frame(&[0x8100], 0x0800),
                 vnet: None,

@@ -22,6 +22,7 @@ use super::bridge::Bridge;
 use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
+use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread};
 use super::{Backend, Carrier};
 
 #[derive(Debug, clap::Args)]
@@ -135,6 +136,8 @@ pub struct RunArgs {
     /// `sysctl net.inet.ip.dummynet.held_limit=BYTES`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }
 
 /// `--memory-limit SIZE`: bytes, or K/M/G (1024-based).
@@ -203,6 +206,10 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Report>>,
     control: Option<ControlServer>,
+    /// The per-packet observer, when asked for: its handle (subscribe,
+    /// counters) and its thread, joined after the data plane's.
+    observer: Option<Observer>,
+    observer_thread: Option<ObserverThread>,
 }
 
 impl Running {
@@ -220,7 +227,19 @@ impl Running {
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
         self.control.take();
+        // The data plane is gone, and its tap with it: the observer writes
+        // what is left and closes its files.
+        if let Some(t) = self.observer_thread.take() {
+            t.join();
+        }
         report
+    }
+
+    /// The per-packet observer ([`super::observer`]): subscribe to the
+    /// daemon's packet events, read its counters. `None` unless the daemon
+    /// was started with one.
+    pub fn observer(&self) -> Option<&Observer> {
+        self.observer.as_ref()
     }
 
     /// True once the data-plane thread has ended (it only ends on its own
@@ -246,6 +265,7 @@ impl Drop for Running {
 /// if given, so interfaces are looked up there), applies `config`, and
 /// starts the control socket at `socket` if given. Returns once the
 /// backends are open, or with the error that prevented it.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn<F>(
     ns: Option<&Netns>,
     config: Vec<(usize, Command)>,
@@ -253,17 +273,19 @@ pub fn spawn<F>(
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
+    observe: Option<ObserveOptions>,
     open: F,
 ) -> Result<Running, String>
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
     let socket = socket.map(|path| (path, ControlOptions::default()));
-    spawn_controlled(ns, config, seed, socket, stop, options, open)
+    spawn_controlled(ns, config, seed, socket, stop, options, observe, open)
 }
 
 /// [`spawn`] with a say in who may use the control socket and what a
 /// client may cost.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_controlled<F>(
     ns: Option<&Netns>,
     config: Vec<(usize, Command)>,
@@ -271,6 +293,7 @@ pub fn spawn_controlled<F>(
     socket: Option<(PathBuf, ControlOptions)>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
+    observe: Option<ObserveOptions>,
     open: F,
 ) -> Result<Running, String>
 where
@@ -291,6 +314,15 @@ where
         .set_nonblocking(true)
         .map_err(|e| format!("socketpair: {e}"))?;
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+    // The files are created here, so that one that cannot be is an error
+    // before anything starts.
+    let (observer, tap, observer_thread) = match &observe {
+        Some(o) => {
+            let (obs, tap, thread) = Observer::start(o)?;
+            (Some(obs), Some(tap), Some(thread))
+        }
+        None => (None, None, None),
+    };
     let flag = stop.clone();
     let body = move || {
         // In the namespace the data plane runs in: its addresses are `me`,
@@ -312,6 +344,7 @@ where
         };
         DataPlane::new(engine, backends, Some(inbox), flag)
             .with_options(options)
+            .with_tap(tap)
             .run()
     };
     let thread = match ns {
@@ -327,6 +360,8 @@ where
         stop,
         thread: Some(thread),
         control: None,
+        observer,
+        observer_thread,
     };
     match ready_rx.recv() {
         Ok(Ok(())) => {}
@@ -547,6 +582,12 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };
+    // A bridge's captures hold Ethernet frames; a host's, IP packets.
+    let linktype = if args.bridge.is_some() { 1 } else { 101 };
+    let observe = match args.observe.any() {
+        true => Some(args.observe.options(&config, linktype)?),
+        false => None,
+    };
     let _ports = claim_ports(args)?;
     let control = ControlOptions {
         group: args.socket_group,
@@ -559,6 +600,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         Some((socket, control)),
         stop.clone(),
         options,
+        observe,
         open,
     )?;
     if let Some(path) = running.socket() {

@@ -93,6 +93,8 @@ pub struct ShellArgs {
     /// microsecond, spinning a core under load). See `dummynet run --help`.
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
+    #[command(flatten)]
+    pub observe: super::observer::ObserveArgs,
     /// The command and its arguments; without one, your shell ($SHELL, or
     /// /bin/sh), as mahimahi's shells do.
     #[arg(last = true)]
@@ -459,7 +461,9 @@ pub fn run(args: ShellArgs) -> ExitCode {
 }
 
 /// Starts the emulator on a path whose far end is `far`, with the data
-/// plane inside the path's middle namespace.
+/// plane inside the path's middle namespace, and the per-packet observer
+/// `observe` if given (its captures hold Ethernet frames).
+#[allow(clippy::too_many_arguments)]
 pub fn start_emulator(
     path: &Path,
     config: Vec<(usize, Command)>,
@@ -468,6 +472,7 @@ pub fn start_emulator(
     stop: Arc<AtomicBool>,
     precision: Precision,
     gso: Gso,
+    observe: Option<super::observer::ObserveOptions>,
 ) -> Result<Running, String> {
     let (tell, first) = match gso {
         Gso::Auto => {
@@ -486,6 +491,7 @@ pub fn start_emulator(
             precision,
             ..PlaneOptions::default()
         },
+        observe,
         |e| {
             let mut bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
             if let Some(tell) = tell {
@@ -567,6 +573,10 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             say!("dummynet shell: {note}");
         }
     }
+    let observe = match args.observe.any() {
+        true => Some(args.observe.options(&config, 1)?),
+        false => None,
+    };
     let emulator = start_emulator(
         &path,
         config,
@@ -575,6 +585,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Arc::new(AtomicBool::new(false)),
         args.precision,
         args.gso,
+        observe,
     )?;
     let command = match args.command.as_slice() {
         [] => vec![login_shell()],
