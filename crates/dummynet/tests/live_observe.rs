@@ -232,7 +232,7 @@ fn a_bridge_logs_and_captures_every_packet_it_books() {
         assert!(waited >= delay_ms * 1_000_000, "{waited} ns: {f}");
         waits.push(waited as f64 / 1e6 - delay_ms as f64);
         // The out pass lets it straight through.
-        assert_eq!(t(&ends[id]), t(f), "{}", ends[id]);
+        assert_eq!(t(ends[id]), t(f), "{}", ends[id]);
     }
     assert_eq!(
         forwards.len() as u64,
