@@ -265,8 +265,14 @@ pub const SNAPLEN: u32 = 262_144;
 
 impl<W: Write> Writer<W> {
     pub fn new(out: W, linktype: u32) -> Result<Self, String> {
+        Self::with_snaplen(out, linktype, SNAPLEN)
+    }
+
+    /// A writer whose header says frames were cut to `snaplen` bytes (a
+    /// live capture keeps only the first bytes of each).
+    pub fn with_snaplen(out: W, linktype: u32, snaplen: u32) -> Result<Self, String> {
         let header = PcapHeader {
-            snaplen: SNAPLEN,
+            snaplen,
             datalink: DataLink::from(linktype),
             ts_resolution: TsResolution::NanoSecond,
             endianness: Endianness::Little,

@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod capture;
+pub mod events;
 pub mod gen;
 pub mod install;
 pub mod lang;

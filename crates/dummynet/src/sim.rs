@@ -29,14 +29,13 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::capture::{self, Capture};
+use crate::events::{dir_str, split_target};
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{
     Command, Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target,
     Verdict,
 };
-use serde::Serialize;
-
-use crate::capture::{self, Capture};
 
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
@@ -308,80 +307,10 @@ impl Payload for Packet {
 }
 
 /// The log's note on a copy made by `duplicate`.
-const DUPLICATE: &str = "duplicate";
+const DUPLICATE: &str = crate::events::DUPLICATE;
 
-#[derive(Serialize)]
-#[serde(tag = "event", rename_all = "lowercase")]
-enum Event<'a> {
-    Arrival {
-        t_ns: Nanos,
-        id: u64,
-        len: u32,
-        iface: &'a str,
-        dir: &'static str,
-        /// A bridged frame: the port its `out` pass is for.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        bridge_to: Option<&'a str>,
-    },
-    /// A bridged frame's `in` pass let it through (`rule`, and the pipe or
-    /// queue it left): its `out` pass on `iface` runs now.
-    Forward {
-        t_ns: Nanos,
-        id: u64,
-        rule: Option<u16>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pipe: Option<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        queue: Option<u32>,
-        iface: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        note: Option<&'a str>,
-    },
-    Departure {
-        t_ns: Nanos,
-        id: u64,
-        rule: Option<u16>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pipe: Option<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        queue: Option<u32>,
-        /// The interface it leaves by, when known (`xmit`).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        iface: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        note: Option<&'a str>,
-    },
-    Drop {
-        t_ns: Nanos,
-        id: u64,
-        reason: &'a str,
-        rule: Option<u16>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pipe: Option<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        queue: Option<u32>,
-        /// The pass that dropped it, for a packet the rules saw.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        dir: Option<&'static str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        note: Option<&'a str>,
-    },
-}
-
-fn split_target(t: Option<Target>) -> (Option<u32>, Option<u32>) {
-    match t {
-        Some(Target::Pipe(n)) => (Some(n), None),
-        Some(Target::Queue(n)) => (None, Some(n)),
-        None => (None, None),
-    }
-}
-
-fn dir_str(d: Direction) -> &'static str {
-    match d {
-        Direction::In => "in",
-        Direction::Out => "out",
-    }
-}
+/// One line of the log: the schema the live daemon's `--log` shares.
+type Event<'a> = crate::events::Event<&'a str>;
 
 /// Reason name for frames that never reached the engine.
 pub const MALFORMED: &str = "malformed";

@@ -501,6 +501,8 @@ impl Backend for Bridge {
                         let carrier = Carrier {
                             backend: 0,
                             out_pass: Some(self.ifaces[other]),
+                            id: 0,
+                            copy: false,
                             body: Body::Frame {
                                 buf: frame.data,
                                 vnet: frame.vnet,

@@ -19,6 +19,7 @@ use dummynet_engine::{Direction, DropReason, Engine, Nanos, PacketInfo, Target, 
 use super::clock::{
     self, Clock, Lateness, LatenessHistogram, LatenessSummary, Pace, Rest, TimerWatch, Woke,
 };
+use super::observer::{self, Kind, ObserverStats, Record, Tap};
 use super::{Arrival, Backend, Carrier};
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
@@ -433,6 +434,9 @@ pub struct Report {
     /// closed pipe), and the first error ([`super::say_str`]).
     pub stderr_lost: u64,
     pub stderr_error: Option<String>,
+    /// The per-packet observer's counters (`--log`, captures, the event
+    /// tap), when there is one.
+    pub observer: Option<ObserverStats>,
 }
 
 impl Report {
@@ -561,6 +565,9 @@ impl std::fmt::Display for Report {
         if !memory.parts.is_empty() {
             write!(f, "{memory}")?;
         }
+        if let Some(o) = &self.observer {
+            writeln!(f, "{o}")?;
+        }
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
                 .iter()
@@ -653,6 +660,10 @@ pub struct DataPlane {
     failure: Option<String>,
     /// Where `log` rules' matches go (written off this thread).
     rule_log: Option<super::rulelog::RuleLog>,
+    /// The per-packet observer's end, if there is one ([`observer`]).
+    tap: Option<Tap>,
+    /// The next packet's number ([`Carrier::id`]).
+    next_id: u64,
 }
 
 impl DataPlane {
@@ -686,7 +697,15 @@ impl DataPlane {
             memory_locked: false,
             failure: None,
             rule_log: None,
+            tap: None,
+            next_id: 0,
         }
+    }
+
+    /// Hands each packet event to an observer ([`observer::Observer`]).
+    pub fn with_tap(mut self, tap: Option<Tap>) -> Self {
+        self.tap = tap;
+        self
     }
 
     /// Chooses how the data-plane thread is scheduled and how long it
@@ -715,7 +734,14 @@ impl DataPlane {
             _ if dummynet_io::rt::set_nice(-20).is_ok() => "nice -20",
             _ => "normal",
         };
+        if let Some(tap) = &mut self.tap {
+            let r = self.clock.realtime();
+            tap.start(r.wall.saturating_sub(r.clock));
+        }
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(tap) = &mut self.tap {
+                tap.refresh();
+            }
             if let Some(why) = self.backends.iter().find_map(|b| b.failure()) {
                 self.failure = Some(why);
                 break;
@@ -790,12 +816,17 @@ impl DataPlane {
             }
             for Arrival {
                 info,
-                carrier,
+                mut carrier,
                 stamp_ns,
             } in arrivals.drain(..)
             {
                 let at = real.arrival(stamp_ns, self.engine.now());
+                carrier.id = self.next_id;
+                self.next_id += 1;
                 self.release(at);
+                if let Some(tap) = self.tap.as_mut().filter(|t| t.on) {
+                    arrived(tap, &self.engine, at, &info, &carrier);
+                }
                 // Measured from the release, not from the departure time: an
                 // arrival read late releases what was due long ago, and the
                 // batch should still go out whole.
@@ -804,15 +835,15 @@ impl DataPlane {
                 {
                     self.flush_all();
                 }
+                let id = (carrier.id, carrier.copy);
                 let verdict = self.engine.input(at, info, carrier);
-                settle(
-                    &mut self.engine,
-                    &mut self.backends,
-                    &mut self.targets,
-                    at,
-                    info,
-                    verdict,
-                );
+                let mut s = Settle {
+                    engine: &mut self.engine,
+                    backends: &mut self.backends,
+                    targets: &mut self.targets,
+                    tap: &mut self.tap,
+                };
+                s.settle(at, info, verdict, None, id);
             }
         }
         self.arrivals = arrivals;
@@ -877,28 +908,39 @@ impl DataPlane {
             if out.delivered() {
                 // Leaving a pipe is passing it: a bridged frame still has its
                 // `out` pass to run, which `settle` does.
+                let id = (out.payload.id, out.payload.copy);
                 let pass = Verdict::Pass {
                     payload: out.payload,
                     rule: out.rule.unwrap_or(0),
+                };
+                let mut s = Settle {
+                    engine: &mut self.engine,
+                    backends: &mut self.backends,
+                    targets: &mut self.targets,
+                    tap: &mut self.tap,
                 };
                 // Lateness is counted for what goes to the kernel now, not
                 // for the engine's inner timers (the end of a transmission
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
-                if settle(
-                    &mut self.engine,
-                    &mut self.backends,
-                    &mut self.targets,
-                    now,
-                    out.info,
-                    pass,
-                ) {
+                if s.settle(now, out.info, pass, out.target, id) {
                     if self.due.is_none() {
                         self.due_since = self.clock.now();
                     }
                     self.due = Some(self.due.map_or(out.at, |e| e.min(out.at)));
                 }
             } else {
+                if let Some(tap) = self.tap.as_mut().filter(|t| t.on) {
+                    let r = Record {
+                        len: out.info.len,
+                        dir: out.info.dir,
+                        rule: out.rule,
+                        target: out.target,
+                        reason: out.drop,
+                        ..Record::new(Kind::Drop, out.at, (out.payload.id, out.payload.copy))
+                    };
+                    tap.push(&self.engine, r, None);
+                }
                 complete(&mut self.backends, out.payload, false);
             }
         }
@@ -1135,6 +1177,7 @@ impl DataPlane {
             failure: self.failure.clone(),
             stderr_lost,
             stderr_error,
+            observer: self.tap.as_ref().map(Tap::stats),
         }
     }
 }
@@ -1146,46 +1189,126 @@ fn complete(backends: &mut [Box<dyn Backend>], carrier: Carrier, deliver: bool) 
     }
 }
 
-/// Acts on an immediate verdict: a bridged frame that passed its `in` pass
-/// runs its `out` pass at once; anything else is sent on or discarded.
-/// True if the packet went into a backend's send batch.
-fn settle(
-    engine: &mut Engine<Carrier>,
-    backends: &mut [Box<dyn Backend>],
-    targets: &mut TargetBook,
-    now: Nanos,
-    info: PacketInfo,
-    verdict: Verdict<Carrier>,
-) -> bool {
-    let mut verdict = verdict;
-    let mut info = info;
-    loop {
-        match verdict {
-            Verdict::Queued { .. } => return false,
-            Verdict::Drop {
-                payload,
-                reason,
-                target,
-                ..
-            } => {
-                targets.dropped(target, reason);
-                complete(backends, payload, false);
-                return false;
+/// An arrival's record, with its bytes if the capture of what enters is on.
+fn arrived(tap: &mut Tap, engine: &Engine<Carrier>, at: Nanos, info: &PacketInfo, c: &Carrier) {
+    let r = Record {
+        len: info.len,
+        dir: info.dir,
+        iface: match info.dir {
+            Direction::In => info.recv_if,
+            Direction::Out => info.xmit_if,
+        },
+        bridge_to: c.out_pass,
+        ..Record::new(Kind::Arrival, at, (c.id, c.copy))
+    };
+    let bytes = tap.wants_in().then(|| observer::carrier_bytes(c));
+    tap.push(engine, r, bytes);
+}
+
+/// What acting on a verdict needs: the engine (a bridged frame's `out`
+/// pass), the backends (sending or discarding), the per-pipe books
+/// (`/metrics`), the observer's tap.
+struct Settle<'a> {
+    engine: &'a mut Engine<Carrier>,
+    backends: &'a mut [Box<dyn Backend>],
+    targets: &'a mut TargetBook,
+    tap: &'a mut Option<Tap>,
+}
+
+impl Settle<'_> {
+    /// Acts on an immediate verdict: a bridged frame that passed its `in`
+    /// pass runs its `out` pass at once; anything else is sent on or
+    /// discarded. `target` is the pipe or queue the packet just left, if
+    /// any, and `id` the packet's number (a `Queued` verdict no longer has
+    /// the packet). True if the packet went into a backend's send batch.
+    fn settle(
+        &mut self,
+        now: Nanos,
+        info: PacketInfo,
+        verdict: Verdict<Carrier>,
+        target: Option<Target>,
+        id: (u64, bool),
+    ) -> bool {
+        let mut verdict = verdict;
+        let mut info = info;
+        let mut target = target;
+        loop {
+            let tap = self.tap.as_mut().filter(|t| t.on);
+            match verdict {
+                Verdict::Queued { rule, target } => {
+                    if let Some(tap) = tap {
+                        let r = Record {
+                            len: info.len,
+                            dir: info.dir,
+                            rule: Some(rule),
+                            target: Some(target),
+                            ..Record::new(Kind::Enqueue, now, id)
+                        };
+                        tap.push(self.engine, r, None);
+                    }
+                    return false;
+                }
+                Verdict::Drop {
+                    payload,
+                    reason,
+                    rule,
+                    target,
+                } => {
+                    if let Some(tap) = tap {
+                        let r = Record {
+                            len: info.len,
+                            dir: info.dir,
+                            rule,
+                            target,
+                            reason: Some(reason),
+                            at_entry: true,
+                            ..Record::new(Kind::Drop, now, id)
+                        };
+                        tap.push(self.engine, r, None);
+                    }
+                    self.targets.dropped(target, reason);
+                    complete(self.backends, payload, false);
+                    return false;
+                }
+                Verdict::Pass { mut payload, rule } => match payload.out_pass.take() {
+                    Some(xmit) => {
+                        if let Some(tap) = tap {
+                            let r = Record {
+                                len: info.len,
+                                dir: info.dir,
+                                iface: Some(xmit),
+                                rule: Some(rule),
+                                target,
+                                ..Record::new(Kind::Forward, now, id)
+                            };
+                            tap.push(self.engine, r, None);
+                        }
+                        target = None;
+                        info = PacketInfo {
+                            dir: Direction::Out,
+                            xmit_if: Some(xmit),
+                            ..info
+                        };
+                        verdict = self.engine.input(now, info, payload);
+                    }
+                    None => {
+                        if let Some(tap) = tap {
+                            let r = Record {
+                                len: info.len,
+                                dir: info.dir,
+                                iface: info.xmit_if,
+                                rule: Some(rule),
+                                target,
+                                ..Record::new(Kind::Departure, now, id)
+                            };
+                            let bytes = tap.wants_out().then(|| observer::carrier_bytes(&payload));
+                            tap.push(self.engine, r, bytes);
+                        }
+                        complete(self.backends, payload, true);
+                        return true;
+                    }
+                },
             }
-            Verdict::Pass { mut payload, .. } => match payload.out_pass.take() {
-                Some(xmit) => {
-                    info = PacketInfo {
-                        dir: Direction::Out,
-                        xmit_if: Some(xmit),
-                        ..info
-                    };
-                    verdict = engine.input(now, info, payload);
-                }
-                None => {
-                    complete(backends, payload, true);
-                    return true;
-                }
-            },
         }
     }
 }
@@ -1272,6 +1395,8 @@ mod tests {
         let carrier = Carrier {
             backend: 0,
             out_pass: None,
+            id: 0,
+            copy: false,
             body: Body::Frame {
                 buf: vec![0; 1000],
                 vnet: None,

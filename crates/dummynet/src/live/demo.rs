@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use dummynet_io::netns::Netns;
 
 use super::dataplane::Precision;
+use super::observer::ObserveOptions;
 use super::presets::{self, Preset};
 use super::probe::{self, BulkServer, EchoServer};
 use super::shell::{build_path, shell_config, start_emulator, Gso};
@@ -34,6 +35,10 @@ pub struct DemoArgs {
     /// `dummynet run --help`).
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
+    /// Write one JSON line per packet event of the demo's traffic here
+    /// (the schema of `sim --log` and `run --log`).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub log: Option<std::path::PathBuf>,
 }
 
 const ECHO_PORT: u16 = 7;
@@ -89,6 +94,10 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let config = shell_config(&up, &down)?;
     let path = build_path(&near, &far, "srv0", Gso::Auto)?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
+    let observe = args.log.clone().map(|log| ObserveOptions {
+        log: Some(log),
+        ..ObserveOptions::default()
+    });
     let emulator = start_emulator(
         &path,
         config,
@@ -97,6 +106,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         Arc::new(AtomicBool::new(false)),
         args.precision,
         Gso::Auto,
+        observe,
     )?;
 
     let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));

@@ -213,6 +213,8 @@ impl Backend for Host {
             let carrier = Carrier {
                 backend: 0,
                 out_pass: None,
+                id: 0,
+                copy: false,
                 body,
             };
             arrivals.push(Arrival {

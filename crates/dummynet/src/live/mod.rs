@@ -62,6 +62,7 @@ pub mod floor;
 pub mod host;
 pub mod http;
 pub mod metrics;
+pub mod observer;
 pub mod presets;
 pub mod probe;
 pub mod protocol;
@@ -83,6 +84,11 @@ pub struct Carrier {
     /// pass still to run (a FreeBSD bridge calls ipfw once on the way in,
     /// once on the way out).
     pub out_pass: Option<IfaceId>,
+    /// The packet's number, set by the data plane as it reads it (the
+    /// per-packet log's `id`); a copy made by `duplicate` keeps its
+    /// original's, and is marked `copy`.
+    pub id: u64,
+    pub copy: bool,
     pub body: Body,
 }
 
@@ -153,6 +159,8 @@ impl Payload for Carrier {
         Some(Carrier {
             backend: self.backend,
             out_pass: self.out_pass,
+            id: self.id,
+            copy: true,
             body,
         })
     }
@@ -350,6 +358,8 @@ mod tests {
         let c = Carrier {
             backend: 0,
             out_pass: None,
+            id: 0,
+            copy: false,
             body: Body::Frame {
                 buf: frame(&[0x8100], 0x0800),
                 vnet: None,

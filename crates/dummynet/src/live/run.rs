@@ -22,6 +22,7 @@ use super::bridge::Bridge;
 use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
+use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread};
 use super::{Backend, Carrier};
 
 #[derive(Debug, clap::Args)]
@@ -137,6 +138,8 @@ pub struct RunArgs {
     /// `sysctl net.inet.ip.dummynet.held_limit=BYTES`.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
 }
 
 /// `--memory-limit SIZE`: bytes, or K/M/G (1024-based).
@@ -244,6 +247,10 @@ pub struct Running {
     /// The way to the data plane, for an HTTP server started later.
     link: Option<control::PlaneLink>,
     http: Option<super::http::HttpServer>,
+    /// The per-packet observer, when asked for: its handle (subscribe,
+    /// counters) and its thread, joined after the data plane's.
+    observer: Option<Observer>,
+    observer_thread: Option<ObserverThread>,
 }
 
 impl Running {
@@ -262,6 +269,11 @@ impl Running {
             .unwrap_or_default();
         self.http.take();
         self.control.take();
+        // The data plane is gone, and its tap with it: the observer writes
+        // what is left and closes its files.
+        if let Some(t) = self.observer_thread.take() {
+            t.join();
+        }
         report
     }
 
@@ -276,10 +288,17 @@ impl Running {
             .link
             .clone()
             .ok_or("the data plane takes no requests: no HTTP API")?;
-        let server = super::http::HttpServer::start(options, link, ns)?;
+        let server = super::http::HttpServer::start(options, link, self.observer.clone(), ns)?;
         let addr = server.local_addr();
         self.http = Some(server);
         Ok(addr)
+    }
+
+    /// The per-packet observer ([`super::observer`]): subscribe to the
+    /// daemon's packet events, read its counters. `None` unless the daemon
+    /// was started with one.
+    pub fn observer(&self) -> Option<&Observer> {
+        self.observer.as_ref()
     }
 
     /// True once the data-plane thread has ended (it only ends on its own
@@ -305,6 +324,7 @@ impl Drop for Running {
 /// if given, so interfaces are looked up there), applies `config`, and
 /// starts the control socket at `socket` if given. Returns once the
 /// backends are open, or with the error that prevented it.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn<F>(
     ns: Option<&Netns>,
     config: Vec<(usize, Command)>,
@@ -312,17 +332,19 @@ pub fn spawn<F>(
     socket: Option<PathBuf>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
+    observe: Option<ObserveOptions>,
     open: F,
 ) -> Result<Running, String>
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
     let socket = socket.map(|path| (path, ControlOptions::default()));
-    spawn_controlled(ns, config, seed, socket, stop, options, open)
+    spawn_controlled(ns, config, seed, socket, stop, options, observe, open)
 }
 
 /// [`spawn`] with a say in who may use the control socket and what a
 /// client may cost.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_controlled<F>(
     ns: Option<&Netns>,
     config: Vec<(usize, Command)>,
@@ -330,6 +352,7 @@ pub fn spawn_controlled<F>(
     socket: Option<(PathBuf, ControlOptions)>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
+    observe: Option<ObserveOptions>,
     open: F,
 ) -> Result<Running, String>
 where
@@ -350,6 +373,15 @@ where
         .set_nonblocking(true)
         .map_err(|e| format!("socketpair: {e}"))?;
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+    // The files are created here, so that one that cannot be is an error
+    // before anything starts.
+    let (observer, tap, observer_thread) = match &observe {
+        Some(o) => {
+            let (obs, tap, thread) = Observer::start(o)?;
+            (Some(obs), Some(tap), Some(thread))
+        }
+        None => (None, None, None),
+    };
     let flag = stop.clone();
     let body = move || {
         // In the namespace the data plane runs in: its addresses are `me`,
@@ -371,6 +403,7 @@ where
         };
         DataPlane::new(engine, backends, Some(inbox), flag)
             .with_options(options)
+            .with_tap(tap)
             .run()
     };
     let thread = match ns {
@@ -398,6 +431,8 @@ where
         control: None,
         link,
         http: None,
+        observer,
+        observer_thread,
     };
     match ready_rx.recv() {
         Ok(Ok(())) => {}
@@ -618,8 +653,18 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };
-    let _ports = claim_ports(args)?;
+    // A bridge's captures hold Ethernet frames; a host's, IP packets.
+    let linktype = if args.bridge.is_some() { 1 } else { 101 };
     let http = args.http.bind()?;
+    // The HTTP API's event stream (`GET /v1/events`) subscribes to an
+    // observer, started without files when none is asked for: it costs the
+    // data plane nothing until someone subscribes.
+    let observe = match (args.observe.any(), &http) {
+        (true, _) => Some(args.observe.options(&config, linktype)?),
+        (false, Some(_)) => Some(ObserveOptions::default()),
+        (false, None) => None,
+    };
+    let _ports = claim_ports(args)?;
     let control = ControlOptions {
         group: args.socket_group,
         ..ControlOptions::default()
@@ -631,6 +676,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         Some((socket, control)),
         stop.clone(),
         options,
+        observe,
         open,
     )?;
     if let Some(http) = http {

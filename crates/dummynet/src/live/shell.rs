@@ -97,6 +97,8 @@ pub struct ShellArgs {
     /// microsecond, spinning a core under load). See `dummynet run --help`.
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
+    #[command(flatten)]
+    pub observe: super::observer::ObserveArgs,
     /// The command and its arguments; without one, your shell ($SHELL, or
     /// /bin/sh), as mahimahi's shells do.
     #[arg(last = true)]
@@ -463,7 +465,9 @@ pub fn run(args: ShellArgs) -> ExitCode {
 }
 
 /// Starts the emulator on a path whose far end is `far`, with the data
-/// plane inside the path's middle namespace.
+/// plane inside the path's middle namespace, and the per-packet observer
+/// `observe` if given (its captures hold Ethernet frames).
+#[allow(clippy::too_many_arguments)]
 pub fn start_emulator(
     path: &Path,
     config: Vec<(usize, Command)>,
@@ -472,6 +476,7 @@ pub fn start_emulator(
     stop: Arc<AtomicBool>,
     precision: Precision,
     gso: Gso,
+    observe: Option<super::observer::ObserveOptions>,
 ) -> Result<Running, String> {
     let (tell, first) = match gso {
         Gso::Auto => {
@@ -490,6 +495,7 @@ pub fn start_emulator(
             precision,
             ..PlaneOptions::default()
         },
+        observe,
         |e| {
             let mut bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
             if let Some(tell) = tell {
@@ -574,6 +580,13 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             say!("dummynet shell: {note}");
         }
     }
+    // `--http`'s event stream subscribes to an observer, without files
+    // when none is asked for.
+    let observe = match (args.observe.any(), &http) {
+        (true, _) => Some(args.observe.options(&config, 1)?),
+        (false, Some(_)) => Some(super::observer::ObserveOptions::default()),
+        (false, None) => None,
+    };
     let mut emulator = start_emulator(
         &path,
         config,
@@ -582,6 +595,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Arc::new(AtomicBool::new(false)),
         args.precision,
         args.gso,
+        observe,
     )?;
     if let Some(http) = http {
         let token = http.token.is_some();

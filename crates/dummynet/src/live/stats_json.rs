@@ -25,6 +25,32 @@ pub struct StatsJson<'a> {
     /// nfqueue N`).
     pub backends: BTreeMap<&'a str, BTreeMap<&'a str, u64>>,
     pub data_plane: DataPlane<'a>,
+    /// The per-packet observer (`--log`, `--capture-in/-out`, `--mm-log`,
+    /// the event tap), or `null` when the daemon has none.
+    pub observer: Option<Observer<'a>>,
+}
+
+/// What the observer did with the data plane's records.
+#[derive(Debug, Serialize)]
+pub struct Observer<'a> {
+    /// Records the data plane handed over.
+    pub records: u64,
+    /// Records its buffer could not take, by kind (`arrival`, `enqueue`,
+    /// `forward`, `departure`, `drop`; every kind present), and their sum:
+    /// dropped from the observer, never from the traffic.
+    pub lost: u64,
+    pub lost_by_kind: BTreeMap<&'static str, u64>,
+    /// Lines written to `--log`, frames to the captures, lines to `--mm-log`.
+    pub log_lines: u64,
+    pub captured_in: u64,
+    pub captured_out: u64,
+    pub mm_log_lines: u64,
+    /// Subscribers of the event tap now, and the events they were too slow
+    /// for (each subscription also counts its own).
+    pub subscribers: u64,
+    pub subscriber_lost: u64,
+    /// The first write error; files are not written after it.
+    pub error: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,6 +195,24 @@ impl<'a> StatsJson<'a> {
                 failure: r.failure.as_deref(),
                 stderr_lost: r.stderr_lost,
             },
+            observer: r.observer.as_ref().map(|o| Observer {
+                records: o.sent,
+                lost: o.lost_total(),
+                lost_by_kind: super::observer::Kind::ALL
+                    .iter()
+                    .map(|k| {
+                        let n = o.lost.iter().find(|(name, _)| *name == k.as_str());
+                        (k.as_str(), n.map_or(0, |(_, n)| *n))
+                    })
+                    .collect(),
+                log_lines: o.logged,
+                captured_in: o.captured_in,
+                captured_out: o.captured_out,
+                mm_log_lines: o.mm_lines,
+                subscribers: o.subscribers,
+                subscriber_lost: o.subscriber_lost,
+                error: o.error.as_deref(),
+            }),
         }
     }
 
@@ -236,5 +280,26 @@ mod tests {
             (&2.into(), &65536.into())
         );
         assert!(v["data_plane"]["cpu_ns"].is_u64());
+        assert!(v["observer"].is_null(), "no observer: {v}");
+        let r = Report {
+            observer: Some(crate::live::observer::ObserverStats {
+                sent: 9,
+                lost: vec![("departure", 2)],
+                logged: 7,
+                ..Default::default()
+            }),
+            ..Report::default()
+        };
+        let v: serde_json::Value = serde_json::from_str(&StatsJson::of(&r).to_line()).unwrap();
+        let o = &v["observer"];
+        assert_eq!(
+            (&o["records"], &o["lost"], &o["log_lines"]),
+            (&9.into(), &2.into(), &7.into())
+        );
+        assert_eq!(o["lost_by_kind"]["departure"], 2);
+        assert_eq!(
+            o["lost_by_kind"]["arrival"], 0,
+            "every kind is present: {o}"
+        );
     }
 }

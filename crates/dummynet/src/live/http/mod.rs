@@ -38,7 +38,12 @@ use dummynet_lang::{ParseError, Statement};
 use serde_json::{json, Map, Value};
 
 use super::dataplane::{Answer, RequestKind};
+use super::observer::Observer;
+
+mod dashboard;
+mod events;
 use super::protocol::{BatchCommand, Caller, ErrorKind, PlaneLink, Reply};
+use events::events;
 
 /// The OpenAPI 3.1 document of this API, served as is.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -169,6 +174,7 @@ impl HttpServer {
     pub fn start(
         options: HttpOptions,
         link: PlaneLink,
+        observer: Option<Observer>,
         ns: Option<&Netns>,
     ) -> Result<HttpServer, String> {
         let addr = options
@@ -183,7 +189,7 @@ impl HttpServer {
             .thread_name("dummynet-http-work")
             .build()
             .map_err(|e| format!("--http: starting the server: {e}"))?;
-        let body = move || runtime.block_on(serve(options, link, rx));
+        let body = move || runtime.block_on(serve(options, link, observer, rx));
         let thread = match ns {
             Some(ns) => ns
                 .spawn_thread("dummynet-http", body)
@@ -222,6 +228,13 @@ struct App {
     link: PlaneLink,
     token: Option<Token>,
     answer_timeout: Duration,
+    /// The event tap behind `GET /v1/events`, and how many streams are
+    /// open on it (each holds a connection slot).
+    observer: Option<Observer>,
+    streams: Arc<tokio::sync::Semaphore>,
+    /// The longest a stream lasts before it ends itself, within the
+    /// connection's time; a client (the dashboard, EventSource) reconnects.
+    stream_length: Duration,
 }
 
 /// The routes, with the token check and the body limit. Public for tests
@@ -234,7 +247,10 @@ fn router(app: App, max_body: usize) -> Router {
             .delete(move |s, n| delete_object(s, kind, n))
     };
     Router::new()
-        .route("/", get(index))
+        .route("/", get(dashboard::index))
+        .route("/dashboard.js", get(dashboard::script))
+        .route("/dashboard.css", get(dashboard::style))
+        .route("/v1/events", get(events))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/pipes", get(|s| list_objects(s, ObjKind::Pipe)))
         .route("/v1/queues", get(|s| list_objects(s, ObjKind::Queue)))
@@ -263,6 +279,7 @@ fn router(app: App, max_body: usize) -> Router {
 async fn serve(
     options: HttpOptions,
     link: PlaneLink,
+    observer: Option<Observer>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
     let limits = options.limits.clone();
@@ -270,6 +287,16 @@ async fn serve(
         link,
         token: options.token,
         answer_timeout: limits.answer_timeout,
+        observer,
+        // A quarter of the connections at most, so streams never take
+        // every slot from the requests that change things.
+        streams: Arc::new(tokio::sync::Semaphore::new(
+            (limits.max_connections / 4).max(1),
+        )),
+        stream_length: limits
+            .connection_timeout
+            .saturating_sub(Duration::from_secs(2))
+            .max(Duration::from_secs(1)),
     };
     let Ok(listener) = tokio::net::TcpListener::from_std(options.listener) else {
         super::say_str("dummynet: --http: the listener could not join the runtime\n");
@@ -340,6 +367,7 @@ impl ApiError {
         match self.kind {
             "syntax" | "invalid" | "unknown_field" => StatusCode::BAD_REQUEST,
             "unauthorized" => StatusCode::UNAUTHORIZED,
+            "denied" => StatusCode::FORBIDDEN,
             "not_found" => StatusCode::NOT_FOUND,
             "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
             "conflict" => StatusCode::CONFLICT,
@@ -472,8 +500,62 @@ async fn authorize(
             )
             .into_response();
         }
+    } else if let Err(e) = local_caller(req.headers()) {
+        return e.into_response();
     }
     next.run(req).await
+}
+
+/// Without a token the API trusts whoever reaches its loopback port, and a
+/// web page open in a browser on this machine can reach it too. Two checks
+/// keep such a page out (the browser sets both headers; scripts cannot
+/// forge them): the `Host` must name the machine by an address or as
+/// `localhost`, which a DNS name rebound to 127.0.0.1 does not; and a
+/// request sent by a page (`Origin`) must come from the daemon's own
+/// origin, as the dashboard's do. Clients that send no `Origin` (curl,
+/// Python) pass.
+fn local_caller(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let denied = |why: String| ApiError::new("denied", why);
+    let host = match headers.get(header::HOST).map(|h| h.to_str()) {
+        None => return Ok(()),
+        Some(Ok(h)) => h,
+        Some(Err(_)) => return Err(denied("the Host header is not text".into())),
+    };
+    if !local_host(host) {
+        return Err(denied(format!(
+            "Host `{host}` is a name, not this machine's address: without --http-token the API \
+             answers only requests to an address or `localhost` (a DNS name pointed at \
+             loopback could let a web page in)"
+        )));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| o.eq_ignore_ascii_case(host));
+        if !same {
+            return Err(denied(format!(
+                "a request from the page at {} to this API: without --http-token only the \
+                 daemon's own pages (http://{host}) may call it",
+                String::from_utf8_lossy(origin.as_bytes())
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `127.0.0.1:8080`, `[::1]:8080`, `localhost:8080`, or any address
+/// literal, with or without a port.
+fn local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, _)) => return v6.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
 // --------------------------------------------------------- the data plane
@@ -797,45 +879,29 @@ fn rule_number(text: &str) -> Result<u16, ApiError> {
     })
 }
 
-fn rules_json(snap: &dummynet_engine::Snapshot, numbers: &[u16]) -> Vec<Value> {
-    let mut seen: Vec<u16> = snap
-        .rules
-        .iter()
-        .map(|r| r.number)
-        .filter(|n| numbers.is_empty() || numbers.contains(n))
-        .collect();
-    seen.dedup();
-    seen.into_iter()
-        .map(|n| {
-            let show = dummynet_lang::format_rules_with(
-                snap,
-                &dummynet_lang::RuleShow {
-                    numbers: &[n],
-                    counters: true,
-                    timestamps: false,
-                    dynamic: false,
-                    sets: false,
-                    wall: None,
-                    epoch: false,
-                },
-            );
-            json!({ "number": n, "show": show })
-        })
-        .collect()
+/// `ipfw --json -d show [N]`'s view: the rules numbered `numbers` (all if
+/// empty) and the dynamic rules they made.
+fn rules_json(snap: &dummynet_engine::Snapshot, numbers: &[u16]) -> super::views::RulesJson {
+    let mut view = super::views::rules(snap, numbers, true);
+    if let Some(states) = &mut view.states {
+        states.retain(|st| numbers.is_empty() || numbers.contains(&st.rule));
+    }
+    view
 }
 
 async fn list_rules(State(app): State<App>) -> ApiResult {
     let (snap, _) = blocking(move || app.snapshot()).await??;
-    Ok(Json(json!({ "rules": rules_json(&snap, &[]) })).into_response())
+    Ok(Json(rules_json(&snap, &[])).into_response())
 }
 
 async fn get_rule(State(app): State<App>, UrlPath(n): UrlPath<String>) -> ApiResult {
     let n = rule_number(&n)?;
     let (snap, _) = blocking(move || app.snapshot()).await??;
-    match rules_json(&snap, &[n]).pop() {
-        Some(rule) => Ok(Json(rule).into_response()),
-        None => Err(ApiError::new("not_found", format!("there is no rule {n}"))),
+    let view = rules_json(&snap, &[n]);
+    if view.rules.is_empty() {
+        return Err(ApiError::new("not_found", format!("there is no rule {n}")));
     }
+    Ok(Json(view).into_response())
 }
 
 /// `{"rule": "pipe 1 ip from any to any"}`: what follows `add N`.
@@ -1011,14 +1077,6 @@ async fn metrics(State(app): State<App>) -> ApiResult {
 
 // ------------------------------------------------------------------- misc
 
-async fn index() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "dummynet HTTP API: see /v1/openapi.json\n",
-    )
-        .into_response()
-}
-
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
@@ -1037,6 +1095,57 @@ mod tests {
 
     fn token(s: &str) -> Token {
         Token(Arc::new(s.as_bytes().to_vec()))
+    }
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> axum::http::HeaderMap {
+        let mut h = axum::http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k, v.parse().expect("header value"));
+        }
+        h
+    }
+
+    #[test]
+    fn without_a_token_only_local_hosts_and_the_daemons_own_pages_pass() {
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST",
+            "[::1]:80",
+            "10.1.2.3",
+        ] {
+            assert!(
+                local_caller(&headers(&[(header::HOST, host)])).is_ok(),
+                "{host}"
+            );
+        }
+        // A DNS name rebound to loopback, and garbage.
+        for host in ["evil.example:8080", "127.0.0.1.nip.io", "[::1", "[evil]:80"] {
+            let e = local_caller(&headers(&[(header::HOST, host)])).unwrap_err();
+            assert_eq!(
+                (e.kind, e.status()),
+                ("denied", StatusCode::FORBIDDEN),
+                "{host}"
+            );
+        }
+        // The dashboard's own requests carry its origin; another page's do not.
+        let own = [
+            (header::HOST, "127.0.0.1:8080"),
+            (header::ORIGIN, "http://127.0.0.1:8080"),
+        ];
+        assert!(local_caller(&headers(&own)).is_ok());
+        for origin in [
+            "http://evil.example",
+            "http://127.0.0.1:9999",
+            "null",
+            "https://127.0.0.1:8080",
+        ] {
+            let h = headers(&[(header::HOST, "127.0.0.1:8080"), (header::ORIGIN, origin)]);
+            assert!(local_caller(&h).is_err(), "{origin}");
+        }
+        // curl and the Python client send neither an Origin nor, over a
+        // raw socket, always a Host.
+        assert!(local_caller(&headers(&[])).is_ok());
     }
 
     #[test]

@@ -1,0 +1,1283 @@
+//! Watching the live daemon packet by packet, off the data plane: the
+//! per-packet log (`--log`, the schema of [`crate::events`]), the captures
+//! of what entered and what left (`--capture-in`, `--capture-out`), a
+//! mahimahi link log of one pipe (`--mm-log`), and an event tap others
+//! subscribe to (the HTTP API's `GET /v1/events`).
+//!
+//! Two halves:
+//! - [`Tap`], owned by the data-plane thread: for each packet event it
+//!   pushes one fixed-size [`Record`] (and, only while a capture is on, the
+//!   frame's first `--capture-snaplen` bytes, in a buffer the observer hands
+//!   back for reuse) into a bounded channel with `try_send`. What the
+//!   channel cannot take is counted by kind and dropped: the data plane
+//!   never waits for an observer. A daemon without any observer option and
+//!   no subscriber pays one predictable branch per packet event.
+//! - The observer thread ([`Observer::start`]): it takes what the channel
+//!   holds every few milliseconds (it never blocks on the channel, so the
+//!   data plane never has to wake it), builds the events, writes the files
+//!   through buffers, and hands the events to the subscribers.
+//!
+//! # The subscribe API
+//!
+//! ```ignore
+//! let sub: Subscription = observer.subscribe(
+//!     EventFilter { pipe: Some(1), rule: None, sample: Some(10) },
+//!     1024, // events the subscriber's channel holds
+//! );
+//! loop {
+//!     match sub.recv_timeout(Duration::from_secs(1)) {
+//!         Ok(event) => send(serde_json::to_string(&event)?), // an `Event<String>`
+//!         Err(RecvTimeoutError::Timeout) => {}              // keep-alive
+//!         Err(RecvTimeoutError::Disconnected) => break,     // the daemon stopped
+//!     }
+//!     let lost = sub.lost(); // events this subscriber was too slow for
+//! }
+//! ```
+//!
+//! [`Observer::subscribe`]`(&self, filter: EventFilter, capacity: usize) ->
+//! Subscription` registers a subscriber; the [`Observer`] handle is
+//! `Clone + Send + Sync` (from [`super::run::Running::observer`]). The data
+//! plane starts sending records as soon as there is a subscriber, and stops
+//! when the last one is dropped (unless files are being written). Each
+//! subscriber gets already-built [`Event`]s, `Event<String>`, which
+//! serialize (serde) to exactly the log's lines, through a bounded channel
+//! of its own: the observer thread fans out with `try_send`, so a slow
+//! subscriber loses events ([`Subscription::lost`]) and slows nobody else.
+//! The [`EventFilter`] keeps events that name pipe `pipe` (forward,
+//! departure and drop events: the pipe a packet left or was dropped by),
+//! rule `rule`, and, with `sample: Some(n)`, only packets whose id is a
+//! multiple of `n`, all of each such packet's events. The start line (the
+//! wall clock of `t_ns` 0) is sent to each new subscriber first. Dropping
+//! the [`Subscription`] unsubscribes.
+//!
+//! Times: `t_ns` is the data plane's clock, ns since it started; the start
+//! line gives the wall clock of that moment, and the captures' stamps are
+//! wall-clock (nanosecond pcap). An arrival's time is the kernel's receive
+//! stamp where the backend has one; a departure's, when the data plane
+//! released it to its port's send batch (handed to the kernel within
+//! microseconds: `dummynet stats` gives the lateness).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Target};
+
+use super::Carrier;
+use crate::capture;
+use crate::events::{dir_str, split_target, Event, DUPLICATE};
+
+/// Records the channel between the data plane and the observer holds. At
+/// about 100 bytes each, 64 K records are about 6.5 MB, and the observer
+/// empties the channel every [`IDLE_NAP`] at most: at a million packet
+/// events a second it is never half full.
+pub const DEFAULT_BUFFER: usize = 1 << 16;
+
+/// `--capture-snaplen`'s default: headers, and the start of the payload.
+pub const DEFAULT_SNAPLEN: u32 = 256;
+
+/// How long the observer sleeps when the channel is empty.
+const IDLE_NAP: Duration = Duration::from_millis(2);
+
+/// ... and when it has no files and no subscribers (a daemon that keeps an
+/// observer for an HTTP event stream nobody watches yet).
+const IDLE_LONG_NAP: Duration = Duration::from_millis(20);
+
+/// Buffered output is written out at least this often, so that a file
+/// someone follows (`tail -f`) is at most this far behind.
+const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+/// The observer options of `run` and `shell`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ObserveArgs {
+    /// Write one JSON line per packet event here (arrival, forward,
+    /// departure, drop; the schema of `sim --log`), after a first line with
+    /// the wall-clock time of `t_ns` 0. Written off the data plane: events
+    /// it cannot keep up with are counted (`dummynet stats`), not waited for.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub log: Option<PathBuf>,
+    /// Write what entered the emulator here (pcap, nanosecond stamps: the
+    /// kernel's receive time), each frame cut to --capture-snaplen bytes.
+    #[arg(long, value_name = "FILE.pcap")]
+    pub capture_in: Option<PathBuf>,
+    /// Write what left the emulator here (pcap, nanosecond stamps: when it
+    /// was released), each frame cut to --capture-snaplen bytes.
+    #[arg(long, value_name = "FILE.pcap")]
+    pub capture_out: Option<PathBuf>,
+    /// Bytes of each frame the captures keep (the data plane copies only
+    /// those).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_SNAPLEN,
+          value_parser = clap::value_parser!(u32).range(14..=65535))]
+    pub capture_snaplen: u32,
+    /// Write a mahimahi link log of one pipe here (what mm-link's --uplink-log
+    /// writes, for mm-throughput-graph and mm-delay-graph): `# base
+    /// timestamp: T` (the start, ms since the Unix epoch), then `T + BYTES`
+    /// for a packet entering the pipe, `T - BYTES DELAY` for one leaving it
+    /// (DELAY in ms since it entered), `T # BYTES` for a delivery
+    /// opportunity of a trace-driven pipe; T in ms.
+    #[arg(long, value_name = "FILE")]
+    pub mm_log: Option<PathBuf>,
+    /// The pipe --mm-log follows (default: the first pipe the configuration
+    /// makes).
+    #[arg(long, value_name = "N", requires = "mm_log")]
+    pub mm_log_pipe: Option<u32>,
+}
+
+impl ObserveArgs {
+    /// True if any file is asked for.
+    pub fn any(&self) -> bool {
+        self.log.is_some()
+            || self.capture_in.is_some()
+            || self.capture_out.is_some()
+            || self.mm_log.is_some()
+    }
+
+    /// What the observer needs, with `--mm-log-pipe` defaulting to the
+    /// first pipe `config` makes; `linktype` is the captures' (1: Ethernet
+    /// frames of a bridge; 101: a host's IP packets).
+    pub fn options(
+        &self,
+        config: &[(usize, dummynet_engine::Command)],
+        linktype: u32,
+    ) -> Result<ObserveOptions, String> {
+        let mm_pipe = match (&self.mm_log, self.mm_log_pipe) {
+            (None, _) => None,
+            (Some(_), Some(n)) => Some(n),
+            (Some(_), None) => Some(
+                config
+                    .iter()
+                    .find_map(|(_, c)| match c {
+                        dummynet_engine::Command::ConfigPipe(n, _) => Some(*n),
+                        _ => None,
+                    })
+                    .ok_or(
+                        "--mm-log follows a pipe, and the configuration makes none: \
+                         name the one it will with --mm-log-pipe N",
+                    )?,
+            ),
+        };
+        Ok(ObserveOptions {
+            log: self.log.clone(),
+            capture_in: self.capture_in.clone(),
+            capture_out: self.capture_out.clone(),
+            snaplen: self.capture_snaplen,
+            mm_log: self.mm_log.clone().zip(mm_pipe),
+            linktype,
+            buffer: DEFAULT_BUFFER,
+        })
+    }
+}
+
+/// What [`Observer::start`] writes, and how.
+#[derive(Debug, Clone)]
+pub struct ObserveOptions {
+    pub log: Option<PathBuf>,
+    pub capture_in: Option<PathBuf>,
+    pub capture_out: Option<PathBuf>,
+    pub snaplen: u32,
+    /// The mahimahi log and the pipe it follows.
+    pub mm_log: Option<(PathBuf, u32)>,
+    /// The captures' link type.
+    pub linktype: u32,
+    /// Records the data plane's channel holds ([`DEFAULT_BUFFER`]).
+    pub buffer: usize,
+}
+
+impl Default for ObserveOptions {
+    fn default() -> Self {
+        ObserveOptions {
+            log: None,
+            capture_in: None,
+            capture_out: None,
+            snaplen: DEFAULT_SNAPLEN,
+            mm_log: None,
+            linktype: 1,
+            buffer: DEFAULT_BUFFER,
+        }
+    }
+}
+
+/// What happened to a packet, as the data plane saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Arrival,
+    /// Taken into a pipe or queue (not a log line: the mahimahi log's `+`).
+    Enqueue,
+    Forward,
+    Departure,
+    Drop,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Arrival,
+        Kind::Enqueue,
+        Kind::Forward,
+        Kind::Departure,
+        Kind::Drop,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Arrival => "arrival",
+            Kind::Enqueue => "enqueue",
+            Kind::Forward => "forward",
+            Kind::Departure => "departure",
+            Kind::Drop => "drop",
+        }
+    }
+}
+
+/// One packet event as the data plane hands it over: plain numbers, no
+/// allocation, names resolved later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub kind: Kind,
+    pub t_ns: Nanos,
+    pub id: u64,
+    /// A copy made by `duplicate`.
+    pub copy: bool,
+    pub len: u32,
+    pub dir: Direction,
+    /// Arrival: the interface it came in by (or, for a host's outgoing
+    /// packet, goes out by); forward: the `out` pass's; departure: the one
+    /// it leaves by.
+    pub iface: Option<IfaceId>,
+    /// Arrival of a bridged frame: the port its `out` pass is for.
+    pub bridge_to: Option<IfaceId>,
+    pub rule: Option<u16>,
+    pub target: Option<Target>,
+    pub reason: Option<DropReason>,
+    /// A drop at a pipe's entry (it never was inside).
+    pub at_entry: bool,
+}
+
+impl Record {
+    /// A record of `kind` at `t_ns` for packet `id` (its number, and
+    /// whether it is a copy), every other field empty.
+    pub fn new(kind: Kind, t_ns: Nanos, id: (u64, bool)) -> Record {
+        Record {
+            kind,
+            t_ns,
+            id: id.0,
+            copy: id.1,
+            len: 0,
+            dir: Direction::In,
+            iface: None,
+            bridge_to: None,
+            rule: None,
+            target: None,
+            reason: None,
+            at_entry: false,
+        }
+    }
+}
+
+/// What goes through the data plane's channel.
+enum Msg {
+    /// The wall-clock time of the data plane's t = 0 (first, always).
+    Start {
+        wall_ns: u64,
+    },
+    Packet(Record),
+    /// A record with the frame's first bytes, for a capture, and its
+    /// whole length.
+    Frame(Record, Vec<u8>, u32),
+    /// The name of an interface, the first time a record names it.
+    Iface(IfaceId, String),
+}
+
+/// Which events a subscriber gets ([`Observer::subscribe`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Only events naming this pipe (forward, departure, drop).
+    pub pipe: Option<u32>,
+    /// Only events naming this rule.
+    pub rule: Option<u16>,
+    /// Only packets whose id is a multiple of this (every event of each);
+    /// 0 and 1 keep all.
+    pub sample: Option<u32>,
+}
+
+impl EventFilter {
+    /// Does `e` pass? (The start line always does.)
+    pub fn keeps<S>(&self, e: &Event<S>) -> bool {
+        let Some(id) = e.id() else {
+            return true;
+        };
+        if let Some(n) = self.sample.filter(|n| *n > 1) {
+            if id % u64::from(n) != 0 {
+                return false;
+            }
+        }
+        if self.pipe.is_some() && e.target().0 != self.pipe {
+            return false;
+        }
+        if self.rule.is_some() && e.rule() != self.rule {
+            return false;
+        }
+        true
+    }
+}
+
+/// One subscriber's end ([`Observer::subscribe`]). Dropping it
+/// unsubscribes.
+pub struct Subscription {
+    rx: Receiver<Event<String>>,
+    state: Arc<SubState>,
+}
+
+/// What a subscription and the observer thread share.
+#[derive(Default)]
+struct SubState {
+    /// Events lost because the subscriber's channel was full.
+    lost: AtomicU64,
+    /// The subscription was dropped.
+    gone: AtomicBool,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.state.gone.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Subscription {
+    /// The next event, waiting at most `timeout`; `Disconnected` once the
+    /// daemon has stopped and every event was taken.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Event<String>, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&self) -> Result<Event<String>, TryRecvError> {
+        self.rx.try_recv()
+    }
+
+    /// Events this subscriber lost because its channel was full.
+    pub fn lost(&self) -> u64 {
+        self.state.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// The observer's side of a subscription.
+struct Subscriber {
+    filter: EventFilter,
+    tx: SyncSender<Event<String>>,
+    state: Arc<SubState>,
+}
+
+/// What the data plane, the observer thread and the handles share.
+struct Shared {
+    /// Subscribers waiting to be taken up by the observer thread.
+    joining: Mutex<Vec<Subscriber>>,
+    /// Subscribers there are (joining or taken up).
+    subscribers: AtomicUsize,
+    /// Written by the data plane only.
+    plane: PlaneCounters,
+    /// Events written to the log, frames to the captures.
+    logged: AtomicU64,
+    captured_in: AtomicU64,
+    captured_out: AtomicU64,
+    mm_lines: AtomicU64,
+    /// Events subscribers were too slow for, over all subscriptions.
+    subscriber_lost: AtomicU64,
+    /// The first write error; files are no longer written after it.
+    error: Mutex<Option<String>>,
+    /// The wall clock of t = 0, once the data plane has said.
+    wall_ns: AtomicU64,
+    /// Files are written (the data plane always sends records).
+    files: bool,
+    stopped: AtomicBool,
+}
+
+/// The data plane's counters, on a cache line of their own: the observer
+/// thread's counters beside them would make each record's count a cache
+/// miss on the data plane.
+#[derive(Default)]
+#[repr(align(64))]
+struct PlaneCounters {
+    /// Records handed over.
+    sent: AtomicU64,
+    /// Records the channel could not take, by [`Kind`].
+    lost: [AtomicU64; 5],
+}
+
+/// The observer's counters, for `dummynet stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ObserverStats {
+    /// Records the data plane handed over.
+    pub sent: u64,
+    /// Records the channel could not take, by kind (non-zero only).
+    pub lost: Vec<(&'static str, u64)>,
+    pub logged: u64,
+    pub captured_in: u64,
+    pub captured_out: u64,
+    pub mm_lines: u64,
+    pub subscribers: u64,
+    pub subscriber_lost: u64,
+    pub error: Option<String>,
+}
+
+impl ObserverStats {
+    pub fn lost_total(&self) -> u64 {
+        self.lost.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl std::fmt::Display for ObserverStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "observer: {} records, {} lost; {} log lines, {} frames in, {} out, {} mm-log lines; \
+             {} subscribers, {} events they lost",
+            self.sent,
+            self.lost_total(),
+            self.logged,
+            self.captured_in,
+            self.captured_out,
+            self.mm_lines,
+            self.subscribers,
+            self.subscriber_lost
+        )?;
+        if !self.lost.is_empty() {
+            let list: Vec<String> = self.lost.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            write!(f, " (lost: {})", list.join(", "))?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, "; stopped writing: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The handle: subscribe, read the counters. Cheap to clone.
+#[derive(Clone)]
+pub struct Observer {
+    shared: Arc<Shared>,
+}
+
+/// The observer thread, joined once the data plane has stopped (its
+/// [`Tap`] dropped): it writes what is left and closes the files.
+pub struct ObserverThread(Option<JoinHandle<()>>);
+
+impl ObserverThread {
+    pub fn join(mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ObserverThread {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Observer {
+    /// Creates the files (an error names the one that could not be) and
+    /// starts the observer thread. The [`Tap`] goes to the data plane.
+    pub fn start(o: &ObserveOptions) -> Result<(Observer, Tap, ObserverThread), String> {
+        let create = |p: &Path| {
+            File::create(p)
+                .map(|f| BufWriter::with_capacity(1 << 16, f))
+                .map_err(|e| format!("cannot create {}: {e}", p.display()))
+        };
+        let pcap = |p: &Path| -> Result<Pcap, String> {
+            let out = SharedFile(Arc::new(Mutex::new(create(p)?)));
+            let writer = capture::Writer::with_snaplen(out.clone(), o.linktype, o.snaplen)
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            Ok(Pcap { writer, out })
+        };
+        let writers = Writers {
+            log: o.log.as_deref().map(create).transpose()?,
+            capture_in: o.capture_in.as_deref().map(pcap).transpose()?,
+            capture_out: o.capture_out.as_deref().map(pcap).transpose()?,
+            mm: match &o.mm_log {
+                Some((p, pipe)) => Some(MmLog {
+                    out: create(p)?,
+                    pipe: *pipe,
+                    base_ms: 0,
+                    entered: HashMap::new(),
+                }),
+                None => None,
+            },
+        };
+        let (tap, rx, spare_tx) = Tap::new(o);
+        let shared = tap.shared.clone();
+        let worker = Worker {
+            rx,
+            spare: spare_tx,
+            shared: shared.clone(),
+            writers,
+            names: HashMap::new(),
+            subscribers: Vec::new(),
+            wall_ns: 0,
+            failed: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("dummynet-observer".into())
+            .spawn(move || worker.run())
+            .map_err(|e| format!("cannot start the observer thread: {e}"))?;
+        Ok((Observer { shared }, tap, ObserverThread(Some(thread))))
+    }
+
+    /// Subscribes to the events that pass `filter`, through a channel of
+    /// `capacity` events (at least 1); see the module documentation.
+    pub fn subscribe(&self, filter: EventFilter, capacity: usize) -> Subscription {
+        let (tx, rx) = mpsc::sync_channel(capacity.max(1));
+        let state = Arc::new(SubState::default());
+        // Counted now, so that the data plane starts sending records at its
+        // next turn; the observer thread takes the subscriber up at its
+        // next look.
+        self.shared.subscribers.fetch_add(1, Ordering::Relaxed);
+        let sub = Subscriber {
+            filter,
+            tx,
+            state: state.clone(),
+        };
+        match self.shared.joining.lock() {
+            Ok(mut j) => j.push(sub),
+            Err(poisoned) => poisoned.into_inner().push(sub),
+        }
+        Subscription { rx, state }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ObserverStats {
+        self.shared.stats()
+    }
+
+    /// True once the daemon has stopped and the observer has written all.
+    pub fn stopped(&self) -> bool {
+        self.shared.stopped.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    fn stats(&self) -> ObserverStats {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ObserverStats {
+            sent: n(&self.plane.sent),
+            lost: Kind::ALL
+                .iter()
+                .zip(&self.plane.lost)
+                .map(|(k, a)| (k.as_str(), n(a)))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+            logged: n(&self.logged),
+            captured_in: n(&self.captured_in),
+            captured_out: n(&self.captured_out),
+            mm_lines: n(&self.mm_lines),
+            subscribers: self.subscribers.load(Ordering::Relaxed) as u64,
+            subscriber_lost: n(&self.subscriber_lost),
+            error: match self.error.lock() {
+                Ok(e) => e.clone(),
+                Err(p) => p.into_inner().clone(),
+            },
+        }
+    }
+}
+
+/// Frame buffers in flight back to the data plane for reuse.
+const SPARE_BUFFERS: usize = 4096;
+
+/// The data plane's half ([`super::dataplane::DataPlane::with_tap`]).
+pub struct Tap {
+    tx: SyncSender<Msg>,
+    /// Frame buffers the observer is done with.
+    spare: Receiver<Vec<u8>>,
+    shared: Arc<Shared>,
+    capture_in: bool,
+    capture_out: bool,
+    snaplen: usize,
+    /// Records are wanted: files are written or someone subscribes
+    /// ([`Tap::refresh`], once a turn).
+    pub on: bool,
+    /// Interfaces whose names the observer has.
+    named: Vec<bool>,
+}
+
+impl Tap {
+    /// A tap for `o`, the receiving end of its channel and the way back
+    /// for its buffers.
+    fn new(o: &ObserveOptions) -> (Tap, Receiver<Msg>, SyncSender<Vec<u8>>) {
+        let files = o.log.is_some()
+            || o.capture_in.is_some()
+            || o.capture_out.is_some()
+            || o.mm_log.is_some();
+        let shared = Arc::new(Shared {
+            joining: Mutex::new(Vec::new()),
+            subscribers: AtomicUsize::new(0),
+            plane: PlaneCounters::default(),
+            logged: AtomicU64::new(0),
+            captured_in: AtomicU64::new(0),
+            captured_out: AtomicU64::new(0),
+            mm_lines: AtomicU64::new(0),
+            subscriber_lost: AtomicU64::new(0),
+            error: Mutex::new(None),
+            wall_ns: AtomicU64::new(0),
+            files,
+            stopped: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::sync_channel(o.buffer.max(1));
+        let (spare_tx, spare_rx) = mpsc::sync_channel(SPARE_BUFFERS);
+        let tap = Tap {
+            tx,
+            spare: spare_rx,
+            shared,
+            capture_in: o.capture_in.is_some(),
+            capture_out: o.capture_out.is_some(),
+            snaplen: o.snaplen as usize,
+            on: files,
+            named: Vec::new(),
+        };
+        (tap, rx, spare_tx)
+    }
+
+    /// Once a turn: are records wanted?
+    #[inline]
+    pub fn refresh(&mut self) {
+        self.on = self.shared.files || self.shared.subscribers.load(Ordering::Relaxed) > 0;
+    }
+
+    /// First, before any packet: the wall clock of the data plane's t = 0.
+    pub fn start(&mut self, wall_ns: u64) {
+        self.shared.wall_ns.store(wall_ns, Ordering::Relaxed);
+        let _ = self.tx.try_send(Msg::Start { wall_ns });
+    }
+
+    /// Hands `r` over, with `frame`'s first bytes if `capture` (the
+    /// buffer's copy is the only per-packet work a capture adds).
+    pub fn push(&mut self, engine: &Engine<Carrier>, r: Record, frame: Option<&[u8]>) {
+        for i in [r.iface, r.bridge_to].into_iter().flatten() {
+            self.name(engine, i);
+        }
+        let msg = match frame {
+            Some(bytes) => {
+                let mut buf = self.spare.try_recv().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(&bytes[..bytes.len().min(self.snaplen)]);
+                Msg::Frame(r, buf, len32(bytes))
+            }
+            None => Msg::Packet(r),
+        };
+        // Only this thread writes these: a load and a store, no locked
+        // instruction.
+        let count = match self.tx.try_send(msg) {
+            Ok(()) => &self.shared.plane.sent,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                let i = Kind::ALL.iter().position(|k| *k == r.kind).unwrap_or(0);
+                &self.shared.plane.lost[i]
+            }
+        };
+        count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Whether arrivals' bytes go with their records.
+    #[inline]
+    pub fn wants_in(&self) -> bool {
+        self.capture_in
+    }
+
+    #[inline]
+    pub fn wants_out(&self) -> bool {
+        self.capture_out
+    }
+
+    /// Sends an interface's name the first time a record names it (and
+    /// again later if the channel could not take it).
+    fn name(&mut self, engine: &Engine<Carrier>, i: IfaceId) {
+        let at = usize::from(i.0);
+        if self.named.get(at).copied().unwrap_or(false) {
+            return;
+        }
+        let name = engine.iface_name(i).unwrap_or("?").to_string();
+        if self.tx.try_send(Msg::Iface(i, name)).is_ok() {
+            if self.named.len() <= at {
+                self.named.resize(at + 1, false);
+            }
+            self.named[at] = true;
+        }
+    }
+
+    /// The counters, for the data plane's report.
+    pub fn stats(&self) -> ObserverStats {
+        self.shared.stats()
+    }
+}
+
+/// A live packet's bytes as a capture keeps them: a bridged frame from its
+/// Ethernet header, a host's packet from its IP header.
+pub fn carrier_bytes(c: &Carrier) -> &[u8] {
+    match &c.body {
+        super::Body::Frame { buf, .. } => buf,
+        super::Body::Host(p) => p.payload(),
+        super::Body::Ip(buf) => buf,
+    }
+}
+
+/// The files.
+struct Writers {
+    log: Option<BufWriter<File>>,
+    capture_in: Option<Pcap>,
+    capture_out: Option<Pcap>,
+    mm: Option<MmLog>,
+}
+
+/// A capture: the pcap writer, over a buffer this side can also flush
+/// (the writer does not give its output back until it is dropped).
+struct Pcap {
+    writer: capture::Writer<SharedFile>,
+    out: SharedFile,
+}
+
+/// A buffered file two owners write through; only the observer thread
+/// ever locks it, so the lock is never contended.
+#[derive(Clone)]
+struct SharedFile(Arc<Mutex<BufWriter<File>>>);
+
+impl SharedFile {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BufWriter<File>> {
+        match self.0.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl Write for SharedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lock().flush()
+    }
+}
+
+/// mahimahi's link log of one pipe.
+struct MmLog {
+    out: BufWriter<File>,
+    pipe: u32,
+    /// The start, ms since the Unix epoch.
+    base_ms: u64,
+    /// When each packet inside the pipe entered it (ms), by (id, copy).
+    entered: HashMap<(u64, bool), u64>,
+}
+
+impl MmLog {
+    fn header(&mut self, wall_ns: u64) -> std::io::Result<()> {
+        self.base_ms = wall_ns / 1_000_000;
+        writeln!(
+            self.out,
+            "# dummynet mm-log of pipe {} (times in ms since the Unix epoch)",
+            self.pipe
+        )?;
+        writeln!(self.out, "# base timestamp: {}", self.base_ms)
+    }
+
+    /// The `+` and `-` lines `r` makes, if it concerns the pipe; how many.
+    fn record(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
+        if r.target != Some(Target::Pipe(self.pipe)) {
+            return Ok(0);
+        }
+        let ms = wall_ns.saturating_add(r.t_ns) / 1_000_000;
+        match r.kind {
+            Kind::Enqueue => {
+                self.entered.insert((r.id, r.copy), ms);
+                writeln!(self.out, "{ms} + {}", r.len)?;
+                Ok(1)
+            }
+            Kind::Drop if r.at_entry => {
+                writeln!(self.out, "{ms} + {}", r.len)?;
+                Ok(1)
+            }
+            Kind::Drop => {
+                self.entered.remove(&(r.id, r.copy));
+                Ok(0)
+            }
+            Kind::Departure | Kind::Forward => {
+                // A copy made inside the pipe entered with its original.
+                let since = self
+                    .entered
+                    .remove(&(r.id, r.copy))
+                    .or_else(|| self.entered.get(&(r.id, false)).copied())
+                    .unwrap_or(ms)
+                    .min(ms);
+                writeln!(self.out, "{ms} - {} {}", r.len, ms - since)?;
+                Ok(1)
+            }
+            Kind::Arrival => Ok(0),
+        }
+    }
+}
+
+/// The observer thread's state.
+struct Worker {
+    rx: Receiver<Msg>,
+    spare: SyncSender<Vec<u8>>,
+    shared: Arc<Shared>,
+    writers: Writers,
+    names: HashMap<IfaceId, String>,
+    subscribers: Vec<Subscriber>,
+    wall_ns: u64,
+    /// A write failed: files are no longer written.
+    failed: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut flushed = Instant::now();
+        let mut dirty = false;
+        loop {
+            self.adopt();
+            self.prune();
+            let mut got = 0usize;
+            let mut ended = false;
+            loop {
+                match self.rx.try_recv() {
+                    Ok(msg) => {
+                        self.handle(msg);
+                        got += 1;
+                        // Look for new subscribers now and then under load.
+                        if got >= 4096 {
+                            break;
+                        }
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            dirty |= got > 0;
+            if ended {
+                break;
+            }
+            if dirty && flushed.elapsed() >= FLUSH_EVERY {
+                self.flush();
+                flushed = Instant::now();
+                dirty = false;
+            }
+            if got == 0 {
+                // Never blocks on the channel: a receiver asleep in it
+                // would make each `try_send` of the data plane a wake-up.
+                // With nothing to write and nobody listening, the data plane
+                // sends nothing: look for subscribers now and then only.
+                let idle = !self.shared.files && self.subscribers.is_empty();
+                std::thread::sleep(if idle { IDLE_LONG_NAP } else { IDLE_NAP });
+            }
+        }
+        self.flush();
+        self.shared.stopped.store(true, Ordering::Relaxed);
+        // The subscribers' channels close as they are dropped here: each
+        // gets what it has, then Disconnected.
+    }
+
+    /// Takes up the subscribers that joined, each first told the start.
+    fn adopt(&mut self) {
+        let joined: Vec<Subscriber> = match self.shared.joining.try_lock() {
+            Ok(mut j) if !j.is_empty() => std::mem::take(&mut *j),
+            _ => return,
+        };
+        for s in joined {
+            if self.wall_ns != 0 {
+                let _ = s.tx.try_send(Event::Start {
+                    t_ns: 0,
+                    wall_ns: self.wall_ns,
+                });
+            }
+            self.subscribers.push(s);
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Start { wall_ns } => {
+                self.wall_ns = wall_ns;
+                let start: Event<String> = Event::Start { t_ns: 0, wall_ns };
+                if let Some(mm) = &mut self.writers.mm {
+                    let r = mm.header(wall_ns);
+                    self.check(r.map(drop));
+                }
+                self.log(&start);
+                for s in &self.subscribers {
+                    let _ = s.tx.try_send(start.clone());
+                }
+            }
+            Msg::Iface(i, name) => {
+                self.names.insert(i, name);
+            }
+            Msg::Packet(r) => self.packet(&r, None),
+            Msg::Frame(r, buf, orig_len) => {
+                self.packet(&r, Some((&buf, orig_len)));
+                let _ = self.spare.try_send(buf);
+            }
+        }
+    }
+
+    fn packet(&mut self, r: &Record, frame: Option<(&[u8], u32)>) {
+        if let Some((bytes, orig_len)) = frame {
+            let ts = self.wall_ns.saturating_add(r.t_ns);
+            let (w, n) = match r.kind {
+                Kind::Arrival => (&mut self.writers.capture_in, &self.shared.captured_in),
+                _ => (&mut self.writers.capture_out, &self.shared.captured_out),
+            };
+            if let (Some(w), false) = (w, self.failed) {
+                let res = w.writer.write(ts, orig_len, bytes);
+                if res.is_ok() {
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+                self.check(res.map_err(std::io::Error::other));
+            }
+        }
+        if let (Some(mm), false) = (&mut self.writers.mm, self.failed) {
+            let res = mm.record(r, self.wall_ns);
+            if let Ok(n) = res {
+                self.shared.mm_lines.fetch_add(n, Ordering::Relaxed);
+            }
+            self.check(res.map(drop));
+        }
+        if r.kind == Kind::Enqueue {
+            return;
+        }
+        if self.writers.log.is_none() && self.subscribers.is_empty() {
+            return;
+        }
+        let e = self.event(r);
+        self.log(&e);
+        if !self.subscribers.is_empty() {
+            self.fan_out(e);
+        }
+    }
+
+    /// The log's event for a record.
+    fn event(&self, r: &Record) -> Event<String> {
+        let name = |i: Option<IfaceId>| i.map(|i| self.names.get(&i).cloned().unwrap_or_default());
+        let note = r.copy.then(|| DUPLICATE.to_string());
+        let (pipe, queue) = split_target(r.target);
+        match r.kind {
+            Kind::Arrival => Event::Arrival {
+                t_ns: r.t_ns,
+                id: r.id,
+                len: r.len,
+                iface: name(r.iface).unwrap_or_default(),
+                dir: dir_str(r.dir),
+                bridge_to: name(r.bridge_to),
+            },
+            Kind::Forward => Event::Forward {
+                t_ns: r.t_ns,
+                id: r.id,
+                rule: r.rule,
+                pipe,
+                queue,
+                iface: name(r.iface).unwrap_or_default(),
+                note,
+            },
+            Kind::Departure | Kind::Enqueue => Event::Departure {
+                t_ns: r.t_ns,
+                id: r.id,
+                rule: r.rule,
+                pipe,
+                queue,
+                iface: name(r.iface),
+                note,
+            },
+            Kind::Drop => Event::Drop {
+                t_ns: r.t_ns,
+                id: r.id,
+                reason: r.reason.map_or("unknown", DropReason::as_str),
+                rule: r.rule,
+                pipe,
+                queue,
+                dir: Some(dir_str(r.dir)),
+                note,
+            },
+        }
+    }
+
+    fn log(&mut self, e: &Event<String>) {
+        if self.failed {
+            return;
+        }
+        if let Some(w) = &mut self.writers.log {
+            let res = serde_json::to_writer(&mut *w, e)
+                .map_err(std::io::Error::other)
+                .and_then(|()| w.write_all(b"\n"));
+            if res.is_ok() {
+                self.shared.logged.fetch_add(1, Ordering::Relaxed);
+            }
+            self.check(res);
+        }
+    }
+
+    /// Hands `e` to every subscriber whose filter keeps it.
+    fn fan_out(&mut self, e: Event<String>) {
+        for s in &self.subscribers {
+            if !s.filter.keeps(&e) {
+                continue;
+            }
+            if let Err(TrySendError::Full(_)) = s.tx.try_send(e.clone()) {
+                s.state.lost.fetch_add(1, Ordering::Relaxed);
+                self.shared.subscriber_lost.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Forgets the subscribers whose [`Subscription`] was dropped.
+    fn prune(&mut self) {
+        let before = self.subscribers.len();
+        self.subscribers
+            .retain(|s| !s.state.gone.load(Ordering::Relaxed));
+        let left = before - self.subscribers.len();
+        if left > 0 {
+            self.shared.subscribers.fetch_sub(left, Ordering::Relaxed);
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.failed {
+            return;
+        }
+        let w = &mut self.writers;
+        let mut res = Ok(());
+        if let Some(l) = &mut w.log {
+            res = res.and(l.flush());
+        }
+        for c in [&mut w.capture_in, &mut w.capture_out]
+            .into_iter()
+            .flatten()
+        {
+            res = res.and(c.out.clone().flush());
+        }
+        if let Some(m) = &mut w.mm {
+            res = res.and(m.out.flush());
+        }
+        self.check(res);
+    }
+
+    /// Keeps the first write error and stops writing files after it (a
+    /// full disk would otherwise fail every line).
+    fn check(&mut self, res: std::io::Result<()>) {
+        if let Err(e) = res {
+            self.failed = true;
+            let mut slot = match self.shared.error.lock() {
+                Ok(s) => s,
+                Err(p) => p.into_inner(),
+            };
+            slot.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+fn len32(b: &[u8]) -> u32 {
+    u32::try_from(b.len()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(id: u64, t_ns: Nanos) -> Record {
+        Record {
+            len: 84,
+            ..Record::new(Kind::Arrival, t_ns, (id, false))
+        }
+    }
+
+    fn through_pipe(kind: Kind, id: u64, t_ns: Nanos, pipe: u32) -> Record {
+        Record {
+            len: 84,
+            rule: Some(100),
+            target: Some(Target::Pipe(pipe)),
+            ..Record::new(kind, t_ns, (id, false))
+        }
+    }
+
+    /// A buffer nobody empties takes what it holds and counts the rest by
+    /// kind, without ever waiting.
+    #[test]
+    fn a_full_buffer_sheds_and_counts_by_kind() {
+        let engine = Engine::new(1);
+        let o = ObserveOptions {
+            log: Some(PathBuf::from("unused")),
+            buffer: 4,
+            ..ObserveOptions::default()
+        };
+        let (mut tap, rx, _spare) = Tap::new(&o);
+        tap.refresh();
+        assert!(tap.on, "files are asked for");
+        for id in 0..3 {
+            tap.push(&engine, arrival(id, id * 10), None);
+        }
+        for id in 0..5 {
+            tap.push(&engine, through_pipe(Kind::Departure, id, 100, 1), None);
+        }
+        let stats = tap.stats();
+        assert_eq!(stats.sent, 4);
+        assert_eq!(stats.lost, vec![("departure", 4)]);
+        assert_eq!(stats.lost_total(), 4);
+        // What was taken is there, in order.
+        let kinds: Vec<Kind> = rx
+            .try_iter()
+            .map(|m| match m {
+                Msg::Packet(r) | Msg::Frame(r, ..) => r.kind,
+                _ => panic!("only packets were pushed"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [Kind::Arrival, Kind::Arrival, Kind::Arrival, Kind::Departure]
+        );
+        // Room again: taken again.
+        tap.push(&engine, arrival(9, 500), None);
+        assert_eq!(tap.stats().sent, 5);
+    }
+
+    /// With neither files nor subscribers the data plane sends nothing; a
+    /// subscriber turns it on and gets the start line, then the events its
+    /// filter keeps; a slow one loses events, counted; dropping the tap
+    /// ends every subscription.
+    #[test]
+    fn subscribers_get_filtered_events_and_a_slow_one_loses_some() {
+        let engine = Engine::new(1);
+        let (observer, mut tap, thread) = Observer::start(&ObserveOptions::default()).unwrap();
+        tap.refresh();
+        assert!(!tap.on, "nobody listens");
+        let pipe1 = observer.subscribe(
+            EventFilter {
+                pipe: Some(1),
+                ..EventFilter::default()
+            },
+            100,
+        );
+        let sampled = observer.subscribe(
+            EventFilter {
+                sample: Some(2),
+                ..EventFilter::default()
+            },
+            100,
+        );
+        let slow = observer.subscribe(EventFilter::default(), 3);
+        tap.refresh();
+        assert!(tap.on);
+        tap.start(1_000);
+        for id in 0..4 {
+            tap.push(&engine, arrival(id, id), None);
+            let pipe = if id % 2 == 0 { 1 } else { 2 };
+            tap.push(
+                &engine,
+                through_pipe(Kind::Departure, id, 10 + id, pipe),
+                None,
+            );
+        }
+        drop(tap);
+        thread.join();
+        let all = |s: &Subscription| -> Vec<Event<String>> {
+            let mut v = Vec::new();
+            while let Ok(e) = s.recv_timeout(Duration::from_secs(5)) {
+                v.push(e);
+            }
+            v
+        };
+        let got = all(&pipe1);
+        assert_eq!(
+            got[0],
+            Event::Start {
+                t_ns: 0,
+                wall_ns: 1_000
+            }
+        );
+        let ids: Vec<_> = got[1..].iter().map(|e| (e.id(), e.target().0)).collect();
+        assert_eq!(ids, [(Some(0), Some(1)), (Some(2), Some(1))]);
+        assert_eq!(pipe1.lost(), 0);
+        let got = all(&sampled);
+        let ids: Vec<_> = got[1..].iter().filter_map(Event::id).collect();
+        assert_eq!(ids, [0, 0, 2, 2], "every event of the even packets");
+        // Nobody read the slow one while 9 events came: 3 kept, 6 lost.
+        assert_eq!(all(&slow).len(), 3);
+        assert_eq!(slow.lost(), 6);
+        assert_eq!(observer.stats().subscriber_lost, 6);
+        assert!(observer.stopped());
+    }
+
+    /// The files: the log's lines, the captures' frames (cut to the snap
+    /// length, stamped with the wall clock to the nanosecond), the
+    /// mahimahi log's lines for the pipe it follows.
+    #[test]
+    fn files_hold_what_the_tap_was_given() {
+        let dir = std::env::temp_dir().join(format!("dummynet-observer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = ObserveOptions {
+            log: Some(dir.join("log.jsonl")),
+            capture_in: Some(dir.join("in.pcap")),
+            capture_out: Some(dir.join("out.pcap")),
+            mm_log: Some((dir.join("mm.log"), 1)),
+            snaplen: 20,
+            ..ObserveOptions::default()
+        };
+        let engine = Engine::new(1);
+        let (_observer, mut tap, thread) = Observer::start(&o).unwrap();
+        const WALL: u64 = 1_700_000_000_123_456_789;
+        tap.start(WALL);
+        let frame: Vec<u8> = (0..100).collect();
+        tap.push(&engine, arrival(0, 5_000_000), Some(&frame));
+        tap.push(&engine, through_pipe(Kind::Enqueue, 0, 5_000_000, 1), None);
+        tap.push(
+            &engine,
+            through_pipe(Kind::Departure, 0, 25_000_001, 1),
+            Some(&frame),
+        );
+        tap.push(&engine, arrival(1, 30_000_000), Some(&frame));
+        let full = Record {
+            reason: Some(DropReason::QueueFull),
+            at_entry: true,
+            ..through_pipe(Kind::Drop, 1, 30_000_000, 1)
+        };
+        tap.push(&engine, full, None);
+        drop(tap);
+        thread.join();
+        let log = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+        assert_eq!(events, ["start", "arrival", "departure", "arrival", "drop"]);
+        assert_eq!(lines[0]["wall_ns"], WALL);
+        assert_eq!(lines[2]["t_ns"], 25_000_001);
+        assert_eq!(lines[4]["reason"], "queue-full");
+        let cin = capture::read_file(&dir.join("in.pcap")).unwrap();
+        assert_eq!(cin.frames.len(), 2);
+        assert_eq!(cin.frames[0].ts, WALL + 5_000_000);
+        assert_eq!(cin.frames[0].data, frame[..20]);
+        assert_eq!(cin.frames[0].orig_len, 100);
+        let cout = capture::read_file(&dir.join("out.pcap")).unwrap();
+        assert_eq!(cout.frames.len(), 1);
+        assert_eq!(cout.frames[0].ts, WALL + 25_000_001);
+        let mm = std::fs::read_to_string(dir.join("mm.log")).unwrap();
+        let base = WALL / 1_000_000;
+        let body: Vec<&str> = mm.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(mm.contains(&format!("# base timestamp: {base}\n")), "{mm}");
+        // 5.12 ms in: +; 25.12 ms: - after 20 ms; 30.12: + (dropped at entry).
+        assert_eq!(
+            body,
+            [
+                format!("{} + 84", base + 5),
+                format!("{} - 84 20", base + 25),
+                format!("{} + 84", base + 30),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
