@@ -2,13 +2,15 @@
 # What the live per-packet observer costs the data plane: a 64-byte flood
 # (`dummynet flood`, 3 s) through `dummynet run --bridge` with a 1 ms pipe,
 # once plain and once with --log, --capture-in and --capture-out written to
-# files; for each, the data plane's release lateness (p50/p99/max), the
-# frames it forwarded, and what the observer could not keep up with. In
-# namespaces this script creates and always removes:
+# files, and once with the HTTP API serving an event stream to a client
+# (curl) beside --log (issue 15's "everything on"); for each, the data
+# plane's release lateness (p50/p99/max), the frames it forwarded, and what
+# the observer could not keep up with. ROUNDS=N repeats the set, interleaved.
+# In namespaces this script creates and always removes:
 #
 #   ns A (10.203.0.1) --veth-- ns M (dummynet) --veth-- ns B (10.203.0.2)
 #
-# Needs root and ip. Usage: [RATE=frames/s] scripts/bench-observer.sh [path/to/dummynet]
+# Needs root, ip and curl. Usage: [RATE=frames/s] [ROUNDS=N] scripts/bench-observer.sh [path/to/dummynet]
 # (RATE: the flood's rate; default 0, as fast as it goes.)
 set -euo pipefail
 
@@ -20,8 +22,10 @@ A=$TAG-a M=$TAG-m B=$TAG-b
 SOCK=/tmp/$TAG.sock
 OUT=$(mktemp -d /tmp/$TAG.XXXX)
 DNPID=
+SUBPID=
 
 cleanup() {
+    [ -n "$SUBPID" ] && kill "$SUBPID" 2>/dev/null || true
     [ -n "$DNPID" ] && kill -INT "$DNPID" 2>/dev/null && wait "$DNPID" 2>/dev/null || true
     for ns in $A $M $B; do ip netns del "$ns" 2>/dev/null || true; done
     rm -rf "$SOCK" "$OUT"
@@ -44,6 +48,12 @@ one() { # $1 = label, then extra `run` options
     DNPID=$!
     for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
     sleep 0.5
+    case " $* " in
+    *" --http "*) # a client of the event stream, reading everything
+        ip netns exec $M curl -sN "http://127.0.0.1:8799/v1/events" >/dev/null 2>&1 &
+        SUBPID=$!
+        sleep 0.3 ;;
+    esac
     $RT ip netns exec $A "$DN" flood va --seconds 3 --size 64 --rate "${RATE:-0}" >"$OUT/flood" 2>&1 || true
     sleep 0.5
     "$DN" stats --json --socket "$SOCK" | python3 -c "
@@ -53,11 +63,15 @@ l, t, o = s['lateness_ns'], s['totals'], s['observer']
 print('%-26s lateness p50 %6.1f us, p99 %7.1f us, max %8.1f us; %d frames in; %s' % (
     '$label', l['p50'] / 1e3, l['p99'] / 1e3, l['max'] / 1e3, t['arrived'] // 2,
     'no observer' if o is None else '%d records, %d lost, %d log lines' % (o['records'], o['lost'], o['log_lines'])))"
+    [ -n "$SUBPID" ] && { kill "$SUBPID" 2>/dev/null || true; SUBPID=; }
     kill -INT "$DNPID"; wait "$DNPID" || true; DNPID=
     echo "  (offered: $(sed -nE 's/.*: ([0-9]+) frames\/s.*/\1/p' "$OUT/flood") frames/s; files: $(du -sh "$OUT" | cut -f1))"
     rm -f "$OUT"/*.jsonl "$OUT"/*.pcap
 }
 
-one "plain"
-one "--log + captures" --log "$OUT/e.jsonl" --capture-in "$OUT/in.pcap" --capture-out "$OUT/out.pcap"
-one "plain, again"
+for _ in $(seq "${ROUNDS:-1}"); do
+    one "plain"
+    one "--log + captures" --log "$OUT/e.jsonl" --capture-in "$OUT/in.pcap" --capture-out "$OUT/out.pcap"
+    one "http + events + --log" --http 127.0.0.1:8799 --log "$OUT/e.jsonl"
+    one "plain, again"
+done

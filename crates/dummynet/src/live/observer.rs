@@ -407,6 +407,9 @@ struct PlaneCounters {
     sent: AtomicU64,
     /// Records the channel could not take, by [`Kind`].
     lost: [AtomicU64; 5],
+    /// Frames a capture missed: no spare buffer was at hand (the record
+    /// still went, without its bytes).
+    frames_lost: AtomicU64,
 }
 
 /// The observer's counters, for `dummynet stats`.
@@ -419,6 +422,8 @@ pub struct ObserverStats {
     pub logged: u64,
     pub captured_in: u64,
     pub captured_out: u64,
+    /// Frames the captures missed for want of a free buffer.
+    pub capture_lost: u64,
     pub mm_lines: u64,
     pub subscribers: u64,
     pub subscriber_lost: u64,
@@ -435,13 +440,14 @@ impl std::fmt::Display for ObserverStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "observer: {} records, {} lost; {} log lines, {} frames in, {} out, {} mm-log lines; \
-             {} subscribers, {} events they lost",
+            "observer: {} records, {} lost; {} log lines, {} frames in, {} out ({} missed), \
+             {} mm-log lines; {} subscribers, {} events they lost",
             self.sent,
             self.lost_total(),
             self.logged,
             self.captured_in,
             self.captured_out,
+            self.capture_lost,
             self.mm_lines,
             self.subscribers,
             self.subscriber_lost
@@ -577,6 +583,7 @@ impl Shared {
             logged: n(&self.logged),
             captured_in: n(&self.captured_in),
             captured_out: n(&self.captured_out),
+            capture_lost: n(&self.plane.frames_lost),
             mm_lines: n(&self.mm_lines),
             subscribers: self.subscribers.load(Ordering::Relaxed) as u64,
             subscriber_lost: n(&self.subscriber_lost),
@@ -588,8 +595,12 @@ impl Shared {
     }
 }
 
-/// Frame buffers in flight back to the data plane for reuse.
+/// Frame buffers a capture circulates between the data plane and the
+/// observer: made once, at start, so the data plane never allocates (an
+/// allocation there could wait on the allocator's lock, held by the
+/// observer freeing one); at most 4096, and at most 16 MiB of them.
 const SPARE_BUFFERS: usize = 4096;
+const SPARE_BYTES: usize = 16 << 20;
 
 /// The data plane's half ([`super::dataplane::DataPlane::with_tap`]).
 pub struct Tap {
@@ -631,6 +642,14 @@ impl Tap {
         });
         let (tx, rx) = mpsc::sync_channel(o.buffer.max(1));
         let (spare_tx, spare_rx) = mpsc::sync_channel(SPARE_BUFFERS);
+        if o.capture_in.is_some() || o.capture_out.is_some() {
+            let size = (o.snaplen as usize).max(1);
+            for _ in 0..SPARE_BUFFERS.min(SPARE_BYTES / size).max(1) {
+                if spare_tx.try_send(Vec::with_capacity(size)).is_err() {
+                    break;
+                }
+            }
+        }
         let tap = Tap {
             tx,
             spare: spare_rx,
@@ -663,12 +682,21 @@ impl Tap {
             self.name(engine, i);
         }
         let msg = match frame {
-            Some(bytes) => {
-                let mut buf = self.spare.try_recv().unwrap_or_default();
-                buf.clear();
-                buf.extend_from_slice(&bytes[..bytes.len().min(self.snaplen)]);
-                Msg::Frame(r, buf, len32(bytes))
-            }
+            // A buffer from the pool, made at start with room for the snap
+            // length: no allocation here. None free (the observer is
+            // behind): the record goes without its bytes, counted.
+            Some(bytes) => match self.spare.try_recv() {
+                Ok(mut buf) => {
+                    buf.clear();
+                    buf.extend_from_slice(&bytes[..bytes.len().min(self.snaplen)]);
+                    Msg::Frame(r, buf, len32(bytes))
+                }
+                Err(_) => {
+                    let lost = &self.shared.plane.frames_lost;
+                    lost.store(lost.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    Msg::Packet(r)
+                }
+            },
             None => Msg::Packet(r),
         };
         // Only this thread writes these: a load and a store, no locked
@@ -1148,6 +1176,47 @@ mod tests {
     /// subscriber turns it on and gets the start line, then the events its
     /// filter keeps; a slow one loses events, counted; dropping the tap
     /// ends every subscription.
+    #[test]
+    fn a_capture_takes_buffers_from_a_pool_made_at_start_and_counts_frames_it_misses() {
+        let engine = Engine::new(1);
+        // A 1 MiB snap length: the 16 MiB pool holds 16 buffers.
+        let o = ObserveOptions {
+            capture_in: Some(PathBuf::from("unused")),
+            snaplen: 1 << 20,
+            ..ObserveOptions::default()
+        };
+        let (mut tap, rx, spare) = Tap::new(&o);
+        tap.refresh();
+        let frame = [7u8; 100];
+        for id in 0..20 {
+            tap.push(&engine, arrival(id, id), Some(&frame));
+        }
+        let stats = tap.stats();
+        // Every record went; the four past the pool's sixteen without bytes.
+        assert_eq!((stats.sent, stats.capture_lost), (20, 4));
+        let frames: Vec<Vec<u8>> = rx
+            .try_iter()
+            .filter_map(|m| match m {
+                Msg::Frame(_, buf, 100) => Some(buf),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames.len(), 16);
+        assert!(frames
+            .iter()
+            .all(|b| b[..] == frame[..] && b.capacity() >= 1 << 20));
+        // A buffer handed back is taken again, with no allocation.
+        let back = frames.into_iter().next().expect("a frame");
+        let at = back.as_ptr();
+        spare.try_send(back).expect("room for it");
+        tap.push(&engine, arrival(20, 20), Some(&frame));
+        match rx.try_recv() {
+            Ok(Msg::Frame(_, buf, _)) => assert_eq!(buf.as_ptr(), at),
+            _ => panic!("the returned buffer carries the next frame"),
+        }
+        assert_eq!(tap.stats().capture_lost, 4);
+    }
+
     #[test]
     fn subscribers_get_filtered_events_and_a_slow_one_loses_some() {
         let engine = Engine::new(1);

@@ -44,6 +44,8 @@ pub struct Observer<'a> {
     pub log_lines: u64,
     pub captured_in: u64,
     pub captured_out: u64,
+    /// Frames the captures missed: no free buffer (their records still went).
+    pub capture_lost: u64,
     pub mm_log_lines: u64,
     /// Subscribers of the event tap now, and the events they were too slow
     /// for (each subscription also counts its own).
@@ -208,6 +210,7 @@ impl<'a> StatsJson<'a> {
                 log_lines: o.logged,
                 captured_in: o.captured_in,
                 captured_out: o.captured_out,
+                capture_lost: o.capture_lost,
                 mm_log_lines: o.mm_lines,
                 subscribers: o.subscribers,
                 subscriber_lost: o.subscriber_lost,
