@@ -260,11 +260,17 @@ fn router(app: App, max_body: usize) -> Router {
         .route("/v1/scheds/{n}", objects(ObjKind::Sched))
         .route(
             "/v1/rules",
-            get(list_rules).post(add_rule).delete(flush_rules),
+            get(list_rules)
+                .post(add_rule)
+                .put(replace_rules)
+                .delete(flush_rules),
         )
         .route(
             "/v1/rules/{n}",
-            get(get_rule).post(add_rule_at).delete(delete_rule),
+            get(get_rule)
+                .post(add_rule_at)
+                .put(replace_rule)
+                .delete(delete_rule),
         )
         .route("/v1/commands", post(commands))
         .route("/v1/stats", get(stats))
@@ -965,6 +971,75 @@ async fn delete_rule(State(app): State<App>, UrlPath(n): UrlPath<String>) -> Api
     })
     .await??;
     Ok(applied_json(vec![done]))
+}
+
+/// `PUT /v1/rules/N {"rule": "..."}`: rule N becomes this one rule, in
+/// one step (the rules numbered N deleted and the new one added, all or
+/// nothing); made if there was none.
+async fn replace_rule(
+    State(app): State<App>,
+    UrlPath(n): UrlPath<String>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult {
+    let n = rule_number(&n)?;
+    let Json(body) = body?;
+    let add = rule_words(&body, Some(n))?.join(" ");
+    blocking(move || {
+        let (snap, _) = app.snapshot()?;
+        let mut lines = Vec::new();
+        if snap.rules.iter().any(|r| r.number == n) {
+            lines.push(format!("delete {n}"));
+        }
+        lines.push(add);
+        apply_batch(&app, &lines)
+    })
+    .await?
+}
+
+/// `PUT /v1/rules {"rules": ["100 pipe 1 ip from any to any", ...]}`: the
+/// whole ruleset (but the default rule) replaced by these, in one step:
+/// `flush` and each `add`, all or nothing.
+async fn replace_rules(
+    State(app): State<App>,
+    body: Result<Json<Value>, JsonRejection>,
+) -> ApiResult {
+    let Json(body) = body?;
+    let map = body.as_object().ok_or_else(|| {
+        ApiError::new(
+            "syntax",
+            "the body must be a JSON object: {\"rules\": [\"100 pipe 1 ip from any to any\"]}",
+        )
+    })?;
+    if let Some(extra) = map.keys().find(|k| k.as_str() != "rules") {
+        return Err(
+            ApiError::new("unknown_field", format!("unknown field `{extra}`"))
+                .with("field", extra.as_str()),
+        );
+    }
+    let rules = map.get("rules").and_then(Value::as_array).ok_or_else(|| {
+        ApiError::new(
+            "invalid",
+            "`rules` is required: a list of rules as `add` takes them (\"100 pipe 1 ip from any to any\")",
+        )
+        .with("field", "rules")
+    })?;
+    let mut lines = vec!["-f flush".to_string()];
+    for (i, rule) in rules.iter().enumerate() {
+        let rule = rule.as_str().ok_or_else(|| {
+            ApiError::new("invalid", format!("rules[{i}] is not a string")).with("index", i)
+        })?;
+        lines.push(format!("add {rule}"));
+    }
+    // An error's `index` names the rule in the body, not the batch's line
+    // (the `flush` is line 0).
+    blocking(move || apply_batch(&app, &lines))
+        .await?
+        .map_err(|mut e| {
+            if let Some(i) = e.extra.get("index").and_then(Value::as_u64) {
+                e.extra.insert("index".into(), json!(i.saturating_sub(1)));
+            }
+            e
+        })
 }
 
 async fn flush_rules(State(app): State<App>) -> ApiResult {
