@@ -154,6 +154,7 @@ pub struct ShellBuilder {
     nat: bool,
     socket: Option<PathBuf>,
     precision: Option<Precision>,
+    netns: Option<PathBuf>,
 }
 
 /// Rules given whole, instead of the link's options.
@@ -217,6 +218,14 @@ impl ShellBuilder {
         self
     }
 
+    /// Starts the shell from the network namespace at `path`
+    /// (`/run/netns/NAME`, `/proc/PID/ns/net`) rather than this thread's:
+    /// the veth end and [`Shell::peer`] are there, and so is the NAT.
+    pub fn netns(mut self, path: impl Into<PathBuf>) -> Self {
+        self.netns = Some(path.into());
+        self
+    }
+
     /// How exactly departures leave (default `timer`, as the shell's).
     pub fn precision(mut self, precision: Precision) -> Self {
         self.precision = Some(precision);
@@ -245,7 +254,7 @@ impl ShellBuilder {
         };
         let claim = self.nat.then(NatClaim::take).transpose()?;
         let n = LINKS.fetch_add(1, Ordering::Relaxed);
-        let link = cli::start(ShellOptions {
+        let options = ShellOptions {
             config,
             seed,
             nat: if claim.is_some() { Nat::Auto } else { Nat::Off },
@@ -256,7 +265,13 @@ impl ShellBuilder {
             // someone subscribes.
             observe: Some(ObserveOptions::default()),
             veth: format!("dn-{}-{n}", std::process::id()),
-        })
+        };
+        let link = match &self.netns {
+            None => cli::start(options),
+            Some(path) => Netns::open(path)
+                .and_then(|ns| ns.run(move || cli::start(options)))
+                .unwrap_or_else(|e| Err(format!("{}: {e}", path.display()))),
+        }
         .map_err(Error::Start)?;
         let emulator = match link.emulator().map(Emulator::new) {
             Some(Ok(e)) => e,

@@ -577,15 +577,18 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
     } = options;
     let here = Netns::current().map_err(|e| e.to_string())?;
     let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let veth = OurVeth(veth);
+    let veth = OurVeth {
+        name: veth,
+        ns: here.clone(),
+    };
     let path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        build_path(&app, &here, &veth.0, gso)?
+        build_path(&app, &here, &veth.name, gso)?
     };
     let way_out = WayOut::open(
         nat,
         &Inside {
-            far_if: &veth.0,
+            far_if: &veth.name,
             v4: (path.subnet, V4_PREFIX),
             v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
         },
@@ -623,7 +626,7 @@ impl ShellLink {
 
     /// Our end of the veth, in the namespace the link was started in.
     pub fn veth(&self) -> &str {
-        self.veth.as_ref().map_or("", |v| v.0.as_str())
+        self.veth.as_ref().map_or("", |v| v.name.as_str())
     }
 
     /// The emulator's control socket, if it has one.
@@ -681,10 +684,18 @@ impl ShellLink {
     fn finish(&mut self) -> (Report, Result<(), String>) {
         // First: nothing goes through the link once it stops intercepting.
         let report = self.emulator.take().map(Running::stop).unwrap_or_default();
+        // The NAT's programs run in the namespace it was set up in, from
+        // whichever thread stops the link.
         let undone = match self.way_out.take() {
             Some(w) => {
                 let what = w.describe();
-                w.close().map_err(|e| format!("removing {what}: {e}"))
+                let close = move || w.close();
+                let closed = self
+                    .path
+                    .far
+                    .run(close)
+                    .unwrap_or_else(|e| Err(format!("entering its namespace: {e}")));
+                closed.map_err(|e| format!("removing {what}: {e}"))
             }
             None => Ok(()),
         };
@@ -837,13 +848,17 @@ const SOCKET_DIR: &str = "/run/dummynet";
 /// Our end of the veth in the namespace we were started in. The kernel
 /// removes it with the shell's namespaces, a moment after they go; this
 /// removes it at once, so that the caller sees a clean state when we
-/// return, on success or on error.
-struct OurVeth(String);
+/// return, on success or on error. Removed in that namespace, whichever
+/// thread drops it.
+struct OurVeth {
+    name: String,
+    ns: Netns,
+}
 
 impl Drop for OurVeth {
     fn drop(&mut self) {
-        if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
-            let _ = rtnl.delete_link(&self.0);
+        if let Ok(mut rtnl) = self.ns.rtnl() {
+            let _ = rtnl.delete_link(&self.name);
         }
     }
 }
