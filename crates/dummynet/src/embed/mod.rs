@@ -291,3 +291,80 @@ impl Pipe<'_> {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_reply_is_an_error_with_its_kind_and_place() {
+        let reply = Reply {
+            status: protocol::EX_DATAERR,
+            stdout: String::new(),
+            stderr: "ipfw: pipe 9 does not exist\n".into(),
+            kind: Some(ErrorKind::NotFound),
+            error: Some(Box::new(ErrorAt {
+                index: Some(1),
+                command: "pipe 9 modify delay 1ms".into(),
+                column: None,
+                found: None,
+            })),
+        };
+        let e = checked(reply).unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::NotFound));
+        assert_eq!(e.to_string(), "ipfw: pipe 9 does not exist");
+        assert_eq!(e.at().and_then(|a| a.index), Some(1));
+        // A status of 0 is a success, warnings and all.
+        let ok = Reply {
+            stderr: "ipfw: warning: rounded\n".into(),
+            ..Reply::ok("")
+        };
+        assert_eq!(checked(ok.clone()).unwrap(), ok);
+        // A failure without a kind (an older daemon's) is still an error.
+        let e = checked(Reply {
+            kind: None,
+            ..Reply::err(ErrorKind::Busy, 69, "busy\n")
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::Internal));
+    }
+
+    /// Options are checked before anything is set up: these need no root.
+    #[test]
+    fn bad_options_are_refused_before_anything_is_built() {
+        let message = |b: ShellBuilder| match b.start() {
+            Ok(_) => panic!("started"),
+            Err(e) => {
+                assert_eq!(e.kind(), None);
+                e.to_string()
+            }
+        };
+        let e = message(Shell::builder().up("dealy 5ms"));
+        assert!(e.starts_with("up:"), "{e}");
+        let e = message(Shell::builder().preset("lte").down("bw fast"));
+        assert!(e.starts_with("down:"), "{e}");
+        let e = message(Shell::builder().preset("no-such-link"));
+        assert!(e.contains("unknown preset `no-such-link`"), "{e}");
+        let e = message(
+            Shell::builder()
+                .up("delay 1ms")
+                .config_text("pipe 1 config"),
+        );
+        assert!(e.contains("not both"), "{e}");
+        let e = message(Shell::builder().config_text("add 100 pipe 1 ip from\n"));
+        assert!(e.starts_with("config line 1:"), "{e}");
+        let e = match Bridge::builder("x0", "x0").start() {
+            Ok(_) => panic!("started"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("must differ"), "{e}");
+        let e = match Bridge::builder("x0", "x1")
+            .config_text("pipe 1 config bw fast")
+            .start()
+        {
+            Ok(_) => panic!("started"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with("config line 1:"), "{e}");
+    }
+}
