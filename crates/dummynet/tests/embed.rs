@@ -269,3 +269,29 @@ fn a_bridge_started_in_process_is_driven_and_lets_its_ports_go() {
     let again = builder.start().expect("the ports were let go");
     drop(again);
 }
+
+#[test]
+fn a_test_that_panics_leaves_nothing_behind() {
+    if !ready("a_test_that_panics_leaves_nothing_behind", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let before = ns.links();
+    let at = format!("/run/netns/{}", ns.name);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let failed = std::thread::spawn(move || {
+        let shell = Shell::builder()
+            .up("delay 5ms")
+            .netns(at)
+            .start()
+            .expect("the shell starts");
+        let _ = tx.send(shell.interface().to_string());
+        panic!("a failing assertion, with the shell up");
+    })
+    .join();
+    assert!(failed.is_err(), "the thread panicked");
+    let interface = rx.recv().expect("the shell was up");
+    assert!(!ns.links().contains(&interface));
+    assert_eq!(ns.links(), before, "left behind by the panic");
+}
