@@ -310,6 +310,13 @@ impl Running {
     pub fn socket(&self) -> Option<&std::path::Path> {
         self.control.as_ref().map(|c| c.path())
     }
+
+    /// The way to the data plane, for requests made in this process (the
+    /// library's [`crate::embed`]): what the control socket and the HTTP
+    /// API use, without either.
+    pub fn plane_link(&self) -> Option<&control::PlaneLink> {
+        self.link.as_ref()
+    }
 }
 
 impl Drop for Running {
@@ -455,6 +462,21 @@ where
         }
     }
     Ok(running)
+}
+
+/// `--bridge A B`'s backend, opened on the data-plane thread by [`spawn`]
+/// (where the interfaces are looked up: in its namespace).
+pub fn open_bridge(
+    a: String,
+    b: String,
+    exit_on_link_loss: bool,
+) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static {
+    move |e| {
+        let bridge = Bridge::open(&a, &b, e)
+            .map_err(|e| e.to_string())?
+            .exit_on_link_loss(exit_on_link_loss);
+        Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+    }
 }
 
 /// A group for `--socket-group`: a number, or a name from the group
@@ -638,13 +660,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         if a == b {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
-        let exit_on_link_loss = args.exit_on_link_loss;
-        Box::new(move |e| {
-            let bridge = Bridge::open(&a, &b, e)
-                .map_err(|e| e.to_string())?
-                .exit_on_link_loss(exit_on_link_loss);
-            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-        })
+        Box::new(open_bridge(a, b, args.exit_on_link_loss))
     } else {
         let spec = intercept_spec(args)?;
         let copy_mark = (!args.hold_output).then_some(args.copy_mark);

@@ -35,7 +35,7 @@ use dummynet_io::rtnl::Via;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::bridge::Bridge;
-use super::dataplane::{PlaneOptions, Precision};
+use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
 use super::run::{spawn, Running};
 use super::shell_nat::{Inside, Nat, WayOut};
@@ -522,6 +522,198 @@ pub fn start_emulator(
     Ok(running)
 }
 
+/// What [`start`] builds: the link's rules and how the emulator runs them.
+pub struct ShellOptions {
+    /// The emulator's rules (pipe 1 up, pipe 2 down: [`link_config`]).
+    pub config: Vec<(usize, Command)>,
+    pub seed: u64,
+    pub nat: Nat,
+    /// The emulator's control socket, if it should have one.
+    pub socket: Option<PathBuf>,
+    pub gso: Gso,
+    pub precision: Precision,
+    /// The per-packet observer, if any (its captures hold Ethernet frames).
+    pub observe: Option<super::observer::ObserveOptions>,
+    /// Our end of the veth in the namespace we are started in: `dn-PID`
+    /// for the command line; unique per link in this process.
+    pub veth: String,
+}
+
+/// A shell's link, up: the command's namespace and the emulator's (both
+/// anonymous), the veth end in the namespace it was started in, the NAT
+/// and forwarding there ([`WayOut`]), and the emulator with its socket
+/// ([`Running`]). `dummynet shell` runs its command in [`ShellLink::app`];
+/// the library's [`crate::Shell`] hands it to a program.
+///
+/// Dropped (or [`ShellLink::stop`]ped), it comes down in the order that
+/// leaves nothing behind and nothing black-holed: the emulator first, then
+/// the NAT and forwarding, then the veth end; the namespaces go with their
+/// last handle (and whatever still runs inside them).
+pub struct ShellLink {
+    emulator: Option<Running>,
+    way_out: Option<WayOut>,
+    veth: Option<OurVeth>,
+    path: Path,
+    socket: Option<PathBuf>,
+}
+
+/// Shells are built one at a time in a process: [`free_subnet`] reads the
+/// routes, then [`build_path`] adds the addresses that take the subnet,
+/// and two links built at once would both pick the same one.
+static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Builds a shell's link in the calling thread's namespace and starts its
+/// emulator: see [`ShellLink`]. On an error, whatever was set up is undone.
+pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
+    let ShellOptions {
+        config,
+        seed,
+        nat,
+        socket,
+        gso,
+        precision,
+        observe,
+        veth,
+    } = options;
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let veth = OurVeth {
+        name: veth,
+        ns: here.clone(),
+    };
+    let path = {
+        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        build_path(&app, &here, &veth.name, gso)?
+    };
+    let way_out = WayOut::open(
+        nat,
+        &Inside {
+            far_if: &veth.name,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
+    let emulator = start_emulator(
+        &path,
+        config,
+        seed,
+        socket.clone(),
+        Arc::new(AtomicBool::new(false)),
+        precision,
+        gso,
+        observe,
+    )?;
+    Ok(ShellLink {
+        emulator: Some(emulator),
+        way_out,
+        veth: Some(veth),
+        path,
+        socket,
+    })
+}
+
+impl ShellLink {
+    /// The command's namespace.
+    pub fn app(&self) -> &Netns {
+        &self.path.near
+    }
+
+    /// The link's namespaces and addresses.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Our end of the veth, in the namespace the link was started in.
+    pub fn veth(&self) -> &str {
+        self.veth.as_ref().map_or("", |v| v.name.as_str())
+    }
+
+    /// The emulator's control socket, if it has one.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        self.socket.as_deref()
+    }
+
+    /// The emulator (`None` only while it is being stopped).
+    pub fn emulator(&self) -> Option<&Running> {
+        self.emulator.as_ref()
+    }
+
+    /// What the NAT's setup has to say (IPv6 left local, and why).
+    pub fn notes(&self) -> &[String] {
+        self.way_out.as_ref().map_or(&[], |w| w.notes.as_slice())
+    }
+
+    /// Serves the HTTP API with its thread where the emulator runs (the
+    /// socket was bound where the shell started). Returns where it listens.
+    pub fn serve_http(
+        &mut self,
+        http: super::http::HttpOptions,
+    ) -> Result<std::net::SocketAddr, String> {
+        let mid = self.path.mid.clone();
+        match &mut self.emulator {
+            Some(e) => e.serve_http(http, Some(&mid)),
+            None => Err("the emulator has stopped".into()),
+        }
+    }
+
+    /// The variables a command inside gets: `DUMMYNET_PEER` (the far
+    /// end's address), `DUMMYNET_ADDR` (its own), the IPv6 ones if the
+    /// link has IPv6, and `DUMMYNET_SOCKET` if there is a socket.
+    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut env = vec![
+            ("DUMMYNET_PEER", self.path.far_addr.to_string().into()),
+            ("DUMMYNET_ADDR", self.path.near_addr.to_string().into()),
+        ];
+        if let Some(socket) = &self.socket {
+            env.push(("DUMMYNET_SOCKET", socket.clone().into_os_string()));
+        }
+        if let Some(v6) = &self.path.v6 {
+            env.push(("DUMMYNET_PEER6", v6.far_addr.to_string().into()));
+            env.push(("DUMMYNET_ADDR6", v6.near_addr.to_string().into()));
+        }
+        env
+    }
+
+    /// Takes the link down (see [`ShellLink`]) and returns the emulator's
+    /// final report, and what could not be undone, if anything.
+    pub fn stop(mut self) -> (Report, Result<(), String>) {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> (Report, Result<(), String>) {
+        // First: nothing goes through the link once it stops intercepting.
+        let report = self.emulator.take().map(Running::stop).unwrap_or_default();
+        // The NAT's programs run in the namespace it was set up in, from
+        // whichever thread stops the link.
+        let undone = match self.way_out.take() {
+            Some(w) => {
+                let what = w.describe();
+                let close = move || w.close();
+                let closed = self
+                    .path
+                    .far
+                    .run(close)
+                    .unwrap_or_else(|e| Err(format!("entering its namespace: {e}")));
+                closed.map_err(|e| format!("removing {what}: {e}"))
+            }
+            None => Ok(()),
+        };
+        drop(self.veth.take());
+        (report, undone)
+    }
+}
+
+impl Drop for ShellLink {
+    fn drop(&mut self) {
+        if self.emulator.is_some() || self.way_out.is_some() || self.veth.is_some() {
+            if let (_, Err(e)) = self.finish() {
+                say!("dummynet shell: {e}");
+            }
+        }
+    }
+}
+
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let config = match &args.config {
         Some(path) => {
@@ -562,24 +754,6 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     // Bound here, in the namespace the shell was started in, before the
     // command's exists.
     let http = args.http.bind()?;
-    let here = Netns::current().map_err(|e| e.to_string())?;
-    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let veth = OurVeth(format!("dn-{me}"));
-    let path = build_path(&app, &here, &veth.0, args.gso)?;
-    let way_out = WayOut::open(
-        args.nat,
-        &Inside {
-            far_if: &veth.0,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
-    if let Some(w) = &way_out {
-        for note in &w.notes {
-            say!("dummynet shell: {note}");
-        }
-    }
     // `--http`'s event stream subscribes to an observer, without files
     // when none is asked for.
     let observe = match (args.observe.any(), &http) {
@@ -587,19 +761,22 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         (false, Some(_)) => Some(super::observer::ObserveOptions::default()),
         (false, None) => None,
     };
-    let mut emulator = start_emulator(
-        &path,
+    let mut link = start(ShellOptions {
         config,
-        args.seed,
-        Some(socket.clone()),
-        Arc::new(AtomicBool::new(false)),
-        args.precision,
-        args.gso,
+        seed: args.seed,
+        nat: args.nat,
+        socket: Some(socket),
+        gso: args.gso,
+        precision: args.precision,
         observe,
-    )?;
+        veth: format!("dn-{me}"),
+    })?;
+    for note in link.notes() {
+        say!("dummynet shell: {note}");
+    }
     if let Some(http) = http {
         let token = http.token.is_some();
-        super::run::say_http(emulator.serve_http(http, Some(&path.mid))?, token);
+        super::run::say_http(link.serve_http(http)?, token);
     }
     let command = match args.command.as_slice() {
         [] => vec![login_shell()],
@@ -608,15 +785,8 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
     // Spawned from this (the main) thread, which lives as long as we do:
     // the command is killed with us even by a SIGKILL we cannot catch.
-    let mut cmd = app.command_dying_with_parent(program);
-    cmd.args(rest)
-        .env("DUMMYNET_PEER", path.far_addr.to_string())
-        .env("DUMMYNET_ADDR", path.near_addr.to_string())
-        .env("DUMMYNET_SOCKET", &socket);
-    if let Some(v6) = &path.v6 {
-        cmd.env("DUMMYNET_PEER6", v6.far_addr.to_string())
-            .env("DUMMYNET_ADDR6", v6.near_addr.to_string());
-    }
+    let mut cmd = link.app().command_dying_with_parent(program);
+    cmd.args(rest).envs(link.env());
     match ourselves() {
         Ok((exe, search)) => {
             cmd.env("DUMMYNET", exe);
@@ -635,9 +805,12 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let report = emulator.stop();
+            let (report, undone) = link.stop();
             // On stderr: the command's output stays its own.
             say!("dummynet shell: {}", report.cost());
+            if let Err(e) = undone {
+                say!("dummynet shell: {e}");
+            }
             return Err(e);
         }
     };
@@ -657,16 +830,12 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let report = emulator.stop();
+    let (report, undone) = link.stop();
     // On stderr: the command's output stays its own.
     say!("dummynet shell: {}", report.cost());
-    if let Some(w) = way_out {
-        let what = w.describe();
-        if let Err(e) = w.close() {
-            say!("dummynet shell: removing {what}: {e}");
-        }
+    if let Err(e) = undone {
+        say!("dummynet shell: {e}");
     }
-    drop(veth);
     Ok(match status {
         Some(s) => exit_code(s),
         None => ExitCode::from(125),
@@ -679,13 +848,17 @@ const SOCKET_DIR: &str = "/run/dummynet";
 /// Our end of the veth in the namespace we were started in. The kernel
 /// removes it with the shell's namespaces, a moment after they go; this
 /// removes it at once, so that the caller sees a clean state when we
-/// return, on success or on error.
-struct OurVeth(String);
+/// return, on success or on error. Removed in that namespace, whichever
+/// thread drops it.
+struct OurVeth {
+    name: String,
+    ns: Netns,
+}
 
 impl Drop for OurVeth {
     fn drop(&mut self) {
-        if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
-            let _ = rtnl.delete_link(&self.0);
+        if let Ok(mut rtnl) = self.ns.rtnl() {
+            let _ = rtnl.delete_link(&self.name);
         }
     }
 }
