@@ -229,6 +229,22 @@ fn netns_by_path_shapes_the_container_and_ps_lists_it() {
     );
     assert!(line.contains(socket.to_str().unwrap()), "{line}");
 
+    // The queue is claimed in C: a second daemon for C on it is refused
+    // (69, naming the holder), before it touches anything.
+    let second = run_bounded(
+        Command::new(DUMMYNET)
+            .args(["run", "--host", "--netns", &w.c_path(), "--queue", &queue])
+            .arg("--socket")
+            .arg(scratch.path("second.sock")),
+        Duration::from_secs(10),
+        "a second dummynet run --netns",
+    );
+    let err = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(69), "{err}");
+    assert!(
+        err.contains(&format!("net:[{}]", w.c_inode())) && err.contains(&pid.to_string()),
+        "{err}"
+    );
     // The queue is bound in C, not here and not in S.
     assert!(queues_in(Some(&w.c)).contains(&queue), "not bound in C");
     assert!(!queues_in(Some(&w.s)).contains(&queue), "bound in S");
