@@ -18,7 +18,7 @@ pub struct PsArgs {
     /// One JSON object, `{"daemons": [...]}`, each with pid, mode (kind:
     /// bridge with interfaces, host with queue, shell with command), netns
     /// (inode, and name, pid, path when known), socket, http, started
-    /// (Unix seconds), uptime_s and version.
+    /// (Unix seconds), uptime_s, version, start_ticks and pid_ns.
     #[arg(long)]
     pub json: bool,
 }
@@ -145,6 +145,7 @@ mod tests {
             socket: Some("/run/dummynet.sock".into()),
             http: None,
             version: "0".into(),
+            pid_ns: 0,
         };
         let t = table(&[r], 161);
         let lines: Vec<&str> = t.lines().collect();

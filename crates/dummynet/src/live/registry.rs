@@ -111,6 +111,10 @@ pub struct Record {
     pub http: Option<String>,
     /// The dummynet version that wrote it.
     pub version: String,
+    /// The inode of the writer's PID namespace: `pid` and `start_ticks`
+    /// mean something only to a reader in the same one.
+    #[serde(default)]
+    pub pid_ns: u64,
 }
 
 impl Record {
@@ -131,6 +135,7 @@ impl Record {
             socket: None,
             http: None,
             version: env!("CARGO_PKG_VERSION").to_string(),
+            pid_ns: own_pid_ns(),
         })
     }
 
@@ -138,6 +143,25 @@ impl Record {
     pub fn alive(&self) -> bool {
         start_ticks(self.pid) == Some(self.start_ticks)
     }
+
+    /// Whether it was written in another PID namespace than ours (a daemon
+    /// in a container without the host's PIDs, sharing /run/dummynet), so
+    /// that its PID cannot be checked here.
+    fn foreign(&self) -> bool {
+        self.pid_ns != 0 && self.pid_ns != own_pid_ns()
+    }
+
+    /// For a foreign record: whether a daemon listens on its socket.
+    fn answers(&self) -> bool {
+        self.socket
+            .as_ref()
+            .is_some_and(|p| std::os::unix::net::UnixStream::connect(p).is_ok())
+    }
+}
+
+/// The inode of this process's PID namespace (0 if unknown).
+fn own_pid_ns() -> u64 {
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
 }
 
 /// A written record, removed when dropped.
@@ -203,7 +227,9 @@ pub fn register_in(dir: &Path, record: &Record) -> io::Result<Registration> {
 /// The records of the daemons that run, by PID. Stale records (their
 /// process gone, or the PID now another process's) are removed when that
 /// is permitted, and skipped either way; so are files that are not
-/// records.
+/// records. A record from another PID namespace, whose PID cannot be
+/// checked from here, is listed only while its control socket accepts a
+/// connection, and never removed.
 pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -226,6 +252,13 @@ pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
             .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
             .filter(|r| r.pid == pid);
         match record {
+            // Its PID means nothing here: listed while its socket answers,
+            // and never removed (a reader here cannot tell it is stale).
+            Some(r) if r.foreign() => {
+                if r.answers() {
+                    records.push(r);
+                }
+            }
             Some(r) if r.alive() => records.push(r),
             // A record whose writer is gone; or a file no daemon of this
             // version can read, left by a process that no longer runs.
@@ -295,6 +328,25 @@ mod tests {
         assert!(!path.exists(), "a reused PID's record stayed");
         assert!(!dead.exists(), "a dead PID's file stayed");
         assert!(other.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn another_pid_namespaces_record_counts_while_its_socket_answers() {
+        let dir = scratch("foreign");
+        let mut foreign = ours();
+        foreign.pid = 4194305;
+        foreign.pid_ns = own_pid_ns() + 1;
+        let sock = dir.join("d.sock");
+        foreign.socket = Some(sock.clone());
+        let reg = register_in(&dir, &foreign).unwrap();
+        // Nobody listens: not listed, but not removed either.
+        assert_eq!(list_in(&dir).unwrap(), vec![]);
+        assert!(dir.join("4194305.json").exists());
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(list_in(&dir).unwrap(), vec![foreign]);
+        drop(listener);
+        drop(reg);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
