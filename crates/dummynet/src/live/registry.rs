@@ -254,11 +254,7 @@ pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
         match record {
             // Its PID means nothing here: listed while its socket answers,
             // and never removed (a reader here cannot tell it is stale).
-            Some(r) if r.foreign() => {
-                if r.answers() {
-                    records.push(r);
-                }
-            }
+            Some(r) if r.foreign() => records.extend(r.answers().then_some(r)),
             Some(r) if r.alive() => records.push(r),
             // A record whose writer is gone; or a file no daemon of this
             // version can read, left by a process that no longer runs.
