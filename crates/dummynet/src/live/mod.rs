@@ -13,6 +13,9 @@
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: seed 000's table, browser and mobile
 //!   test tools' profiles, lossy, jittery and trace-driven variants.
+//! - [`netns_target`]: `run --netns`, a container's namespace entered from
+//!   outside; [`registry`] and [`ps`]: the daemons' records and `dummynet
+//!   ps`, which lists them.
 //! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
 //!   release a packet at its time, with no packets at all.
 
@@ -62,10 +65,13 @@ pub mod floor;
 pub mod host;
 pub mod http;
 pub mod metrics;
+pub mod netns_target;
 pub mod observer;
 pub mod presets;
 pub mod probe;
 pub mod protocol;
+pub mod ps;
+pub mod registry;
 pub mod routes;
 pub mod rulelog;
 pub mod run;

@@ -774,15 +774,30 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     for note in link.notes() {
         say!("dummynet shell: {note}");
     }
+    let mut http_addr = None;
     if let Some(http) = http {
         let token = http.token.is_some();
-        super::run::say_http(link.serve_http(http)?, token);
+        let addr = link.serve_http(http)?;
+        http_addr = Some(addr);
+        super::run::say_http(addr, token);
     }
     let command = match args.command.as_slice() {
         [] => vec![login_shell()],
         given => given.to_vec(),
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
+    // For `dummynet ps`: the emulator's namespace (anonymous) and socket.
+    let _registered = super::registry::announce(
+        super::registry::Mode::Shell {
+            command: command.clone(),
+        },
+        super::registry::Namespace {
+            inode: link.path().mid.inode().unwrap_or(0),
+            ..Default::default()
+        },
+        link.socket(),
+        http_addr,
+    );
     // Spawned from this (the main) thread, which lives as long as we do:
     // the command is killed with us even by a SIGKILL we cannot catch.
     let mut cmd = link.app().command_dying_with_parent(program);
