@@ -1004,32 +1004,10 @@ async fn replace_rules(
     body: Result<Json<Value>, JsonRejection>,
 ) -> ApiResult {
     let Json(body) = body?;
-    let map = body.as_object().ok_or_else(|| {
-        ApiError::new(
-            "syntax",
-            "the body must be a JSON object: {\"rules\": [\"100 pipe 1 ip from any to any\"]}",
-        )
-    })?;
-    if let Some(extra) = map.keys().find(|k| k.as_str() != "rules") {
-        return Err(
-            ApiError::new("unknown_field", format!("unknown field `{extra}`"))
-                .with("field", extra.as_str()),
-        );
-    }
-    let rules = map.get("rules").and_then(Value::as_array).ok_or_else(|| {
-        ApiError::new(
-            "invalid",
-            "`rules` is required: a list of rules as `add` takes them (\"100 pipe 1 ip from any to any\")",
-        )
-        .with("field", "rules")
-    })?;
-    let mut lines = vec!["-f flush".to_string()];
-    for (i, rule) in rules.iter().enumerate() {
-        let rule = rule.as_str().ok_or_else(|| {
-            ApiError::new("invalid", format!("rules[{i}] is not a string")).with("index", i)
-        })?;
-        lines.push(format!("add {rule}"));
-    }
+    let rules = string_list(&body, "rules", "100 pipe 1 ip from any to any")?;
+    let lines: Vec<String> = std::iter::once("-f flush".to_string())
+        .chain(rules.iter().map(|rule| format!("add {rule}")))
+        .collect();
     // An error's `index` names the rule in the body, not the batch's line
     // (the `flush` is line 0).
     blocking(move || apply_batch(&app, &lines))
@@ -1052,30 +1030,36 @@ async fn flush_rules(State(app): State<App>) -> ApiResult {
 /// `{"commands": ["pipe 1 config bw 1Mbit/s", ...]}`, each a command line
 /// as `dummynet ipfw` takes it.
 fn command_lines(body: &Value) -> Result<Vec<String>, ApiError> {
+    string_list(body, "commands", "pipe 1 config bw 10Mbit/s")
+}
+
+/// A body that is `{FIELD: ["...", ...]}` and nothing else: its strings,
+/// or an error naming what is wrong (`example` shows one entry).
+fn string_list(body: &Value, field: &str, example: &str) -> Result<Vec<String>, ApiError> {
     let map = body.as_object().ok_or_else(|| {
         ApiError::new(
             "syntax",
-            "the body must be a JSON object: {\"commands\": [\"pipe 1 config bw 10Mbit/s\"]}",
+            format!("the body must be a JSON object: {{\"{field}\": [\"{example}\"]}}"),
         )
     })?;
-    if let Some(extra) = map.keys().find(|k| k.as_str() != "commands") {
+    if let Some(extra) = map.keys().find(|k| k.as_str() != field) {
         return Err(
             ApiError::new("unknown_field", format!("unknown field `{extra}`"))
                 .with("field", extra.as_str()),
         );
     }
-    let list = map
-        .get("commands")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            ApiError::new("invalid", "`commands` is required: a list of command lines")
-                .with("field", "commands")
-        })?;
+    let list = map.get(field).and_then(Value::as_array).ok_or_else(|| {
+        ApiError::new(
+            "invalid",
+            format!("`{field}` is required: a list such as [\"{example}\"]"),
+        )
+        .with("field", field)
+    })?;
     list.iter()
         .enumerate()
         .map(|(i, c)| {
             c.as_str().map(String::from).ok_or_else(|| {
-                ApiError::new("invalid", format!("commands[{i}] is not a string")).with("index", i)
+                ApiError::new("invalid", format!("{field}[{i}] is not a string")).with("index", i)
             })
         })
         .collect()
