@@ -66,6 +66,7 @@ pub mod observer;
 pub mod presets;
 pub mod probe;
 pub mod protocol;
+pub mod rootless;
 pub mod routes;
 pub mod rulelog;
 pub mod run;
