@@ -203,8 +203,9 @@ impl Gateway {
         cmd.stdin(Stdio::from(ns))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // slirp4netns keeps this; pasta loses it as it drops capabilities,
-        // so [`Gateway`]'s drop stops it.
+        // Should we be killed. The kernel clears it if the tool changes its
+        // credentials (pasta drops capabilities), so [`Gateway`]'s drop
+        // stops the tool too.
         dummynet_io::netns::die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
