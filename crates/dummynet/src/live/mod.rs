@@ -72,6 +72,7 @@ pub mod probe;
 pub mod protocol;
 pub mod ps;
 pub mod registry;
+pub mod rootless;
 pub mod routes;
 pub mod rulelog;
 pub mod run;

@@ -37,6 +37,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use super::bridge::Bridge;
 use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
+use super::rootless::{Gateway, UserNet};
 use super::run::{spawn, Running};
 use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
@@ -73,10 +74,19 @@ pub struct ShellArgs {
     /// command reaches this host (its peer) only.
     #[arg(long, value_enum, default_value_t = Nat::Auto)]
     pub nat: Nat,
+    /// Without root only (see README, "Without root"): the userspace
+    /// network stack that connects the shell's own namespaces to this
+    /// host's network: `auto` takes pasta (package passt) if installed,
+    /// else slirp4netns, else none; `none`: the command reaches its peer
+    /// only.
+    #[arg(long, value_enum, default_value_t = UserNet::Auto)]
+    pub user_net: UserNet,
     /// The emulator's control socket, which `dummynet ipfw` inside the
     /// shell finds in $DUMMYNET_SOCKET (default
-    /// /run/dummynet/shell-PID.sock). A socket file nobody listens on is
-    /// replaced; anything else there is an error.
+    /// /run/dummynet/shell-PID.sock; without root
+    /// $XDG_RUNTIME_DIR/dummynet/shell-PID.sock, else
+    /// /tmp/dummynet-UID/shell-PID.sock). A socket file nobody listens on
+    /// is replaced; anything else there is an error.
     #[arg(long)]
     pub socket: Option<PathBuf>,
     /// The HTTP API, in the namespace the shell was started in (not the
@@ -455,6 +465,14 @@ pub fn describe_links(config: &[(usize, Command)], seed: u64) -> Result<String, 
 }
 
 pub fn run(args: ShellArgs) -> ExitCode {
+    // Without root: into a user namespace of our own before anything else,
+    // while this process has one thread (the kernel's rule).
+    if !nix::unistd::geteuid().is_root() {
+        if let Err(e) = super::rootless::enter() {
+            say!("dummynet shell: {e}");
+            return ExitCode::from(125);
+        }
+    }
     match run_inner(&args) {
         Ok(code) => code,
         Err(e) => {
@@ -747,8 +765,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let socket = match &args.socket {
         Some(path) => path.clone(),
         None => {
-            sweep_stale_sockets(std::path::Path::new(SOCKET_DIR));
-            PathBuf::from(format!("{SOCKET_DIR}/shell-{me}.sock"))
+            let dir = super::rootless::runtime_dir();
+            sweep_stale_sockets(dir);
+            dir.join(format!("shell-{me}.sock"))
         }
     };
     // Bound here, in the namespace the shell was started in, before the
@@ -761,7 +780,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         (false, Some(_)) => Some(super::observer::ObserveOptions::default()),
         (false, None) => None,
     };
-    let mut link = start(ShellOptions {
+    let options = ShellOptions {
         config,
         seed: args.seed,
         nat: args.nat,
@@ -770,7 +789,18 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         precision: args.precision,
         observe,
         veth: format!("dn-{me}"),
-    })?;
+    };
+    // Declared before the link, so dropped after it: the link's NAT leads
+    // into the gateway's tap.
+    let _gateway: Option<Gateway>;
+    let mut link = if super::rootless::is_rootless() {
+        let (link, gateway) = start_rootless(options, args.user_net)?;
+        _gateway = gateway;
+        link
+    } else {
+        _gateway = None;
+        start(options)?
+    };
     for note in link.notes() {
         say!("dummynet shell: {note}");
     }
@@ -787,17 +817,21 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
     // For `dummynet ps`: the emulator's namespace (anonymous) and socket.
-    let _registered = super::registry::announce(
-        super::registry::Mode::Shell {
-            command: command.clone(),
-        },
-        super::registry::Namespace {
-            inode: link.path().mid.inode().unwrap_or(0),
-            ..Default::default()
-        },
-        link.socket(),
-        http_addr,
-    );
+    // A shell without root cannot write the machine's record directory, and
+    // its namespaces are its user's own: it is not listed.
+    let _registered = (!super::rootless::is_rootless()).then(|| {
+        super::registry::announce(
+            super::registry::Mode::Shell {
+                command: command.clone(),
+            },
+            super::registry::Namespace {
+                inode: link.path().mid.inode().unwrap_or(0),
+                ..Default::default()
+            },
+            link.socket(),
+            http_addr,
+        )
+    });
     // Spawned from this (the main) thread, which lives as long as we do:
     // the command is killed with us even by a SIGKILL we cannot catch.
     let mut cmd = link.app().command_dying_with_parent(program);
@@ -857,8 +891,39 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     })
 }
 
-/// Where shells put their control sockets unless told otherwise.
-const SOCKET_DIR: &str = "/run/dummynet";
+/// [`start`] for a shell without root, in the user namespace
+/// [`super::rootless::enter`] made: the link is built from a network
+/// namespace of our own that stands in for the host, connected to the
+/// user's by pasta or slirp4netns if one is found (else the command
+/// reaches only its peer, and the shell says how to get more). Says what
+/// it found, once.
+fn start_rootless(
+    mut options: ShellOptions,
+    user_net: UserNet,
+) -> Result<(ShellLink, Option<Gateway>), String> {
+    let here = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let gateway = match Gateway::connect(&here, user_net) {
+        Ok(g) => {
+            say!(
+                "dummynet shell: without root: in a user namespace of its own, reaching this \
+                 host's network through {}; the data plane gets the scheduling a user may \
+                 have (`stats` says which)",
+                g.tool()
+            );
+            Some(g)
+        }
+        Err(e) => {
+            say!("dummynet shell: without root: {e}");
+            // Nothing to forward to.
+            options.nat = Nat::Off;
+            None
+        }
+    };
+    let link = here
+        .run(|| start(options))
+        .map_err(|e| format!("entering our namespace: {e}"))??;
+    Ok((link, gateway))
+}
 
 /// Our end of the veth in the namespace we were started in. The kernel
 /// removes it with the shell's namespaces, a moment after they go; this
