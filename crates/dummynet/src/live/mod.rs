@@ -64,6 +64,7 @@ pub mod flood;
 pub mod floor;
 pub mod host;
 pub mod http;
+pub mod join;
 pub mod metrics;
 pub mod netns_target;
 pub mod observer;
