@@ -426,17 +426,15 @@ impl Session {
     /// True once the daemon has closed its end (it stopped): the link is
     /// gone with it.
     pub fn daemon_gone(&self) -> bool {
+        use nix::sys::socket::MsgFlags;
         let mut byte = [0u8; 1];
-        let _ = self.conn.set_nonblocking(true);
-        let gone = matches!(
+        matches!(
             nix::sys::socket::recv(
                 std::os::fd::AsRawFd::as_raw_fd(&self.conn),
                 &mut byte,
-                nix::sys::socket::MsgFlags::MSG_PEEK
+                MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
             ),
             Ok(0)
-        );
-        let _ = self.conn.set_nonblocking(false);
-        gone
+        )
     }
 }
