@@ -115,7 +115,9 @@ impl JoinBook {
 /// Link K's pipes (up, down) and rules.
 pub fn numbers(k: u32) -> ([u32; 2], Vec<u16>) {
     let base = 1000 + 4 * k;
-    let rules = (base..base + 4).filter_map(|r| u16::try_from(r).ok()).collect();
+    let rules = (base..base + 4)
+        .filter_map(|r| u16::try_from(r).ok())
+        .collect();
     ([2 * k + 1, 2 * k + 2], rules)
 }
 
@@ -202,7 +204,10 @@ pub fn serve(
     let Some(k) = book.book(&clashes) else {
         reply(
             conn,
-            &refused(ErrorKind::Busy, format!("{MAX_JOINS} links are joined already")),
+            &refused(
+                ErrorKind::Busy,
+                format!("{MAX_JOINS} links are joined already"),
+            ),
         );
         return;
     };
@@ -218,7 +223,11 @@ fn session(conn: &UnixStream, k: u32, req: &JoinRequest, link: &PlaneLink, limit
         Err(e) => {
             reply(
                 conn,
-                &Reply::err(ErrorKind::Invalid, EX_DATAERR, format!("dummynet: join: {e}\n")),
+                &Reply::err(
+                    ErrorKind::Invalid,
+                    EX_DATAERR,
+                    format!("dummynet: join: {e}\n"),
+                ),
             );
             return;
         }
@@ -268,9 +277,7 @@ fn session(conn: &UnixStream, k: u32, req: &JoinRequest, link: &PlaneLink, limit
             match link.ask(kind, timeout) {
                 Ok(Answer::Attached(Ok(slot))) => Ok(slot),
                 // The ports close here, off the data plane.
-                Ok(Answer::Attached(Err((why, _ports)))) => {
-                    Err(refused(ErrorKind::Conflict, why))
-                }
+                Ok(Answer::Attached(Err((why, _ports)))) => Err(refused(ErrorKind::Conflict, why)),
                 Ok(_) => Err(refused(ErrorKind::Internal, "unexpected answer")),
                 Err(r) => Err(r),
             }

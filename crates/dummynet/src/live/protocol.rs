@@ -48,7 +48,8 @@ pub struct ClientRequest {
     pub json: bool,
     /// A batch, instead of `argv`: applied all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commands: Option<Vec<BatchCommand>>,    /// `dummynet shell --join`: a link in this daemon for as long as the
+    pub commands: Option<Vec<BatchCommand>>,
+    /// `dummynet shell --join`: a link in this daemon for as long as the
     /// connection lasts ([`super::join`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub join: Option<super::join::JoinRequest>,
