@@ -553,6 +553,10 @@ mod tests {
                         },
                         RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
                         RequestKind::ApplyAll { .. } => Answer::AppliedAll(Ok(Vec::new())),
+                        RequestKind::Attach { backend, .. } => {
+                            Answer::Attached(Err(("no ports here".into(), backend)))
+                        }
+                        RequestKind::Detach { .. } => Answer::Detached(None, Ok(Vec::new())),
                     };
                     let _ = req.reply.send(answer);
                 }

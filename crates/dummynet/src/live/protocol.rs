@@ -655,6 +655,12 @@ mod tests {
                         RequestKind::ApplyAll { commands, .. } => {
                             Answer::AppliedAll(engine.apply_all(now, commands))
                         }
+                        RequestKind::Attach { backend, .. } => {
+                            Answer::Attached(Err(("no ports here".into(), backend)))
+                        }
+                        RequestKind::Detach { commands, .. } => {
+                            Answer::Detached(None, engine.apply_all(now, commands))
+                        }
                     };
                     let _ = req.reply.send(answer);
                 }

@@ -956,7 +956,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         // A joined link went with its emulator: the command is told, as
         // by Ctrl-C.
         looked += 1;
-        if !signalled && looked % 20 == 0 && link.emulator_gone() {
+        if !signalled && looked.is_multiple_of(20) && link.emulator_gone() {
             say!("dummynet shell: the shared emulator stopped; stopping the command");
             stop.store(true, Ordering::Relaxed);
         }
