@@ -64,6 +64,7 @@ pub mod flood;
 pub mod floor;
 pub mod host;
 pub mod http;
+pub mod join;
 pub mod metrics;
 pub mod netns_target;
 pub mod observer;
@@ -85,8 +86,9 @@ pub mod views;
 /// give the kernel its verdict) when it leaves.
 #[derive(Debug)]
 pub struct Carrier {
-    /// Index of the backend that read it, set by the data plane.
-    pub backend: u8,
+    /// The backend that read it, set by the data plane: its slot (low 16
+    /// bits) and the slot's generation (high 16 bits).
+    pub backend: u32,
     /// For a bridged frame after its `in` pass: the interface of the `out`
     /// pass still to run (a FreeBSD bridge calls ipfw once on the way in,
     /// once on the way out).
@@ -255,6 +257,10 @@ pub trait Backend: Send {
     fn failure(&self) -> Option<String> {
         None
     }
+    /// Attached to a running data plane ([`dataplane::RequestKind::Attach`]):
+    /// the backend learns the engine's names for its interfaces. On the
+    /// data-plane thread.
+    fn attached(&mut self, _engine: &mut Engine<Carrier>) {}
     /// Reads what is waiting (a batch at most). IP packets go to `arrivals`
     /// with what the classifier needs; anything else is forwarded (or given
     /// its verdict) by the backend itself. True when it stopped at its

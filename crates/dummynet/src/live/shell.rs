@@ -109,6 +109,13 @@ pub struct ShellArgs {
     pub precision: Precision,
     #[command(flatten)]
     pub observe: super::observer::ObserveArgs,
+    /// Put this shell's link in the emulator already running behind SOCKET
+    /// (another `dummynet shell`'s, or `dummynet run --bridge`'s) instead of
+    /// starting one: its own pipes and rules, created with the shell and
+    /// removed when it ends or dies, so many links cost one data plane.
+    /// Super-packets are split (as --gso off) unless --gso on.
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["config", "socket"])]
+    pub join: Option<PathBuf>,
     /// The command and its arguments; without one, your shell ($SHELL, or
     /// /bin/sh), as mahimahi's shells do.
     #[arg(last = true)]
@@ -180,20 +187,35 @@ pub const NEAR_IF: &str = "dn0";
 /// but which lets a slot-limited queue hold far more than it says, until
 /// [`start_emulator`] says otherwise (`Gso::Auto`).
 pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, String> {
-    let whole = gso != Gso::Off;
     let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    build_path_in(mid, [APP_IF, PEER_IF], near, far, far_if, gso)
+}
+
+/// [`build_path`] through `mid`, an existing namespace (a joined shell's:
+/// the running emulator's), with its ends there named `mid_ifs` (towards
+/// `near`, towards `far`).
+pub fn build_path_in(
+    mid: Netns,
+    mid_ifs: [&str; 2],
+    near: &Netns,
+    far: &Netns,
+    far_if: &str,
+    gso: Gso,
+) -> Result<Path, String> {
+    let [app_if, peer_if] = mid_ifs;
+    let whole = gso != Gso::Off;
     let subnet = far
         .run(free_subnet)
         .map_err(|e| format!("reading routes: {e}"))??;
     let far_addr = Ipv4Addr::from(u32::from(subnet) + 1);
     let near_addr = Ipv4Addr::from(u32::from(subnet) + 2);
     let mut m = mid.rtnl().map_err(|e| e.to_string())?;
-    m.add_veth(APP_IF, NEAR_IF, Some(near.as_fd_borrowed()))
+    m.add_veth(app_if, NEAR_IF, Some(near.as_fd_borrowed()))
         .map_err(|e| e.to_string())?;
-    m.add_veth(PEER_IF, far_if, Some(far.as_fd_borrowed()))
+    m.add_veth(peer_if, far_if, Some(far.as_fd_borrowed()))
         .map_err(|e| e.to_string())?;
-    m.set_up(APP_IF).map_err(|e| e.to_string())?;
-    m.set_up(PEER_IF).map_err(|e| e.to_string())?;
+    m.set_up(app_if).map_err(|e| e.to_string())?;
+    m.set_up(peer_if).map_err(|e| e.to_string())?;
     let mut f = far.rtnl().map_err(|e| e.to_string())?;
     f.add_address(far_if, IpAddr::V4(far_addr), V4_PREFIX)
         .map_err(|e| e.to_string())?;
@@ -569,6 +591,8 @@ pub struct ShellOptions {
 /// last handle (and whatever still runs inside them).
 pub struct ShellLink {
     emulator: Option<Running>,
+    /// A joined shell's link in another process's emulator ([`super::join`]).
+    joined: Option<super::join::Session>,
     way_out: Option<WayOut>,
     veth: Option<OurVeth>,
     path: Path,
@@ -624,6 +648,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
     )?;
     Ok(ShellLink {
         emulator: Some(emulator),
+        joined: None,
         way_out,
         veth: Some(veth),
         path,
@@ -631,7 +656,70 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
     })
 }
 
+/// Builds a shell's link in the calling thread's namespace through the
+/// emulator behind `socket` ([`super::join`]): the daemon offers a link
+/// number and its namespace, the path is built with its ends there, and
+/// the daemon attaches them. On an error, whatever was set up is undone
+/// (the daemon removes its side when the connection closes).
+pub fn start_joined(
+    socket: &std::path::Path,
+    request: super::join::JoinRequest,
+    nat: Nat,
+    gso: Gso,
+    veth: String,
+) -> Result<ShellLink, String> {
+    let mut session = super::join::Session::request(socket, request)?;
+    let offer = session.offer.clone();
+    let mid = Netns::open(&offer.netns)
+        .map_err(|e| format!("the emulator's namespace {}: {e}", offer.netns.display()))?;
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let veth = OurVeth {
+        name: veth,
+        ns: here.clone(),
+    };
+    // Segments are split unless asked otherwise: nobody follows the
+    // configuration for this link's ends.
+    let gso = if gso == Gso::On { Gso::On } else { Gso::Off };
+    let path = {
+        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        build_path_in(
+            mid,
+            [offer.app_if.as_str(), offer.peer_if.as_str()],
+            &app,
+            &here,
+            &veth.name,
+            gso,
+        )?
+    };
+    let way_out = WayOut::open(
+        nat,
+        &Inside {
+            far_if: &veth.name,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
+    let said = session.attach()?;
+    say!("dummynet shell: {}", said.trim_end());
+    Ok(ShellLink {
+        emulator: None,
+        joined: Some(session),
+        way_out,
+        veth: Some(veth),
+        path,
+        socket: Some(socket.to_path_buf()),
+    })
+}
+
 impl ShellLink {
+    /// True once a joined link's emulator has stopped (the link went with
+    /// it); false for a link with its own emulator.
+    pub fn emulator_gone(&self) -> bool {
+        self.joined.as_ref().is_some_and(|s| s.daemon_gone())
+    }
+
     /// The command's namespace.
     pub fn app(&self) -> &Netns {
         &self.path.near
@@ -702,6 +790,13 @@ impl ShellLink {
     fn finish(&mut self) -> (Report, Result<(), String>) {
         // First: nothing goes through the link once it stops intercepting.
         let report = self.emulator.take().map(Running::stop).unwrap_or_default();
+        // A joined link: the daemon takes its ports, pipes and rules out,
+        // and deletes its ends, ours with them.
+        let left = match self.joined.take() {
+            Some(s) if s.daemon_gone() => Err("the shared emulator had stopped".to_string()),
+            Some(s) => s.detach().map(drop),
+            None => Ok(()),
+        };
         // The NAT's programs run in the namespace it was set up in, from
         // whichever thread stops the link.
         let undone = match self.way_out.take() {
@@ -718,13 +813,17 @@ impl ShellLink {
             None => Ok(()),
         };
         drop(self.veth.take());
-        (report, undone)
+        (report, left.and(undone))
     }
 }
 
 impl Drop for ShellLink {
     fn drop(&mut self) {
-        if self.emulator.is_some() || self.way_out.is_some() || self.veth.is_some() {
+        if self.emulator.is_some()
+            || self.joined.is_some()
+            || self.way_out.is_some()
+            || self.veth.is_some()
+        {
             if let (_, Err(e)) = self.finish() {
                 say!("dummynet shell: {e}");
             }
@@ -793,13 +892,32 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     // Declared before the link, so dropped after it: the link's NAT leads
     // into the gateway's tap.
     let _gateway: Option<Gateway>;
-    let mut link = if super::rootless::is_rootless() {
-        let (link, gateway) = start_rootless(options, args.user_net)?;
-        _gateway = gateway;
-        link
-    } else {
-        _gateway = None;
-        start(options)?
+    let mut link = match &args.join {
+        Some(shared) => {
+            if http.is_some() || options.observe.is_some() {
+                return Err(
+                    "--join: the shared emulator's --http and observer are its own; \
+                     give them to the shell that started it"
+                        .into(),
+                );
+            }
+            let request = super::join::JoinRequest {
+                preset: args.preset.clone(),
+                up: args.up.clone(),
+                down: args.down.clone(),
+            };
+            _gateway = None;
+            start_joined(shared, request, args.nat, args.gso, options.veth)?
+        }
+        None if super::rootless::is_rootless() => {
+            let (link, gateway) = start_rootless(options, args.user_net)?;
+            _gateway = gateway;
+            link
+        }
+        None => {
+            _gateway = None;
+            start(options)?
+        }
     };
     for note in link.notes() {
         say!("dummynet shell: {note}");
@@ -864,11 +982,19 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         }
     };
     let mut signalled = false;
+    let mut looked = 0u32;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => {}
             Err(_) => break None,
+        }
+        // A joined link went with its emulator: the command is told, as
+        // by Ctrl-C.
+        looked += 1;
+        if !signalled && looked.is_multiple_of(20) && link.emulator_gone() {
+            say!("dummynet shell: the shared emulator stopped; stopping the command");
+            stop.store(true, Ordering::Relaxed);
         }
         if stop.load(Ordering::Relaxed) && !signalled {
             // Ctrl-C reached the command too (same process group); a
@@ -879,9 +1005,13 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
+    let joined = args.join.is_some();
     let (report, undone) = link.stop();
-    // On stderr: the command's output stays its own.
-    say!("dummynet shell: {}", report.cost());
+    // On stderr: the command's output stays its own. A joined shell's
+    // emulator goes on: its cost is the daemon's to tell.
+    if !joined {
+        say!("dummynet shell: {}", report.cost());
+    }
     if let Err(e) = undone {
         say!("dummynet shell: {e}");
     }
