@@ -32,13 +32,20 @@ fn stand_in_plane(requests: mpsc::Receiver<Request>) {
                 snap: Box::new(engine.snapshot()),
                 now,
             },
-            RequestKind::Apply { command, .. } => Answer::Applied(
-                engine
-                    .apply(now, *command)
-                    .map(|()| engine.take_notes()),
-            ),
+            RequestKind::Apply { command, .. } => {
+                Answer::Applied(engine.apply(now, *command).map(|()| engine.take_notes()))
+            }
             RequestKind::ApplyAll { commands, .. } => {
                 Answer::AppliedAll(engine.apply_all(now, commands))
+            }
+            // A joined shell's ports: no request line makes these (they come
+            // from `shell --join`'s session), but the stand-in answers them
+            // as a plane without room would.
+            RequestKind::Attach { backend, .. } => {
+                Answer::Attached(Err(("no ports here".into(), backend)))
+            }
+            RequestKind::Detach { commands, .. } => {
+                Answer::Detached(None, engine.apply_all(now, commands))
             }
         };
         let _ = req.reply.send(answer);
