@@ -52,6 +52,18 @@ pub struct RunArgs {
     /// interface of the same name to come back.
     #[arg(long, requires = "bridge")]
     pub exit_on_link_loss: bool,
+    /// --bridge over AF_XDP sockets sharing one UMEM (zero-copy where the
+    /// driver allows, copy mode elsewhere, as on veth); where AF_XDP
+    /// cannot be used, the AF_PACKET bridge, with a message saying why.
+    /// Each port's receive queue 0 only, MTU up to 1774.
+    #[arg(long, requires = "bridge")]
+    pub xdp: bool,
+    /// --xdp: frames the UMEM holds, in the kernel's rings and in pipes
+    /// together (a power of two, 256 to 1048576; 2 KiB each). A pipe
+    /// holding them all makes the kernel drop arrivals, counted as
+    /// IF.rx_fill_ring_empty.
+    #[arg(long, requires = "xdp", default_value_t = 16384)]
+    pub xdp_frames: u32,
     /// Shape this machine's own traffic: a netfilter table of the daemon's
     /// own (see --firewall) sends its packets to an NFQUEUE.
     #[arg(long)]
@@ -639,7 +651,22 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
         let exit_on_link_loss = args.exit_on_link_loss;
+        let xdp = args
+            .xdp
+            .then(|| super::bridge_xdp::options(args.xdp_frames));
         Box::new(move |e| {
+            if let Some(opts) = xdp {
+                match super::bridge_xdp::XdpBridge::open(&a, &b, e, &opts) {
+                    Ok(bridge) => {
+                        say!("dummynet: {}", bridge.describe());
+                        return Ok(vec![Box::new(bridge) as Box<dyn Backend>]);
+                    }
+                    Err(why) => say!(
+                        "dummynet: --xdp: AF_XDP cannot be used here ({why}); falling back \
+                         to the AF_PACKET bridge"
+                    ),
+                }
+            }
             let bridge = Bridge::open(&a, &b, e)
                 .map_err(|e| e.to_string())?
                 .exit_on_link_loss(exit_on_link_loss);
