@@ -41,11 +41,11 @@ struct Counters {
 }
 
 /// The UMEM and rings for `--xdp-frames frames`: rings of a quarter of
-/// the frames, 2048 slots at most.
+/// the frames, 4096 slots at most (a flood outruns 2048 in bursts).
 pub fn options(frames: u32) -> XdpOptions {
     XdpOptions {
         frames,
-        ring: (frames / 4).clamp(64, 2048),
+        ring: (frames / 4).clamp(64, 4096),
         ..XdpOptions::default()
     }
 }
