@@ -786,7 +786,9 @@ impl Xsk {
     }
 
     /// Makes the kernel send what is on the tx ring (copy mode sends only
-    /// in this call; zero-copy drivers when they ask for a wakeup).
+    /// in this call; zero-copy drivers when they ask for a wakeup). Copy
+    /// mode sends 32 frames a call and says `EAGAIN` while more wait, so
+    /// the call is repeated, a bounded number of times.
     fn kick(&mut self) {
         if !self.tx_pending {
             return;
@@ -795,22 +797,35 @@ impl Xsk {
         if !self.tx.needs_wakeup() {
             return;
         }
-        // SAFETY: a zero-length send with no buffer, which AF_XDP takes as
-        // "process the tx ring".
-        let r = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                std::ptr::null(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null(),
-                0,
-            )
-        };
-        if r < 0 {
-            // EAGAIN/ENOBUFS/EBUSY: the ring stays; the next kick sends it.
-            self.tx_pending = true;
+        // A full ring of 16384 slots at 32 a call, and one more; a call
+        // that took nothing (the completion ring is full until reaped)
+        // ends it.
+        for _ in 0..513 {
+            let before = self.tx.consumer().load(Ordering::Acquire);
+            // SAFETY: a zero-length send with no buffer, which AF_XDP
+            // takes as "process the tx ring".
+            let r = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if r >= 0 {
+                return;
+            }
+            if Errno::last() != Errno::EAGAIN
+                || self.tx.consumer().load(Ordering::Acquire) == before
+            {
+                break;
+            }
         }
+        // ENOBUFS, EBUSY, or still more: the ring keeps its frames and the
+        // next flush sends them.
+        self.tx_pending = true;
     }
 
     fn kernel_stats(&self) -> Option<libc::xdp_statistics> {
