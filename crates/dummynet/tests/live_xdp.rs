@@ -252,3 +252,33 @@ fn xdp_falls_back_to_af_packet_saying_why() {
     );
     assert_eq!(got.lost(), 0, "{got:?}");
 }
+
+/// A port's interface deleted under the AF_XDP bridge: its socket polls
+/// with an error, and the daemon stops with EX_UNAVAILABLE (69) and a
+/// message naming the port, instead of spinning on the error.
+#[test]
+fn xdp_port_deleted_stops_the_daemon_saying_why() {
+    if !ready("xdp_port_deleted_stops_the_daemon_saying_why", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let mut bed = bed("add 65000 allow ip from any to any\n", &["--xdp"], None);
+    let got = ping(&bed, &["-c", "2", "-i", "0.1"], "ping before");
+    assert_eq!(got.lost(), 0, "{got:?}");
+    bed._m.ip(&["link", "del", "m-a"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = bed.daemon.child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = bed.scratch.read("stderr.txt");
+    let status =
+        status.unwrap_or_else(|| panic!("the daemon still runs 5 s after m-a went:\n{said}"));
+    assert_eq!(status.code(), Some(69), "{said}");
+    assert!(said.contains("bridge port m-a"), "{said}");
+}

@@ -873,6 +873,16 @@ fn mtu_of(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     u32::try_from(unsafe { req.ifr_ifru.ifru_mtu }).ok()
 }
 
+/// A plain datagram socket, for interface `ioctl`s in this thread's
+/// network namespace.
+fn open_probe(what: &str) -> Result<OwnedFd, XdpError> {
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let raw = Errno::result(raw).map_err(|e| sys(what, "socket(AF_INET)", e))?;
+    // SAFETY: the kernel just made this descriptor for us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 /// Two interfaces joined by AF_XDP sockets over one UMEM.
 pub struct XdpPorts {
     area: Arc<Area>,
@@ -891,6 +901,10 @@ pub struct XdpPorts {
     lent: u64,
     sending: u64,
     frames: u64,
+    /// A plain socket to ask about the ports' interfaces, and their
+    /// indices when opened.
+    probe: OwnedFd,
+    ifindex: [u32; 2],
 }
 
 impl XdpPorts {
@@ -908,11 +922,7 @@ impl XdpPorts {
             })?;
         }
         // A plain socket to ask the interfaces about their queues and MTU.
-        // SAFETY: socket(2) with constant arguments; the result is checked.
-        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        let raw = Errno::result(raw).map_err(|e| sys(a, "socket(AF_INET)", e))?;
-        // SAFETY: the kernel just made this descriptor for us alone.
-        let probe = unsafe { OwnedFd::from_raw_fd(raw) };
+        let probe = open_probe(a)?;
         let room = opts.frame_size - KERNEL_HEADROOM;
         for name in [a, b] {
             if let Some(queues) = rx_queues(&probe, name).filter(|&q| q > 1) {
@@ -940,7 +950,10 @@ impl XdpPorts {
         let mut last = None;
         for &zero_copy in tries {
             match Self::open_as(a, b, ifindex, opts, zero_copy) {
-                Ok(p) => return Ok(p),
+                Ok(mut p) => {
+                    p.probe = probe;
+                    return Ok(p);
+                }
                 Err(e) => last = Some(e),
             }
         }
@@ -988,6 +1001,8 @@ impl XdpPorts {
             lent: 0,
             sending: 0,
             frames: u64::from(opts.frames),
+            probe: open_probe(a)?,
+            ifindex,
         };
         ports.refill(0);
         ports.refill(1);
@@ -1005,6 +1020,26 @@ impl XdpPorts {
     /// The socket of port `side`: readable when frames wait.
     pub fn fd(&self, side: usize) -> BorrowedFd<'_> {
         self.socks[side & 1].fd.as_fd()
+    }
+
+    /// False once port `side`'s interface is gone (deleted, or replaced by
+    /// another of the same name): its socket's queue went with it, and an
+    /// AF_XDP socket does not say so when polled. One `ioctl`; true when
+    /// the kernel cannot tell.
+    pub fn link_present(&self, side: usize) -> bool {
+        let side = side & 1;
+        match crate::afpacket::ifreq_ioctl(
+            &self.probe,
+            &self.socks[side].ifname,
+            libc::SIOCGIFINDEX,
+        ) {
+            // SAFETY: SIOCGIFINDEX succeeded, so the kernel wrote `ifru_ifindex`.
+            Ok(req) => {
+                u32::try_from(unsafe { req.ifr_ifru.ifru_ifindex }) == Ok(self.ifindex[side])
+            }
+            Err(Errno::ENODEV | Errno::ENXIO) => false,
+            Err(_) => true,
+        }
     }
 
     /// Chunks free now (neither lent to the kernel nor held in a frame).

@@ -16,16 +16,21 @@
 //! redirects every frame of the ports' queue to the bridge.
 //!
 //! Not done here, unlike the AF_PACKET bridge: following a port whose
-//! interface goes down or away (the daemon stops with an error instead),
+//! interface is deleted (the daemon stops with an error instead, found
+//! by a look every [`LINK_LOOK`]; a port that is only down keeps what is
+//! due out of it on its tx ring, and what does not fit is dropped and
+//! counted as `tx_failed`),
 //! super-packets (an XDP program on a veth makes its peer segment), and
 //! reading late by kernel receive times (AF_XDP gives none).
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::time::Instant;
 
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::xdp::{Mode, XdpError, XdpFrame, XdpOptions, XdpPorts};
 
+use super::bridge::LINK_LOOK;
 use super::{Arrival, Backend, Body, Carrier};
 
 /// Frames read per port per turn of the data plane.
@@ -59,6 +64,8 @@ pub struct XdpBridge {
     told_both_passes: bool,
     told_tx_failed: bool,
     failure: Option<String>,
+    /// When the ports' interfaces are next looked at.
+    next_look: Instant,
 }
 
 impl XdpBridge {
@@ -79,11 +86,34 @@ impl XdpBridge {
             told_both_passes: false,
             told_tx_failed: false,
             failure: None,
+            next_look: Instant::now() + LINK_LOOK,
         })
     }
 
     pub fn mode(&self) -> Mode {
         self.ports.mode()
+    }
+
+    /// Every [`LINK_LOOK`], whether both interfaces are still there: an
+    /// AF_XDP socket whose interface is deleted does not poll with an
+    /// error, it just goes quiet.
+    fn look_at_links(&mut self) {
+        if self.failure.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        if now < self.next_look {
+            return;
+        }
+        self.next_look = now + LINK_LOOK;
+        if let Some(side) = (0..2).find(|&s| !self.ports.link_present(s)) {
+            self.failure = Some(format!(
+                "bridge port {} was deleted (or replaced); the AF_XDP bridge does not \
+                 follow a lost link: restart it, or run without --xdp, whose bridge waits \
+                 for the interface to come back",
+                self.ports.ifname(side)
+            ));
+        }
     }
 
     fn count_tx_failed(&mut self, side: usize, engine: bool) {
@@ -118,9 +148,10 @@ impl Backend for XdpBridge {
         vec![self.ports.fd(0), self.ports.fd(1)]
     }
 
-    /// An AF_XDP socket polls with an error when its interface goes down
-    /// or away; the queue it was bound to is gone with it, so the daemon
-    /// stops and says why.
+    /// Should an AF_XDP socket poll with an error (its interface gone, so
+    /// the queue it was bound to), the daemon stops and says why; a
+    /// deleted interface is also found by [`XdpBridge::look_at_links`],
+    /// since the kernel does not always say so on the socket.
     fn fd_failed(&mut self, fd: RawFd) {
         let Some(side) = (0..2).find(|&s| self.ports.fd(s).as_raw_fd() == fd) else {
             return;
@@ -140,6 +171,7 @@ impl Backend for XdpBridge {
     }
 
     fn receive(&mut self, _engine: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+        self.look_at_links();
         let mut more = false;
         for side in 0..2 {
             let other = 1 - side;
