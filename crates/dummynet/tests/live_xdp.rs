@@ -305,3 +305,69 @@ fn xdp_port_deleted_stops_the_daemon_saying_why() {
     assert_eq!(status.code(), Some(69), "{said}");
     assert!(said.contains("bridge port m-a"), "{said}");
 }
+
+/// Frames held in a pipe's delay line sit in their UMEM chunks (counted
+/// as `umem_held`); when the pipe is deleted they still leave at their
+/// time (the engine keeps what a deleted pipe holds), and their chunks
+/// come back; the books balance, and the bridge forwards on.
+#[test]
+fn xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back() {
+    if !ready(
+        "xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let bed = bed(
+        "pipe 1 config delay 3000ms\n\
+         add 100 pipe 1 icmp from any to any in recv m-a\n\
+         add 65000 allow ip from any to any\n",
+        &["--xdp", "--xdp-frames", "1024"],
+        None,
+    );
+    if !runs_xdp(
+        &bed,
+        "xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back",
+    ) {
+        return;
+    }
+    let mut arp = bed.a.command("ping", &["-c", "1", "-W", "1", "192.0.2.2"]);
+    run_bounded(&mut arp, Duration::from_secs(10), "first ping");
+    let _ = ping(
+        &bed,
+        &["-c", "100", "-i", "0.01", "-W", "1", "-w", "2"],
+        "pings into the pipe",
+    );
+    let v = stats_json(&bed.socket);
+    let held = backend_counter(&v, "umem_held").unwrap_or(0);
+    assert!(held >= 50, "frames sit in the pipe's delay line: {v}");
+    assert_eq!(
+        held,
+        total(&v, "/totals/inside"),
+        "one chunk per packet inside: {v}"
+    );
+    ipfw(&bed.socket, &["delete", "100"]);
+    ipfw(&bed.socket, &["pipe", "1", "delete"]);
+    let v = stats_json(&bed.socket);
+    assert!(
+        total(&v, "/totals/inside") > 0,
+        "the deleted pipe's packets are still inside: {v}"
+    );
+    assert_eq!(
+        backend_counter(&v, "umem_held"),
+        Some(total(&v, "/totals/inside")),
+        "in their chunks: {v}"
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    let after = ping(
+        &bed,
+        &["-c", "3", "-i", "0.1"],
+        "ping after the pipe is gone",
+    );
+    assert_eq!(after.lost(), 0, "{after:?}");
+    let v = stats_json(&bed.socket);
+    balanced(&v);
+    assert_eq!(total(&v, "/totals/inside"), 0, "{v}");
+    assert_eq!(backend_counter(&v, "umem_held"), Some(0), "{v}");
+}
