@@ -249,6 +249,12 @@ impl std::fmt::Debug for XdpFrame {
 }
 
 impl XdpFrame {
+    /// Bytes of its chunk before the frame: the kernel's headroom (256)
+    /// for every frame the ports make.
+    pub fn headroom(&self, frame_size: u32) -> u64 {
+        self.addr % u64::from(frame_size.max(1))
+    }
+
     /// Gives up the chunk without sending it to the stray list: the caller
     /// puts it on a ring or the free list.
     fn into_addr(self) -> (Arc<Area>, u64) {
@@ -292,11 +298,17 @@ impl std::ops::DerefMut for XdpFrame {
 impl Drop for XdpFrame {
     fn drop(&mut self) {
         // Rare: the engine let go of a frame without handing it back (a
-        // pipe deleted with frames in it, a shutdown).
-        if let Ok(mut strays) = self.area.strays.lock() {
-            strays.push(self.addr);
-            self.area.stray_count.fetch_add(1, Ordering::Relaxed);
-        }
+        // shutdown, a packet dropped where no backend sees it).
+        give_back(&self.area, self.addr);
+    }
+}
+
+/// Puts a frame's chunk on its UMEM's stray list, for its ports to take
+/// back: for a frame dropped, or handed to ports of another UMEM.
+fn give_back(area: &Area, addr: u64) {
+    if let Ok(mut strays) = area.strays.lock() {
+        strays.push(addr);
+        area.stray_count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -1067,7 +1079,9 @@ impl XdpPorts {
         }
         if let Ok(mut strays) = self.area.strays.lock() {
             self.area.stray_count.store(0, Ordering::Relaxed);
-            self.free.append(&mut strays);
+            // A stray is a frame's address: its chunk starts below it.
+            let mask = !(u64::from(self.frame_size) - 1);
+            self.free.extend(strays.drain(..).map(|a| a & mask));
         }
     }
 
@@ -1144,6 +1158,8 @@ impl XdpPorts {
         let (area, addr) = frame.into_addr();
         if Arc::ptr_eq(&area, &self.area) {
             self.free.push(addr & !(u64::from(self.frame_size) - 1));
+        } else {
+            give_back(&area, addr);
         }
     }
 
@@ -1155,6 +1171,7 @@ impl XdpPorts {
         let len = frame.len;
         let (area, addr) = frame.into_addr();
         if !Arc::ptr_eq(&area, &self.area) {
+            give_back(&area, addr);
             return false;
         }
         let sock = &mut self.socks[side];
@@ -1198,7 +1215,7 @@ impl XdpPorts {
             return None;
         }
         self.take_strays();
-        let chunk = self.free.pop()?;
+        let chunk = self.free.pop()? & !(u64::from(self.frame_size) - 1);
         let mut f = XdpFrame {
             area: self.area.clone(),
             addr: chunk + u64::from(KERNEL_HEADROOM),

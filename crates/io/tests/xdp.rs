@@ -136,6 +136,12 @@ struct Report {
     held: usize,
     /// (free, lent, sending, held) once the held frames are dropped.
     chunks: (u64, u64, u64, u64),
+    /// Every free chunk, then filled with a full-size frame of its own
+    /// pattern, starts it after the kernel's headroom (so it ends inside
+    /// its chunk) and still held its own bytes after all were written: no
+    /// two frames overlap (the chunks that came back from dropped frames
+    /// included).
+    free_chunks_apart: bool,
 }
 
 /// Forwards between pa and pb until stopped or [`BRIDGE_LIMIT`]; the
@@ -187,11 +193,29 @@ fn start_bridge(
         drop(kept);
         ports.flush(0);
         ports.flush(1);
+        let chunks = ports.chunks();
+        let mut filled = Vec::new();
+        for i in 0..chunks.0 {
+            let pattern = vec![(i % 251) as u8; 1792];
+            if let Some(f) = ports.alloc(&pattern) {
+                filled.push(f);
+            }
+        }
+        let free_chunks_apart = filled.len() as u64 == chunks.0
+            && filled.iter().all(|f| f.headroom(2048) == 256)
+            && filled
+                .iter()
+                .enumerate()
+                .all(|(i, f)| f.iter().all(|&b| b == (i % 251) as u8));
+        for f in filled {
+            ports.recycle(f);
+        }
         Ok(Report {
             stats: [ports.stats(0), ports.stats(1)],
             forwarded,
             held,
-            chunks: ports.chunks(),
+            chunks,
+            free_chunks_apart,
         })
     });
     match ready_rx.recv_timeout(LIMIT) {
@@ -381,6 +405,10 @@ fn a_full_umem_drops_and_counts_never_stalls() {
     let (free, lent, sending, held) = report.chunks;
     assert_eq!(held, 0, "the held frames' chunks came back");
     assert_eq!(free + lent + sending, 256);
+    assert!(
+        report.free_chunks_apart,
+        "full-size frames in the free chunks cross their chunk or overlap"
+    );
 }
 
 /// Raw frames sent by an AF_PACKET port on `from` (in namespace `src`)
