@@ -3,11 +3,15 @@
 //! that live here: captures ([`capture::parse`]) and control requests
 //! ([`live::control`]). `src/main.rs` is only the command line on top.
 //!
-//! This is not a stable API: the modules are public because the binary and
-//! the fuzz targets use them, and they change with the binary.
+//! It is also the library a Rust program embeds the emulator with: the
+//! names at the crate root ([`Shell`], [`Bridge`], the [`Emulator`] they
+//! control, [`Error`]), from [`embed`]. Those are the API meant for use;
+//! the modules beyond are public because the binary and the fuzz targets
+//! use them, and they change with the binary.
 
 pub mod bench;
 pub mod capture;
+pub mod embed;
 pub mod events;
 pub mod gen;
 pub mod install;
@@ -16,3 +20,8 @@ pub mod live;
 pub mod plot;
 pub mod sim;
 pub mod tracegen;
+
+pub use embed::{
+    Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Pipe, Reply, Report,
+    Shell, ShellBuilder, Subscription,
+};

@@ -8,6 +8,7 @@
 //! - `bench`: push synthetic packets through the engine, no I/O.
 //! - `run`: the live daemon (bridge or host mode) with its control socket.
 //! - `shell`: run a command behind an emulated link.
+//! - `ps`: list the daemons on this machine and what each shapes.
 //! - `ipfw` / `dnctl`: talk to a running daemon; the binary also answers to
 //!   those names, so seed scripts run verbatim.
 
@@ -93,6 +94,9 @@ enum Cmd {
     },
     /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
     Install(install::InstallArgs),
+    /// List the dummynet daemons on this machine and what each shapes: PID,
+    /// mode, network namespace, control socket, HTTP address, uptime.
+    Ps(live::ps::PsArgs),
     /// Counters and release lateness (p50/p99/max) of a running daemon.
     Stats {
         /// The daemon's control socket (default: $DUMMYNET_SOCKET or
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::Shell(a) => live::shell::run(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
+        Cmd::Ps(a) => live::ps::run(a),
         Cmd::Stats { socket, json } => live::client::stats(socket, json),
         Cmd::Install(a) => install::run(a),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),

@@ -42,8 +42,23 @@ fn demo_measures_the_lte_preset_and_cleans_up() {
         return;
     }
     let before = links();
+    let scratch = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("dummynet-demo-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let tmp = std::env::temp_dir();
+    let scratch_before = scratch(&tmp);
+    let svg = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-plot.svg");
+    let _ = std::fs::remove_file(&svg);
     let out = Command::new(env!("CARGO_BIN_EXE_dummynet"))
-        .args(["demo", "--seconds", "5", "--probes", "10"])
+        .args(["demo", "--seconds", "5", "--probes", "10", "--plot"])
+        .arg(&svg)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -64,4 +79,17 @@ fn demo_measures_the_lte_preset_and_cleans_up() {
     assert!(text.contains("0 inside"), "the emulator emptied:\n{text}");
     // The demo's interfaces lived in its own namespaces only.
     assert_eq!(links().lines().count(), before.lines().count());
+    // --plot drew the downlink from a log of the demo's own, then removed
+    // the log: the picture is SVG with its title, and the summary line
+    // gives the downlink's capacity.
+    let picture = std::fs::read_to_string(&svg).expect("the plot was written");
+    let doc = roxmltree::Document::parse(&picture).expect("the plot is XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert!(picture.contains("downlink (pipe 2)"), "the plot's title");
+    let plot_line = text.lines().find(|l| l.starts_with("plot: ")).unwrap_or("");
+    assert!(
+        plot_line.contains("capacity 50.000 Mbit/s"),
+        "the plot's summary: {plot_line}"
+    );
+    assert_eq!(scratch(&tmp), scratch_before, "the demo's own log is gone");
 }

@@ -373,10 +373,52 @@ fn http_api_drives_and_watches_a_live_bridge() {
         "{}",
         r.body
     );
+    // PUT replaces rule 300 in one step.
+    let r = api.call(
+        "PUT",
+        "/v1/rules/{n}",
+        "/v1/rules/300",
+        Some(&json!({"rule": "count ip from 198.51.100.2 to any"})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = api.call("GET", "/v1/rules/{n}", "/v1/rules/300", None);
+    let texts: Vec<String> = r.json()["rules"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|x| x["rule"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        texts.len() == 1 && texts[0].contains("198.51.100.2"),
+        "rule 300 replaced: {texts:?}"
+    );
     let r = api.call("DELETE", "/v1/rules/{n}", "/v1/rules/300", None);
     assert_eq!(r.status, 200, "{}", r.body);
     let r = api.call("GET", "/v1/rules/{n}", "/v1/rules/300", None);
     assert_eq!(r.status, 404, "{}", r.body);
+    // PUT of the whole ruleset with one bad rule changes nothing.
+    let before = api.call("GET", "/v1/rules", "/v1/rules", None).json()["rules"].clone();
+    let r = api.call(
+        "PUT",
+        "/v1/rules",
+        "/v1/rules",
+        Some(&json!({"rules": ["100 pipe 1 ip from any to any", "200 bogus ip from any to any"]})),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"]["index"], 1, "the second rule: {}", r.body);
+    let after = api.call("GET", "/v1/rules", "/v1/rules", None).json()["rules"].clone();
+    let numbers = |v: &Value| -> Vec<Value> {
+        v.as_array()
+            .map(|l| l.iter().map(|x| x["number"].clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        numbers(&after),
+        numbers(&before),
+        "a refused PUT changed the rules"
+    );
 
     // Metrics: Prometheus text that counts the 20 echo requests through
     // pipe 1 and rule 100.

@@ -1597,7 +1597,8 @@ impl RxSlots {
                 fd,
                 hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
                 filled as libc::c_uint,
-                flags,
+                // c_int in glibc, c_uint in musl: the same bits.
+                flags as _,
                 std::ptr::null_mut(),
             )
         };
@@ -1703,7 +1704,8 @@ fn send_mmsg(
             fd,
             hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
             n as libc::c_uint,
-            libc::MSG_DONTWAIT,
+            // c_int in glibc, c_uint in musl: the same bits.
+            libc::MSG_DONTWAIT as _,
         )
     };
     let sent = usize::try_from(Errno::result(r)?).unwrap_or(0).min(n);

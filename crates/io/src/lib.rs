@@ -17,6 +17,8 @@
 //! - [`xdp`]: AF_XDP ports for the bridge: one UMEM, frames held in place.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
+//! - [`userns`]: a user namespace of our own, so that an ordinary user
+//!   can make network namespaces (`dummynet shell` without root).
 //! - [`fsident`]: a control client's filesystem identity on one thread, to
 //!   open the files its command names with its rights.
 
@@ -30,4 +32,5 @@ pub mod portlock;
 pub mod rawip;
 pub mod rt;
 pub mod rtnl;
+pub mod userns;
 pub mod xdp;

@@ -436,25 +436,7 @@ impl Netns {
     /// starts in turn.
     pub fn command_dying_with_parent(&self, program: impl AsRef<OsStr>) -> Command {
         let mut command = self.command(program);
-        let parent = nix::unistd::getpid();
-        let tie = move || -> io::Result<()> {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(errno_io)?;
-            // The parent may have died between fork and prctl, before the
-            // signal was armed: then the child is an orphan already, and
-            // exec fails (ESRCH: no one is there to read why).
-            if nix::unistd::getppid() != parent {
-                return Err(errno_io(Errno::ESRCH));
-            }
-            Ok(())
-        };
-        // SAFETY: runs in the child between fork and exec, after the setns
-        // hook of `command`. prctl(2) and getppid(2) are plain system calls;
-        // the closure captures a `Pid` (an integer) by value, takes no lock
-        // and allocates nothing: its errors are raw OS error codes, stored
-        // inline in the `io::Error`.
-        unsafe {
-            command.pre_exec(tie);
-        }
+        die_with_parent(&mut command);
         command
     }
 
@@ -466,6 +448,34 @@ impl Netns {
         let stat =
             nix::sys::stat::fstat(self.fd.as_fd()).map_err(|e| NetnsError::Stat(errno_io(e)))?;
         Ok(stat.st_ino)
+    }
+}
+
+/// Makes the child of `command` be killed (SIGKILL) when the *thread*
+/// that spawns it ends, the process's death by SIGKILL included
+/// (`PR_SET_PDEATHSIG`; see [`Netns::command_dying_with_parent`]), for a
+/// child that stays in the spawning thread's namespace. The kernel clears
+/// the signal when the child later changes its credentials (a program that
+/// drops capabilities), so such a child must be stopped some other way too.
+pub fn die_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    let tie = move || -> io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(errno_io)?;
+        // The parent may have died between fork and prctl, before the
+        // signal was armed: then the child is an orphan already, and
+        // exec fails (ESRCH: no one is there to read why).
+        if nix::unistd::getppid() != parent {
+            return Err(errno_io(Errno::ESRCH));
+        }
+        Ok(())
+    };
+    // SAFETY: runs in the child between fork and exec (after any setns
+    // hook of `Netns::command`). prctl(2) and getppid(2) are plain system
+    // calls; the closure captures a `Pid` (an integer) by value, takes no
+    // lock and allocates nothing: its errors are raw OS error codes, stored
+    // inline in the `io::Error`.
+    unsafe {
+        command.pre_exec(tie);
     }
 }
 

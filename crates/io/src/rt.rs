@@ -18,9 +18,12 @@ use std::io;
 
 /// Gives the calling thread `SCHED_FIFO` at `priority` (1..=99).
 pub fn set_fifo(priority: i32) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
+    // musl's sched_param has more fields than glibc's (for SCHED_SPORADIC,
+    // which Linux lacks): all zero but the priority, as glibc's has only it.
+    // SAFETY: sched_param is plain integers (and timespecs of integers),
+    // for which all-zero bytes are a valid value.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = priority;
     // SAFETY: `param` is a valid, initialised sched_param that outlives the
     // call; pid 0 means the calling thread; the call only reads `param`.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };

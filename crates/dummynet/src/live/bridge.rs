@@ -122,10 +122,31 @@ impl Bridge {
             vnet_hdr: true,
             ..PortOptions::default()
         };
+        let mut bridge = Bridge::open_with(a, b, opts)?;
+        bridge.ifaces = [engine.iface(a), engine.iface(b)];
+        Ok(bridge)
+    }
+
+    /// Opens both interfaces off the data-plane thread, for a bridge
+    /// attached to a running data plane ([`Backend::attached`] learns the
+    /// engine's names for them), with receive rings of `ring_frames` slots:
+    /// a joined shell's link is one of many, and the default ring (8 MiB a
+    /// port) would make memory, not the CPU, the bound on how many.
+    pub fn open_to_attach(a: &str, b: &str, ring_frames: usize) -> Result<Bridge, PortError> {
+        let opts = PortOptions {
+            vnet_hdr: true,
+            rx_ring_frames: ring_frames,
+            ..PortOptions::default()
+        };
+        Bridge::open_with(a, b, opts)
+    }
+
+    fn open_with(a: &str, b: &str, opts: PortOptions) -> Result<Bridge, PortError> {
         let pa = Port::open(a, opts.clone())?;
         let pb = Port::open(b, opts.clone())?;
         Ok(Bridge {
-            ifaces: [engine.iface(a), engine.iface(b)],
+            // Placeholders until the engine names them.
+            ifaces: [IfaceId(u16::MAX); 2],
             ports: [pa, pb],
             opts,
             links: [Link::Up; 2],
@@ -411,6 +432,13 @@ fn billed_len(parsed: &wire::Parsed, frame: &RxFrame) -> u32 {
 }
 
 impl Backend for Bridge {
+    fn attached(&mut self, engine: &mut Engine<Carrier>) {
+        self.ifaces = [
+            engine.iface(self.ports[0].ifname()),
+            engine.iface(self.ports[1].ifname()),
+        ];
+    }
+
     fn describe(&self) -> String {
         format!(
             "bridge {} <-> {}",

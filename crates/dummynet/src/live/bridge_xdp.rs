@@ -55,6 +55,33 @@ pub fn options(frames: u32) -> XdpOptions {
     }
 }
 
+/// `--bridge A B --xdp`'s backend, opened on the data-plane thread: the
+/// AF_XDP bridge, or where AF_XDP cannot serve the ports, `fallback` (the
+/// AF_PACKET bridge) after a line saying why.
+pub fn open_or<F>(
+    a: String,
+    b: String,
+    opts: XdpOptions,
+    fallback: F,
+) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static
+where
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+{
+    move |e| match XdpBridge::open(&a, &b, e, &opts) {
+        Ok(bridge) => {
+            say!("dummynet: {}", bridge.describe());
+            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+        }
+        Err(why) => {
+            say!(
+                "dummynet: --xdp: AF_XDP cannot be used here ({why}); falling back to the \
+                 AF_PACKET bridge"
+            );
+            fallback(e)
+        }
+    }
+}
+
 pub struct XdpBridge {
     ports: XdpPorts,
     ifaces: [IfaceId; 2],

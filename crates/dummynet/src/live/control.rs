@@ -230,6 +230,7 @@ fn accept_loop(
     stop: Arc<AtomicBool>,
 ) {
     let clients = Arc::new(AtomicUsize::new(0));
+    let book = Arc::new(super::join::JoinBook::default());
     let me = nix::unistd::geteuid().as_raw();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
@@ -263,13 +264,10 @@ fn accept_loop(
                     );
                     continue;
                 };
-                let (link, limits) = (link.clone(), limits.clone());
+                let (link, limits, book) = (link.clone(), limits.clone(), book.clone());
                 let spawned = std::thread::Builder::new()
                     .name("dummynet-client".into())
-                    .spawn(move || {
-                        let _slot = slot;
-                        serve_client(&conn, &caller, &link, &limits);
-                    });
+                    .spawn(move || serve_client(&conn, &caller, &link, &limits, &book, slot));
                 // Out of threads: the connection went with the closure.
                 drop(spawned);
             }
@@ -309,8 +307,25 @@ fn refuse(conn: &UnixStream, kind: ErrorKind, why: &str) {
     let _ = write_reply(conn, &Reply::err(kind, EX_UNAVAILABLE, why));
 }
 
-fn serve_client(conn: &UnixStream, caller: &Caller, link: &PlaneLink, limits: &Limits) {
+fn serve_client(
+    conn: &UnixStream,
+    caller: &Caller,
+    link: &PlaneLink,
+    limits: &Limits,
+    book: &super::join::JoinBook,
+    slot: Slot,
+) {
     let reply = match read_request(conn, limits.max_request) {
+        // A joined shell holds its connection as long as it lives: not
+        // one of the clients served at once (the book bounds those).
+        Ok(ClientRequest {
+            join: Some(join), ..
+        }) => {
+            drop(slot);
+            let allowed = matches!(caller, Caller::Trusted);
+            super::join::serve(conn, join, allowed, link, limits, book);
+            return;
+        }
         Ok(req) => handle(req, caller, link, limits),
         Err(e) => Reply::err(
             ErrorKind::Syntax,
@@ -538,6 +553,10 @@ mod tests {
                         },
                         RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
                         RequestKind::ApplyAll { .. } => Answer::AppliedAll(Ok(Vec::new())),
+                        RequestKind::Attach { backend, .. } => {
+                            Answer::Attached(Err(("no ports here".into(), backend)))
+                        }
+                        RequestKind::Detach { .. } => Answer::Detached(None, Ok(Vec::new())),
                     };
                     let _ = req.reply.send(answer);
                 }

@@ -254,6 +254,22 @@ pub enum RequestKind {
     Snapshot,
     /// `dummynet stats`.
     Stats,
+    /// A backend opened off this thread (a joined shell's ports,
+    /// [`super::join`]), to read and write from now on, with the commands
+    /// that give it its pipes and rules (all or none). Refused, the
+    /// backend comes back in the answer, to be closed off this thread.
+    Attach {
+        backend: Box<dyn Backend>,
+        commands: Vec<dummynet_engine::Command>,
+        host: HostView,
+    },
+    /// Takes the backend out of `slot` and applies `commands` (deleting
+    /// its pipes and rules: what they hold is dropped). The backend comes
+    /// back in the answer, to be closed off this thread.
+    Detach {
+        slot: usize,
+        commands: Vec<dummynet_engine::Command>,
+    },
 }
 
 /// What the data plane answers.
@@ -269,6 +285,14 @@ pub enum Answer {
         now: Nanos,
     },
     Stats(Box<Report>),
+    /// The slot the backend took, or why it was refused and the backend.
+    Attached(Result<usize, (String, Box<dyn Backend>)>),
+    /// The backend taken out (`None`: the slot held none), and what the
+    /// commands said.
+    Detached(
+        Option<Box<dyn Backend>>,
+        Result<Vec<String>, dummynet_engine::BatchError>,
+    ),
 }
 
 /// The addresses `me` matches and the routes `verrevpath` follows, as the
@@ -622,9 +646,105 @@ impl LateReads {
     }
 }
 
+/// The data plane's backends, in slots that keep their place: a backend
+/// attached at run time (`shell --join`: [`RequestKind::Attach`]) takes a
+/// vacant slot or a new one, and one detached leaves its slot vacant. A
+/// packet carries its backend's slot and the slot's generation
+/// ([`Carrier::backend`]), so one read by a detached backend is never sent
+/// out of the backend that took its slot since.
+pub struct Backends {
+    slots: Vec<Box<dyn Backend>>,
+    generations: Vec<u16>,
+    vacant: Vec<bool>,
+}
+
+impl Backends {
+    fn new(backends: Vec<Box<dyn Backend>>) -> Self {
+        let n = backends.len();
+        Backends {
+            slots: backends,
+            generations: vec![0; n],
+            vacant: vec![false; n],
+        }
+    }
+
+    /// What a packet read by slot `i` carries ([`Carrier::backend`]).
+    fn id(&self, i: usize) -> u32 {
+        let generation = self.generations.get(i).copied().unwrap_or(0);
+        (u32::from(generation) << 16) | (i as u32 & 0xffff)
+    }
+
+    /// Puts `b` in the first vacant slot (or a new one, up to
+    /// [`MAX_BACKENDS`]); returns the slot, or gives `b` back.
+    fn attach(&mut self, b: Box<dyn Backend>) -> Result<usize, Box<dyn Backend>> {
+        if let Some(i) = self.vacant.iter().position(|v| *v) {
+            self.slots[i] = b;
+            self.vacant[i] = false;
+            return Ok(i);
+        }
+        if self.slots.len() >= MAX_BACKENDS {
+            return Err(b);
+        }
+        self.slots.push(b);
+        self.generations.push(0);
+        self.vacant.push(false);
+        Ok(self.slots.len() - 1)
+    }
+
+    fn has_room(&self) -> bool {
+        self.slots.len() < MAX_BACKENDS || self.vacant.iter().any(|v| *v)
+    }
+
+    /// Takes the backend out of slot `i`, leaving it vacant for a later
+    /// generation.
+    fn detach(&mut self, i: usize) -> Option<Box<dyn Backend>> {
+        if self.vacant.get(i) != Some(&false) {
+            return None;
+        }
+        self.vacant[i] = true;
+        self.generations[i] = self.generations[i].wrapping_add(1);
+        Some(std::mem::replace(&mut self.slots[i], Box::new(Vacant)))
+    }
+
+    /// Backends attached (vacant slots left out).
+    pub fn attached(&self) -> usize {
+        self.vacant.iter().filter(|v| !**v).count()
+    }
+}
+
+/// Most backend slots: a packet carries its slot in 16 bits.
+pub const MAX_BACKENDS: usize = 1 << 16;
+
+/// What a detached backend leaves in its slot: no descriptors, no packets,
+/// and no say in how late arrivals may be read.
+struct Vacant;
+
+impl Backend for Vacant {
+    fn describe(&self) -> String {
+        "vacant".into()
+    }
+    fn fds(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
+    fn receive(&mut self, _: &mut Engine<Carrier>, _: &mut Vec<Arrival>) -> bool {
+        false
+    }
+    fn late_reading(&self) -> Option<super::LateReading> {
+        Some(super::LateReading {
+            room: usize::MAX,
+            ifaces: Vec::new(),
+        })
+    }
+    fn complete(&mut self, _: Carrier, _: bool) {}
+    fn flush(&mut self) {}
+    fn stats(&mut self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
+
 pub struct DataPlane {
     pub engine: Engine<Carrier>,
-    backends: Vec<Box<dyn Backend>>,
+    backends: Backends,
     clock: Clock,
     lateness: Lateness,
     targets: TargetBook,
@@ -675,7 +795,7 @@ impl DataPlane {
     ) -> Self {
         DataPlane {
             engine,
-            backends,
+            backends: Backends::new(backends),
             clock: Clock::new(),
             lateness: Lateness::default(),
             targets: TargetBook::default(),
@@ -742,7 +862,7 @@ impl DataPlane {
             if let Some(tap) = &mut self.tap {
                 tap.refresh();
             }
-            if let Some(why) = self.backends.iter().find_map(|b| b.failure()) {
+            if let Some(why) = self.backends.slots.iter().find_map(|b| b.failure()) {
                 self.failure = Some(why);
                 break;
             }
@@ -762,7 +882,7 @@ impl DataPlane {
                 self.stage(d);
             }
         }
-        for b in &mut self.backends {
+        for b in self.backends.slots.iter_mut() {
             b.stop_intercepting();
         }
         // Read what is already in the sockets, then let everything out:
@@ -789,11 +909,12 @@ impl DataPlane {
     fn receive_all(&mut self) {
         let read_at = self.clock.now();
         let mut more = false;
-        for (i, b) in self.backends.iter_mut().enumerate() {
+        for i in 0..self.backends.slots.len() {
             let first = self.arrivals.len();
-            more |= b.receive(&mut self.engine, &mut self.arrivals);
+            let id = self.backends.id(i);
+            more |= self.backends.slots[i].receive(&mut self.engine, &mut self.arrivals);
             for a in &mut self.arrivals[first..] {
-                a.carrier.backend = i as u8;
+                a.carrier.backend = id;
             }
         }
         let late = &mut self.late;
@@ -874,7 +995,7 @@ impl DataPlane {
         }
         self.epoch = Some(epoch);
         let (mut transit, mut room) = (Nanos::MAX, usize::MAX);
-        for b in &self.backends {
+        for b in self.backends.slots.iter() {
             let Some(r) = b.late_reading() else {
                 transit = 0;
                 break;
@@ -884,12 +1005,12 @@ impl DataPlane {
                 transit = transit.min(self.engine.least_transit(i));
             }
         }
-        if self.backends.is_empty() {
+        if self.backends.slots.is_empty() {
             transit = 0;
         }
         self.late.transit = transit;
         self.late.room = room;
-        for b in &mut self.backends {
+        for b in self.backends.slots.iter_mut() {
             b.reconfigured(&self.engine);
         }
     }
@@ -955,7 +1076,7 @@ impl DataPlane {
         if let Some(due) = self.due.take() {
             self.lateness.record(self.clock.now(), due);
         }
-        for b in &mut self.backends {
+        for b in self.backends.slots.iter_mut() {
             b.flush();
             // Delivered by the engine, then refused: drops in its books.
             let unsent = b.take_unsent();
@@ -1015,6 +1136,44 @@ impl DataPlane {
                     now: self.clock.now(),
                 },
                 RequestKind::Stats => Answer::Stats(Box::new(self.report())),
+                RequestKind::Attach {
+                    backend,
+                    commands,
+                    host,
+                } => {
+                    self.engine.set_local_addrs(&host.addrs);
+                    self.engine.set_routes(host.routes.as_deref());
+                    let now = self.clock.now();
+                    if !self.backends.has_room() {
+                        let why = format!("no room for another backend ({MAX_BACKENDS})");
+                        let _ = req.reply.send(Answer::Attached(Err((why, backend))));
+                        continue;
+                    }
+                    let mut backend = backend;
+                    backend.attached(&mut self.engine);
+                    match self.engine.apply_all(now, commands) {
+                        Err(e) => Answer::Attached(Err((e.to_string(), backend))),
+                        Ok(_) => match self.backends.attach(backend) {
+                            Ok(slot) => {
+                                // The new ports count in how late arrivals
+                                // may be read, and learn the configuration.
+                                self.epoch = None;
+                                Answer::Attached(Ok(slot))
+                            }
+                            Err(b) => Answer::Attached(Err((
+                                format!("no room for another backend ({MAX_BACKENDS})"),
+                                b,
+                            ))),
+                        },
+                    }
+                }
+                RequestKind::Detach { slot, commands } => {
+                    let taken = self.backends.detach(slot);
+                    let now = self.clock.now();
+                    let applied = self.engine.apply_all(now, commands);
+                    self.epoch = None;
+                    Answer::Detached(taken, applied)
+                }
             };
             // The client may have gone; nothing to do about it.
             let _ = req.reply.send(answer);
@@ -1034,7 +1193,7 @@ impl DataPlane {
         self.late.active = late.is_some();
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
         if late.is_none() {
-            for b in &self.backends {
+            for b in self.backends.slots.iter() {
                 fds.extend(b.fds());
             }
         }
@@ -1095,7 +1254,7 @@ impl DataPlane {
         };
         drop(fds);
         for fd in failed {
-            for b in &mut self.backends {
+            for b in self.backends.slots.iter_mut() {
                 b.fd_failed(fd);
             }
         }
@@ -1171,8 +1330,11 @@ impl DataPlane {
             late_reads_within_ns: self.late.active.then_some(self.late.transit),
             backends: self
                 .backends
+                .slots
                 .iter_mut()
-                .map(|b| (b.describe(), b.stats()))
+                .zip(&self.backends.vacant)
+                .filter(|(_, vacant)| !**vacant)
+                .map(|(b, _)| (b.describe(), b.stats()))
                 .collect(),
             failure: self.failure.clone(),
             stderr_lost,
@@ -1182,10 +1344,17 @@ impl DataPlane {
     }
 }
 
-fn complete(backends: &mut [Box<dyn Backend>], carrier: Carrier, deliver: bool) {
-    let i = usize::from(carrier.backend);
-    if let Some(b) = backends.get_mut(i) {
-        b.complete(carrier, deliver);
+/// Hands a packet back to the backend that read it, if it is still
+/// attached: one detached since ([`RequestKind::Detach`]) has left a vacant
+/// slot, or a slot taken by another backend of a later generation, and the
+/// packet is let go.
+fn complete(backends: &mut Backends, carrier: Carrier, deliver: bool) {
+    let slot = (carrier.backend & 0xffff) as usize;
+    let generation = (carrier.backend >> 16) as u16;
+    if backends.generations.get(slot) == Some(&generation) {
+        if let Some(b) = backends.slots.get_mut(slot) {
+            b.complete(carrier, deliver);
+        }
     }
 }
 
@@ -1210,7 +1379,7 @@ fn arrived(tap: &mut Tap, engine: &Engine<Carrier>, at: Nanos, info: &PacketInfo
 /// (`/metrics`), the observer's tap.
 struct Settle<'a> {
     engine: &'a mut Engine<Carrier>,
-    backends: &'a mut [Box<dyn Backend>],
+    backends: &'a mut Backends,
     targets: &'a mut TargetBook,
     tap: &'a mut Option<Tap>,
 }

@@ -39,6 +39,14 @@ pub struct DemoArgs {
     /// (the schema of `sim --log` and `run --log`).
     #[arg(long, value_name = "FILE.jsonl")]
     pub log: Option<std::path::PathBuf>,
+    /// Draw the downlink's throughput (against its capacity), per-packet
+    /// delay, queue and drops over the demo here, as `dummynet plot` does
+    /// (.svg, or .png with a system font); --plot-pipe 1 for the uplink.
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
+    pub plot: Option<std::path::PathBuf>,
+    /// The pipe --plot draws: 2, the downlink (default), or 1, the uplink.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub plot_pipe: u32,
 }
 
 const ECHO_PORT: u16 = 7;
@@ -92,9 +100,20 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let far = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
     let (up, down) = preset.options_for_use()?;
     let config = shell_config(&up, &down)?;
+    let plot_config = config.clone();
     let path = build_path(&near, &far, "srv0", Gso::Auto)?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
-    let observe = args.log.clone().map(|log| ObserveOptions {
+    if let Some(out) = &args.plot {
+        crate::plot::check_name(out)?;
+    }
+    // --plot reads the events back from --log's file, or from one of its
+    // own, removed when the demo ends.
+    let scratch = match (&args.log, &args.plot) {
+        (None, Some(_)) => Some(ScratchLog::new()?),
+        _ => None,
+    };
+    let log = args.log.clone().or(scratch.as_ref().map(|s| s.0.clone()));
+    let observe = log.clone().map(|log| ObserveOptions {
         log: Some(log),
         ..ObserveOptions::default()
     });
@@ -172,6 +191,42 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     bulk.stop();
     let report = emulator.stop();
     drop(path);
+    let plotted = match (&args.plot, &log) {
+        (Some(out), Some(log)) => {
+            let options = crate::plot::PlotOptions {
+                pipe: Some(args.plot_pipe),
+                what: vec![
+                    crate::plot::Panel::Throughput,
+                    crate::plot::Panel::Delay,
+                    crate::plot::Panel::Queue,
+                    crate::plot::Panel::Drops,
+                ],
+                capacity: None,
+                window: 100 * dummynet_engine::time::NS_PER_MS,
+                title: Some(format!(
+                    "dummynet demo: {}, {}",
+                    preset.title,
+                    if args.plot_pipe == 1 {
+                        "uplink (pipe 1)"
+                    } else {
+                        "downlink (pipe 2)"
+                    }
+                )),
+            };
+            let summary = crate::plot::plot_log(
+                log,
+                Some((
+                    std::path::Path::new("the demo's configuration"),
+                    &plot_config,
+                )),
+                &options,
+                out,
+            )?;
+            Some(format!("plot: {} ({summary})", out.display()))
+        }
+        _ => None,
+    };
+    drop(scratch);
 
     println!();
     println!("{:<10} {:>22}   {:<}", "", "configured", "measured");
@@ -199,9 +254,37 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     println!();
     print!("emulator: {report}");
     println!("cost: {}", report.cost());
+    if let Some(line) = plotted {
+        println!("{line}");
+    }
     println!(
         "done in {:.1} s; the namespaces and links are gone with the demo.",
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// A log file of the demo's own, for --plot without --log: created only
+/// by us (O_EXCL, mode 0600, in the temporary directory) and removed when
+/// the demo ends.
+struct ScratchLog(std::path::PathBuf);
+
+impl ScratchLog {
+    fn new() -> Result<ScratchLog, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = std::env::temp_dir().join(format!("dummynet-demo-{}.jsonl", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("--plot: cannot create {}: {e}", path.display()))?;
+        Ok(ScratchLog(path))
+    }
+}
+
+impl Drop for ScratchLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -14,6 +14,9 @@
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: seed 000's table, browser and mobile
 //!   test tools' profiles, lossy, jittery and trace-driven variants.
+//! - [`netns_target`]: `run --netns`, a container's namespace entered from
+//!   outside; [`registry`] and [`ps`]: the daemons' records and `dummynet
+//!   ps`, which lists them.
 //! - [`floor`]: `dummynet bench --clock`, how precisely this machine can
 //!   release a packet at its time, with no packets at all.
 
@@ -64,11 +67,16 @@ pub mod flood;
 pub mod floor;
 pub mod host;
 pub mod http;
+pub mod join;
 pub mod metrics;
+pub mod netns_target;
 pub mod observer;
 pub mod presets;
 pub mod probe;
 pub mod protocol;
+pub mod ps;
+pub mod registry;
+pub mod rootless;
 pub mod routes;
 pub mod rulelog;
 pub mod run;
@@ -81,8 +89,9 @@ pub mod views;
 /// give the kernel its verdict) when it leaves.
 #[derive(Debug)]
 pub struct Carrier {
-    /// Index of the backend that read it, set by the data plane.
-    pub backend: u8,
+    /// The backend that read it, set by the data plane: its slot (low 16
+    /// bits) and the slot's generation (high 16 bits).
+    pub backend: u32,
     /// For a bridged frame after its `in` pass: the interface of the `out`
     /// pass still to run (a FreeBSD bridge calls ipfw once on the way in,
     /// once on the way out).
@@ -266,6 +275,10 @@ pub trait Backend: Send {
     fn failure(&self) -> Option<String> {
         None
     }
+    /// Attached to a running data plane ([`dataplane::RequestKind::Attach`]):
+    /// the backend learns the engine's names for its interfaces. On the
+    /// data-plane thread.
+    fn attached(&mut self, _engine: &mut Engine<Carrier>) {}
     /// Reads what is waiting (a batch at most). IP packets go to `arrivals`
     /// with what the classifier needs; anything else is forwarded (or given
     /// its verdict) by the backend itself. True when it stopped at its

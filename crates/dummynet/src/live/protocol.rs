@@ -49,6 +49,10 @@ pub struct ClientRequest {
     /// A batch, instead of `argv`: applied all or nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<Vec<BatchCommand>>,
+    /// `dummynet shell --join`: a link in this daemon for as long as the
+    /// connection lasts ([`super::join`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<super::join::JoinRequest>,
 }
 
 /// One command of a batch: a line (split at whitespace) or its words.
@@ -650,6 +654,12 @@ mod tests {
                         ),
                         RequestKind::ApplyAll { commands, .. } => {
                             Answer::AppliedAll(engine.apply_all(now, commands))
+                        }
+                        RequestKind::Attach { backend, .. } => {
+                            Answer::Attached(Err(("no ports here".into(), backend)))
+                        }
+                        RequestKind::Detach { commands, .. } => {
+                            Answer::Detached(None, engine.apply_all(now, commands))
                         }
                     };
                     let _ = req.reply.send(answer);

@@ -22,7 +22,9 @@ use super::bridge::Bridge;
 use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
+use super::netns_target::Target;
 use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread};
+use super::registry;
 use super::{Backend, Carrier};
 
 #[derive(Debug, clap::Args)]
@@ -34,7 +36,11 @@ daemon's pid. The lock behind it, a file under /run/dummynet, dies with its daem
 
 Host mode's rules: `nft list table inet dummynet-QUEUE` with nftables, \
 `iptables -S DUMMYNET-QUEUE` with the iptables fallback; the daemon prints which. \
-They are removed when the daemon stops; an nftables table also when it is killed.")]
+They are removed when the daemon stops; an nftables table also when it is killed.
+
+--netns runs all of it (ports, queue, rules, the data plane) inside another network \
+namespace, a container's; the control socket and --http stay in this one. \
+`dummynet ps` lists the daemons that run and what each shapes.")]
 pub struct RunArgs {
     /// Bridge two interfaces: frames from one go through the rules and pipes
     /// to the other (`in recv IF_A`, then `out xmit IF_B`).
@@ -98,6 +104,15 @@ pub struct RunArgs {
     /// the interception rules let pass.
     #[arg(long, default_value_t = super::host::DEFAULT_COPY_MARK, value_parser = parse_mark)]
     pub copy_mark: u32,
+    /// Work inside another network namespace, a running container's,
+    /// from outside it: the interfaces (--bridge), the NFQUEUE and its rules
+    /// (--host) and the data plane are that namespace's; the control
+    /// socket and --http stay in this one. PATH|PID: /proc/PID/ns/net,
+    /// /run/netns/NAME, a container runtime's namespace file, or a PID.
+    /// Needs root. If the namespace's process ends (or PATH no longer
+    /// names the namespace), the daemon stops with exit status 69.
+    #[arg(long, value_name = "PATH|PID")]
+    pub netns: Option<String>,
     /// An ipfw commands file applied at start.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -322,6 +337,13 @@ impl Running {
     pub fn socket(&self) -> Option<&std::path::Path> {
         self.control.as_ref().map(|c| c.path())
     }
+
+    /// The way to the data plane, for requests made in this process (the
+    /// library's [`crate::embed`]): what the control socket and the HTTP
+    /// API use, without either.
+    pub fn plane_link(&self) -> Option<&control::PlaneLink> {
+        self.link.as_ref()
+    }
 }
 
 impl Drop for Running {
@@ -469,6 +491,21 @@ where
     Ok(running)
 }
 
+/// `--bridge A B`'s backend, opened on the data-plane thread by [`spawn`]
+/// (where the interfaces are looked up: in its namespace).
+pub fn open_bridge(
+    a: String,
+    b: String,
+    exit_on_link_loss: bool,
+) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static {
+    move |e| {
+        let bridge = Bridge::open(&a, &b, e)
+            .map_err(|e| e.to_string())?
+            .exit_on_link_loss(exit_on_link_loss);
+        Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+    }
+}
+
 /// A group for `--socket-group`: a number, or a name from the group
 /// database.
 fn parse_group(s: &str) -> Result<u32, String> {
@@ -596,6 +633,12 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
+    // First: a bad --netns is refused before anything is said or done.
+    let target = args.netns.as_deref().map(Target::open).transpose()?;
+    let ns = target.as_ref().map(|t| &t.ns);
+    if let Some(t) = &target {
+        say!("dummynet: in network namespace {}", t.describe());
+    }
     let mut config = match &args.config {
         Some(path) => crate::sim::load_config(path)?,
         None => Vec::new(),
@@ -650,28 +693,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         if a == b {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
-        let exit_on_link_loss = args.exit_on_link_loss;
-        let xdp = args
-            .xdp
-            .then(|| super::bridge_xdp::options(args.xdp_frames));
-        Box::new(move |e| {
-            if let Some(opts) = xdp {
-                match super::bridge_xdp::XdpBridge::open(&a, &b, e, &opts) {
-                    Ok(bridge) => {
-                        say!("dummynet: {}", bridge.describe());
-                        return Ok(vec![Box::new(bridge) as Box<dyn Backend>]);
-                    }
-                    Err(why) => say!(
-                        "dummynet: --xdp: AF_XDP cannot be used here ({why}); falling back \
-                         to the AF_PACKET bridge"
-                    ),
-                }
-            }
-            let bridge = Bridge::open(&a, &b, e)
-                .map_err(|e| e.to_string())?
-                .exit_on_link_loss(exit_on_link_loss);
-            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-        })
+        let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
+        if args.xdp {
+            let opts = super::bridge_xdp::options(args.xdp_frames);
+            Box::new(super::bridge_xdp::open_or(a, b, opts, plain))
+        } else {
+            Box::new(plain)
+        }
     } else {
         let spec = intercept_spec(args)?;
         let copy_mark = (!args.hold_output).then_some(args.copy_mark);
@@ -691,13 +719,19 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         (false, Some(_)) => Some(ObserveOptions::default()),
         (false, None) => None,
     };
-    let _ports = claim_ports(args)?;
+    // The ports are the target namespace's: locked there.
+    let _ports = match ns {
+        Some(ns) => ns
+            .run(|| claim_ports(args))
+            .map_err(|e| Failure::from(e.to_string()))??,
+        None => claim_ports(args)?,
+    };
     let control = ControlOptions {
         group: args.socket_group,
         ..ControlOptions::default()
     };
     let mut running = spawn_controlled(
-        None,
+        ns,
         config,
         args.seed,
         Some((socket, control)),
@@ -706,10 +740,19 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         observe,
         open,
     )?;
+    let mut http_addr = None;
     if let Some(http) = http {
         let token = http.token.is_some();
-        say_http(running.serve_http(http, None)?, token);
+        let addr = running.serve_http(http, ns)?;
+        http_addr = Some(addr);
+        say_http(addr, token);
     }
+    let _registered = registry::announce(
+        run_mode(args),
+        registry::Namespace::of_run(target.as_ref()),
+        running.socket(),
+        http_addr,
+    );
     if let Some(path) = running.socket() {
         // The hint works as printed: with the socket named unless it is the
         // one the client finds by itself.
@@ -724,6 +767,16 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         );
     }
     while !stop.load(Ordering::Relaxed) {
+        // The container went away: the namespace lives on only because we
+        // hold it; let it go, and say so.
+        if let Some(why) = target.as_ref().and_then(Target::gone) {
+            let report = running.stop();
+            super::say_str(&report.to_string());
+            return Err(Failure {
+                status: u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1),
+                message: format!("{why}: stopping"),
+            });
+        }
         if running.is_finished() {
             let report = running.stop();
             if report.failure.is_some() {
@@ -734,6 +787,16 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(running.stop())
+}
+
+/// What `dummynet ps` shows this daemon shaping.
+fn run_mode(args: &RunArgs) -> registry::Mode {
+    match args.bridge.as_deref() {
+        Some([a, b]) => registry::Mode::Bridge {
+            interfaces: [a.clone(), b.clone()],
+        },
+        _ => registry::Mode::Host { queue: args.queue },
+    }
 }
 
 /// What a user starting a daemon whose rules fall through to the default

@@ -35,8 +35,9 @@ use dummynet_io::rtnl::Via;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::bridge::Bridge;
-use super::dataplane::{PlaneOptions, Precision};
+use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
+use super::rootless::{Gateway, UserNet};
 use super::run::{spawn, Running};
 use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
@@ -73,10 +74,19 @@ pub struct ShellArgs {
     /// command reaches this host (its peer) only.
     #[arg(long, value_enum, default_value_t = Nat::Auto)]
     pub nat: Nat,
+    /// Without root only (see README, "Without root"): the userspace
+    /// network stack that connects the shell's own namespaces to this
+    /// host's network: `auto` takes pasta (package passt) if installed,
+    /// else slirp4netns, else none; `none`: the command reaches its peer
+    /// only.
+    #[arg(long, value_enum, default_value_t = UserNet::Auto)]
+    pub user_net: UserNet,
     /// The emulator's control socket, which `dummynet ipfw` inside the
     /// shell finds in $DUMMYNET_SOCKET (default
-    /// /run/dummynet/shell-PID.sock). A socket file nobody listens on is
-    /// replaced; anything else there is an error.
+    /// /run/dummynet/shell-PID.sock; without root
+    /// $XDG_RUNTIME_DIR/dummynet/shell-PID.sock, else
+    /// /tmp/dummynet-UID/shell-PID.sock). A socket file nobody listens on
+    /// is replaced; anything else there is an error.
     #[arg(long)]
     pub socket: Option<PathBuf>,
     /// The HTTP API, in the namespace the shell was started in (not the
@@ -99,6 +109,13 @@ pub struct ShellArgs {
     pub precision: Precision,
     #[command(flatten)]
     pub observe: super::observer::ObserveArgs,
+    /// Put this shell's link in the emulator already running behind SOCKET
+    /// (another `dummynet shell`'s, or `dummynet run --bridge`'s) instead of
+    /// starting one: its own pipes and rules, created with the shell and
+    /// removed when it ends or dies, so many links cost one data plane.
+    /// Super-packets are split (as --gso off) unless --gso on.
+    #[arg(long, value_name = "SOCKET", conflicts_with_all = ["config", "socket"])]
+    pub join: Option<PathBuf>,
     /// The command and its arguments; without one, your shell ($SHELL, or
     /// /bin/sh), as mahimahi's shells do.
     #[arg(last = true)]
@@ -170,20 +187,35 @@ pub const NEAR_IF: &str = "dn0";
 /// but which lets a slot-limited queue hold far more than it says, until
 /// [`start_emulator`] says otherwise (`Gso::Auto`).
 pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, String> {
-    let whole = gso != Gso::Off;
     let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    build_path_in(mid, [APP_IF, PEER_IF], near, far, far_if, gso)
+}
+
+/// [`build_path`] through `mid`, an existing namespace (a joined shell's:
+/// the running emulator's), with its ends there named `mid_ifs` (towards
+/// `near`, towards `far`).
+pub fn build_path_in(
+    mid: Netns,
+    mid_ifs: [&str; 2],
+    near: &Netns,
+    far: &Netns,
+    far_if: &str,
+    gso: Gso,
+) -> Result<Path, String> {
+    let [app_if, peer_if] = mid_ifs;
+    let whole = gso != Gso::Off;
     let subnet = far
         .run(free_subnet)
         .map_err(|e| format!("reading routes: {e}"))??;
     let far_addr = Ipv4Addr::from(u32::from(subnet) + 1);
     let near_addr = Ipv4Addr::from(u32::from(subnet) + 2);
     let mut m = mid.rtnl().map_err(|e| e.to_string())?;
-    m.add_veth(APP_IF, NEAR_IF, Some(near.as_fd_borrowed()))
+    m.add_veth(app_if, NEAR_IF, Some(near.as_fd_borrowed()))
         .map_err(|e| e.to_string())?;
-    m.add_veth(PEER_IF, far_if, Some(far.as_fd_borrowed()))
+    m.add_veth(peer_if, far_if, Some(far.as_fd_borrowed()))
         .map_err(|e| e.to_string())?;
-    m.set_up(APP_IF).map_err(|e| e.to_string())?;
-    m.set_up(PEER_IF).map_err(|e| e.to_string())?;
+    m.set_up(app_if).map_err(|e| e.to_string())?;
+    m.set_up(peer_if).map_err(|e| e.to_string())?;
     let mut f = far.rtnl().map_err(|e| e.to_string())?;
     f.add_address(far_if, IpAddr::V4(far_addr), V4_PREFIX)
         .map_err(|e| e.to_string())?;
@@ -455,6 +487,14 @@ pub fn describe_links(config: &[(usize, Command)], seed: u64) -> Result<String, 
 }
 
 pub fn run(args: ShellArgs) -> ExitCode {
+    // Without root: into a user namespace of our own before anything else,
+    // while this process has one thread (the kernel's rule).
+    if !nix::unistd::geteuid().is_root() {
+        if let Err(e) = super::rootless::enter() {
+            say!("dummynet shell: {e}");
+            return ExitCode::from(125);
+        }
+    }
     match run_inner(&args) {
         Ok(code) => code,
         Err(e) => {
@@ -522,6 +562,275 @@ pub fn start_emulator(
     Ok(running)
 }
 
+/// What [`start`] builds: the link's rules and how the emulator runs them.
+pub struct ShellOptions {
+    /// The emulator's rules (pipe 1 up, pipe 2 down: [`link_config`]).
+    pub config: Vec<(usize, Command)>,
+    pub seed: u64,
+    pub nat: Nat,
+    /// The emulator's control socket, if it should have one.
+    pub socket: Option<PathBuf>,
+    pub gso: Gso,
+    pub precision: Precision,
+    /// The per-packet observer, if any (its captures hold Ethernet frames).
+    pub observe: Option<super::observer::ObserveOptions>,
+    /// Our end of the veth in the namespace we are started in: `dn-PID`
+    /// for the command line; unique per link in this process.
+    pub veth: String,
+}
+
+/// A shell's link, up: the command's namespace and the emulator's (both
+/// anonymous), the veth end in the namespace it was started in, the NAT
+/// and forwarding there ([`WayOut`]), and the emulator with its socket
+/// ([`Running`]). `dummynet shell` runs its command in [`ShellLink::app`];
+/// the library's [`crate::Shell`] hands it to a program.
+///
+/// Dropped (or [`ShellLink::stop`]ped), it comes down in the order that
+/// leaves nothing behind and nothing black-holed: the emulator first, then
+/// the NAT and forwarding, then the veth end; the namespaces go with their
+/// last handle (and whatever still runs inside them).
+pub struct ShellLink {
+    emulator: Option<Running>,
+    /// A joined shell's link in another process's emulator ([`super::join`]).
+    joined: Option<super::join::Session>,
+    way_out: Option<WayOut>,
+    veth: Option<OurVeth>,
+    path: Path,
+    socket: Option<PathBuf>,
+}
+
+/// Shells are built one at a time in a process: [`free_subnet`] reads the
+/// routes, then [`build_path`] adds the addresses that take the subnet,
+/// and two links built at once would both pick the same one.
+static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Builds a shell's link in the calling thread's namespace and starts its
+/// emulator: see [`ShellLink`]. On an error, whatever was set up is undone.
+pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
+    let ShellOptions {
+        config,
+        seed,
+        nat,
+        socket,
+        gso,
+        precision,
+        observe,
+        veth,
+    } = options;
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let veth = OurVeth {
+        name: veth,
+        ns: here.clone(),
+    };
+    let path = {
+        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        build_path(&app, &here, &veth.name, gso)?
+    };
+    let way_out = WayOut::open(
+        nat,
+        &Inside {
+            far_if: &veth.name,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
+    let emulator = start_emulator(
+        &path,
+        config,
+        seed,
+        socket.clone(),
+        Arc::new(AtomicBool::new(false)),
+        precision,
+        gso,
+        observe,
+    )?;
+    Ok(ShellLink {
+        emulator: Some(emulator),
+        joined: None,
+        way_out,
+        veth: Some(veth),
+        path,
+        socket,
+    })
+}
+
+/// Builds a shell's link in the calling thread's namespace through the
+/// emulator behind `socket` ([`super::join`]): the daemon offers a link
+/// number and its namespace, the path is built with its ends there, and
+/// the daemon attaches them. On an error, whatever was set up is undone
+/// (the daemon removes its side when the connection closes).
+pub fn start_joined(
+    socket: &std::path::Path,
+    request: super::join::JoinRequest,
+    nat: Nat,
+    gso: Gso,
+    veth: String,
+) -> Result<ShellLink, String> {
+    let mut session = super::join::Session::request(socket, request)?;
+    let offer = session.offer.clone();
+    let mid = Netns::open(&offer.netns)
+        .map_err(|e| format!("the emulator's namespace {}: {e}", offer.netns.display()))?;
+    let here = Netns::current().map_err(|e| e.to_string())?;
+    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let veth = OurVeth {
+        name: veth,
+        ns: here.clone(),
+    };
+    // Segments are split unless asked otherwise: nobody follows the
+    // configuration for this link's ends.
+    let gso = if gso == Gso::On { Gso::On } else { Gso::Off };
+    let path = {
+        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        build_path_in(
+            mid,
+            [offer.app_if.as_str(), offer.peer_if.as_str()],
+            &app,
+            &here,
+            &veth.name,
+            gso,
+        )?
+    };
+    let way_out = WayOut::open(
+        nat,
+        &Inside {
+            far_if: &veth.name,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
+    let said = session.attach()?;
+    say!("dummynet shell: {}", said.trim_end());
+    Ok(ShellLink {
+        emulator: None,
+        joined: Some(session),
+        way_out,
+        veth: Some(veth),
+        path,
+        socket: Some(socket.to_path_buf()),
+    })
+}
+
+impl ShellLink {
+    /// True once a joined link's emulator has stopped (the link went with
+    /// it); false for a link with its own emulator.
+    pub fn emulator_gone(&self) -> bool {
+        self.joined.as_ref().is_some_and(|s| s.daemon_gone())
+    }
+
+    /// The command's namespace.
+    pub fn app(&self) -> &Netns {
+        &self.path.near
+    }
+
+    /// The link's namespaces and addresses.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Our end of the veth, in the namespace the link was started in.
+    pub fn veth(&self) -> &str {
+        self.veth.as_ref().map_or("", |v| v.name.as_str())
+    }
+
+    /// The emulator's control socket, if it has one.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        self.socket.as_deref()
+    }
+
+    /// The emulator (`None` only while it is being stopped).
+    pub fn emulator(&self) -> Option<&Running> {
+        self.emulator.as_ref()
+    }
+
+    /// What the NAT's setup has to say (IPv6 left local, and why).
+    pub fn notes(&self) -> &[String] {
+        self.way_out.as_ref().map_or(&[], |w| w.notes.as_slice())
+    }
+
+    /// Serves the HTTP API with its thread where the emulator runs (the
+    /// socket was bound where the shell started). Returns where it listens.
+    pub fn serve_http(
+        &mut self,
+        http: super::http::HttpOptions,
+    ) -> Result<std::net::SocketAddr, String> {
+        let mid = self.path.mid.clone();
+        match &mut self.emulator {
+            Some(e) => e.serve_http(http, Some(&mid)),
+            None => Err("the emulator has stopped".into()),
+        }
+    }
+
+    /// The variables a command inside gets: `DUMMYNET_PEER` (the far
+    /// end's address), `DUMMYNET_ADDR` (its own), the IPv6 ones if the
+    /// link has IPv6, and `DUMMYNET_SOCKET` if there is a socket.
+    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut env = vec![
+            ("DUMMYNET_PEER", self.path.far_addr.to_string().into()),
+            ("DUMMYNET_ADDR", self.path.near_addr.to_string().into()),
+        ];
+        if let Some(socket) = &self.socket {
+            env.push(("DUMMYNET_SOCKET", socket.clone().into_os_string()));
+        }
+        if let Some(v6) = &self.path.v6 {
+            env.push(("DUMMYNET_PEER6", v6.far_addr.to_string().into()));
+            env.push(("DUMMYNET_ADDR6", v6.near_addr.to_string().into()));
+        }
+        env
+    }
+
+    /// Takes the link down (see [`ShellLink`]) and returns the emulator's
+    /// final report, and what could not be undone, if anything.
+    pub fn stop(mut self) -> (Report, Result<(), String>) {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> (Report, Result<(), String>) {
+        // First: nothing goes through the link once it stops intercepting.
+        let report = self.emulator.take().map(Running::stop).unwrap_or_default();
+        // A joined link: the daemon takes its ports, pipes and rules out,
+        // and deletes its ends, ours with them.
+        let left = match self.joined.take() {
+            Some(s) if s.daemon_gone() => Err("the shared emulator had stopped".to_string()),
+            Some(s) => s.detach().map(drop),
+            None => Ok(()),
+        };
+        // The NAT's programs run in the namespace it was set up in, from
+        // whichever thread stops the link.
+        let undone = match self.way_out.take() {
+            Some(w) => {
+                let what = w.describe();
+                let close = move || w.close();
+                let closed = self
+                    .path
+                    .far
+                    .run(close)
+                    .unwrap_or_else(|e| Err(format!("entering its namespace: {e}")));
+                closed.map_err(|e| format!("removing {what}: {e}"))
+            }
+            None => Ok(()),
+        };
+        drop(self.veth.take());
+        (report, left.and(undone))
+    }
+}
+
+impl Drop for ShellLink {
+    fn drop(&mut self) {
+        if self.emulator.is_some()
+            || self.joined.is_some()
+            || self.way_out.is_some()
+            || self.veth.is_some()
+        {
+            if let (_, Err(e)) = self.finish() {
+                say!("dummynet shell: {e}");
+            }
+        }
+    }
+}
+
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let config = match &args.config {
         Some(path) => {
@@ -555,31 +864,14 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let socket = match &args.socket {
         Some(path) => path.clone(),
         None => {
-            sweep_stale_sockets(std::path::Path::new(SOCKET_DIR));
-            PathBuf::from(format!("{SOCKET_DIR}/shell-{me}.sock"))
+            let dir = super::rootless::runtime_dir();
+            sweep_stale_sockets(dir);
+            dir.join(format!("shell-{me}.sock"))
         }
     };
     // Bound here, in the namespace the shell was started in, before the
     // command's exists.
     let http = args.http.bind()?;
-    let here = Netns::current().map_err(|e| e.to_string())?;
-    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let veth = OurVeth(format!("dn-{me}"));
-    let path = build_path(&app, &here, &veth.0, args.gso)?;
-    let way_out = WayOut::open(
-        args.nat,
-        &Inside {
-            far_if: &veth.0,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
-    if let Some(w) = &way_out {
-        for note in &w.notes {
-            say!("dummynet shell: {note}");
-        }
-    }
     // `--http`'s event stream subscribes to an observer, without files
     // when none is asked for.
     let observe = match (args.observe.any(), &http) {
@@ -587,36 +879,81 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         (false, Some(_)) => Some(super::observer::ObserveOptions::default()),
         (false, None) => None,
     };
-    let mut emulator = start_emulator(
-        &path,
+    let options = ShellOptions {
         config,
-        args.seed,
-        Some(socket.clone()),
-        Arc::new(AtomicBool::new(false)),
-        args.precision,
-        args.gso,
+        seed: args.seed,
+        nat: args.nat,
+        socket: Some(socket),
+        gso: args.gso,
+        precision: args.precision,
         observe,
-    )?;
+        veth: format!("dn-{me}"),
+    };
+    // Declared before the link, so dropped after it: the link's NAT leads
+    // into the gateway's tap.
+    let _gateway: Option<Gateway>;
+    let mut link = match &args.join {
+        Some(shared) => {
+            if http.is_some() || options.observe.is_some() {
+                return Err(
+                    "--join: the shared emulator's --http and observer are its own; \
+                     give them to the shell that started it"
+                        .into(),
+                );
+            }
+            let request = super::join::JoinRequest {
+                preset: args.preset.clone(),
+                up: args.up.clone(),
+                down: args.down.clone(),
+            };
+            _gateway = None;
+            start_joined(shared, request, args.nat, args.gso, options.veth)?
+        }
+        None if super::rootless::is_rootless() => {
+            let (link, gateway) = start_rootless(options, args.user_net)?;
+            _gateway = gateway;
+            link
+        }
+        None => {
+            _gateway = None;
+            start(options)?
+        }
+    };
+    for note in link.notes() {
+        say!("dummynet shell: {note}");
+    }
+    let mut http_addr = None;
     if let Some(http) = http {
         let token = http.token.is_some();
-        super::run::say_http(emulator.serve_http(http, Some(&path.mid))?, token);
+        let addr = link.serve_http(http)?;
+        http_addr = Some(addr);
+        super::run::say_http(addr, token);
     }
     let command = match args.command.as_slice() {
         [] => vec![login_shell()],
         given => given.to_vec(),
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
+    // For `dummynet ps`: the emulator's namespace (anonymous) and socket.
+    // A shell without root cannot write the machine's record directory, and
+    // its namespaces are its user's own: it is not listed.
+    let _registered = (!super::rootless::is_rootless()).then(|| {
+        super::registry::announce(
+            super::registry::Mode::Shell {
+                command: command.clone(),
+            },
+            super::registry::Namespace {
+                inode: link.path().mid.inode().unwrap_or(0),
+                ..Default::default()
+            },
+            link.socket(),
+            http_addr,
+        )
+    });
     // Spawned from this (the main) thread, which lives as long as we do:
     // the command is killed with us even by a SIGKILL we cannot catch.
-    let mut cmd = app.command_dying_with_parent(program);
-    cmd.args(rest)
-        .env("DUMMYNET_PEER", path.far_addr.to_string())
-        .env("DUMMYNET_ADDR", path.near_addr.to_string())
-        .env("DUMMYNET_SOCKET", &socket);
-    if let Some(v6) = &path.v6 {
-        cmd.env("DUMMYNET_PEER6", v6.far_addr.to_string())
-            .env("DUMMYNET_ADDR6", v6.near_addr.to_string());
-    }
+    let mut cmd = link.app().command_dying_with_parent(program);
+    cmd.args(rest).envs(link.env());
     match ourselves() {
         Ok((exe, search)) => {
             cmd.env("DUMMYNET", exe);
@@ -635,18 +972,29 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let report = emulator.stop();
+            let (report, undone) = link.stop();
             // On stderr: the command's output stays its own.
             say!("dummynet shell: {}", report.cost());
+            if let Err(e) = undone {
+                say!("dummynet shell: {e}");
+            }
             return Err(e);
         }
     };
     let mut signalled = false;
+    let mut looked = 0u32;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => {}
             Err(_) => break None,
+        }
+        // A joined link went with its emulator: the command is told, as
+        // by Ctrl-C.
+        looked += 1;
+        if !signalled && looked.is_multiple_of(20) && link.emulator_gone() {
+            say!("dummynet shell: the shared emulator stopped; stopping the command");
+            stop.store(true, Ordering::Relaxed);
         }
         if stop.load(Ordering::Relaxed) && !signalled {
             // Ctrl-C reached the command too (same process group); a
@@ -657,35 +1005,70 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let report = emulator.stop();
-    // On stderr: the command's output stays its own.
-    say!("dummynet shell: {}", report.cost());
-    if let Some(w) = way_out {
-        let what = w.describe();
-        if let Err(e) = w.close() {
-            say!("dummynet shell: removing {what}: {e}");
-        }
+    let joined = args.join.is_some();
+    let (report, undone) = link.stop();
+    // On stderr: the command's output stays its own. A joined shell's
+    // emulator goes on: its cost is the daemon's to tell.
+    if !joined {
+        say!("dummynet shell: {}", report.cost());
     }
-    drop(veth);
+    if let Err(e) = undone {
+        say!("dummynet shell: {e}");
+    }
     Ok(match status {
         Some(s) => exit_code(s),
         None => ExitCode::from(125),
     })
 }
 
-/// Where shells put their control sockets unless told otherwise.
-const SOCKET_DIR: &str = "/run/dummynet";
+/// [`start`] for a shell without root, in the user namespace
+/// [`super::rootless::enter`] made: the link is built from a network
+/// namespace of our own that stands in for the host, connected to the
+/// user's by pasta or slirp4netns if one is found (else the command
+/// reaches only its peer, and the shell says how to get more). Says what
+/// it found, once.
+fn start_rootless(
+    mut options: ShellOptions,
+    user_net: UserNet,
+) -> Result<(ShellLink, Option<Gateway>), String> {
+    let here = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+    let gateway = match Gateway::connect(&here, user_net) {
+        Ok(g) => {
+            say!(
+                "dummynet shell: without root: in a user namespace of its own, reaching this \
+                 host's network through {}; the data plane gets the scheduling a user may \
+                 have (`stats` says which)",
+                g.tool()
+            );
+            Some(g)
+        }
+        Err(e) => {
+            say!("dummynet shell: without root: {e}");
+            // Nothing to forward to.
+            options.nat = Nat::Off;
+            None
+        }
+    };
+    let link = here
+        .run(|| start(options))
+        .map_err(|e| format!("entering our namespace: {e}"))??;
+    Ok((link, gateway))
+}
 
 /// Our end of the veth in the namespace we were started in. The kernel
 /// removes it with the shell's namespaces, a moment after they go; this
 /// removes it at once, so that the caller sees a clean state when we
-/// return, on success or on error.
-struct OurVeth(String);
+/// return, on success or on error. Removed in that namespace, whichever
+/// thread drops it.
+struct OurVeth {
+    name: String,
+    ns: Netns,
+}
 
 impl Drop for OurVeth {
     fn drop(&mut self) {
-        if let Ok(mut rtnl) = dummynet_io::rtnl::Rtnl::open() {
-            let _ = rtnl.delete_link(&self.0);
+        if let Ok(mut rtnl) = self.ns.rtnl() {
+            let _ = rtnl.delete_link(&self.name);
         }
     }
 }

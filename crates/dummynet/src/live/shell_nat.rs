@@ -28,9 +28,10 @@
 //!   says so.
 //! - The values found are put back when the last shell of the namespace
 //!   ends: shells that run at the same time share a record of them
-//!   (`/run/dummynet/forwarding/`, under a lock), so the first to end does
-//!   not turn forwarding off under the others, and a shell that was killed
-//!   is recognised as gone (its pid and start time).
+//!   (`/run/dummynet/forwarding/`, or the user's own directory without
+//!   root: [`super::rootless::runtime_dir`], under a lock), so the first to
+//!   end does not turn forwarding off under the others, and a shell that
+//!   was killed is recognised as gone (its pid and start time).
 //!
 //! A firewall that drops forwarded traffic (a FORWARD policy of DROP, as
 //! Docker sets) still drops the shell's: an accept in our own table cannot
@@ -380,7 +381,7 @@ fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     search_dirs()
         .into_iter()
         .map(|d| d.join(name))
@@ -461,7 +462,9 @@ fn forwarding(inside: &Inside<'_>, notes: &mut Vec<String>) -> Result<Vec<Want>,
 
 /// Where shells record the forwarding settings they changed, one file per
 /// network namespace (by inode), all under one lock.
-const LEASE_DIR: &str = "/run/dummynet/forwarding";
+fn lease_dir() -> PathBuf {
+    super::rootless::runtime_dir().join("forwarding")
+}
 
 /// A process, told apart from a later one with the same pid by its start
 /// time (clock ticks after boot, `/proc/PID/stat` field 22).
@@ -610,7 +613,7 @@ impl Lease {
             .and_then(|n| n.inode())
             .map_err(|e| e.to_string())?;
         let lease = Lease {
-            state: Path::new(LEASE_DIR).join(format!("net-{ns}")),
+            state: lease_dir().join(format!("net-{ns}")),
             me,
         };
         let mut locked = lease.lock()?;
@@ -647,7 +650,7 @@ impl Lease {
     }
 
     fn lock(&self) -> Result<Locked, String> {
-        let dir = Path::new(LEASE_DIR);
+        let dir = &lease_dir();
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock_path = dir.join("lock");
         let open = |p: &Path| {

@@ -136,19 +136,39 @@ pub fn run(args: PlotArgs) -> ExitCode {
 }
 
 fn plot_file(args: &PlotArgs) -> Result<String, String> {
-    check_out(&args.out)?;
-    let file =
-        File::open(&args.log).map_err(|e| format!("cannot read {}: {e}", args.log.display()))?;
-    let o = &args.options;
-    let series = series::read(BufReader::new(file), o.pipe, o.window)
-        .map_err(|e| format!("{}: {e}", args.log.display()))?;
     let config = args
         .config
         .as_deref()
         .map(|path| Ok::<_, String>((path, crate::sim::load_config(path)?)))
         .transpose()?;
-    let capacity = capacity(o, config.as_ref().map(|(p, c)| (*p, &c[..])), &series)?;
-    write(&series, &capacity, o, &args.out)
+    plot_log(
+        &args.log,
+        config.as_ref().map(|(p, c)| (*p, &c[..])),
+        &args.options,
+        &args.out,
+    )
+}
+
+/// Draws the event log at `log` to `out`, the capacity line from
+/// `config` (named by its path in messages) unless the options give one;
+/// the summary line. For `dummynet plot` and `demo --plot`.
+pub fn plot_log(
+    log: &Path,
+    config: Option<(&Path, &[(usize, dummynet_engine::Command)])>,
+    o: &PlotOptions,
+    out: &Path,
+) -> Result<String, String> {
+    check_out(out)?;
+    let file = File::open(log).map_err(|e| format!("cannot read {}: {e}", log.display()))?;
+    let series = series::read(BufReader::new(file), o.pipe, o.window)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let capacity = capacity(o, config, &series)?;
+    write(&series, &capacity, o, out)
+}
+
+/// Checks `out`'s name before a long run that ends by drawing to it.
+pub fn check_name(out: &Path) -> Result<(), String> {
+    check_out(out).map(|_| ())
 }
 
 /// The capacity line: `--capacity`, else the configuration's pipe.

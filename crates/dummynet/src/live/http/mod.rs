@@ -27,23 +27,41 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use dummynet_io::netns::Netns;
-use dummynet_lang::{ParseError, Statement};
-use serde_json::{json, Map, Value};
+use dummynet_lang::Statement;
+use serde_json::{json, Value};
 
 use super::dataplane::{Answer, RequestKind};
 use super::observer::Observer;
 
+use super::protocol::PlaneLink;
+
+mod commands;
+mod counters;
 mod dashboard;
+mod errors;
 mod events;
-use super::protocol::{BatchCommand, Caller, ErrorKind, PlaneLink, Reply};
+mod objects;
+mod rules;
+
+use commands::commands;
+use counters::{metrics, reset, stats};
+pub use errors::ApiError;
+use errors::{kind_name, not_found};
 use events::events;
+use objects::{delete_object, get_object, list_objects, put_object, ObjKind};
+use rules::{
+    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, replace_rule,
+    replace_rules,
+};
+
+/// What a handler answers.
+type ApiResult = Result<Response, ApiError>;
 
 /// The OpenAPI 3.1 document of this API, served as is.
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -260,11 +278,17 @@ fn router(app: App, max_body: usize) -> Router {
         .route("/v1/scheds/{n}", objects(ObjKind::Sched))
         .route(
             "/v1/rules",
-            get(list_rules).post(add_rule).delete(flush_rules),
+            get(list_rules)
+                .post(add_rule)
+                .put(replace_rules)
+                .delete(flush_rules),
         )
         .route(
             "/v1/rules/{n}",
-            get(get_rule).post(add_rule_at).delete(delete_rule),
+            get(get_rule)
+                .post(add_rule_at)
+                .put(replace_rule)
+                .delete(delete_rule),
         )
         .route("/v1/commands", post(commands))
         .route("/v1/stats", get(stats))
@@ -335,151 +359,6 @@ async fn serve(
             let _ = tokio::time::timeout(limits.connection_timeout, conn).await;
         });
     }
-}
-
-// ------------------------------------------------------------------ errors
-
-/// An error answer: `{"error": {"kind": ..., "message": ..., ...}}`, with
-/// the HTTP status its kind says.
-#[derive(Debug)]
-pub struct ApiError {
-    kind: &'static str,
-    message: String,
-    extra: Map<String, Value>,
-}
-
-impl ApiError {
-    fn new(kind: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            kind,
-            message: message.into(),
-            extra: Map::new(),
-        }
-    }
-
-    fn with(mut self, key: &str, value: impl Into<Value>) -> ApiError {
-        self.extra.insert(key.into(), value.into());
-        self
-    }
-
-    /// The status for each kind (the same list is in openapi.json).
-    fn status(&self) -> StatusCode {
-        match self.kind {
-            "syntax" | "invalid" | "unknown_field" => StatusCode::BAD_REQUEST,
-            "unauthorized" => StatusCode::UNAUTHORIZED,
-            "denied" => StatusCode::FORBIDDEN,
-            "not_found" => StatusCode::NOT_FOUND,
-            "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
-            "conflict" => StatusCode::CONFLICT,
-            "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
-            "unavailable" => StatusCode::NOT_IMPLEMENTED,
-            "busy" | "stopped" => StatusCode::SERVICE_UNAVAILABLE,
-            "timeout" => StatusCode::GATEWAY_TIMEOUT,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// A command the parser refused: what, where (the token and column)
-    /// and, for a misspelt keyword, what was probably meant.
-    fn parse(e: &ParseError, command: &str) -> ApiError {
-        let kind = match e.kind {
-            dummynet_lang::ErrorKind::Syntax => "syntax",
-            dummynet_lang::ErrorKind::Range | dummynet_lang::ErrorKind::File => "invalid",
-            dummynet_lang::ErrorKind::Unavailable => "unavailable",
-        };
-        let mut err = ApiError::new(kind, e.message.clone())
-            .with("command", command)
-            .with("column", e.column);
-        if let Some(token) = e.found() {
-            err = err.with("token", token);
-        }
-        if let Some(s) = e.suggestion {
-            err = err.with("suggestion", s);
-        }
-        err
-    }
-
-    /// A refusal as the control protocol words it: its kind, and where
-    /// (the batch index, the command, the token and column).
-    fn reply(reply: &Reply) -> ApiError {
-        let message = reply.stderr.trim();
-        let message = message
-            .strip_prefix("ipfw: ")
-            .or_else(|| message.strip_prefix("dummynet: "))
-            .unwrap_or(message);
-        let mut err = ApiError::new(kind_name(reply.kind), message);
-        if let Some(at) = &reply.error {
-            err = err.with("command", at.command.as_str());
-            if let Some(i) = at.index {
-                err = err.with("index", i);
-            }
-            if let Some(c) = at.column {
-                err = err.with("column", c);
-            }
-            if let Some(t) = &at.found {
-                err = err.with("token", t.as_str());
-            }
-        }
-        err
-    }
-}
-
-/// The API's name for a protocol error kind (`pending`, a request the
-/// data plane took without answering in time, is a timeout here too).
-fn kind_name(kind: Option<ErrorKind>) -> &'static str {
-    match kind {
-        Some(ErrorKind::Syntax) => "syntax",
-        Some(ErrorKind::Invalid) => "invalid",
-        Some(ErrorKind::NotFound) => "not_found",
-        Some(ErrorKind::Conflict) => "conflict",
-        Some(ErrorKind::Unavailable) => "unavailable",
-        Some(ErrorKind::Busy) => "busy",
-        Some(ErrorKind::Denied) => "unauthorized",
-        Some(ErrorKind::Timeout | ErrorKind::Pending) => "timeout",
-        Some(ErrorKind::Stopped) => "stopped",
-        Some(ErrorKind::Internal) | None => "internal",
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let mut error = Map::new();
-        error.insert("kind".into(), self.kind.into());
-        error.insert("message".into(), self.message.into());
-        error.extend(self.extra);
-        let mut resp = (status, Json(json!({ "error": error }))).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-        }
-        resp
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> ApiError {
-        match r {
-            JsonRejection::BytesRejection(_) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new("too_large", r.body_text())
-            }
-            _ => ApiError::new(
-                "syntax",
-                format!("the body is not the JSON expected: {}", r.body_text()),
-            ),
-        }
-    }
-}
-
-type ApiResult = Result<Response, ApiError>;
-
-async fn not_found() -> ApiError {
-    ApiError::new(
-        "not_found",
-        "no such endpoint: see GET /v1/openapi.json for the API",
-    )
 }
 
 /// Refuses a request without the token, when there is one.
@@ -561,7 +440,7 @@ fn local_host(host: &str) -> bool {
 // --------------------------------------------------------- the data plane
 
 /// Runs blocking work (the data plane's answer, a parse) off the runtime.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -570,7 +449,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// A command the data plane applied, and what it warned about.
-struct Applied {
+pub(super) struct Applied {
     command: String,
     warnings: Vec<String>,
 }
@@ -627,452 +506,12 @@ impl App {
     }
 }
 
-fn applied_json(applied: Vec<Applied>) -> Response {
+pub(super) fn applied_json(applied: Vec<Applied>) -> Response {
     let list: Vec<Value> = applied
         .into_iter()
         .map(|a| json!({ "command": a.command, "warnings": a.warnings }))
         .collect();
     Json(json!({ "applied": list })).into_response()
-}
-
-// ------------------------------------------------------ pipes, queues, scheds
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ObjKind {
-    Pipe,
-    Queue,
-    Sched,
-}
-
-impl ObjKind {
-    fn word(self) -> &'static str {
-        match self {
-            ObjKind::Pipe => "pipe",
-            ObjKind::Queue => "queue",
-            ObjKind::Sched => "sched",
-        }
-    }
-
-    /// The numbers of the objects of this kind the snapshot has.
-    fn numbers(self, snap: &dummynet_engine::Snapshot) -> Vec<u32> {
-        let max = dummynet_engine::config::MAX_NUMBER;
-        let mut v: Vec<u32> = match self {
-            ObjKind::Pipe => snap.links.iter().map(|l| l.number).collect(),
-            ObjKind::Queue => snap.flowsets.iter().map(|f| f.number).collect(),
-            ObjKind::Sched => snap.scheds.iter().map(|s| s.number).collect(),
-        };
-        // A pipe's own scheduler and queue live above MAX_NUMBER.
-        v.retain(|&n| n >= 1 && n <= max);
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-}
-
-/// An object number from the URL: 1 to 65535.
-fn number(kind: &str, text: &str) -> Result<u32, ApiError> {
-    text.parse::<u32>()
-        .ok()
-        .filter(|n| (1..=dummynet_engine::config::MAX_NUMBER).contains(n))
-        .ok_or_else(|| {
-            ApiError::new(
-                "invalid",
-                format!("`{text}` is not a {kind} number (1 to 65535)"),
-            )
-        })
-}
-
-/// The objects numbered `n` (all if empty) as the control protocol's
-/// JSON views give them (`pipe show --json`).
-fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> Value {
-    let view = match kind {
-        ObjKind::Pipe => serde_json::to_value(super::views::pipes(snap, n)),
-        ObjKind::Queue => serde_json::to_value(super::views::queues(snap, n)),
-        ObjKind::Sched => serde_json::to_value(super::views::scheds(snap, n)),
-    };
-    view.unwrap_or(Value::Null)
-}
-
-async fn list_objects(State(app): State<App>, kind: ObjKind) -> ApiResult {
-    let (snap, _) = blocking(move || app.snapshot()).await??;
-    let numbers = kind.numbers(&snap);
-    let mut view = objects_json(kind, &snap, &numbers);
-    if numbers.is_empty() {
-        // No numbers is "all" to the views; here it is none.
-        view = json!({ format!("{}s", kind.word()): [] });
-    }
-    Ok(Json(view).into_response())
-}
-
-async fn get_object(
-    State(app): State<App>,
-    kind: ObjKind,
-    UrlPath(n): UrlPath<String>,
-) -> ApiResult {
-    let n = number(kind.word(), &n)?;
-    let (snap, _) = blocking(move || app.snapshot()).await??;
-    if !kind.numbers(&snap).contains(&n) {
-        return Err(no_such(kind.word(), n));
-    }
-    let view = objects_json(kind, &snap, &[n]);
-    let one = view[format!("{}s", kind.word())][0].clone();
-    Ok(Json(one).into_response())
-}
-
-fn no_such(word: &str, n: u32) -> ApiError {
-    ApiError::new("not_found", format!("there is no {word} {n}"))
-}
-
-/// `PUT` (`config`: the options given, the rest at their defaults) or
-/// `PATCH` (`modify`: only the options given change).
-async fn put_object(
-    State(app): State<App>,
-    kind: ObjKind,
-    UrlPath(n): UrlPath<String>,
-    body: Result<Json<Value>, JsonRejection>,
-    modify: bool,
-) -> ApiResult {
-    let n = number(kind.word(), &n)?;
-    let Json(body) = body?;
-    let verb = if modify { "modify" } else { "config" };
-    let (words, keys) = option_words(&body, &[kind.word(), &n.to_string(), verb])?;
-    if modify && keys.is_empty() {
-        return Err(ApiError::new(
-            "invalid",
-            "PATCH with no option: nothing to change",
-        ));
-    }
-    let done = blocking(move || {
-        if modify {
-            let (snap, _) = app.snapshot()?;
-            if !kind.numbers(&snap).contains(&n) {
-                return Err(no_such(kind.word(), n));
-            }
-        }
-        app.apply(&words).map_err(|e| name_unknown_field(e, &keys))
-    })
-    .await??;
-    Ok(applied_json(vec![done]))
-}
-
-async fn delete_object(
-    State(app): State<App>,
-    kind: ObjKind,
-    UrlPath(n): UrlPath<String>,
-) -> ApiResult {
-    let n = number(kind.word(), &n)?;
-    let done = blocking(move || {
-        let (snap, _) = app.snapshot()?;
-        if !kind.numbers(&snap).contains(&n) {
-            return Err(no_such(kind.word(), n));
-        }
-        app.apply(&[kind.word().into(), n.to_string(), "delete".into()])
-    })
-    .await??;
-    Ok(applied_json(vec![done]))
-}
-
-/// A command's words, and which of them are option names (index, name).
-type OptionWords = (Vec<String>, Vec<(usize, String)>);
-
-/// The command words for a body of options: `prefix`, then each option's
-/// name and value. Names are the command language's; a value is a string
-/// in its syntax (split at blanks: `"mask": "src-ip 0xffffff00"`), a
-/// number (written as the language reads a bare number: `"plr": 0.01`) or
-/// `true` for an option without a value (`"noerror": true`). `type` comes
-/// first (a scheduler's parameters follow it), the others in name order.
-/// Also returns which word of the result is each option's name, so that
-/// an error at one names the field.
-fn option_words(body: &Value, prefix: &[&str]) -> Result<OptionWords, ApiError> {
-    let Some(map) = body.as_object() else {
-        return Err(ApiError::new(
-            "syntax",
-            "the body must be a JSON object of options, e.g. {\"bw\": \"10Mbit/s\", \"delay\": \"20ms\"}",
-        ));
-    };
-    let mut words: Vec<String> = prefix.iter().map(|w| w.to_string()).collect();
-    let mut keys = Vec::new();
-    let mut names: Vec<&String> = map.keys().collect();
-    names.sort_by_key(|k| (k.as_str() != "type", k.as_str()));
-    for name in names {
-        let ok_name = name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-+.".contains(c));
-        if !ok_name {
-            return Err(ApiError::new(
-                "unknown_field",
-                format!("unknown field `{name}`: options are the command language's keywords"),
-            )
-            .with("field", name.as_str()));
-        }
-        let bad = |what: &str| {
-            ApiError::new(
-                "invalid",
-                format!("field `{name}`: {what}; give a string in the command language's syntax, a number, or true for an option without a value"),
-            )
-            .with("field", name.as_str())
-        };
-        keys.push((words.len(), name.clone()));
-        words.push(name.clone());
-        match &map[name] {
-            Value::String(s) => {
-                let before = words.len();
-                words.extend(s.split_whitespace().map(String::from));
-                if words.len() == before {
-                    return Err(bad("an empty value"));
-                }
-            }
-            Value::Number(x) => words.push(x.to_string()),
-            Value::Bool(true) => {}
-            Value::Bool(false) => return Err(bad("false (leave the option out instead)")),
-            Value::Null => return Err(bad("null (leave the option out instead)")),
-            Value::Array(_) | Value::Object(_) => return Err(bad("a list or an object")),
-        }
-    }
-    Ok((words, keys))
-}
-
-/// A parse error at one of the body's option names is an unknown field,
-/// named as such.
-fn name_unknown_field(mut e: ApiError, keys: &[(usize, String)]) -> ApiError {
-    if e.kind != "syntax" {
-        return e;
-    }
-    let Some(token) = e.extra.get("token").and_then(Value::as_str) else {
-        return e;
-    };
-    let Some(col) = e.extra.get("column").and_then(Value::as_u64) else {
-        return e;
-    };
-    let Some(Value::String(command)) = e.extra.get("command") else {
-        return e;
-    };
-    // The word the column falls on (the words are joined by single spaces).
-    let mut start = 1u64;
-    let mut at = None;
-    for (i, w) in command.split(' ').enumerate() {
-        let end = start + w.chars().count() as u64;
-        if col >= start && col < end.max(start + 1) {
-            at = Some(i);
-            break;
-        }
-        start = end + 1;
-    }
-    if let Some((_, name)) = keys.iter().find(|(i, k)| Some(*i) == at && k == token) {
-        let name = name.clone();
-        e.message = format!("unknown field `{name}`: {}", e.message);
-        e.kind = "unknown_field";
-        e.extra.insert("field".into(), name.into());
-    }
-    e
-}
-
-// -------------------------------------------------------------------- rules
-
-fn rule_number(text: &str) -> Result<u16, ApiError> {
-    text.parse::<u16>().ok().filter(|n| *n >= 1).ok_or_else(|| {
-        ApiError::new(
-            "invalid",
-            format!("`{text}` is not a rule number (1 to 65535)"),
-        )
-    })
-}
-
-/// `ipfw --json -d show [N]`'s view: the rules numbered `numbers` (all if
-/// empty) and the dynamic rules they made.
-fn rules_json(snap: &dummynet_engine::Snapshot, numbers: &[u16]) -> super::views::RulesJson {
-    let mut view = super::views::rules(snap, numbers, true);
-    if let Some(states) = &mut view.states {
-        states.retain(|st| numbers.is_empty() || numbers.contains(&st.rule));
-    }
-    view
-}
-
-async fn list_rules(State(app): State<App>) -> ApiResult {
-    let (snap, _) = blocking(move || app.snapshot()).await??;
-    Ok(Json(rules_json(&snap, &[])).into_response())
-}
-
-async fn get_rule(State(app): State<App>, UrlPath(n): UrlPath<String>) -> ApiResult {
-    let n = rule_number(&n)?;
-    let (snap, _) = blocking(move || app.snapshot()).await??;
-    let view = rules_json(&snap, &[n]);
-    if view.rules.is_empty() {
-        return Err(ApiError::new("not_found", format!("there is no rule {n}")));
-    }
-    Ok(Json(view).into_response())
-}
-
-/// `{"rule": "pipe 1 ip from any to any"}`: what follows `add N`.
-fn rule_words(body: &Value, number: Option<u16>) -> Result<Vec<String>, ApiError> {
-    let map = body.as_object().ok_or_else(|| {
-        ApiError::new(
-            "syntax",
-            "the body must be a JSON object: {\"rule\": \"pipe 1 ip from any to any\"}",
-        )
-    })?;
-    if let Some(extra) = map.keys().find(|k| k.as_str() != "rule") {
-        return Err(ApiError::new(
-            "unknown_field",
-            format!("unknown field `{extra}`: a rule is given as {{\"rule\": \"ACTION BODY\"}}"),
-        )
-        .with("field", extra.as_str()));
-    }
-    let rule = map.get("rule").and_then(Value::as_str).ok_or_else(|| {
-        ApiError::new(
-            "invalid",
-            "`rule` is required: a string such as \"pipe 1 ip from any to any\"",
-        )
-        .with("field", "rule")
-    })?;
-    let mut words = vec!["add".to_string()];
-    words.extend(number.map(|n| n.to_string()));
-    words.extend(rule.split_whitespace().map(String::from));
-    Ok(words)
-}
-
-async fn add_rule(State(app): State<App>, body: Result<Json<Value>, JsonRejection>) -> ApiResult {
-    let Json(body) = body?;
-    let words = rule_words(&body, None)?;
-    let done = blocking(move || app.apply(&words)).await??;
-    Ok((StatusCode::CREATED, applied_json(vec![done])).into_response())
-}
-
-async fn add_rule_at(
-    State(app): State<App>,
-    UrlPath(n): UrlPath<String>,
-    body: Result<Json<Value>, JsonRejection>,
-) -> ApiResult {
-    let n = rule_number(&n)?;
-    let Json(body) = body?;
-    let words = rule_words(&body, Some(n))?;
-    let done = blocking(move || app.apply(&words)).await??;
-    Ok((StatusCode::CREATED, applied_json(vec![done])).into_response())
-}
-
-async fn delete_rule(State(app): State<App>, UrlPath(n): UrlPath<String>) -> ApiResult {
-    let n = rule_number(&n)?;
-    let done = blocking(move || {
-        let (snap, _) = app.snapshot()?;
-        if n == dummynet_engine::config::DEFAULT_RULE || !snap.rules.iter().any(|r| r.number == n) {
-            return Err(ApiError::new(
-                "not_found",
-                format!("there is no rule {n} to delete"),
-            ));
-        }
-        app.apply(&["delete".into(), n.to_string()])
-    })
-    .await??;
-    Ok(applied_json(vec![done]))
-}
-
-async fn flush_rules(State(app): State<App>) -> ApiResult {
-    let done = blocking(move || app.apply(&["-f".into(), "flush".into()])).await??;
-    Ok(applied_json(vec![done]))
-}
-
-// ----------------------------------------------------------------- commands
-
-/// `{"commands": ["pipe 1 config bw 1Mbit/s", ...]}`, each a command line
-/// as `dummynet ipfw` takes it.
-fn command_lines(body: &Value) -> Result<Vec<String>, ApiError> {
-    let map = body.as_object().ok_or_else(|| {
-        ApiError::new(
-            "syntax",
-            "the body must be a JSON object: {\"commands\": [\"pipe 1 config bw 10Mbit/s\"]}",
-        )
-    })?;
-    if let Some(extra) = map.keys().find(|k| k.as_str() != "commands") {
-        return Err(
-            ApiError::new("unknown_field", format!("unknown field `{extra}`"))
-                .with("field", extra.as_str()),
-        );
-    }
-    let list = map
-        .get("commands")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            ApiError::new("invalid", "`commands` is required: a list of command lines")
-                .with("field", "commands")
-        })?;
-    list.iter()
-        .enumerate()
-        .map(|(i, c)| {
-            c.as_str().map(String::from).ok_or_else(|| {
-                ApiError::new("invalid", format!("commands[{i}] is not a string")).with("index", i)
-            })
-        })
-        .collect()
-}
-
-async fn commands(State(app): State<App>, body: Result<Json<Value>, JsonRejection>) -> ApiResult {
-    let Json(body) = body?;
-    let lines = command_lines(&body)?;
-    blocking(move || apply_batch(&app, &lines)).await?
-}
-
-/// Applies `lines` all or nothing, as the control socket's batches are
-/// ([`super::protocol::parse_batch`], then one request the data plane
-/// applies with `Engine::apply_all`): every line is parsed first, and an
-/// engine refusal of any leaves the others unapplied too.
-fn apply_batch(app: &App, lines: &[String]) -> Result<Response, ApiError> {
-    let commands: Vec<BatchCommand> = lines.iter().cloned().map(BatchCommand::Line).collect();
-    let batch = super::protocol::parse_batch(&commands, None, &Caller::NoFiles)
-        .map_err(|r| ApiError::reply(&r))?;
-    let reply = super::protocol::apply_batch(batch, &app.link, app.answer_timeout);
-    if reply.status != 0 {
-        return Err(ApiError::reply(&reply));
-    }
-    let applied: Vec<Value> = lines
-        .iter()
-        .map(|l| json!({ "command": l.split_whitespace().collect::<Vec<_>>().join(" "), "warnings": [] }))
-        .collect();
-    let warnings: Vec<&str> = reply
-        .stderr
-        .lines()
-        .map(|l| l.trim_start_matches("ipfw: warning: "))
-        .collect();
-    Ok(Json(json!({ "applied": applied, "warnings": warnings })).into_response())
-}
-
-// --------------------------------------------------------- stats, metrics
-
-async fn stats(State(app): State<App>) -> ApiResult {
-    let report = blocking(move || match app.ask(RequestKind::Stats)? {
-        Answer::Stats(r) => Ok(r),
-        _ => Err(ApiError::new(
-            "internal",
-            "unexpected answer from the data plane",
-        )),
-    })
-    .await??;
-    let text = super::stats_json::StatsJson::of(&report).to_line();
-    Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
-}
-
-async fn reset(State(app): State<App>) -> ApiResult {
-    let done = blocking(move || app.apply(&["zero".into()])).await??;
-    Ok(applied_json(vec![done]))
-}
-
-async fn metrics(State(app): State<App>) -> ApiResult {
-    let text = blocking(move || {
-        let report = match app.ask(RequestKind::Stats)? {
-            Answer::Stats(r) => r,
-            _ => {
-                return Err(ApiError::new(
-                    "internal",
-                    "unexpected answer from the data plane",
-                ))
-            }
-        };
-        let (snap, _) = app.snapshot()?;
-        super::metrics::render(&report, &snap)
-            .map_err(|e| ApiError::new("internal", format!("writing the metrics: {e}")))
-    })
-    .await??;
-    Ok(([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response())
 }
 
 // ------------------------------------------------------------------- misc
@@ -1092,6 +531,7 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     fn token(s: &str) -> Token {
         Token(Arc::new(s.as_bytes().to_vec()))
@@ -1180,57 +620,5 @@ mod tests {
         std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
         assert!(bind("0.0.0.0:0".parse().unwrap(), Some(&file)).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn a_body_becomes_command_words() {
-        let body = json!({"delay": "20ms", "bw": "10Mbit/s", "plr": 0.01, "noerror": true,
-                          "mask": "src-ip 0xffffff00"});
-        let (words, keys) = option_words(&body, &["pipe", "1", "config"]).unwrap();
-        assert_eq!(
-            words.join(" "),
-            "pipe 1 config bw 10Mbit/s delay 20ms mask src-ip 0xffffff00 noerror plr 0.01"
-        );
-        assert_eq!(keys[0], (3, "bw".to_string()));
-        // It parses as the same command the CLI would take.
-        assert!(dummynet_lang::parse_args(&words).is_ok());
-        // `type` first, so a scheduler's parameters follow it.
-        let (words, _) = option_words(
-            &json!({"quantum": 1514, "type": "fq_codel"}),
-            &["sched", "1", "config"],
-        )
-        .unwrap();
-        assert_eq!(words.join(" "), "sched 1 config type fq_codel quantum 1514");
-        for bad in [
-            json!({"bw": false}),
-            json!({"bw": null}),
-            json!({"bw": ["1"]}),
-            json!({"bw": ""}),
-            json!([1]),
-        ] {
-            assert!(
-                option_words(&bad, &["pipe", "1", "config"]).is_err(),
-                "{bad}"
-            );
-        }
-        let e = option_words(&json!({"Bw; flush": 1}), &["pipe", "1", "config"]).unwrap_err();
-        assert_eq!(e.kind, "unknown_field");
-    }
-
-    #[test]
-    fn a_parse_error_at_an_option_name_names_the_field() {
-        let body = json!({"bw": "1Mbit/s", "dleay": "20ms"});
-        let (words, keys) = option_words(&body, &["pipe", "1", "config"]).unwrap();
-        let e = dummynet_lang::parse_args(&words).unwrap_err();
-        let e = name_unknown_field(ApiError::parse(&e, &words.join(" ")), &keys);
-        assert_eq!(e.kind, "unknown_field");
-        assert_eq!(e.extra["field"], "dleay");
-        assert_eq!(e.extra["suggestion"], "delay");
-        // An error in a value is not about a field name.
-        let body = json!({"bw": "1Mbit/s", "delay": "20parsecs"});
-        let (words, keys) = option_words(&body, &["pipe", "1", "config"]).unwrap();
-        let e = dummynet_lang::parse_args(&words).unwrap_err();
-        let e = name_unknown_field(ApiError::parse(&e, &words.join(" ")), &keys);
-        assert_ne!(e.kind, "unknown_field");
     }
 }

@@ -1,0 +1,186 @@
+//! [`Bridge`]: `dummynet run --bridge A B`, started by a program.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use dummynet_engine::config::Setting;
+use dummynet_engine::Command;
+use dummynet_io::netns::Netns;
+use dummynet_io::portlock::{Port, PortLock};
+
+use super::{Emulator, Error, Report};
+use crate::live::control::ControlOptions;
+use crate::live::dataplane::{PlaneOptions, Precision};
+use crate::live::observer::ObserveOptions;
+use crate::live::run::{open_bridge, spawn_controlled, Running};
+
+/// The emulator between two interfaces, as `dummynet run --bridge A B`:
+/// frames from one go through the rules and pipes to the other (`in recv
+/// A`, then `out xmit B`). The interfaces are the caller's (a veth end
+/// each, say), in this namespace or the one given
+/// ([`BridgeBuilder::netns`]). The control methods are the [`Emulator`]'s.
+/// Dropped, it stops and lets the interfaces go.
+pub struct Bridge {
+    // In the order they are dropped: the control, the data plane, then
+    // the claim on the interfaces.
+    emulator: Emulator,
+    running: Running,
+    _ports: Vec<PortLock>,
+}
+
+impl Bridge {
+    /// A bridge between `a` and `b`; its rules come from
+    /// [`BridgeBuilder::config_text`] (none: the default rule denies all,
+    /// unless [`BridgeBuilder::default_allow`]).
+    pub fn builder(a: &str, b: &str) -> BridgeBuilder {
+        BridgeBuilder {
+            ports: (a.to_string(), b.to_string()),
+            config: Vec::new(),
+            default_allow: false,
+            netns: None,
+            seed: 1,
+            socket: None,
+            precision: Precision::Timer,
+        }
+    }
+
+    /// The control socket, if the builder asked for one.
+    pub fn socket(&self) -> Option<&std::path::Path> {
+        self.running.socket()
+    }
+
+    /// Stops the data plane now and returns its final counters.
+    pub fn stop(self) -> Report {
+        let Bridge {
+            emulator,
+            running,
+            _ports,
+        } = self;
+        drop(emulator);
+        running.stop()
+    }
+}
+
+impl std::ops::Deref for Bridge {
+    type Target = Emulator;
+
+    fn deref(&self) -> &Emulator {
+        &self.emulator
+    }
+}
+
+/// Options for a [`Bridge`].
+#[derive(Debug, Clone)]
+pub struct BridgeBuilder {
+    ports: (String, String),
+    config: Vec<String>,
+    default_allow: bool,
+    netns: Option<PathBuf>,
+    seed: u64,
+    socket: Option<PathBuf>,
+    precision: Precision,
+}
+
+impl BridgeBuilder {
+    /// Rules in the language, applied at start after any given before:
+    /// `"pipe 1 config delay 10ms\nadd 100 pipe 1 ip from any to any"`.
+    /// Files they name are relative to the working directory.
+    pub fn config_text(mut self, text: &str) -> Self {
+        self.config.push(text.to_string());
+        self
+    }
+
+    /// Lets through what no rule passes or sends to a pipe (rule 65535
+    /// allows), as `run --default-allow`.
+    pub fn default_allow(mut self, on: bool) -> Self {
+        self.default_allow = on;
+        self
+    }
+
+    /// Runs the bridge in the network namespace at `path`
+    /// (`/run/netns/NAME`, `/proc/PID/ns/net`), where its interfaces are.
+    pub fn netns(mut self, path: impl Into<PathBuf>) -> Self {
+        self.netns = Some(path.into());
+        self
+    }
+
+    /// The seed of `plr`, `prob` and profiles (default 1).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// A control socket at `path` too, for `dummynet ipfw --socket` or
+    /// another process (made in this process's namespace).
+    pub fn socket(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket = Some(path.into());
+        self
+    }
+
+    /// How exactly departures leave: `timer` by default (`run`'s default,
+    /// `max`, spins a core, which a test seldom wants).
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Claims both interfaces (refused if another daemon bridges either),
+    /// opens them and starts the data plane; returns once it forwards.
+    pub fn start(self) -> Result<Bridge, Error> {
+        let (a, b) = self.ports;
+        if a == b {
+            return Err(Error::Start(format!(
+                "bridge {a} {b}: the two interfaces must differ"
+            )));
+        }
+        let mut config = Vec::new();
+        if self.default_allow {
+            config.push((0, Command::Set(Setting::DefaultToAccept(true))));
+        }
+        for text in &self.config {
+            let commands = crate::lang::commands(text, None)
+                .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?;
+            config.extend(commands);
+        }
+        let ns = match &self.netns {
+            Some(path) => Some(
+                Netns::open(path).map_err(|e| Error::Start(format!("{}: {e}", path.display())))?,
+            ),
+            None => None,
+        };
+        // The claims are made where the interfaces are.
+        let claim = || -> Result<Vec<PortLock>, String> {
+            [&a, &b]
+                .into_iter()
+                .map(|i| PortLock::acquire(Port::Interface(i.clone())).map_err(|e| e.to_string()))
+                .collect()
+        };
+        let ports = match &ns {
+            Some(ns) => ns.run(claim).map_err(|e| Error::Start(e.to_string()))?,
+            None => claim(),
+        }
+        .map_err(Error::Start)?;
+        let running = spawn_controlled(
+            ns.as_ref(),
+            config,
+            self.seed,
+            self.socket.map(|p| (p, ControlOptions::default())),
+            Arc::new(AtomicBool::new(false)),
+            PlaneOptions {
+                precision: self.precision,
+                ..PlaneOptions::default()
+            },
+            // An observer with no files (captures: Ethernet frames): the
+            // events cost nothing until someone subscribes.
+            Some(ObserveOptions::default()),
+            open_bridge(a, b, false),
+        )
+        .map_err(Error::Start)?;
+        Ok(Bridge {
+            emulator: Emulator::new(&running)?,
+            running,
+            _ports: ports,
+        })
+    }
+}

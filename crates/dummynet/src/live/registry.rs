@@ -1,0 +1,370 @@
+//! Where `dummynet ps` finds the daemons: each daemon (`run`, `shell`)
+//! writes a small JSON record, `/run/dummynet/daemons/PID.json`, once it is
+//! up, and removes it when it stops.
+//!
+//! Records rather than asking control sockets: a record says what a socket
+//! cannot (the namespace the daemon entered, how it was named, its HTTP
+//! address), it is read without a connection, so `ps` answers even when a
+//! daemon is busy or its socket is only open to a group, and it lists
+//! every daemon, not only those whose sockets one knows. A daemon killed
+//! with SIGKILL cannot remove its record: a record counts only while a
+//! process with its PID *and* its start time (`/proc/PID/stat`, field 22)
+//! runs, so neither a dead daemon nor a reused PID is listed, and
+//! [`list_in`] removes such stale records as it meets them.
+
+use std::io::{self, Write as _};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::netns_target::{start_ticks, Target};
+
+/// Where the records are.
+pub const REGISTRY_DIR: &str = "/run/dummynet/daemons";
+
+/// What a daemon shapes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mode {
+    /// `run --bridge A B`.
+    Bridge { interfaces: [String; 2] },
+    /// `run --host`, on NFQUEUE `queue`.
+    Host { queue: u16 },
+    /// `dummynet shell`, running `command`.
+    Shell { command: Vec<String> },
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Bridge { interfaces: [a, b] } => write!(f, "bridge {a} {b}"),
+            Mode::Host { queue } => write!(f, "host queue {queue}"),
+            Mode::Shell { command } => write!(f, "shell {}", command.join(" ")),
+        }
+    }
+}
+
+/// The network namespace a daemon works in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Namespace {
+    /// Its inode: `net:[INODE]`.
+    pub inode: u64,
+    /// Its name under `/run/netns`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The process whose namespace it is, when `--netns` named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The file `--netns` named, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl Namespace {
+    /// Where `run` works: `target`'s namespace (`--netns`), or this
+    /// process's.
+    pub fn of_run(target: Option<&Target>) -> Namespace {
+        match target {
+            Some(t) => Namespace {
+                inode: t.inode,
+                name: t.name.clone(),
+                pid: t.owner.map(|(pid, _)| pid),
+                path: Some(t.path.clone()),
+            },
+            None => Namespace {
+                // The main thread's, where `run` works without --netns.
+                inode: std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino()),
+                ..Namespace::default()
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "net:[{}]", self.inode)?;
+        match (&self.name, self.pid) {
+            (Some(n), _) => write!(f, " netns {n}"),
+            (None, Some(p)) => write!(f, " pid {p}"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// One daemon's record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub pid: u32,
+    /// The process's start time in clock ticks since boot, which tells
+    /// it from a later process given the same PID.
+    pub start_ticks: u64,
+    /// When it started, in seconds since the Unix epoch.
+    pub started: u64,
+    pub mode: Mode,
+    pub netns: Namespace,
+    /// Its control socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
+    /// Where its HTTP API listens (`--http`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// The dummynet version that wrote it.
+    pub version: String,
+    /// The inode of the writer's PID namespace: `pid` and `start_ticks`
+    /// mean something only to a reader in the same one.
+    #[serde(default)]
+    pub pid_ns: u64,
+}
+
+impl Record {
+    /// A record for this process, started now.
+    pub fn new(mode: Mode, netns: Namespace) -> Result<Record, String> {
+        let pid = std::process::id();
+        let start_ticks =
+            start_ticks(pid).ok_or("cannot read this process's start time in /proc/self/stat")?;
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Ok(Record {
+            pid,
+            start_ticks,
+            started,
+            mode,
+            netns,
+            socket: None,
+            http: None,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid_ns: own_pid_ns(),
+        })
+    }
+
+    /// Whether the process that wrote it still runs.
+    pub fn alive(&self) -> bool {
+        start_ticks(self.pid) == Some(self.start_ticks)
+    }
+
+    /// Whether it was written in another PID namespace than ours (a daemon
+    /// in a container without the host's PIDs, sharing /run/dummynet), so
+    /// that its PID cannot be checked here.
+    fn foreign(&self) -> bool {
+        self.pid_ns != 0 && self.pid_ns != own_pid_ns()
+    }
+
+    /// For a foreign record: whether a daemon listens on its socket.
+    fn answers(&self) -> bool {
+        self.socket
+            .as_ref()
+            .is_some_and(|p| std::os::unix::net::UnixStream::connect(p).is_ok())
+    }
+}
+
+/// The inode of this process's PID namespace (0 if unknown).
+fn own_pid_ns() -> u64 {
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// A written record, removed when dropped.
+#[derive(Debug)]
+pub struct Registration {
+    path: PathBuf,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Registers this daemon for `dummynet ps`: shaping `mode` in `netns`,
+/// controlled at `socket` and `http`. A record that cannot be written
+/// costs only the listing: the daemon says so and runs on.
+pub fn announce(
+    mode: Mode,
+    netns: Namespace,
+    socket: Option<&Path>,
+    http: Option<std::net::SocketAddr>,
+) -> Option<Registration> {
+    let written = Record::new(mode, netns).and_then(|mut r| {
+        r.socket = socket.map(Path::to_path_buf);
+        r.http = http.map(|a| a.to_string());
+        register(&r).map_err(|e| format!("writing {REGISTRY_DIR}/{}.json: {e}", r.pid))
+    });
+    match written {
+        Ok(reg) => Some(reg),
+        Err(e) => {
+            say!("dummynet: warning: `dummynet ps` will not list this daemon: {e}");
+            None
+        }
+    }
+}
+
+/// Writes `record` into [`REGISTRY_DIR`].
+pub fn register(record: &Record) -> io::Result<Registration> {
+    register_in(Path::new(REGISTRY_DIR), record)
+}
+
+/// Writes `record` as `dir/PID.json`: whole or not at all (a temporary
+/// file renamed into place), readable by all (`ps` needs no root).
+pub fn register_in(dir: &Path, record: &Record) -> io::Result<Registration> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{}.json", record.pid));
+    let tmp = dir.join(format!(".{}.json.tmp", record.pid));
+    let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&tmp)?;
+    file.write_all(&json)?;
+    file.write_all(b"\n")?;
+    drop(file);
+    std::fs::rename(&tmp, &path)?;
+    Ok(Registration { path })
+}
+
+/// The records of the daemons that run, by PID. Stale records (their
+/// process gone, or the PID now another process's) are removed when that
+/// is permitted, and skipped either way; so are files that are not
+/// records. A record from another PID namespace, whose PID cannot be
+/// checked from here, is listed only while its control socket accepts a
+/// connection, and never removed.
+pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut records = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let record = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
+            .filter(|r| r.pid == pid);
+        match record {
+            // Its PID means nothing here: listed while its socket answers,
+            // and never removed (a reader here cannot tell it is stale).
+            Some(r) if r.foreign() => records.extend(r.answers().then_some(r)),
+            Some(r) if r.alive() => records.push(r),
+            // A record whose writer is gone; or a file no daemon of this
+            // version can read, left by a process that no longer runs.
+            Some(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
+            None if start_ticks(pid).is_none() => {
+                let _ = std::fs::remove_file(&path);
+            }
+            None => {}
+        }
+    }
+    records.sort_by_key(|r| r.pid);
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("dn-registry-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn ours() -> Record {
+        Record::new(
+            Mode::Host { queue: 7000 },
+            Namespace {
+                inode: 4026531840,
+                name: Some("blue".into()),
+                ..Namespace::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_record_is_listed_while_registered_and_gone_after() {
+        let dir = scratch("live");
+        let mut record = ours();
+        record.socket = Some("/tmp/x.sock".into());
+        let reg = register_in(&dir, &record).unwrap();
+        assert_eq!(list_in(&dir).unwrap(), vec![record.clone()]);
+        drop(reg);
+        assert_eq!(list_in(&dir).unwrap(), vec![]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stale_records_are_skipped_and_swept() {
+        let dir = scratch("stale");
+        // Our PID with another start time: a reused PID.
+        let mut reused = ours();
+        reused.start_ticks += 1;
+        let reg = register_in(&dir, &reused).unwrap();
+        let path = dir.join(format!("{}.json", reused.pid));
+        std::mem::forget(reg);
+        // A PID above the kernel's limit never runs.
+        let dead = dir.join("4194305.json");
+        std::fs::write(&dead, "{}").unwrap();
+        // Not a record: left alone.
+        let other = dir.join("notes.txt");
+        std::fs::write(&other, "x").unwrap();
+        assert_eq!(list_in(&dir).unwrap(), vec![]);
+        assert!(!path.exists(), "a reused PID's record stayed");
+        assert!(!dead.exists(), "a dead PID's file stayed");
+        assert!(other.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn another_pid_namespaces_record_counts_while_its_socket_answers() {
+        let dir = scratch("foreign");
+        let mut foreign = ours();
+        foreign.pid = 4194305;
+        foreign.pid_ns = own_pid_ns() + 1;
+        let sock = dir.join("d.sock");
+        foreign.socket = Some(sock.clone());
+        let reg = register_in(&dir, &foreign).unwrap();
+        // Nobody listens: not listed, but not removed either.
+        assert_eq!(list_in(&dir).unwrap(), vec![]);
+        assert!(dir.join("4194305.json").exists());
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(list_in(&dir).unwrap(), vec![foreign]);
+        drop(listener);
+        drop(reg);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn no_directory_is_no_daemons() {
+        assert_eq!(list_in(&scratch("none")).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn modes_and_namespaces_read_as_in_ps() {
+        let bridge = Mode::Bridge {
+            interfaces: ["a0".into(), "b0".into()],
+        };
+        assert_eq!(bridge.to_string(), "bridge a0 b0");
+        assert_eq!(Mode::Host { queue: 9 }.to_string(), "host queue 9");
+        let json = serde_json::to_value(&bridge).unwrap();
+        assert_eq!(json["kind"], "bridge");
+        let ns = Namespace {
+            inode: 5,
+            pid: Some(42),
+            ..Namespace::default()
+        };
+        assert_eq!(ns.to_string(), "net:[5] pid 42");
+    }
+}

@@ -1,0 +1,341 @@
+//! `dummynet shell` without root: a user namespace of its own, and a
+//! userspace network stack the distribution packages for the way out.
+//!
+//! An ordinary user cannot make namespaces or veths in the host's network
+//! namespace; but a process may create a user namespace of its own (where
+//! the kernel allows it), and there it holds every capability over the
+//! network namespaces it creates ([`dummynet_io::userns`]). So the shell
+//! first enters one, then builds its usual link in a network namespace of
+//! its own, "here", that stands in for the host:
+//!
+//! ```text
+//!  the user's namespaces         ║  the shell's user namespace (uid 0 inside = the user outside)
+//!                                ║
+//!  pasta ── host sockets ◄─ tap ═╬═ here: tap (the host's address and routes, copied)
+//!  (or slirp4netns)              ║        dn-PID 100.64.K.1 ─[forward, masquerade]─► tap
+//!                                ║  emulator: peer [bridge] app
+//!                                ║  command:  dn0 100.64.K.2
+//! ```
+//!
+//! The path of a packet from the command to the world: `dn0`, the veth to
+//! `app`, the emulator (pipe 1), `peer`, the veth to `dn-PID` in "here";
+//! routed there to the default route, the tap of pasta (or slirp4netns),
+//! masqueraded to the tap's address on the way ([`super::shell_nat`],
+//! with `nft` or `iptables` run inside "here", which is ours to change);
+//! pasta reads the frame from the tap and carries its payload on with a
+//! socket of its own in the user's network namespace (a TCP connection, a
+//! UDP socket, an ICMP echo socket), as any program of the user would.
+//! Replies come back the same way. Both tools are found on `PATH` at run
+//! time (pasta first: `passt` package); with neither, the command reaches
+//! its peer (`$DUMMYNET_PEER`, "here") only, and the shell says how to get
+//! one. As with pasta's defaults, TCP to the gateway address reaches the
+//! host's loopback (slirp4netns: to 10.0.2.2).
+//!
+//! What root gives and this does not: real-time priority and memory
+//! locking (the kernel checks them against the host's user namespace), so
+//! the data plane falls back to normal scheduling, and `stats` says which
+//! it got. Control sockets and the shells' shared records go in
+//! `$XDG_RUNTIME_DIR/dummynet/` (else `/tmp/dummynet-UID/`, mode 0700)
+//! rather than `/run/dummynet/`.
+
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use dummynet_io::netns::Netns;
+use dummynet_io::userns::Outside;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Which userspace network stack connects a rootless shell to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum UserNet {
+    /// pasta if installed, else slirp4netns, else none (and say so).
+    #[default]
+    Auto,
+    Pasta,
+    Slirp4netns,
+    /// The command reaches its peer only.
+    None,
+}
+
+/// Where dummynet keeps its run-time state (control sockets, the shells'
+/// records of forwarding): `/run/dummynet`, or the user's own directory
+/// once [`enter`] has run.
+pub fn runtime_dir() -> &'static Path {
+    static ROOT: &str = "/run/dummynet";
+    USER_DIR.get().map_or(Path::new(ROOT), PathBuf::as_path)
+}
+
+static USER_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Whether this process runs without root, in a user namespace of its own
+/// ([`enter`] has succeeded).
+pub fn is_rootless() -> bool {
+    USER_DIR.get().is_some()
+}
+
+/// Makes the user's run-time directory, then moves this process into a
+/// user namespace of its own. Must run before any thread is started (the
+/// kernel's rule for entering a user namespace).
+pub fn enter() -> Result<Outside, String> {
+    let uid = nix::unistd::geteuid();
+    let dir = user_runtime_dir(uid.as_raw())?;
+    let outside = dummynet_io::userns::enter_own()
+        .map_err(|e| format!("running without root needs a user namespace: {e}"))?;
+    let _ = USER_DIR.set(dir);
+    Ok(outside)
+}
+
+/// `$XDG_RUNTIME_DIR/dummynet` when that is a directory of ours (as
+/// systemd-logind makes it), else `/tmp/dummynet-UID`; created with mode
+/// 0700, and refused if it exists but is someone else's or open to others
+/// (in /tmp, anyone could have made it first).
+fn user_runtime_dir(uid: u32) -> Result<PathBuf, String> {
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .filter(|d| std::fs::metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid));
+    let dir = match xdg {
+        Some(base) => base.join("dummynet"),
+        None => PathBuf::from(format!("/tmp/dummynet-{uid}")),
+    };
+    private_dir(&dir, uid)?;
+    Ok(dir)
+}
+
+/// Creates `dir` with mode 0700, or checks that the one there is a
+/// directory (not a link) of `uid`'s that nobody else may enter.
+fn private_dir(dir: &Path, uid: u32) -> Result<(), String> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+    }
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is not a private directory of ours (owner {}, mode {:o}; wanted owner {uid}, \
+             mode 700): remove it, or set XDG_RUNTIME_DIR to a directory of your own",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// The userspace network stack connecting "here" to the user's network
+/// namespace, a child process stopped when this is dropped.
+pub struct Gateway {
+    child: Child,
+    tool: &'static str,
+}
+
+/// How long the tool gets to set "here" up.
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// How long it gets to exit after SIGTERM.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+impl Gateway {
+    /// Connects the namespace `here` (of our user namespace) to the
+    /// user's, with the tool `want` names; returns once `here` has a
+    /// default route through it. `Err` says why there is no way out, and
+    /// how to get one.
+    pub fn connect(here: &Netns, want: UserNet) -> Result<Gateway, String> {
+        const HOW: &str = "the command reaches only $DUMMYNET_PEER; for the rest, install \
+                           pasta (`apt-get install passt`, `dnf install passt`) or slirp4netns";
+        let found = |tool: &'static str| super::shell_nat::find_program(tool).map(|p| (tool, p));
+        let (tool, program) = match want {
+            UserNet::None => {
+                return Err("--user-net none: the command reaches only $DUMMYNET_PEER".into())
+            }
+            UserNet::Auto => found("pasta")
+                .or_else(|| found("slirp4netns"))
+                .ok_or_else(|| format!("neither pasta nor slirp4netns is installed: {HOW}"))?,
+            UserNet::Pasta => found("pasta")
+                .ok_or_else(|| format!("--user-net pasta: no `pasta` program on PATH: {HOW}"))?,
+            UserNet::Slirp4netns => found("slirp4netns").ok_or_else(|| {
+                format!("--user-net slirp4netns: no `slirp4netns` program on PATH: {HOW}")
+            })?,
+        };
+        // The tool is handed "here" as its standard input and opens it as
+        // /proc/self/fd/0: it has no name in the file system, and pasta,
+        // which drops capabilities first, may not open our /proc/PID files.
+        let ns = here
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| format!("handing the namespace to {tool}: {e}"))?;
+        let mut cmd = Command::new(&program);
+        match tool {
+            // No port forwarding either way (-t, -u, -T, -U): the command's
+            // listening ports stay its own, as with root.
+            "pasta" => cmd.args([
+                "--config-net",
+                "--foreground",
+                "--quiet",
+                "-t",
+                "none",
+                "-u",
+                "none",
+                "-T",
+                "none",
+                "-U",
+                "none",
+                "--netns",
+                "/proc/self/fd/0",
+                "--netns-only",
+            ]),
+            _ => cmd.args([
+                "--configure",
+                "--mtu=65520",
+                "--netns-type=path",
+                "/proc/self/fd/0",
+                "tap0",
+            ]),
+        };
+        cmd.stdin(Stdio::from(ns))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // Should we be killed. The kernel clears it if the tool changes its
+        // credentials (pasta drops capabilities), so [`Gateway`]'s drop
+        // stops the tool too.
+        dummynet_io::netns::die_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", program.display()))?;
+        if let Some(err) = child.stderr.take() {
+            relay(tool, err);
+        }
+        let gateway = Gateway { child, tool };
+        gateway.wait_connected(here)
+    }
+
+    /// Waits until `here` has a default route (the tool has configured its
+    /// tap), or the tool has exited, or [`CONNECT_WAIT`] has passed.
+    fn wait_connected(mut self, here: &Netns) -> Result<Gateway, String> {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "{} exited ({status}) before connecting the shell (its message is above): \
+                     the command reaches only $DUMMYNET_PEER",
+                    self.tool
+                ));
+            }
+            if here.run(has_default_route).unwrap_or(false) {
+                return Ok(self);
+            }
+            if start.elapsed() > CONNECT_WAIT {
+                return Err(format!(
+                    "{} did not set up a route within {CONNECT_WAIT:?}: the command reaches \
+                     only $DUMMYNET_PEER",
+                    self.tool
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `pasta` or `slirp4netns`.
+    pub fn tool(&self) -> &'static str {
+        self.tool
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let start = Instant::now();
+        while start.elapsed() < STOP_WAIT {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Passes the tool's messages on to our stderr, named, leaving out
+/// slirp4netns's report of its tap descriptor and pasta's complaints that
+/// there is no syslog to copy them to.
+fn relay(tool: &'static str, from: std::process::ChildStderr) {
+    let spawned = std::thread::Builder::new()
+        .name("dummynet-usernet".into())
+        .spawn(move || {
+            for line in BufReader::new(from).lines() {
+                let Ok(line) = line else { break };
+                let chatter = line.starts_with("sent tapfd=")
+                    || line.starts_with("received tapfd=")
+                    || (line.starts_with("Failed to send") && line.ends_with("to syslog"));
+                if chatter {
+                    continue;
+                }
+                say!("dummynet shell: {tool}: {line}");
+            }
+        });
+    if let Err(e) = spawned {
+        say!("dummynet shell: {tool}'s messages are lost: cannot start a thread: {e}");
+    }
+}
+
+/// The calling thread's namespace has an IPv4 default route.
+fn has_default_route() -> bool {
+    std::fs::read_to_string("/proc/thread-self/net/route").is_ok_and(|t| default_route_in(&t))
+}
+
+/// `/proc/net/route` text holds a route with destination and mask 0.
+fn default_route_in(routes: &str) -> bool {
+    routes.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"00000000") && f.get(7) == Some(&"00000000")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_route_is_found_and_others_are_not_one() {
+        let header =
+            "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+        let subnet = "eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let default = "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n";
+        assert!(!default_route_in(header));
+        assert!(!default_route_in(&format!("{header}{subnet}")));
+        assert!(default_route_in(&format!("{header}{subnet}{default}")));
+    }
+
+    #[test]
+    fn the_runtime_dir_is_made_private_and_refused_when_open_to_others() {
+        let base = std::env::temp_dir().join(format!("dn-rootless-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let uid = nix::unistd::geteuid().as_raw();
+        let fresh = base.join("fresh");
+        private_dir(&fresh, uid).unwrap();
+        let m = std::fs::symlink_metadata(&fresh).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (uid, 0o700));
+        // Again: the one there is taken as is.
+        private_dir(&fresh, uid).unwrap();
+        let open = base.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let e = private_dir(&open, uid).unwrap_err();
+        assert!(e.contains("mode 755"), "{e}");
+        let e = private_dir(&fresh, uid + 1).unwrap_err();
+        assert!(e.contains("not a private directory of ours"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

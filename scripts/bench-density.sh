@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Many links at once: N `dummynet shell` links side by side, each 16 Mbit/s
+# and 10 ms each way (20 ms RTT), each carrying one saturating TCP flow
+# (iperf3, DURATION s, all at once), then a ping (20 x 0.2 s) for its RTT.
+#
+#   separate (default): N shells, each its own emulator process;
+#   --shared: one emulator (a first `dummynet shell -- sleep`), and N shells
+#             that `--join` it (one data plane for all N links).
+#
+# Reports per-link throughput error (TCP goodput scaled to the IP bytes the
+# pipe bills: x 1500/1448, against 16 Mbit/s) and RTT error (ping avg
+# against 20 ms), median and max over links; the CPU of all dummynet
+# processes over the TCP window (% of one core); their RSS per link under
+# load, and in the shared form the emulator's RSS per idle link (after the
+# joins, before traffic, less its RSS before them).
+#
+# Everything runs in a network namespace this script creates and removes:
+# the shells' far ends and the iperf3 servers (one per link) are there.
+# Bounded: every shell's command ends within DURATION + 40 s.
+#
+# Needs root, ip, iperf3, ping. Usage:
+#   sudo [DURATION=10] scripts/bench-density.sh N [--shared] [path/to/dummynet]
+set -euo pipefail
+
+N=${1:?usage: bench-density.sh N [--shared] [path/to/dummynet]}
+MODE=separate
+DN=target/release/dummynet
+shift
+for a in "$@"; do
+    case $a in
+        --shared) MODE=shared ;;
+        *) DN=$a ;;
+    esac
+done
+DURATION=${DURATION:-10}
+[ -x "$DN" ] || { echo "build first: cargo build --release -p dummynet" >&2; exit 1; }
+DN=$(realpath "$DN")
+for tool in iperf3 ping ip; do
+    command -v $tool >/dev/null || { echo "needs $tool" >&2; exit 1; }
+done
+
+TAG=dndens$$
+NS=$TAG
+WORK=$(mktemp -d /tmp/$TAG.XXXX)
+cleanup() {
+    # Our shells (and their commands) first, then the iperf3 servers.
+    for f in "$WORK"/pid.*; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+    sleep 0.5
+    for f in "$WORK"/iperf.*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+    ip netns del "$NS" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+ip netns add "$NS"
+ip -n "$NS" link set lo up
+for i in $(seq 1 "$N"); do
+    ip netns exec "$NS" iperf3 -s -D -p $((20000 + i)) --pidfile "$WORK/iperf.$i.pid" >/dev/null
+done
+
+# Inside each shell: wait for the start, TCP for DURATION s, then ping.
+cat > "$WORK/inner.sh" <<'EOF'
+i=$1; work=$2; duration=$3
+n=0; while [ ! -e "$work/go" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+bps=$(iperf3 -c "$DUMMYNET_PEER" -p $((20000 + i)) -t "$duration" -f m 2>/dev/null \
+      | awk '/receiver/ {print $7}')
+rtt=$(ping -c 20 -i 0.2 -W 2 "$DUMMYNET_PEER" | awk -F/ '/^rtt/ {print $5}')
+echo "$i ${bps:-0} ${rtt:-0}" > "$work/res.$i"
+EOF
+
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+dn_pids() { for f in "$WORK"/pid.*; do [ -f "$f" ] && cat "$f"; done; }
+sum() { local t=0; for p in $(dn_pids); do t=$(( t + $($1 "$p") )); done; echo $t; }
+
+LINK=(--nat off --up "bw 16Mbit/s delay 10ms" --down "bw 16Mbit/s delay 10ms")
+cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION"; }
+idle_kb=
+if [ "$MODE" = shared ]; then
+    ip netns exec "$NS" "$DN" shell --nat off --socket "$WORK/shared.sock" \
+        -- sleep $((DURATION + 120)) > "$WORK/log.0" 2>&1 &
+    echo $! > "$WORK/pid.0"
+    for _ in $(seq 50); do [ -S "$WORK/shared.sock" ] && break; sleep 0.1; done
+    base_kb=$(rss_kb "$(cat "$WORK/pid.0")")
+fi
+for i in $(seq 1 "$N"); do
+    if [ "$MODE" = shared ]; then
+        ip netns exec "$NS" "$DN" shell --join "$WORK/shared.sock" "${LINK[@]}" \
+            -- $(cmd_for "$i") > "$WORK/log.$i" 2>&1 &
+    else
+        ip netns exec "$NS" "$DN" shell --socket "$WORK/s.$i.sock" "${LINK[@]}" \
+            -- $(cmd_for "$i") > "$WORK/log.$i" 2>&1 &
+    fi
+    echo $! > "$WORK/pid.$i"
+done
+# Every link up (its shell says which pipes, or its socket exists).
+for _ in $(seq 600); do
+    up=$(ls "$WORK" | grep -c '^s\..*sock$' || true)
+    [ "$MODE" = shared ] && up=$(cat "$WORK"/log.[1-9]* 2>/dev/null | grep -c "joined as link" || true)
+    [ "$up" -ge "$N" ] && break
+    sleep 0.1
+done
+sleep 1
+if [ "$MODE" = shared ]; then
+    idle_kb=$(( ($(rss_kb "$(cat "$WORK/pid.0")") - base_kb) / N ))
+fi
+cpu0=$(sum cpu_ticks)
+touch "$WORK/go"
+sleep $((DURATION / 2))
+load_rss=$(sum rss_kb)
+sleep $((DURATION - DURATION / 2))
+cpu1=$(sum cpu_ticks)
+for i in $(seq 1 "$N"); do
+    for _ in $(seq 400); do [ -f "$WORK/res.$i" ] && break; sleep 0.1; done
+done
+hz=$(getconf CLK_TCK)
+awk -v n="$N" -v mode="$MODE" -v cpu=$(( cpu1 - cpu0 )) -v hz="$hz" -v dur="$DURATION" \
+    -v rss="$load_rss" -v idle="${idle_kb:-}" '
+    { got++; tput = $2 * 1500 / 1448; te[got] = (tput > 16 ? tput - 16 : 16 - tput) / 16 * 100;
+      re[got] = ($3 > 20 ? $3 - 20 : 20 - $3); if ($2 == 0 || $3 == 0) bad++ }
+    function median(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+        if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
+    END {
+        printf "%-8s N=%d links measured=%d failed=%d\n", mode, n, got, bad + 0
+        printf "  throughput error: median %.2f%%  max %.2f%%\n", median(te, got), te[got]
+        printf "  RTT error:        median %.2f ms  max %.2f ms\n", median(re, got), re[got]
+        printf "  CPU (all dummynet processes, TCP window): %.0f%% of a core (%.2f%% per link)\n", \
+            cpu / hz / dur * 100, cpu / hz / dur * 100 / n
+        printf "  RSS under load: %.2f MiB per link\n", rss / 1024 / n
+        if (idle != "") printf "  shared emulator RSS per idle link: %.2f MiB\n", idle / 1024
+    }' <(cat "$WORK"/res.* 2>/dev/null)
