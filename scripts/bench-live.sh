@@ -19,7 +19,11 @@
 #     and, first, the machine's own floor under that lateness (`dummynet
 #     bench --clock`: how often a spinning real-time thread loses its CPU,
 #     and how late the data plane's wait wakes with no packets at all).
-# Needs root, ip, iperf3, ping. Usage: scripts/bench-live.sh [path/to/dummynet]
+#   - the same through the AF_XDP bridge (`run --bridge ... --xdp`), and
+#     then ROUNDS (default 2) rounds of 64-byte flood and TCP alternating
+#     the kernel's bridge, the AF_PACKET bridge and the AF_XDP one, so that
+#     what else the machine does falls on all three alike.
+# Needs root, ip, iperf3, ping. Usage: [ROUNDS=n] scripts/bench-live.sh [path/to/dummynet]
 set -euo pipefail
 
 DN=${1:-target/release/dummynet}
@@ -94,10 +98,13 @@ cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
 
 echo "== this machine's clock floor (no packets)"
 "$DN" bench --clock 6
+kernel_bridge_up() {
+    ip -n $M link add br0 type bridge
+    ip -n $M link set m-a master br0; ip -n $M link set m-b master br0; ip -n $M link set br0 up
+    sleep 1
+}
 echo "== kernel bridge (reference)"
-ip -n $M link add br0 type bridge
-ip -n $M link set m-a master br0; ip -n $M link set m-b master br0; ip -n $M link set br0 up
-sleep 1
+kernel_bridge_up
 echo "flood 64B frames/s: $(flood_pps)"
 echo "udp 64B frames/s: $(udp_pps)"
 echo "tcp Gbit/s:       $(tcp_gbps)"
@@ -105,7 +112,7 @@ ip -n $M link del br0
 
 start_dn() { # $1 = config text
     printf '%b' "$1" >/tmp/$TAG.conf
-    ip netns exec $M "$DN" run --bridge m-a m-b --config /tmp/$TAG.conf --socket "$SOCK" >/tmp/$TAG.log 2>&1 &
+    ip netns exec $M "$DN" run --bridge m-a m-b ${DN_OPTS:-} --config /tmp/$TAG.conf --socket "$SOCK" >/tmp/$TAG.log 2>&1 &
     DNPID=$!
     for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
     sleep 0.5
@@ -148,3 +155,32 @@ start_dn 'pipe 1 config delay 10ms\npipe 2 config delay 10ms\nadd 100 pipe 1 ip 
 echo "ping RTT - 20 ms: $(ping_rtt 20 0.0137)"
 DUMMYNET_SOCKET=$SOCK "$DN" stats | grep lateness
 stop_dn
+
+UNLIMITED='pipe 1 config bw 0\nadd 100 pipe 1 ip from any to any in\nadd 65000 allow ip from any to any\n'
+echo "== dummynet AF_XDP bridge (--xdp), unlimited pipe"
+DN_OPTS=--xdp start_dn "$UNLIMITED"
+grep -E 'AF_XDP|--xdp' /tmp/$TAG.log || true
+t0=$(cpu_ticks $DNPID); n0=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+echo "flood 64B frames/s: $(flood_pps)"
+t1=$(cpu_ticks $DNPID); n1=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+cpu_per_frame $t0 $t1 $n0 $n1
+echo "udp 64B frames/s: $(udp_pps)"
+t2=$(cpu_ticks $DNPID); n2=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:/{print $2}')
+cpu_per_frame $t1 $t2 $n1 $n2
+echo "tcp Gbit/s:       $(tcp_gbps)"
+echo "ping RTT, pipes without delay (the path itself): $(ping_rtt 0)"
+DUMMYNET_SOCKET=$SOCK "$DN" stats | grep -E 'umem|fill_ring|tx_failed' | tr '\n' ' '; echo
+stop_dn
+
+echo "== interleaved: kernel bridge, AF_PACKET bridge, AF_XDP bridge (unlimited pipe)"
+for r in $(seq "${ROUNDS:-2}"); do
+    kernel_bridge_up
+    echo "round $r kernel:    flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    ip -n $M link del br0
+    DN_OPTS= start_dn "$UNLIMITED"
+    echo "round $r af_packet: flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    stop_dn
+    DN_OPTS=--xdp start_dn "$UNLIMITED"
+    echo "round $r af_xdp:    flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    stop_dn
+done

@@ -1792,7 +1792,11 @@ fn set_packet_opt<T>(fd: &OwnedFd, name: libc::c_int, val: &T) -> Result<(), Err
 /// An interface `ioctl(2)` that reads a `struct ifreq` (`SIOCGIFINDEX`,
 /// `SIOCGIFFLAGS`, `SIOCGIFMTU`) for the interface `name`, answered by the network
 /// namespace of the socket `fd`.
-fn ifreq_ioctl(fd: &OwnedFd, name: &str, request: libc::c_ulong) -> Result<libc::ifreq, Errno> {
+pub(crate) fn ifreq_ioctl(
+    fd: &OwnedFd,
+    name: &str,
+    request: libc::c_ulong,
+) -> Result<libc::ifreq, Errno> {
     // SAFETY: ifreq is plain old data (a name and a union of integers,
     // sockaddrs and a pointer); all zeroes is a valid value of it.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };

@@ -14,6 +14,7 @@
 //! - [`portlock`]: one daemon per interface or queue: flock under
 //!   `/run/dummynet`, released when the process ends.
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
+//! - [`xdp`]: AF_XDP ports for the bridge: one UMEM, frames held in place.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
 //! - [`userns`]: a user namespace of our own, so that an ordinary user
@@ -32,3 +33,4 @@ pub mod rawip;
 pub mod rt;
 pub mod rtnl;
 pub mod userns;
+pub mod xdp;

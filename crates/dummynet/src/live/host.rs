@@ -238,7 +238,7 @@ impl Backend for Host {
             }
             Body::Ip(copy) if deliver => self.outbox.push(copy),
             // A dropped copy: its original is already gone.
-            Body::Ip(_) | Body::Frame { .. } => {}
+            Body::Ip(_) | Body::Frame { .. } | Body::Xdp { .. } => {}
         }
     }
 

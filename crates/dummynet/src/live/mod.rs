@@ -3,8 +3,9 @@
 //! - [`dataplane`]: one thread owns the engine, reads every backend, releases
 //!   packets when the engine says, and answers control requests between
 //!   packets, so a configuration change is applied atomically.
-//! - Backends ([`Backend`]): [`bridge`] (two interfaces, AF_PACKET) and
-//!   [`host`] (this machine's own traffic, NFQUEUE).
+//! - Backends ([`Backend`]): [`bridge`] (two interfaces, AF_PACKET),
+//!   [`bridge_xdp`] (the same over AF_XDP, `--xdp`) and [`host`] (this
+//!   machine's own traffic, NFQUEUE).
 //! - [`protocol`]: the requests and replies of the control plane, and the
 //!   typed work they become; [`views`] are the JSON forms of `show`.
 //! - [`control`]: the Unix socket that carries them, behind `dummynet
@@ -27,6 +28,7 @@ use std::sync::OnceLock;
 use dummynet_engine::{Engine, IfaceId, PacketInfo, Payload};
 use dummynet_io::afpacket::VnetHdr;
 use dummynet_io::nfqueue::HostPacket;
+use dummynet_io::xdp::XdpFrame;
 
 /// What a daemon says on stderr, as `eprintln!` would, but a write that
 /// fails does not panic and one stderr does not take does not block for
@@ -55,6 +57,7 @@ macro_rules! say_now {
 }
 
 pub mod bridge;
+pub mod bridge_xdp;
 pub mod client;
 pub mod clock;
 pub mod control;
@@ -114,6 +117,9 @@ pub enum Body {
     /// A copy of one of the host's own outgoing IP packets (the original is
     /// already freed), sent from a raw socket when it leaves its pipe.
     Ip(Vec<u8>),
+    /// An Ethernet frame of the AF_XDP bridge ([`bridge_xdp`]), still in
+    /// the UMEM chunk it arrived in, to transmit on port `port`.
+    Xdp { frame: XdpFrame, port: u8 },
 }
 
 /// ECN marking: an AQM reads and sets the ECN field of the IP header. A
@@ -128,6 +134,7 @@ impl Payload for Carrier {
     fn frame_bytes(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Frame { buf, .. } => Some(buf),
+            Body::Xdp { frame, .. } => Some(frame),
             Body::Host(_) | Body::Ip(_) => None,
         }
     }
@@ -135,6 +142,7 @@ impl Payload for Carrier {
     fn ip_bytes(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Frame { buf, .. } => buf.get(ip_offset(buf)?..),
+            Body::Xdp { frame, .. } => frame.get(ip_offset(frame)?..),
             Body::Host(p) => Some(p.payload()),
             Body::Ip(buf) => Some(buf),
         }
@@ -146,13 +154,18 @@ impl Payload for Carrier {
                 let at = ip_offset(buf)?;
                 buf.get_mut(at..)
             }
+            Body::Xdp { frame, .. } => {
+                let at = ip_offset(frame)?;
+                frame.get_mut(at..)
+            }
             Body::Host(p) => p.payload_mut().ok(),
             Body::Ip(buf) => Some(buf),
         }
     }
 
     /// `duplicate`: a bridged frame or a host's outgoing copy is copied
-    /// byte for byte. A packet the kernel holds for a verdict cannot be:
+    /// byte for byte (an AF_XDP frame's copy is made on the heap, and put
+    /// in a UMEM chunk when it is sent). A packet the kernel holds for a verdict cannot be:
     /// the kernel takes one verdict per packet, and an incoming copy has no
     /// way back into the stack (counted as a failed copy).
     fn duplicate(&self) -> Option<Self> {
@@ -160,6 +173,11 @@ impl Payload for Carrier {
             Body::Frame { buf, vnet, port } => Body::Frame {
                 buf: buf.clone(),
                 vnet: *vnet,
+                port: *port,
+            },
+            Body::Xdp { frame, port } => Body::Frame {
+                buf: frame.to_vec(),
+                vnet: None,
                 port: *port,
             },
             Body::Ip(buf) => Body::Ip(buf.clone()),

@@ -749,6 +749,7 @@ impl Tap {
 pub fn carrier_bytes(c: &Carrier) -> &[u8] {
     match &c.body {
         super::Body::Frame { buf, .. } => buf,
+        super::Body::Xdp { frame, .. } => frame,
         super::Body::Host(p) => p.payload(),
         super::Body::Ip(buf) => buf,
     }

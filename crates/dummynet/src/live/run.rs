@@ -58,6 +58,18 @@ pub struct RunArgs {
     /// interface of the same name to come back.
     #[arg(long, requires = "bridge")]
     pub exit_on_link_loss: bool,
+    /// --bridge over AF_XDP sockets sharing one UMEM (zero-copy where the
+    /// driver allows, copy mode elsewhere, as on veth); where AF_XDP
+    /// cannot be used, the AF_PACKET bridge, with a message saying why.
+    /// Each port's receive queue 0 only, MTU up to 1774.
+    #[arg(long, requires = "bridge")]
+    pub xdp: bool,
+    /// --xdp: frames the UMEM holds, in the kernel's rings and in pipes
+    /// together (a power of two, 256 to 1048576; 2 KiB each). A pipe
+    /// holding them all makes the kernel drop arrivals, counted as
+    /// IF.rx_fill_ring_empty.
+    #[arg(long, requires = "xdp", default_value_t = 16384)]
+    pub xdp_frames: u32,
     /// Shape this machine's own traffic: a netfilter table of the daemon's
     /// own (see --firewall) sends its packets to an NFQUEUE.
     #[arg(long)]
@@ -681,7 +693,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         if a == b {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
-        Box::new(open_bridge(a, b, args.exit_on_link_loss))
+        let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
+        if args.xdp {
+            let opts = super::bridge_xdp::options(args.xdp_frames);
+            Box::new(super::bridge_xdp::open_or(a, b, opts, plain))
+        } else {
+            Box::new(plain)
+        }
     } else {
         let spec = intercept_spec(args)?;
         let copy_mark = (!args.hold_output).then_some(args.copy_mark);
