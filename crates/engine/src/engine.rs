@@ -232,6 +232,13 @@ impl<P: Payload> Engine<P> {
         self.epoch
     }
 
+    /// Pipe `n`'s trace (`pipe N config trace FILE`) and the time it
+    /// started, if its link is trace-driven: what a mahimahi link log needs
+    /// for its delivery-opportunity lines.
+    pub fn pipe_trace(&self, n: u32) -> Option<(std::sync::Arc<crate::config::Trace>, Nanos)> {
+        self.dn.trace(n)
+    }
+
     /// Whether a burst of packets sent as one (a GSO super-packet) fares
     /// exactly as its packets would: every pipe only delays
     /// ([`Dummynet::only_delays`]: no bandwidth to bill it against, no

@@ -1013,6 +1013,9 @@ impl DataPlane {
         for b in self.backends.slots.iter_mut() {
             b.reconfigured(&self.engine);
         }
+        if let Some(tap) = &mut self.tap {
+            tap.reconfigured(&self.engine, self.clock.now());
+        }
     }
 
     /// Everything due by `now` leaves the engine (into the backends' send

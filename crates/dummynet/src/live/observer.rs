@@ -67,6 +67,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use dummynet_engine::config::Trace;
+use dummynet_engine::impair::trace::{TraceCursor, OPPORTUNITY_BYTES};
 use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Target};
 
 use super::Carrier;
@@ -92,6 +94,11 @@ const IDLE_LONG_NAP: Duration = Duration::from_millis(20);
 /// Buffered output is written out at least this often, so that a file
 /// someone follows (`tail -f`) is at most this far behind.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
+
+/// While no record comes, the `--mm-log` trace's opportunities are logged
+/// up to this long before now: a record of that time would have been
+/// handled already, so the log stays in time order.
+const MM_IDLE_MARGIN: Nanos = 100_000_000;
 
 /// The observer options of `run` and `shell`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -291,6 +298,12 @@ enum Msg {
     Frame(Record, Vec<u8>, u32),
     /// The name of an interface, the first time a record names it.
     Iface(IfaceId, String),
+    /// The `--mm-log` pipe's trace changed at engine time `at`: the trace
+    /// it follows from now on and when that trace started, or none.
+    Trace {
+        at: Nanos,
+        trace: Option<(Arc<Trace>, Nanos)>,
+    },
 }
 
 /// Which events a subscriber gets ([`Observer::subscribe`]).
@@ -514,6 +527,7 @@ impl Observer {
                     pipe: *pipe,
                     base_ms: 0,
                     entered: HashMap::new(),
+                    trace: None,
                 }),
                 None => None,
             },
@@ -616,6 +630,11 @@ pub struct Tap {
     pub on: bool,
     /// Interfaces whose names the observer has.
     named: Vec<bool>,
+    /// The pipe `--mm-log` follows, the trace last sent for it (trace,
+    /// start), and a change the channel could not take yet.
+    mm_pipe: Option<u32>,
+    mm_trace: Option<(Arc<Trace>, Nanos)>,
+    mm_pending: Option<Msg>,
 }
 
 impl Tap {
@@ -659,6 +678,9 @@ impl Tap {
             snaplen: o.snaplen as usize,
             on: files,
             named: Vec::new(),
+            mm_pipe: o.mm_log.as_ref().map(|(_, pipe)| *pipe),
+            mm_trace: None,
+            mm_pending: None,
         };
         (tap, rx, spare_tx)
     }
@@ -667,6 +689,41 @@ impl Tap {
     #[inline]
     pub fn refresh(&mut self) {
         self.on = self.shared.files || self.shared.subscribers.load(Ordering::Relaxed) > 0;
+        if self.mm_pending.is_some() {
+            self.send_pending();
+        }
+    }
+
+    /// After a configuration change (and once at the start): if the
+    /// `--mm-log` pipe's trace changed, tells the observer, which logs
+    /// the trace's delivery opportunities (`T # 1504`) itself, off the data
+    /// plane. Only the change crosses the channel, never an opportunity.
+    pub fn reconfigured(&mut self, engine: &Engine<Carrier>, now: Nanos) {
+        let Some(pipe) = self.mm_pipe else {
+            return;
+        };
+        let trace = engine.pipe_trace(pipe);
+        let same = match (&trace, &self.mm_trace) {
+            (Some((a, sa)), Some((b, sb))) => Arc::ptr_eq(a, b) && sa == sb,
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        self.mm_trace.clone_from(&trace);
+        self.mm_pending = Some(Msg::Trace { at: now, trace });
+        self.send_pending();
+    }
+
+    /// Sends the trace change; kept for the next turn if the channel is
+    /// full (records may be shed; this one may not).
+    fn send_pending(&mut self) {
+        if let Some(msg) = self.mm_pending.take() {
+            if let Err(TrySendError::Full(msg)) = self.tx.try_send(msg) {
+                self.mm_pending = Some(msg);
+            }
+        }
     }
 
     /// First, before any packet: the wall clock of the data plane's t = 0.
@@ -801,6 +858,16 @@ struct MmLog {
     base_ms: u64,
     /// When each packet inside the pipe entered it (ms), by (id, copy).
     entered: HashMap<(u64, bool), u64>,
+    /// The pipe's trace while it is trace-driven.
+    trace: Option<Opportunities>,
+}
+
+/// A trace's delivery opportunities, walked in time order.
+struct Opportunities {
+    trace: Arc<Trace>,
+    start: Nanos,
+    /// The next opportunity not yet logged; none once a `once` trace ends.
+    next: Option<TraceCursor>,
 }
 
 impl MmLog {
@@ -814,11 +881,56 @@ impl MmLog {
         writeln!(self.out, "# base timestamp: {}", self.base_ms)
     }
 
-    /// The `+` and `-` lines `r` makes, if it concerns the pipe; how many.
-    fn record(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
-        if r.target != Some(Target::Pipe(self.pipe)) {
+    /// Logs the trace's opportunities before `until` (engine time), one
+    /// `T # 1504` line each, as mahimahi's link does; how many.
+    fn opportunities(&mut self, until: Nanos, wall_ns: u64) -> std::io::Result<u64> {
+        let Some(o) = &mut self.trace else {
             return Ok(0);
+        };
+        let mut n = 0;
+        while let Some(c) = o.next {
+            let at = o.trace.at(o.start, c);
+            if at >= until {
+                break;
+            }
+            let ms = wall_ns.saturating_add(at) / 1_000_000;
+            writeln!(self.out, "{ms} # {OPPORTUNITY_BYTES}")?;
+            n += 1;
+            o.next = o.trace.next(c);
         }
+        Ok(n)
+    }
+
+    /// The pipe's trace changed at `at`: the old one's opportunities
+    /// before then are logged, and the new one's follow from its start.
+    fn retrace(
+        &mut self,
+        at: Nanos,
+        trace: Option<(Arc<Trace>, Nanos)>,
+        wall_ns: u64,
+    ) -> std::io::Result<u64> {
+        let n = self.opportunities(at, wall_ns)?;
+        self.trace = trace.map(|(trace, start)| Opportunities {
+            trace,
+            start,
+            next: Some(TraceCursor::default()),
+        });
+        Ok(n)
+    }
+
+    /// The lines `r` makes, if it concerns the pipe (the opportunities
+    /// up to it first, those at its very time included: a packet leaves
+    /// at the opportunity that carries it); how many.
+    fn record(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
+        let n = self.opportunities(r.t_ns.saturating_add(1), wall_ns)?;
+        if r.target != Some(Target::Pipe(self.pipe)) {
+            return Ok(n);
+        }
+        self.event(r, wall_ns).map(|m| m + n)
+    }
+
+    /// The `+` and `-` lines of a record of the pipe.
+    fn event(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
         let ms = wall_ns.saturating_add(r.t_ns) / 1_000_000;
         match r.kind {
             Kind::Enqueue => {
@@ -899,6 +1011,10 @@ impl Worker {
                 dirty = false;
             }
             if got == 0 {
+                // The trace's opportunities while no packet comes: those
+                // older than any record that may still be on its way.
+                let until = self.engine_now().saturating_sub(MM_IDLE_MARGIN);
+                self.mm(|mm, wall| mm.opportunities(until, wall));
                 // Never blocks on the channel: a receiver asleep in it
                 // would make each `try_send` of the data plane a wake-up.
                 // With nothing to write and nobody listening, the data plane
@@ -907,6 +1023,9 @@ impl Worker {
                 std::thread::sleep(if idle { IDLE_LONG_NAP } else { IDLE_NAP });
             }
         }
+        // The data plane has stopped: its trace's opportunities until now.
+        let end = self.engine_now();
+        self.mm(|mm, wall| mm.opportunities(end, wall));
         self.flush();
         self.shared.stopped.store(true, Ordering::Relaxed);
         // The subscribers' channels close as they are dropped here: each
@@ -930,6 +1049,29 @@ impl Worker {
         }
     }
 
+    /// Writes to the mahimahi log, if there is one and writing has not
+    /// failed, counting its lines.
+    fn mm(&mut self, write: impl FnOnce(&mut MmLog, u64) -> std::io::Result<u64>) {
+        if let (Some(mm), false) = (&mut self.writers.mm, self.failed) {
+            let res = write(mm, self.wall_ns);
+            if let Ok(n) = res {
+                self.shared.mm_lines.fetch_add(n, Ordering::Relaxed);
+            }
+            self.check(res.map(drop));
+        }
+    }
+
+    /// The data plane's clock now, from the wall clock (0 before the start).
+    fn engine_now(&self) -> Nanos {
+        if self.wall_ns == 0 {
+            return 0;
+        }
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        wall.saturating_sub(self.wall_ns)
+    }
+
     fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Start { wall_ns } => {
@@ -947,6 +1089,7 @@ impl Worker {
             Msg::Iface(i, name) => {
                 self.names.insert(i, name);
             }
+            Msg::Trace { at, trace } => self.mm(|mm, wall| mm.retrace(at, trace, wall)),
             Msg::Packet(r) => self.packet(&r, None),
             Msg::Frame(r, buf, orig_len) => {
                 self.packet(&r, Some((&buf, orig_len)));
@@ -970,13 +1113,7 @@ impl Worker {
                 self.check(res.map_err(std::io::Error::other));
             }
         }
-        if let (Some(mm), false) = (&mut self.writers.mm, self.failed) {
-            let res = mm.record(r, self.wall_ns);
-            if let Ok(n) = res {
-                self.shared.mm_lines.fetch_add(n, Ordering::Relaxed);
-            }
-            self.check(res.map(drop));
-        }
+        self.mm(|mm, wall| mm.record(r, wall));
         if r.kind == Kind::Enqueue {
             return;
         }
@@ -1347,6 +1484,91 @@ mod tests {
                 format!("{} - 84 20", base + 25),
                 format!("{} + 84", base + 30),
             ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A trace-driven pipe's `--mm-log` carries its delivery opportunities
+    /// (`T # 1504`), in time order with the packets' lines, from the
+    /// trace's start; a new trace restarts them and a plain link ends them.
+    #[test]
+    fn the_mahimahi_log_lists_a_traced_pipes_opportunities() {
+        use dummynet_engine::config::{LinkConfig, PipeConfig, TraceMode};
+        use dummynet_engine::Command;
+        const MS: Nanos = 1_000_000;
+        let dir = std::env::temp_dir().join(format!("dummynet-mm-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = ObserveOptions {
+            mm_log: Some((dir.join("mm.log"), 1)),
+            ..ObserveOptions::default()
+        };
+        let pipe = |trace: Option<Vec<Nanos>>| {
+            Command::ConfigPipe(
+                1,
+                PipeConfig {
+                    link: LinkConfig {
+                        trace: trace.map(|times| {
+                            Arc::new(Trace {
+                                name: "t".into(),
+                                times,
+                                mode: TraceMode::Loop,
+                            })
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+        };
+        let mut engine = Engine::new(1);
+        let (_observer, mut tap, thread) = Observer::start(&o).unwrap();
+        const WALL: u64 = 1_700_000_000_000_000_000;
+        tap.start(WALL);
+        // At 2 ms: opportunities at 0, 0 and 3 ms of a 3 ms lap.
+        engine
+            .apply(2 * MS, pipe(Some(vec![0, 0, 3 * MS])))
+            .unwrap();
+        tap.reconfigured(&engine, 2 * MS);
+        tap.reconfigured(&engine, 3 * MS); // unchanged: nothing sent
+        tap.push(&engine, through_pipe(Kind::Enqueue, 0, 6 * MS, 1), None);
+        // At 9 ms, a new trace (one opportunity a lap of 4 ms) ...
+        engine.apply(9 * MS, pipe(Some(vec![4 * MS]))).unwrap();
+        tap.reconfigured(&engine, 9 * MS);
+        tap.push(&engine, through_pipe(Kind::Departure, 0, 13 * MS, 1), None);
+        // ... and at 20 ms a plain link.
+        engine.apply(20 * MS, pipe(None)).unwrap();
+        tap.reconfigured(&engine, 20 * MS);
+        drop(tap);
+        thread.join();
+        let mm = std::fs::read_to_string(dir.join("mm.log")).unwrap();
+        let base = WALL / 1_000_000;
+        let body: Vec<String> = mm
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (t, rest) = l.split_once(' ').unwrap();
+                format!("{} {rest}", t.parse::<u64>().unwrap() - base)
+            })
+            .collect();
+        // First trace from 2 ms: 2, 2, 5 | 5, 5, 8 | 8, 8 (11 is after 9).
+        // Second from 9 ms: 13, 17 (21 is after 20).
+        assert_eq!(
+            body,
+            [
+                "2 # 1504",
+                "2 # 1504",
+                "5 # 1504",
+                "5 # 1504",
+                "5 # 1504",
+                "6 + 84",
+                "8 # 1504",
+                "8 # 1504",
+                "8 # 1504",
+                "13 # 1504",
+                "13 - 84 7",
+                "17 # 1504",
+            ],
+            "{mm}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }

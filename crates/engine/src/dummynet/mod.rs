@@ -1785,6 +1785,13 @@ impl<P: Payload> Dummynet<P> {
         out
     }
 
+    /// Link `n`'s trace and when it started (its opportunities count from
+    /// there), if the link is trace-driven.
+    pub fn trace(&self, n: u32) -> Option<(std::sync::Arc<crate::config::Trace>, Nanos)> {
+        let trace = self.links.get(&n)?.trace.clone()?;
+        Some((trace, self.trace_starts.get(&n).copied().unwrap_or(0)))
+    }
+
     /// Sets link `n` and every scheduler driving it, at `now`: a new or
     /// changed trace starts then; an unchanged one keeps its clock.
     pub fn set_link(&mut self, n: u32, cfg: LinkConfig, now: Nanos) {
