@@ -117,7 +117,8 @@ fn a_user_gets_a_delayed_link_and_its_control_socket() {
         "id -u > $OUT/uid; \
          ping -c 3 -i 0.2 -W 2 $DUMMYNET_PEER > $OUT/ping.txt; \
          echo \"$DUMMYNET_SOCKET\" > $OUT/socket; \
-         dummynet ipfw pipe 1 show > $OUT/show.txt",
+         dummynet ipfw pipe 1 show > $OUT/show.txt; \
+         dummynet ps --json > $OUT/ps.json",
     );
     let stderr = text(&out.stderr);
     expect_success(&out, "the shell as a user");
@@ -143,6 +144,17 @@ fn a_user_gets_a_delayed_link_and_its_control_socket() {
         show.contains("00001:") && show.contains("20 ms"),
         "pipe 1 show: {show}"
     );
+    // `dummynet ps` lists it, from the user's own directory, as the user's.
+    let ps: serde_json::Value =
+        serde_json::from_str(&scratch.read("ps.json")).expect("ps --json is JSON");
+    let daemons = ps["daemons"].as_array().expect("a list of daemons");
+    let ours: Vec<_> = daemons
+        .iter()
+        .filter(|d| d["socket"].as_str() == Some(socket.trim()))
+        .collect();
+    assert_eq!(ours.len(), 1, "ps lists the shell once: {ps}");
+    assert_eq!(ours[0]["mode"]["kind"], "shell", "{ps}");
+    assert_eq!(ours[0]["user"], NOBODY, "{ps}");
     assert!(
         stderr.contains("without root") && stderr.contains("reaches only $DUMMYNET_PEER"),
         "the shell says it has no way out: {stderr}"

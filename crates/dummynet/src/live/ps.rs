@@ -24,11 +24,10 @@ pub struct PsArgs {
 }
 
 pub fn run(args: PsArgs) -> ExitCode {
-    let dir = std::path::Path::new(registry::REGISTRY_DIR);
-    let mut records = match registry::list_in(dir) {
+    let mut records = match registry::list_all() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("dummynet ps: reading {}: {e}", dir.display());
+            eprintln!("dummynet ps: reading {}: {e}", registry::REGISTRY_DIR);
             return ExitCode::FAILURE;
         }
     };
@@ -68,7 +67,10 @@ fn table(records: &[Record], now: u64) -> String {
         .map(|r| {
             [
                 r.pid.to_string(),
-                r.mode.to_string(),
+                match r.user {
+                    Some(uid) => format!("{} (uid {uid}, no root)", r.mode),
+                    None => r.mode.to_string(),
+                },
                 r.netns.to_string(),
                 r.socket
                     .as_ref()
@@ -146,7 +148,20 @@ mod tests {
             http: None,
             version: "0".into(),
             pid_ns: 0,
+            user: None,
         };
+        let shell = Record {
+            pid: 13,
+            mode: Mode::Shell {
+                command: vec!["sh".into()],
+            },
+            user: Some(1000),
+            ..r.clone()
+        };
+        assert!(
+            table(&[shell], 161).contains("shell sh (uid 1000, no root)"),
+            "a shell without root says whose it is"
+        );
         let t = table(&[r], 161);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 2, "{t}");

@@ -1,6 +1,9 @@
 //! Where `dummynet ps` finds the daemons: each daemon (`run`, `shell`)
 //! writes a small JSON record, `/run/dummynet/daemons/PID.json`, once it is
-//! up, and removes it when it stops.
+//! up, and removes it when it stops. A shell without root cannot write
+//! there: its record goes in its user's run-time directory
+//! (`$XDG_RUNTIME_DIR/dummynet/daemons/`, see [`super::rootless`]), which
+//! `ps` reads too: the user's own, and every user's when run by root.
 //!
 //! Records rather than asking control sockets: a record says what a socket
 //! cannot (the namespace the daemon entered, how it was named, its HTTP
@@ -115,6 +118,10 @@ pub struct Record {
     /// mean something only to a reader in the same one.
     #[serde(default)]
     pub pid_ns: u64,
+    /// For a daemon without root (a shell in a user namespace of its
+    /// own): the user it runs as, outside that namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
 }
 
 impl Record {
@@ -136,6 +143,7 @@ impl Record {
             http: None,
             version: env!("CARGO_PKG_VERSION").to_string(),
             pid_ns: own_pid_ns(),
+            user: super::rootless::outside_uid(),
         })
     }
 
@@ -188,7 +196,7 @@ pub fn announce(
     let written = Record::new(mode, netns).and_then(|mut r| {
         r.socket = socket.map(Path::to_path_buf);
         r.http = http.map(|a| a.to_string());
-        register(&r).map_err(|e| format!("writing {REGISTRY_DIR}/{}.json: {e}", r.pid))
+        register(&r).map_err(|e| format!("writing {}/{}.json: {e}", own_dir().display(), r.pid))
     });
     match written {
         Ok(reg) => Some(reg),
@@ -199,9 +207,74 @@ pub fn announce(
     }
 }
 
-/// Writes `record` into [`REGISTRY_DIR`].
+/// Where this process writes its record: [`REGISTRY_DIR`], or its user's
+/// own directory when it runs without root.
+pub fn own_dir() -> PathBuf {
+    super::rootless::runtime_dir().join("daemons")
+}
+
+/// Every directory `ps` reads, first [`REGISTRY_DIR`]: the caller's own
+/// run-time directory (`$XDG_RUNTIME_DIR/dummynet/daemons`, else
+/// `/tmp/dummynet-UID/daemons`), and, for root of the machine (not of a
+/// user namespace of its own), every user's (`/run/user/*/...`,
+/// `/tmp/dummynet-*/...`).
+pub fn places() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(REGISTRY_DIR)];
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        if xdg.is_absolute() {
+            dirs.push(xdg.join("dummynet/daemons"));
+        }
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    dirs.push(PathBuf::from(format!("/tmp/dummynet-{uid}/daemons")));
+    if uid == 0 && !super::rootless::in_user_namespace() {
+        let under = |base: &str, pick: &dyn Fn(&str) -> Option<PathBuf>| -> Vec<PathBuf> {
+            let Ok(entries) = std::fs::read_dir(base) else {
+                return Vec::new();
+            };
+            let mut found: Vec<PathBuf> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(pick))
+                .collect();
+            found.sort();
+            found
+        };
+        dirs.extend(under("/run/user", &|n| {
+            n.parse::<u32>()
+                .ok()
+                .map(|_| PathBuf::from(format!("/run/user/{n}/dummynet/daemons")))
+        }));
+        dirs.extend(under("/tmp", &|n| {
+            n.strip_prefix("dummynet-")
+                .filter(|u| u.parse::<u32>().is_ok())
+                .map(|_| PathBuf::from(format!("/tmp/{n}/daemons")))
+        }));
+    }
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(d.clone()));
+    dirs
+}
+
+/// The records in every one of [`places`], each daemon once, by PID.
+/// Directories that cannot be read are skipped, except [`REGISTRY_DIR`],
+/// whose error is returned.
+pub fn list_all() -> io::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for (i, dir) in places().iter().enumerate() {
+        match list_in(dir) {
+            Ok(r) => records.extend(r),
+            Err(e) if i == 0 => return Err(e),
+            Err(_) => {}
+        }
+    }
+    records.sort_by_key(|r| (r.pid, r.start_ticks));
+    records.dedup_by_key(|r| (r.pid, r.start_ticks, r.pid_ns));
+    Ok(records)
+}
+
+/// Writes `record` into [`own_dir`].
 pub fn register(record: &Record) -> io::Result<Registration> {
-    register_in(Path::new(REGISTRY_DIR), record)
+    register_in(&own_dir(), record)
 }
 
 /// Writes `record` as `dir/PID.json`: whole or not at all (a temporary
@@ -222,6 +295,17 @@ pub fn register_in(dir: &Path, record: &Record) -> io::Result<Registration> {
     drop(file);
     std::fs::rename(&tmp, &path)?;
     Ok(Registration { path })
+}
+
+/// Whether the file at `path` belongs to the user process `pid` runs as.
+fn same_owner(path: &Path, pid: u32) -> bool {
+    match (
+        std::fs::symlink_metadata(path),
+        std::fs::metadata(format!("/proc/{pid}")),
+    ) {
+        (Ok(file), Ok(process)) => file.uid() == process.uid(),
+        _ => false,
+    }
 }
 
 /// The records of the daemons that run, by PID. Stale records (their
@@ -255,7 +339,9 @@ pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
             // Its PID means nothing here: listed while its socket answers,
             // and never removed (a reader here cannot tell it is stale).
             Some(r) if r.foreign() => records.extend(r.answers().then_some(r)),
-            Some(r) if r.alive() => records.push(r),
+            // Written by the daemon's own user: in a directory a user can
+            // write, a record naming someone else's process is not listed.
+            Some(r) if r.alive() => records.extend(same_owner(&path, r.pid).then_some(r)),
             // A record whose writer is gone; or a file no daemon of this
             // version can read, left by a process that no longer runs.
             Some(_) => {
@@ -302,6 +388,26 @@ mod tests {
         assert_eq!(list_in(&dir).unwrap(), vec![record.clone()]);
         drop(reg);
         assert_eq!(list_in(&dir).unwrap(), vec![]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// In a directory a user can write, a record naming a process of
+    /// another user is not believed (nor removed: that process runs).
+    #[test]
+    fn a_record_owned_by_another_user_than_its_process_is_not_listed() {
+        let dir = scratch("owner");
+        let record = ours();
+        let _reg = register_in(&dir, &record).unwrap();
+        let path = dir.join(format!("{}.json", record.pid));
+        let me = std::fs::metadata("/proc/self").unwrap().uid();
+        let other = if me == 65534 { 65533 } else { 65534 };
+        if nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(other)), None).is_err() {
+            // Only root may give a file away; as a user this cannot be set up.
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+        assert_eq!(list_in(&dir).unwrap(), vec![]);
+        assert!(path.exists(), "a running process's record is kept");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

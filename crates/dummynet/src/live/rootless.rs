@@ -72,6 +72,23 @@ pub fn runtime_dir() -> &'static Path {
 }
 
 static USER_DIR: OnceLock<PathBuf> = OnceLock::new();
+static OUTSIDE_UID: OnceLock<u32> = OnceLock::new();
+
+/// The user this process runs as outside its user namespace, once
+/// [`enter`] has moved it into one.
+pub fn outside_uid() -> Option<u32> {
+    OUTSIDE_UID.get().copied()
+}
+
+/// Whether this process runs in a user namespace other than the machine's
+/// (its uid 0 then is not the machine's root): any map but the initial
+/// namespace's identity over every id.
+pub fn in_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+        let fields: Vec<&str> = map.split_whitespace().collect();
+        fields != ["0", "0", "4294967295"]
+    })
+}
 
 /// Whether this process runs without root, in a user namespace of its own
 /// ([`enter`] has succeeded).
@@ -88,6 +105,7 @@ pub fn enter() -> Result<Outside, String> {
     let outside = dummynet_io::userns::enter_own()
         .map_err(|e| format!("running without root needs a user namespace: {e}"))?;
     let _ = USER_DIR.set(dir);
+    let _ = OUTSIDE_UID.set(outside.uid.as_raw());
     Ok(outside)
 }
 

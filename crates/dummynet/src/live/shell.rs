@@ -935,21 +935,18 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     };
     let (program, rest) = command.split_first().ok_or("no command given after --")?;
     // For `dummynet ps`: the emulator's namespace (anonymous) and socket.
-    // A shell without root cannot write the machine's record directory, and
-    // its namespaces are its user's own: it is not listed.
-    let _registered = (!super::rootless::is_rootless()).then(|| {
-        super::registry::announce(
-            super::registry::Mode::Shell {
-                command: command.clone(),
-            },
-            super::registry::Namespace {
-                inode: link.path().mid.inode().unwrap_or(0),
-                ..Default::default()
-            },
-            link.socket(),
-            http_addr,
-        )
-    });
+    // A shell without root writes its record in its user's own directory.
+    let _registered = super::registry::announce(
+        super::registry::Mode::Shell {
+            command: command.clone(),
+        },
+        super::registry::Namespace {
+            inode: link.path().mid.inode().unwrap_or(0),
+            ..Default::default()
+        },
+        link.socket(),
+        http_addr,
+    );
     // Spawned from this (the main) thread, which lives as long as we do:
     // the command is killed with us even by a SIGKILL we cannot catch.
     let mut cmd = link.app().command_dying_with_parent(program);
