@@ -23,7 +23,8 @@
 //! Dropping the handle (or [`Shell::stop`], [`Bridge::stop`]) takes
 //! everything down, a test's panic included: the emulator, then the NAT,
 //! the veth and the namespaces a shell made. It needs root (namespaces,
-//! raw sockets), as the command line does.
+//! raw sockets): unlike the command line's shell, it cannot move a process
+//! that already runs threads into a user namespace of its own.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), dummynet::Error> {

@@ -234,6 +234,19 @@ impl ShellBuilder {
 
     /// Builds the link and starts the emulator; returns once it forwards.
     pub fn start(self) -> Result<Shell, Error> {
+        // `dummynet shell` runs without root by moving itself into a user
+        // namespace before it starts any thread; the kernel allows that
+        // only to a single-threaded process, which the caller's (a test
+        // harness's) is not.
+        if !nix::unistd::geteuid().is_root() {
+            return Err(Error::Start(
+                "an embedded shell needs root (uid 0, here or in a user namespace the \
+                 process was started in): a process that already runs threads cannot \
+                 enter a user namespace of its own. Without root, spawn \
+                 `dummynet shell -- COMMAND`, which can"
+                    .into(),
+            ));
+        }
         let seed = self.seed.unwrap_or(1);
         let config = match &self.config {
             Some(_) if self.up.is_some() || self.down.is_some() || self.preset.is_some() => {
