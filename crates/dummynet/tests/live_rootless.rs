@@ -196,14 +196,21 @@ fn reaches_the_outside(tool: &str, host_loopback: &str) {
     host.ip(&["route", "add", "default", "via", "10.200.0.1"]);
     world.ip(&["addr", "add", "10.200.0.1/24", "dev", "w0"]);
     world.ip(&["addr", "add", "10.200.1.1/24", "dev", "w0"]);
+    host.ip(&["addr", "add", "fd00:200::2/64", "dev", "h0", "nodad"]);
+    host.ip(&["-6", "route", "add", "default", "via", "fd00:200::1"]);
+    world.ip(&["addr", "add", "fd00:200::1/64", "dev", "w0", "nodad"]);
+    world.ip(&["addr", "add", "fd00:201::1/64", "dev", "w0", "nodad"]);
     let far_port = unique_port();
+    let far6_port = unique_port();
     let near_port = unique_port();
     let far = echo_once(&world, "10.200.1.1", far_port, "far");
+    let far6 = echo_once(&world, "fd00:201::1", far6_port, "far6");
     let near = echo_once(&host, "127.0.0.1", near_port, "near");
     let scratch = users_scratch();
     let script = format!(
         "talk() {{ timeout 5 bash -c \"exec 3<>/dev/tcp/$1/$2 && echo hello >&3 && head -1 <&3\"; }}; \
          talk 10.200.1.1 {far_port} > $OUT/far.txt; \
+         talk fd00:201::1 {far6_port} > $OUT/far6.txt; \
          talk {host_loopback} {near_port} > $OUT/near.txt"
     );
     let out = shell_as_user(
@@ -220,8 +227,10 @@ fn reaches_the_outside(tool: &str, host_loopback: &str) {
         "the shell names its way out: {stderr}"
     );
     assert_eq!(scratch.read("far.txt").trim(), "far says hello");
+    assert_eq!(scratch.read("far6.txt").trim(), "far6 says hello", "IPv6");
     assert_eq!(scratch.read("near.txt").trim(), "near says hello");
     assert!(far.join().expect("far listener").is_some());
+    assert!(far6.join().expect("far6 listener").is_some());
     assert!(near.join().expect("near listener").is_some());
     let pids = host.ip(&["netns", "pids", &host.name]);
     // By the program it was started as: Debian's pasta runs as passt.avx2.

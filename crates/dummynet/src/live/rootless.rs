@@ -158,6 +158,9 @@ pub struct Gateway {
 /// How long the tool gets to set "here" up.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
 
+/// How long slirp4netns's IPv6 route may lag its IPv4 one.
+const V6_WAIT: Duration = Duration::from_secs(2);
+
 /// How long it gets to exit after SIGTERM.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
@@ -183,6 +186,21 @@ impl Gateway {
                 format!("--user-net slirp4netns: no `slirp4netns` program on PATH: {HOW}")
             })?,
         };
+        if tool == "slirp4netns" {
+            // slirp4netns gives IPv6 by router advertisement (fd00::/64,
+            // through fe80::2). "Here" forwards the shell's traffic, and a
+            // forwarding interface ignores advertisements unless its
+            // accept_ra is 2; and the address it makes from one is unusable
+            // for a second or two of duplicate detection, pointless on a tap
+            // with one other end. Both set for the tap it is about to make
+            // (here is ours alone). Without IPv6 in the kernel there are no
+            // such files and nothing to do.
+            let _ = here.run(|| {
+                for (key, value) in [("accept_ra", "2"), ("accept_dad", "0")] {
+                    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/default/{key}"), value);
+                }
+            });
+        }
         // The tool is handed "here" as its standard input and opens it as
         // /proc/self/fd/0: it has no name in the file system, and pasta,
         // which drops capabilities first, may not open our /proc/PID files.
@@ -210,8 +228,11 @@ impl Gateway {
                 "/proc/self/fd/0",
                 "--netns-only",
             ]),
+            // IPv6 too (fd00::100/64, routed through fd00::2), NATed
+            // by slirp4netns as IPv4 is.
             _ => cmd.args([
                 "--configure",
+                "--enable-ipv6",
                 "--mtu=65520",
                 "--netns-type=path",
                 "/proc/self/fd/0",
@@ -248,6 +269,7 @@ impl Gateway {
                 ));
             }
             if here.run(has_default_route).unwrap_or(false) {
+                self.wait_v6(here, start);
                 return Ok(self);
             }
             if start.elapsed() > CONNECT_WAIT {
@@ -256,6 +278,24 @@ impl Gateway {
                      only $DUMMYNET_PEER",
                     self.tool
                 ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// slirp4netns's IPv6 route comes by router advertisement, a moment
+    /// after its IPv4 one: waited for (within [`CONNECT_WAIT`] of `start`,
+    /// and at most [`V6_WAIT`]), since the shell's NAT looks for the
+    /// default routes once, when it starts. Without one, IPv6 stays local
+    /// and the NAT says so. pasta copies the host's routes at once.
+    fn wait_v6(&self, here: &Netns, start: Instant) {
+        if self.tool != "slirp4netns" || !Path::new("/proc/sys/net/ipv6").exists() {
+            return;
+        }
+        let until = (start + CONNECT_WAIT).min(Instant::now() + V6_WAIT);
+        while Instant::now() < until {
+            if here.run(has_v6_way_out).unwrap_or(true) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -310,6 +350,38 @@ fn relay(tool: &'static str, from: std::process::ChildStderr) {
 /// The calling thread's namespace has an IPv4 default route.
 fn has_default_route() -> bool {
     std::fs::read_to_string("/proc/thread-self/net/route").is_ok_and(|t| default_route_in(&t))
+}
+
+/// The calling thread's namespace has an IPv6 default route and a
+/// global address ready to use (not tentative): what NAT66 needs.
+fn has_v6_way_out() -> bool {
+    let ready = std::fs::read_to_string("/proc/thread-self/net/if_inet6").is_ok_and(|t| {
+        // ADDRESS IFINDEX PREFIXLEN SCOPE FLAGS NAME; scope 00 is global,
+        // flag 0x40 tentative.
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(3) == Some(&"00")
+                && f.get(4)
+                    .and_then(|x| u32::from_str_radix(x, 16).ok())
+                    .is_some_and(|flags| flags & 0x40 == 0)
+                && f.get(5).is_some_and(|dev| *dev != "lo")
+        })
+    });
+    ready && has_default_route6()
+}
+
+/// The calling thread's namespace has an IPv6 default route.
+fn has_default_route6() -> bool {
+    std::fs::read_to_string("/proc/thread-self/net/ipv6_route").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Destination ::/0 through a gateway (not the unreachable
+            // default of an empty table, whose device is `lo`).
+            f.first() == Some(&"00000000000000000000000000000000")
+                && f.get(1) == Some(&"00")
+                && f.get(9).is_some_and(|dev| *dev != "lo")
+        })
+    })
 }
 
 /// `/proc/net/route` text holds a route with destination and mask 0.
