@@ -1230,6 +1230,33 @@ impl Worker {
             res = res.and(m.out.flush());
         }
         self.check(res);
+        // What was written goes to the disk now, a little at a time, and
+        // leaves the page cache once it is there: left to the kernel's
+        // thresholds, a capture at 100 kpps (40 MB/s) piles up gigabytes
+        // of dirty pages that are then written back in bursts, while the
+        // data plane runs (on a loaded machine, stalls of tens of ms came
+        // with captures on disk, not on tmpfs: README, Performance).
+        // DONTNEED starts the writeback without waiting for it and drops
+        // the pages already written. Advice only: its failure changes
+        // nothing.
+        let w = &self.writers;
+        let advise = |f: &File| {
+            let _ = nix::fcntl::posix_fadvise(
+                f,
+                0,
+                0,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+            );
+        };
+        if let Some(l) = &w.log {
+            advise(l.get_ref());
+        }
+        for c in [&w.capture_in, &w.capture_out].into_iter().flatten() {
+            advise(c.out.lock().get_ref());
+        }
+        if let Some(m) = &w.mm {
+            advise(m.out.get_ref());
+        }
     }
 
     /// Keeps the first write error and stops writing files after it (a
