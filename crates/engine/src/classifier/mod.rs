@@ -180,6 +180,9 @@ pub(crate) struct Ruleset {
 struct IfaceIndex {
     /// Built for the rules as they are now; cleared by every change.
     built: bool,
+    /// Some rule has a guard: a ruleset without (no `recv NAME`) pays one
+    /// branch per rule for the index.
+    any: bool,
     /// Each rule's guard (none for a rule that looks up states).
     guards: Vec<Option<IfaceGuard>>,
     /// For each rule, the first rule at or after it without a guard.
@@ -222,6 +225,7 @@ impl IfaceIndex {
             }
             lists[id].push(i as u32);
         }
+        self.any = self.guards.iter().any(Option::is_some);
         self.built = true;
     }
 
@@ -229,6 +233,9 @@ impl IfaceIndex {
     /// rule to look at (after `i`), else `None`.
     #[inline]
     fn skip(&self, i: usize, pkt: &PacketInfo) -> Option<usize> {
+        if !self.any {
+            return None;
+        }
         let g = self.guards.get(i).copied().flatten()?;
         if g.admits(pkt) {
             return None;
