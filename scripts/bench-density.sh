@@ -20,7 +20,7 @@
 # SETUP (60 s + N/2 s) bounds the wait for every link to come up.
 #
 # Needs root, ip, iperf3, ping. Usage:
-#   sudo [DURATION=10] scripts/bench-density.sh N [--shared] [path/to/dummynet]
+#   sudo [DURATION=10] [GSO=on] scripts/bench-density.sh N [--shared] [path/to/dummynet]
 set -euo pipefail
 
 N=${1:?usage: bench-density.sh N [--shared] [path/to/dummynet]}
@@ -88,6 +88,9 @@ cpu_since() {
 }
 
 LINK=(--nat off --up "bw 16Mbit/s delay 10ms" --down "bw 16Mbit/s delay 10ms")
+# GSO=on: TCP's super-packets cross whole (`--gso on`), one frame for up to
+# 64 KB, billed for their segments' bytes but taking one queue slot each.
+[ -n "${GSO:-}" ] && LINK+=(--gso "$GSO")
 SETUP=$((60 + N / 2))
 cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP"; }
 idle_kb=
@@ -138,7 +141,7 @@ for i in $(seq 1 "$N"); do
     for _ in $(seq 400); do [ -f "$WORK/res.$i" ] && break; sleep 0.1; done
 done
 hz=$(getconf CLK_TCK)
-awk -v n="$N" -v mode="$MODE" -v cpu="$cpu" -v hz="$hz" -v dur="$(awk -v m="$window_ms" 'BEGIN {print m / 1000}')" \
+awk -v n="$N" -v mode="$MODE" -v gso="${GSO:+ (--gso $GSO)}" -v cpu="$cpu" -v hz="$hz" -v dur="$(awk -v m="$window_ms" 'BEGIN {print m / 1000}')" \
     -v rss="$load_rss" -v idle="${idle_kb:-}" '
     { got++; tput = $2 * 1500 / 1448; te[got] = (tput > 16 ? tput - 16 : 16 - tput) / 16 * 100;
       re[got] = ($3 > 20 ? $3 - 20 : 20 - $3); if ($2 == 0 || $3 == 0) bad++ }
@@ -146,7 +149,7 @@ awk -v n="$N" -v mode="$MODE" -v cpu="$cpu" -v hz="$hz" -v dur="$(awk -v m="$win
         if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
     END {
-        printf "%-8s N=%d links measured=%d failed=%d\n", mode, n, got, bad + 0
+        printf "%-8s N=%d links measured=%d failed=%d%s\n", mode, n, got, bad + 0, gso
         printf "  throughput error: median %.2f%%  max %.2f%%\n", median(te, got), te[got]
         printf "  RTT error:        median %.2f ms  max %.2f ms\n", median(re, got), re[got]
         printf "  CPU (all dummynet processes, TCP window of %.1f s): %.0f%% of a core (%.2f%% per link)\n", \
