@@ -16,10 +16,11 @@
 #
 # Everything runs in a network namespace this script creates and removes:
 # the shells' far ends and the iperf3 servers (one per link) are there.
-# Bounded: every shell's command ends within DURATION + 40 s.
+# Bounded: every shell's command ends within SETUP + DURATION + 40 s, where
+# SETUP (60 s + N/2 s) bounds the wait for every link to come up.
 #
 # Needs root, ip, iperf3, ping. Usage:
-#   sudo [DURATION=10] scripts/bench-density.sh N [--shared] [path/to/dummynet]
+#   sudo [DURATION=10] [GSO=on] scripts/bench-density.sh N [--shared] [path/to/dummynet]
 set -euo pipefail
 
 N=${1:?usage: bench-density.sh N [--shared] [path/to/dummynet]}
@@ -60,8 +61,8 @@ done
 
 # Inside each shell: wait for the start, TCP for DURATION s, then ping.
 cat > "$WORK/inner.sh" <<'EOF'
-i=$1; work=$2; duration=$3
-n=0; while [ ! -e "$work/go" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+i=$1; work=$2; duration=$3; setup=$4
+n=0; while [ ! -e "$work/go" ] && [ $n -lt $((setup * 10)) ]; do sleep 0.1; n=$((n+1)); done
 bps=$(iperf3 -c "$DUMMYNET_PEER" -p $((20000 + i)) -t "$duration" -f m 2>/dev/null \
       | awk '/receiver/ {print $7}')
 rtt=$(ping -c 20 -i 0.2 -W 2 "$DUMMYNET_PEER" | awk -F/ '/^rtt/ {print $5}')
@@ -69,16 +70,33 @@ echo "$i ${bps:-0} ${rtt:-0}" > "$work/res.$i"
 EOF
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# utime + stime (fields 14, 15 after the command name, which may hold spaces).
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; }
 dn_pids() { for f in "$WORK"/pid.*; do [ -f "$f" ] && cat "$f"; done; }
 sum() { local t=0; for p in $(dn_pids); do t=$(( t + $($1 "$p") )); done; echo $t; }
+# The CPU each dummynet process used since `mark_cpu`, summed over those
+# alive at both ends (one that ended meanwhile would count negative).
+declare -A CPU0
+mark_cpu() { for p in $(dn_pids); do CPU0[$p]=$(cpu_ticks "$p"); done; }
+cpu_since() {
+    local t=0 now
+    for p in "${!CPU0[@]}"; do
+        now=$(cpu_ticks "$p")
+        [ -n "$now" ] && [ -n "${CPU0[$p]}" ] && t=$(( t + now - CPU0[$p] ))
+    done
+    echo $t
+}
 
 LINK=(--nat off --up "bw 16Mbit/s delay 10ms" --down "bw 16Mbit/s delay 10ms")
-cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION"; }
+# GSO=on: TCP's super-packets cross whole (`--gso on`), one frame for up to
+# 64 KB, billed for their segments' bytes but taking one queue slot each.
+[ -n "${GSO:-}" ] && LINK+=(--gso "$GSO")
+SETUP=$((60 + N / 2))
+cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP"; }
 idle_kb=
 if [ "$MODE" = shared ]; then
     ip netns exec "$NS" "$DN" shell --nat off --socket "$WORK/shared.sock" \
-        -- sleep $((DURATION + 120)) > "$WORK/log.0" 2>&1 &
+        -- sleep $((SETUP + DURATION + 120)) > "$WORK/log.0" 2>&1 &
     echo $! > "$WORK/pid.0"
     for _ in $(seq 50); do [ -S "$WORK/shared.sock" ] && break; sleep 0.1; done
     base_kb=$(rss_kb "$(cat "$WORK/pid.0")")
@@ -94,7 +112,7 @@ for i in $(seq 1 "$N"); do
     echo $! > "$WORK/pid.$i"
 done
 # Every link up (its shell says which pipes, or its socket exists).
-for _ in $(seq 600); do
+for _ in $(seq $((SETUP * 10))); do
     up=$(ls "$WORK" | grep -c '^s\..*sock$' || true)
     [ "$MODE" = shared ] && up=$(cat "$WORK"/log.[1-9]* 2>/dev/null | grep -c "joined as link" || true)
     [ "$up" -ge "$N" ] && break
@@ -104,17 +122,26 @@ sleep 1
 if [ "$MODE" = shared ]; then
     idle_kb=$(( ($(rss_kb "$(cat "$WORK/pid.0")") - base_kb) / N ))
 fi
-cpu0=$(sum cpu_ticks)
+mark_cpu
+t0=$(date +%s%N)
 touch "$WORK/go"
 sleep $((DURATION / 2))
 load_rss=$(sum rss_kb)
 sleep $((DURATION - DURATION / 2))
-cpu1=$(sum cpu_ticks)
+cpu=$(cpu_since)
+# The window as it really was (a loaded machine stretches the sleeps).
+window_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+# The shared emulator's own account of the TCP window: drops by reason,
+# release lateness, its data plane's CPU.
+if [ "$MODE" = shared ]; then
+    "$DN" stats --socket "$WORK/shared.sock" 2>/dev/null \
+        | grep -E '^(packets|drops|release lateness|precision)' > "$WORK/stats" || true
+fi
 for i in $(seq 1 "$N"); do
     for _ in $(seq 400); do [ -f "$WORK/res.$i" ] && break; sleep 0.1; done
 done
 hz=$(getconf CLK_TCK)
-awk -v n="$N" -v mode="$MODE" -v cpu=$(( cpu1 - cpu0 )) -v hz="$hz" -v dur="$DURATION" \
+awk -v n="$N" -v mode="$MODE" -v gso="${GSO:+ (--gso $GSO)}" -v cpu="$cpu" -v hz="$hz" -v dur="$(awk -v m="$window_ms" 'BEGIN {print m / 1000}')" \
     -v rss="$load_rss" -v idle="${idle_kb:-}" '
     { got++; tput = $2 * 1500 / 1448; te[got] = (tput > 16 ? tput - 16 : 16 - tput) / 16 * 100;
       re[got] = ($3 > 20 ? $3 - 20 : 20 - $3); if ($2 == 0 || $3 == 0) bad++ }
@@ -122,11 +149,15 @@ awk -v n="$N" -v mode="$MODE" -v cpu=$(( cpu1 - cpu0 )) -v hz="$hz" -v dur="$DUR
         if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
     END {
-        printf "%-8s N=%d links measured=%d failed=%d\n", mode, n, got, bad + 0
+        printf "%-8s N=%d links measured=%d failed=%d%s\n", mode, n, got, bad + 0, gso
         printf "  throughput error: median %.2f%%  max %.2f%%\n", median(te, got), te[got]
         printf "  RTT error:        median %.2f ms  max %.2f ms\n", median(re, got), re[got]
-        printf "  CPU (all dummynet processes, TCP window): %.0f%% of a core (%.2f%% per link)\n", \
-            cpu / hz / dur * 100, cpu / hz / dur * 100 / n
+        printf "  CPU (all dummynet processes, TCP window of %.1f s): %.0f%% of a core (%.2f%% per link)\n", \
+            dur, cpu / hz / dur * 100, cpu / hz / dur * 100 / n
         printf "  RSS under load: %.2f MiB per link\n", rss / 1024 / n
         if (idle != "") printf "  shared emulator RSS per idle link: %.2f MiB\n", idle / 1024
     }' <(cat "$WORK"/res.* 2>/dev/null)
+if [ -s "$WORK/stats" ]; then
+    echo "  shared emulator (dummynet stats, from its start to the TCP window's end):"
+    sed 's/^/    /' "$WORK/stats"
+fi

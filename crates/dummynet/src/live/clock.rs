@@ -89,14 +89,17 @@ impl Realtime {
 /// Why [`wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Woke {
-    /// These descriptors are ready: bit `i` for `fds[i]` (the first 64).
+    /// Some descriptors are ready.
     Ready {
-        /// Readable, or with an error: anything to look at.
+        /// Readable, or with an error: anything to look at. Bit `i` for
+        /// `fds[i]`, the first 64 only (a caller that must know exactly
+        /// puts that descriptor among them).
         any: u64,
-        /// With an error or hung up (`POLLERR`, `POLLHUP`, `POLLNVAL`),
-        /// which `poll` reports at once, every time, until the owner
-        /// clears it or stops watching the descriptor.
-        failed: u64,
+        /// Some descriptor, at any position, has an error or hung up
+        /// (`POLLERR`, `POLLHUP`, `POLLNVAL`), which `poll` reports at once,
+        /// every time, until the owner clears it or stops watching the
+        /// descriptor: [`failed_fds`] says which.
+        failed: bool,
     },
     /// The deadline passed.
     Deadline,
@@ -388,21 +391,47 @@ fn poll_fds(pfds: &mut [PollFd<'_>], timeout: Option<Nanos>) -> Option<Woke> {
     let ts = timeout.map(|ns| TimeSpec::from_duration(Duration::from_nanos(ns)));
     match nix::poll::ppoll(pfds, ts, None) {
         Ok(n) if n > 0 => {
-            let trouble = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
-            let (mut any, mut failed) = (0u64, 0u64);
-            for (i, p) in pfds.iter().take(64).enumerate() {
+            let (mut any, mut failed) = (0u64, false);
+            // Every descriptor is looked at for trouble, not only the first
+            // 64: one failed beyond them and never reported would keep
+            // every later poll returning at once (a spin).
+            for (i, p) in pfds.iter().enumerate() {
                 let r = p.revents().unwrap_or(PollFlags::empty());
-                if !r.is_empty() {
+                if i < 64 && !r.is_empty() {
                     any |= 1 << i;
                 }
-                if r.intersects(trouble) {
-                    failed |= 1 << i;
-                }
+                failed |= r.intersects(TROUBLE);
             }
             Some(Woke::Ready { any, failed })
         }
         _ => None,
     }
+}
+
+/// What `poll` reports, at once and every time, on a descriptor whose
+/// owner must deal with it.
+const TROUBLE: PollFlags = PollFlags::POLLERR
+    .union(PollFlags::POLLHUP)
+    .union(PollFlags::POLLNVAL);
+
+/// The positions in `fds` of the descriptors with an error or hung up
+/// (after a [`wait`] that said `failed`): one more `poll` that does not
+/// wait, so the wait itself keeps no list. Rare: a port whose interface
+/// went down, a peer that hung up.
+pub fn failed_fds(fds: &[BorrowedFd<'_>]) -> Vec<usize> {
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    let now = Some(TimeSpec::from_duration(Duration::ZERO));
+    if !matches!(nix::poll::ppoll(&mut pfds, now, None), Ok(n) if n > 0) {
+        return Vec::new();
+    }
+    pfds.iter()
+        .enumerate()
+        .filter(|(_, p)| p.revents().is_some_and(|r| r.intersects(TROUBLE)))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Asks the kernel for 1 ns of timer slack on this thread (the default is
@@ -698,9 +727,10 @@ mod tests {
             woke,
             Woke::Ready {
                 any: 0b11,
-                failed: 0b10
+                failed: true
             }
         );
+        assert_eq!(failed_fds(&fds), [1]);
         // Nothing failed: nothing reported failed.
         let woke = wait(
             &clock,
@@ -710,7 +740,39 @@ mod tests {
             0,
             &mut TimerWatch::default(),
         );
-        assert_eq!(woke, Woke::Ready { any: 1, failed: 0 });
+        assert_eq!(
+            woke,
+            Woke::Ready {
+                any: 1,
+                failed: false
+            }
+        );
+        assert!(failed_fds(&fds[..1]).is_empty());
+    }
+
+    /// A descriptor that failed beyond the first 64 is reported too (it
+    /// used to be missed, and the data plane spun on it).
+    #[test]
+    fn a_failed_descriptor_beyond_the_first_64_is_reported() {
+        use std::os::fd::AsFd;
+        use std::os::unix::net::UnixStream;
+        let clock = Clock::new();
+        let quiet: Vec<(UnixStream, UnixStream)> =
+            (0..70).map(|_| UnixStream::pair().unwrap()).collect();
+        let (hung_up, peer) = UnixStream::pair().unwrap();
+        drop(peer);
+        let mut fds: Vec<BorrowedFd<'_>> = quiet.iter().map(|(a, _)| a.as_fd()).collect();
+        fds.push(hung_up.as_fd());
+        let until = clock.now() + 1_000_000_000;
+        let woke = wait(&clock, &fds, Some(until), 0, 0, &mut TimerWatch::default());
+        assert_eq!(
+            woke,
+            Woke::Ready {
+                any: 0,
+                failed: true
+            }
+        );
+        assert_eq!(failed_fds(&fds), [70]);
     }
 
     #[test]

@@ -1194,15 +1194,19 @@ impl DataPlane {
         let deadline = self.engine.next_output_deadline();
         let late = self.late_until(deadline);
         self.late.active = late.is_some();
+        // The control socket first, so that its readiness is always among
+        // the 64 bits `Woke::Ready` carries (with more than 63 backend
+        // descriptors, a joined shell's ports, it would otherwise have to
+        // be read on every wake-up).
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+        if let Some(inbox) = &self.inbox {
+            fds.push(inbox.wake.as_fd());
+        }
+        let first_backend_fd = fds.len();
         if late.is_none() {
             for b in self.backends.slots.iter() {
                 fds.extend(b.fds());
             }
-        }
-        let backend_fds = fds.len();
-        if let Some(inbox) = &self.inbox {
-            fds.push(inbox.wake.as_fd());
         }
         let now = self.clock.now();
         let look = self.options.precision == Precision::Max || now >= self.next_pace;
@@ -1237,22 +1241,23 @@ impl DataPlane {
             plan.busy,
             &mut self.timer,
         );
-        // The control socket, when there is one, is the last descriptor.
+        // The control socket, when there is one, is the first descriptor.
         if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
-            let last = fds.len() - 1;
-            self.inbox_ready |= last >= 64 || any & (1 << last) != 0;
+            self.inbox_ready |= any & 1 != 0;
         }
         // A backend's descriptor with an error polls ready at once until the
         // backend deals with it (the control socket's hang-up is seen by
-        // reading it).
+        // reading it). Which ones is asked only then, and of every backend
+        // descriptor: one beyond the first 64 left unreported would make
+        // every later wait return at once, a spin until its backend left.
         let failed: Vec<RawFd> = match woke {
-            Woke::Ready { failed, .. } if failed != 0 => fds[..backend_fds]
-                .iter()
-                .take(64)
-                .enumerate()
-                .filter(|(i, _)| failed & (1 << i) != 0)
-                .map(|(_, fd)| fd.as_raw_fd())
-                .collect(),
+            Woke::Ready { failed: true, .. } => {
+                let backend_fds = &fds[first_backend_fd..];
+                clock::failed_fds(backend_fds)
+                    .into_iter()
+                    .filter_map(|i| backend_fds.get(i).map(|fd| fd.as_raw_fd()))
+                    .collect()
+            }
             _ => Vec::new(),
         };
         drop(fds);
@@ -1824,16 +1829,65 @@ mod tests {
     /// with that reason in the report.
     #[test]
     fn a_failed_descriptor_goes_to_its_backend_whose_failure_stops_the_plane() {
+        failed_descriptor_after(0);
+    }
+
+    /// The same behind 70 quiet backends (a daemon with many joined
+    /// shells), with the control socket among the descriptors: the failed
+    /// one is the 72nd polled, beyond the 64 bits a wait used to report
+    /// (and the data plane then spun until the backend left).
+    #[test]
+    fn a_failed_descriptor_beyond_the_first_64_goes_to_its_backend() {
+        failed_descriptor_after(70);
+    }
+
+    /// A backend with one descriptor that stays quiet.
+    struct Quiet(UnixStream, #[allow(dead_code)] UnixStream);
+
+    impl Backend for Quiet {
+        fn describe(&self) -> String {
+            "quiet".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            vec![self.0.as_fd()]
+        }
+        /// Every backend hears of every failed descriptor; a quiet one's
+        /// own must never be among them.
+        fn fd_failed(&mut self, fd: RawFd) {
+            assert_ne!(fd, self.0.as_raw_fd(), "a quiet descriptor reported failed");
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, _: &mut Vec<Arrival>) -> bool {
+            false
+        }
+        fn complete(&mut self, _: Carrier, _: bool) {}
+        fn flush(&mut self) {}
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    fn failed_descriptor_after(quiet: usize) {
         let (sock, peer) = UnixStream::pair().unwrap();
         drop(peer);
         let fd = sock.as_raw_fd();
         let told = Arc::new(Mutex::new(Vec::new()));
-        let backend = HangsUp {
+        let mut backends: Vec<Box<dyn Backend>> = (0..quiet)
+            .map(|_| {
+                let (a, b) = UnixStream::pair().unwrap();
+                Box::new(Quiet(a, b)) as Box<dyn Backend>
+            })
+            .collect();
+        backends.push(Box::new(HangsUp {
             sock: Some(sock),
             told: told.clone(),
-        };
+        }));
+        // A control socket whose peer stays open: polled first, quiet.
+        let (_requests_tx, requests) = std::sync::mpsc::channel();
+        let (wake, _wake_peer) = UnixStream::pair().unwrap();
+        wake.set_nonblocking(true).unwrap();
+        let inbox = Inbox { requests, wake };
         let stop = Arc::new(AtomicBool::new(false));
-        let plane = DataPlane::new(Engine::new(1), vec![Box::new(backend)], None, stop.clone())
+        let plane = DataPlane::new(Engine::new(1), backends, Some(inbox), stop.clone())
             .with_options(PlaneOptions {
                 priority: Priority::Nice,
                 ..PlaneOptions::default()

@@ -234,6 +234,23 @@ enum Test {
     Never,
 }
 
+/// An interface a rule requires ([`Compiled::iface_guard`]): the receive
+/// interface, or with `xmit` the transmit one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IfaceGuard {
+    pub xmit: bool,
+    pub id: IfaceId,
+}
+
+impl IfaceGuard {
+    /// Whether a packet on these interfaces may pass the guard.
+    #[inline]
+    pub fn admits(&self, p: &PacketInfo) -> bool {
+        let on = if self.xmit { p.xmit_if } else { p.recv_if };
+        on == Some(self.id)
+    }
+}
+
 /// A compiled body: every test must pass (each may be negated).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Compiled {
@@ -514,6 +531,42 @@ impl Compiled {
         } else {
             Tri::Maybe
         }
+    }
+
+    /// The one interface a packet must have for this body to match, when
+    /// the body says so plainly: a `recv NAME` or `xmit NAME` among its
+    /// tests, not negated (not a pattern, a table or `via`). Packets on
+    /// any other interface fail that test whatever else they carry, which
+    /// lets a walk pass over such rules without looking at them
+    /// ([`super::IfaceIndex`]).
+    pub fn iface_guard(&self) -> Option<IfaceGuard> {
+        self.tests.iter().find_map(|(negate, t)| {
+            let (xmit, m) = match t {
+                _ if *negate => return None,
+                Test::Recv(m) => (false, m),
+                Test::Xmit(m) => (true, m),
+                _ => return None,
+            };
+            match m {
+                IfMatch::Set {
+                    pattern: None,
+                    name: Some(_),
+                    bits,
+                } => {
+                    // A name interned once: exactly one bit.
+                    let mut ids = bits.iter().enumerate().flat_map(|(w, &word)| {
+                        (0..64u16)
+                            .filter(move |b| word & (1 << b) != 0)
+                            .map(move |b| IfaceId(w as u16 * 64 + b))
+                    });
+                    match (ids.next(), ids.next()) {
+                        (Some(id), None) => Some(IfaceGuard { xmit, id }),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        })
     }
 
     /// The body says `in` or `out` (a `not` included).

@@ -23,7 +23,9 @@ use crate::time::Nanos;
 
 use crate::packet::IfaceId;
 pub use cond::Tags;
-pub(crate) use cond::{compile, route, Compiled, Cx, Interfaces, LocalAddrs, TagSets, Tri};
+pub(crate) use cond::{
+    compile, route, Compiled, Cx, IfaceGuard, Interfaces, LocalAddrs, TagSets, Tri,
+};
 use dynamic::{NameSel, Parent, Refused, States};
 pub use headers::Bytes;
 use headers::View;
@@ -158,6 +160,105 @@ pub(crate) struct Ruleset {
     calls: Vec<u16>,
     /// The tag sets of queued packets.
     pub tag_sets: TagSets,
+    /// Which rules name the interface a packet must be on, so that a walk
+    /// steps over those for other interfaces; rebuilt after any change.
+    index: IfaceIndex,
+}
+
+/// Where the rules that name one interface are ([`Compiled::iface_guard`]).
+///
+/// A daemon with many links (`shell --join`: four rules per link, each
+/// `recv` or `xmit` its link's interface) would otherwise test every
+/// other link's rules for every packet: a walk as long as the links are
+/// many. With this, a walk at a rule whose interface the packet is not on
+/// goes straight to the next rule that may match it: one with no such
+/// guard, or one guarded by the packet's own receive or transmit
+/// interface. Only rules whose body cannot match (and with nothing to do
+/// when they do not match: no state lookups) are passed over, so what a
+/// walk decides, counts and logs is unchanged.
+#[derive(Debug, Default)]
+struct IfaceIndex {
+    /// Built for the rules as they are now; cleared by every change.
+    built: bool,
+    /// Some rule has a guard: a ruleset without (no `recv NAME`) pays one
+    /// branch per rule for the index.
+    any: bool,
+    /// Each rule's guard (none for a rule that looks up states).
+    guards: Vec<Option<IfaceGuard>>,
+    /// For each rule, the first rule at or after it without a guard.
+    next_open: Vec<u32>,
+    /// Positions of the rules guarded by receive interface `id`
+    /// (`recv[id]`), and by transmit interface, ascending.
+    recv: Vec<Vec<u32>>,
+    xmit: Vec<Vec<u32>>,
+}
+
+impl IfaceIndex {
+    fn build(&mut self, rules: &[Rule]) {
+        self.guards.clear();
+        self.guards.extend(rules.iter().map(|r| {
+            (r.quick & quick::CHECK == 0)
+                .then(|| r.body.iface_guard())
+                .flatten()
+        }));
+        self.next_open.clear();
+        self.next_open.resize(rules.len(), 0);
+        let mut open = rules.len() as u32;
+        for i in (0..rules.len()).rev() {
+            if self.guards[i].is_none() {
+                open = i as u32;
+            }
+            self.next_open[i] = open;
+        }
+        self.recv.iter_mut().for_each(Vec::clear);
+        self.xmit.iter_mut().for_each(Vec::clear);
+        for (i, g) in self.guards.iter().enumerate() {
+            let Some(g) = g else { continue };
+            let lists = if g.xmit {
+                &mut self.xmit
+            } else {
+                &mut self.recv
+            };
+            let id = usize::from(g.id.0);
+            if lists.len() <= id {
+                lists.resize_with(id + 1, Vec::new);
+            }
+            lists[id].push(i as u32);
+        }
+        self.any = self.guards.iter().any(Option::is_some);
+        self.built = true;
+    }
+
+    /// The guard of rule `i`, if it is one the packet fails: then the next
+    /// rule to look at (after `i`), else `None`.
+    #[inline]
+    fn skip(&self, i: usize, pkt: &PacketInfo) -> Option<usize> {
+        if !self.any {
+            return None;
+        }
+        let g = self.guards.get(i).copied().flatten()?;
+        if g.admits(pkt) {
+            return None;
+        }
+        let after = |lists: &[Vec<u32>], on: Option<IfaceId>| {
+            let list = lists.get(usize::from(on?.0))?;
+            let at = list.partition_point(|&p| (p as usize) < i);
+            list.get(at).copied()
+        };
+        let mut next = self.next_open.get(i).copied().unwrap_or(u32::MAX);
+        for p in [
+            after(&self.recv, pkt.recv_if),
+            after(&self.xmit, pkt.xmit_if),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = next.min(p);
+        }
+        // Never backwards nor in place: rule `i` is in neither list (its
+        // guard is for another interface) and has a guard.
+        Some((next as usize).max(i + 1))
+    }
 }
 
 /// What a walk needs besides the rules: the packet's bytes, interface
@@ -200,6 +301,7 @@ impl Ruleset {
             log_lost: 0,
             calls: Vec::with_capacity(CALL_DEPTH),
             tag_sets: TagSets::default(),
+            index: IfaceIndex::default(),
         }
     }
 
@@ -208,6 +310,8 @@ impl Ruleset {
     }
 
     pub fn rules_mut(&mut self) -> &mut [Rule] {
+        // A body or a spec may change (an interface learned, a set moved).
+        self.index.built = false;
         &mut self.rules
     }
 
@@ -237,6 +341,7 @@ impl Ruleset {
         let id = self.next_id;
         self.next_id += 1;
         self.rules.insert(at, Rule::new(id, number, spec, body));
+        self.index.built = false;
     }
 
     pub fn contains(&self, number: u16) -> bool {
@@ -255,6 +360,7 @@ impl Ruleset {
     /// Keeps the rules `keep` says; the states of the others go with them.
     pub fn retain(&mut self, keep: impl Fn(&Rule) -> bool) {
         self.rules.retain(|r| keep(r));
+        self.index.built = false;
         let ids: std::collections::HashSet<u32> = self.rules.iter().map(|r| r.id).collect();
         self.states.retain(|st| ids.contains(&st.parent.rule_id));
     }
@@ -378,6 +484,7 @@ impl Ruleset {
 
     /// After rules changed sets (`set move`, `set swap`).
     pub fn refresh_rules(&mut self) {
+        self.index.built = false;
         self.rules.iter_mut().for_each(Rule::refresh);
     }
 
@@ -393,8 +500,12 @@ impl Ruleset {
         walk: &Walk<'_>,
         rng: &mut Rng,
     ) -> (Decision, RuleRef) {
+        if !self.index.built {
+            self.index.build(&self.rules);
+        }
         let Ruleset {
             rules,
+            index,
             disabled_sets,
             tables,
             states,
@@ -420,6 +531,10 @@ impl Ruleset {
         let mut checked = false;
         let mut i = start;
         let (decision, at) = loop {
+            if let Some(next) = index.skip(i, pkt) {
+                i = next;
+                continue;
+            }
             let Some(rule) = rules.get_mut(i) else {
                 // Unreachable while the default rule exists; deny is the safe answer.
                 let r = &rules[rules.len() - 1];
