@@ -30,6 +30,9 @@
 //! Without root, `ip`, `ping` or `iperf3`, each test prints `skipped: ...`
 //! and passes.
 
+// Each test binary compiles live_common on its own; this one does not use
+// all of it.
+#[allow(dead_code)]
 mod live_common;
 
 use std::path::Path;
@@ -721,44 +724,21 @@ fn bridge_delays_and_reconfigures_live() {
         return;
     }
     let _serial = serial();
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
-    let scratch = Scratch::new();
-    let config = scratch.write(
-        "ipfw.conf",
-        "pipe 1 config delay 10ms\n\
-         pipe 2 config delay 10ms\n\
-         add 100 pipe 1 ip from any to any in recv m-a\n\
-         add 200 pipe 2 ip from any to any in recv m-b\n\
-         add 65000 allow ip from any to any\n",
+    let path = BridgePath::new();
+    let mut daemon = path.daemon(
+        "ctl",
+        Some(
+            "pipe 1 config delay 10ms\n\
+             pipe 2 config delay 10ms\n\
+             add 100 pipe 1 ip from any to any in recv m-a\n\
+             add 200 pipe 2 ip from any to any in recv m-b\n\
+             add 65000 allow ip from any to any\n",
+        ),
+        &[],
     );
-    let socket = scratch.path("ctl.sock");
-    let mut daemon = Proc::spawn(
-        {
-            let mut c = m.command(
-                DUMMYNET,
-                &[
-                    "run",
-                    "--bridge",
-                    "m-a",
-                    "m-b",
-                    "--config",
-                    config.to_str().unwrap(),
-                    "--socket",
-                    socket.to_str().unwrap(),
-                ],
-            );
-            c.env("DUMMYNET_SOCKET", &socket);
-            c
-        },
-        "dummynet run --bridge",
-    );
-    wait_for_socket(&socket, &mut daemon);
+    let (a, socket) = (&path.a, daemon.socket.clone());
 
-    let ping = |count: &str| a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", "192.0.2.2"]);
+    let ping = |count: &str| a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", B_ADDR]);
     let run_ping = |count: &str, what: &str| {
         let out = run_bounded(&mut ping(count), Duration::from_secs(10), what);
         Ping::parse(&expect_success(&out, what))
@@ -800,10 +780,11 @@ fn bridge_delays_and_reconfigures_live() {
     assert!(rule_packets(&show, 100) >= 40, "{show}");
     assert!(rule_packets(&show, 200) >= 40, "{show}");
 
-    let status = daemon.terminate(Duration::from_secs(5));
+    let status = daemon.proc.terminate(Duration::from_secs(5));
     assert!(
         status.success(),
-        "daemon exit status after SIGTERM: {status}"
+        "daemon exit status after SIGTERM: {status}\n{}",
+        daemon.log()
     );
     assert!(!socket.exists(), "the control socket outlived the daemon");
 }
@@ -1086,34 +1067,6 @@ fn host_daemon(ns: &TestNs, queue: &str, config: &Path, socket: &Path, extra: &[
     daemon
 }
 
-/// Host mode's client C and server S, joined by a veth, and a ping from C.
-struct HostPair {
-    c: TestNs,
-    _s: TestNs,
-}
-
-impl HostPair {
-    fn new() -> HostPair {
-        let (c, s) = (TestNs::new(), TestNs::new());
-        veth(&c, "c0", &s, "s0");
-        c.ip(&["addr", "add", "192.0.2.1/24", "dev", "c0"]);
-        s.ip(&["addr", "add", "192.0.2.2/24", "dev", "s0"]);
-        HostPair { c, _s: s }
-    }
-
-    /// 10 pings C→S, 100 ms apart.
-    fn ping(&self) -> Ping {
-        let out = run_bounded(
-            &mut self
-                .c
-                .command("ping", &["-c", "10", "-i", "0.1", "-W", "1", "192.0.2.2"]),
-            Duration::from_secs(10),
-            "ping C→S",
-        );
-        Ping::parse(&expect_success(&out, "ping C→S"))
-    }
-}
-
 /// `pipe 1 config delay 20ms` on C's outgoing traffic, the rest allowed.
 const HOST_DELAY_20MS: &str = "pipe 1 config delay 20ms\n\
                                add 100 pipe 1 ip from any to any out\n\
@@ -1311,12 +1264,12 @@ fn a_second_bridge_on_the_same_ports_is_refused() {
         return;
     }
     let _serial = serial();
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
-    let scratch = Scratch::new();
+    let BridgePath {
+        a,
+        m,
+        b: _b,
+        scratch,
+    } = BridgePath::new();
     let config = scratch.write(
         "ipfw.conf",
         "pipe 1 config delay 10ms\n\
@@ -2703,7 +2656,7 @@ fn host_mode_stateful_rules_pass_a_session_and_block_the_unsolicited() {
     }
     let _serial = serial();
     let pair = HostPair::new();
-    let (c, s) = (&pair.c, &pair._s);
+    let (c, s) = (&pair.c, &pair.s);
     let scratch = Scratch::new();
     let config = scratch.write(
         "ipfw.conf",
@@ -2788,7 +2741,7 @@ fn host_mode_verrevpath_follows_the_namespaces_routes() {
     }
     let _serial = serial();
     let pair = HostPair::new();
-    let (c, s) = (&pair.c, &pair._s);
+    let (c, s) = (&pair.c, &pair.s);
     let scratch = Scratch::new();
     let config = scratch.write(
         "ipfw.conf",
@@ -2869,10 +2822,7 @@ fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
         return;
     }
     let _serial = serial();
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    let scratch = Scratch::new();
+    let path = BridgePath::new();
     let mut rules = String::new();
     for n in 1..=12000 {
         rules.push_str(&format!(
@@ -2881,34 +2831,15 @@ fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
         ));
     }
     rules.push_str("add 65000 allow ip from any to any\n");
-    let config = scratch.write("ipfw.conf", &rules);
-    let socket = scratch.path("ctl.sock");
-    let mut cmd = m.command(
-        DUMMYNET,
-        &[
-            "run",
-            "--bridge",
-            "m-a",
-            "m-b",
-            "--nice",
-            "--precision",
-            "timer",
-            "--config",
-            config.to_str().unwrap(),
-            "--socket",
-            socket.to_str().unwrap(),
-        ],
-    );
-    cmd.env("DUMMYNET_SOCKET", &socket);
-    let mut daemon = Proc::spawn(cmd, "dummynet run --bridge");
-    wait_for_socket(&socket, &mut daemon);
+    let mut daemon = path.daemon("ctl", Some(&rules), &["--nice", "--precision", "timer"]);
+    let socket = daemon.socket.clone();
     let shown = ipfw(&socket, &["show"]);
     assert!(shown.contains("\n12000 "), "the rules are not all there");
     // Several times what the socket buffers on both sides hold.
     assert!(shown.len() > 500_000, "show is only {} bytes", shown.len());
 
     // Connections that come and go, some with half a request.
-    let pid = daemon.pid();
+    let pid = daemon.proc.pid();
     let before = open_fds(pid);
     for i in 0..100 {
         let mut c = UnixStream::connect(&socket).expect("connect");
@@ -2934,7 +2865,7 @@ fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
         let again = show_when_not_busy(&socket);
         assert_eq!(again.lines().count(), shown.lines().count());
     }
-    let status = daemon.terminate(Duration::from_secs(3));
+    let status = daemon.proc.terminate(Duration::from_secs(3));
     assert!(status.success(), "daemon exited with {status}");
     assert!(!socket.exists(), "socket file left behind");
     drop((greedy, idle));
