@@ -172,7 +172,7 @@ fn validate_against_openapi(doc: &Value, seen: &[(String, &'static str, u16, Val
 
 fn ping_median(a: &TestNs, count: &str, what: &str) -> f64 {
     let out = run_bounded(
-        &mut a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", B_ADDR]),
+        &mut rt_ping(a, &["-c", count, "-i", "0.1", "-W", "1", B_ADDR]),
         Duration::from_secs(10),
         what,
     );
