@@ -1099,9 +1099,11 @@ fn a_full_host_queue_is_counted_never_a_stall() {
             "100",
             "-t",
             "3",
+            "-J",
         ],
     );
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let report = fs::File::create(scratch.path("flood.json")).expect("create the flood's report");
+    cmd.stdout(report).stderr(Stdio::null());
     let mut client = Proc::spawn(cmd, "iperf3 -u C → S");
     std::thread::sleep(Duration::from_millis(700));
     kill(d.pid(), Signal::SIGSTOP).expect("SIGSTOP");
@@ -1133,10 +1135,19 @@ fn a_full_host_queue_is_counted_never_a_stall() {
     let stats = expect_success(&out, "dummynet stats");
     println!("{stats}");
     assert_books(&stats);
-    // The backlog went through the daemon, not around it.
+    // The backlog went through the daemon, not around it: at least half
+    // of the datagrams the sender handed the kernel (a bypass would leave
+    // next to none). Held against what the sender sent, not against
+    // 10,000: with the machine loaded (load average 17 on the 2 vCPUs)
+    // iperf3 sent only some 9,200 of the 75,000 it was asked for, every
+    // one of which the daemon received.
+    let flood = iperf3_udp_counts(&scratch.read("flood.json"));
+    let received = host_counter(&stats, "received");
+    println!("the flood: {flood:?}; the daemon received {received}");
+    assert!(flood.sent > 1_000, "no flood: {flood:?}");
     assert!(
-        host_counter(&stats, "received") > 10_000,
-        "the flood did not go through the queue:\n{stats}"
+        2 * received >= flood.sent,
+        "the flood did not go through the queue: {flood:?}\n{stats}"
     );
     let kernel = host_counter(&stats, "kernel_queue_dropped")
         + host_counter(&stats, "kernel_user_dropped")
