@@ -67,10 +67,19 @@ fn demo_measures_the_lte_preset_and_cleans_up() {
         "demo failed: {}\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // LTE: 65 + 50 ms of propagation; the average may carry a little queueing
-    // and scheduling delay, never less than the configured delay.
+    // LTE: 65 + 50 ms of propagation. No probe comes back sooner, and the
+    // fastest within 10 ms of it: a wrong delay (one way only, twice, or
+    // not at all) fails. The average is held only from below: the probe's
+    // echo threads run at normal priority, and on a loaded machine (load
+    // average 17 on the 2 vCPUs) they answered up to 260 ms late, which
+    // put the average of 10 at 224 ms while the fastest was 115.6.
     let rtt = number_after(&text, "RTT", "ms");
-    assert!((115.0..125.0).contains(&rtt), "RTT {rtt} ms:\n{text}");
+    let fastest = number_after(&text, "RTT", "(min");
+    assert!(rtt >= 115.0, "RTT {rtt} ms:\n{text}");
+    assert!(
+        (115.0..125.0).contains(&fastest),
+        "fastest RTT {fastest} ms:\n{text}"
+    );
     // TCP goodput within 80% of what 1500-byte packets allow, and above none.
     let up = number_after(&text, "uplink", "Mbit/s");
     let down = number_after(&text, "downlink", "Mbit/s");

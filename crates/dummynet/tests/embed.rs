@@ -218,11 +218,7 @@ fn a_bridge_started_in_process_is_driven_and_lets_its_ports_go() {
         return;
     }
     let _serial = serial();
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
+    let BridgePath { a, m, .. } = &BridgePath::new();
     let middle = format!("/run/netns/{}", m.name);
     let builder = Bridge::builder("m-a", "m-b")
         .config_text(
@@ -242,7 +238,7 @@ fn a_bridge_started_in_process_is_driven_and_lets_its_ports_go() {
     assert!(e.to_string().contains("m-a"), "{e}");
 
     let events = bridge.events(EventFilter::default());
-    let pinging = || a.command("ping", &[&PING_ARGS[..], &["192.0.2.2"]].concat());
+    let pinging = || a.command("ping", &[&PING_ARGS[..], &[B_ADDR]].concat());
     let first = ping(pinging(), "ping across the bridge");
     println!("bridge, 10 ms each way: RTTs {:?} ms", first.rtts());
     assert!(first.rtts().iter().all(|&t| t >= 20.0), "{first:?}");

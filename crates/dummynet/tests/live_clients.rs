@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,53 +26,24 @@ const OUTSIDER: u32 = 64_773;
 
 /// A bridge daemon between two test namespaces, with its control socket in
 /// a scratch directory others may traverse.
-struct Daemon {
-    proc: Proc,
-    socket: PathBuf,
-    scratch: Scratch,
-    _ns: (TestNs, TestNs, TestNs),
+fn start(extra: &[&str]) -> Bridged {
+    let path = BridgePath::new();
+    std::fs::set_permissions(&path.scratch.dir, std::fs::Permissions::from_mode(0o755))
+        .expect("open the scratch directory to other users");
+    let mut args = vec!["--nice", "--precision", "timer", "--default-allow"];
+    args.extend_from_slice(extra);
+    path.start(None, &args)
 }
 
-impl Daemon {
-    fn start(extra: &[&str]) -> Daemon {
-        let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-        veth(&a, "a0", &m, "m-a");
-        veth(&b, "b0", &m, "m-b");
-        let scratch = Scratch::new();
-        std::fs::set_permissions(&scratch.dir, std::fs::Permissions::from_mode(0o755))
-            .expect("open the scratch directory to other users");
-        let socket = scratch.path("ctl.sock");
-        let mut args = vec![
-            "run",
-            "--bridge",
-            "m-a",
-            "m-b",
-            "--nice",
-            "--precision",
-            "timer",
-            "--default-allow",
-            "--socket",
-            socket.to_str().expect("a UTF-8 path"),
-        ];
-        args.extend_from_slice(extra);
-        let mut proc = Proc::spawn(m.command(DUMMYNET, &args), "dummynet run --bridge");
-        wait_for_socket(&socket, &mut proc);
-        Daemon {
-            proc,
-            socket,
-            scratch,
-            _ns: (a, m, b),
-        }
-    }
-
+impl Bridged {
     fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.proc.pid()))
+        std::fs::read_dir(format!("/proc/{}/fd", self.daemon.proc.pid()))
             .map(|d| d.count())
             .unwrap_or(0)
     }
 
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.proc.pid()))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.daemon.proc.pid()))
             .unwrap_or_default();
         status
             .lines()
@@ -106,9 +77,9 @@ fn stderr_of(v: &serde_json::Value) -> &str {
 
 /// `ipfw show` from another client answers, and quickly, while `what`
 /// holds its connection.
-fn show_still_answers(d: &Daemon, what: &str) {
+fn show_still_answers(d: &Bridged, what: &str) {
     let started = Instant::now();
-    let shown = ipfw(&d.socket, &["show"]);
+    let shown = ipfw(&d.daemon.socket, &["show"]);
     assert!(shown.contains("65535"), "show while {what}: {shown}");
     assert!(
         started.elapsed() < Duration::from_secs(4),
@@ -125,12 +96,12 @@ fn ten_thousand_connections_leak_no_descriptor() {
         return;
     }
     let _serial = serial();
-    let d = Daemon::start(&[]);
+    let d = start(&[]);
     let before = d.fds();
     assert!(before > 0, "cannot count the daemon's descriptors");
     let mut refused = 0;
     for i in 0..10_000u32 {
-        let mut c = match UnixStream::connect(&d.socket) {
+        let mut c = match UnixStream::connect(&d.daemon.socket) {
             Ok(c) => c,
             // The listen backlog full for a moment: not a leak; bounded.
             Err(_) => {
@@ -158,11 +129,11 @@ fn ten_thousand_connections_leak_no_descriptor() {
 
 /// `dummynet stats --json`: one object whose books balance and whose drops
 /// by reason add up to `dropped`.
-fn stats_json_balances(d: &Daemon) {
+fn stats_json_balances(d: &Bridged) {
     let out = run_bounded(
         Command::new(DUMMYNET)
             .args(["stats", "--json", "--socket"])
-            .arg(&d.socket),
+            .arg(&d.daemon.socket),
         Duration::from_secs(5),
         "dummynet stats --json",
     );
@@ -202,10 +173,10 @@ fn abusive_requests_are_cut_off_at_a_bounded_cost() {
         return;
     }
     let _serial = serial();
-    let d = Daemon::start(&[]);
+    let d = start(&[]);
     let rss_before = d.rss_kib();
 
-    let garbage = raw_answer(&d.socket, b"\x00\x01 not json at all }{\n");
+    let garbage = raw_answer(&d.daemon.socket, b"\x00\x01 not json at all }{\n");
     assert_eq!(garbage["status"], 64, "{garbage}");
     assert!(
         stderr_of(&garbage).contains("bad control request"),
@@ -213,7 +184,7 @@ fn abusive_requests_are_cut_off_at_a_bounded_cost() {
     );
 
     // A line that never ends: cut off at the 1 MiB limit, with the limit.
-    let endless = UnixStream::connect(&d.socket).expect("connect");
+    let endless = UnixStream::connect(&d.daemon.socket).expect("connect");
     endless
         .set_write_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
@@ -251,7 +222,7 @@ fn abusive_requests_are_cut_off_at_a_bounded_cost() {
 
     // A client that says nothing holds its own thread only, and is told
     // why it is dropped when its 5 s are up.
-    let silent = UnixStream::connect(&d.socket).expect("connect");
+    let silent = UnixStream::connect(&d.daemon.socket).expect("connect");
     silent
         .set_read_timeout(Some(Duration::from_secs(15)))
         .expect("timeout");
@@ -359,13 +330,13 @@ fn socket_group_members_drive_the_daemon_and_read_only_their_own_files() {
     }
     let _serial = serial();
     let group = GROUP.to_string();
-    let d = Daemon::start(&["--socket-group", &group]);
+    let d = start(&["--socket-group", &group]);
 
     // The member's own `dummynet ipfw show`, as the CLI sends it.
     let out = run_bounded(
         Command::new(DUMMYNET)
             .args(["ipfw", "--socket"])
-            .arg(&d.socket)
+            .arg(&d.daemon.socket)
             .arg("show")
             .uid(MEMBER)
             .gid(GROUP),
@@ -379,7 +350,7 @@ fn socket_group_members_drive_the_daemon_and_read_only_their_own_files() {
     let out = run_bounded(
         Command::new(DUMMYNET)
             .args(["ipfw", "--socket"])
-            .arg(&d.socket)
+            .arg(&d.daemon.socket)
             .arg("show")
             .uid(OUTSIDER)
             .gid(OUTSIDER),
@@ -390,38 +361,38 @@ fn socket_group_members_drive_the_daemon_and_read_only_their_own_files() {
     assert!(text(&out.stderr).contains("permission denied"), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
     // And were the mode loosened, the daemon's own check (SO_PEERCRED).
-    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666))
+    std::fs::set_permissions(&d.daemon.socket, std::fs::Permissions::from_mode(0o666))
         .expect("chmod the socket");
-    let answer = raw_as(OUTSIDER, OUTSIDER, &d.socket, &request("show"));
+    let answer = raw_as(OUTSIDER, OUTSIDER, &d.daemon.socket, &request("show"));
     assert!(answer.contains("permission denied"), "{answer}");
     assert!(!answer.contains("65535"), "{answer}");
 
     // Files: one only root may read, one the group may, one the member
     // owns. Sent raw, as a client that skips the CLI's own check would.
     let trace = "1\n2\n3\n4\n5\n";
-    let secret = d.scratch.write("secret.trace", trace);
+    let secret = d.path.scratch.write("secret.trace", trace);
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let shared = d.scratch.write("shared.trace", trace);
+    let shared = d.path.scratch.write("shared.trace", trace);
     std::os::unix::fs::chown(&shared, None, Some(GROUP)).expect("chown");
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).expect("chmod");
-    let own = d.scratch.write("own.trace", trace);
+    let own = d.path.scratch.write("own.trace", trace);
     std::os::unix::fs::chown(&own, Some(MEMBER), Some(MEMBER)).expect("chown");
     std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let cmd = |pipe: u32, f: &Path| request(&format!("pipe {pipe} config trace {}", f.display()));
 
-    let refused = raw_as(MEMBER, GROUP, &d.socket, &cmd(1, &secret));
+    let refused = raw_as(MEMBER, GROUP, &d.daemon.socket, &cmd(1, &secret));
     assert!(refused.contains("\"status\":64"), "{refused}");
     assert!(refused.contains("permission denied"), "{refused}");
     assert!(refused.contains("secret.trace"), "{refused}");
     for (pipe, file) in [(2, &shared), (3, &own)] {
-        let taken = raw_as(MEMBER, GROUP, &d.socket, &cmd(pipe, file));
+        let taken = raw_as(MEMBER, GROUP, &d.daemon.socket, &cmd(pipe, file));
         assert!(
             taken.contains("\"status\":0"),
             "{}: {taken}",
             file.display()
         );
     }
-    let pipes = ipfw(&d.socket, &["pipe", "show"]);
+    let pipes = ipfw(&d.daemon.socket, &["pipe", "show"]);
     assert!(
         !pipes.contains("00001:"),
         "the refused pipe exists: {pipes}"
@@ -431,7 +402,10 @@ fn socket_group_members_drive_the_daemon_and_read_only_their_own_files() {
         "{pipes}"
     );
     // Root (the test) may still name the secret one.
-    let as_root = raw_answer(&d.socket, format!("{}\n", cmd(1, &secret)).as_bytes());
+    let as_root = raw_answer(
+        &d.daemon.socket,
+        format!("{}\n", cmd(1, &secret)).as_bytes(),
+    );
     assert_eq!(as_root["status"], 0, "{as_root}");
 }
 
@@ -444,19 +418,19 @@ fn batches_and_json_views_through_the_socket() {
         return;
     }
     let _serial = serial();
-    let d = Daemon::start(&[]);
+    let d = start(&[]);
     let refused = raw_answer(
-        &d.socket,
+        &d.daemon.socket,
         b"{\"commands\": [\"pipe 4 config bw 1Mbit/s\", \"add 40 pipe 4 ip from any to any\", \
           \"pipe 9 delete\"]}\n",
     );
     assert_eq!(refused["status"], 65, "{refused}");
     assert_eq!(refused["kind"], "not_found", "{refused}");
     assert_eq!(refused["error"]["index"], 2, "{refused}");
-    let pipes = ipfw(&d.socket, &["pipe", "show"]);
+    let pipes = ipfw(&d.daemon.socket, &["pipe", "show"]);
     assert!(!pipes.contains("00004"), "half applied: {pipes}");
     let taken = raw_answer(
-        &d.socket,
+        &d.daemon.socket,
         b"{\"commands\": [\"pipe 4 config bw 1Mbit/s delay 7ms\", \
           [\"add\", \"40\", \"pipe\", \"4\", \"ip\", \"from\", \"any\", \"to\", \"any\"]]}\n",
     );
@@ -464,7 +438,7 @@ fn batches_and_json_views_through_the_socket() {
     let out = run_bounded(
         Command::new(DUMMYNET)
             .args(["ipfw", "--socket"])
-            .arg(&d.socket)
+            .arg(&d.daemon.socket)
             .args(["--json", "pipe", "4", "show"]),
         Duration::from_secs(5),
         "dummynet ipfw --json pipe 4 show",
@@ -475,7 +449,7 @@ fn batches_and_json_views_through_the_socket() {
     assert_eq!(v["pipes"][0]["link"]["bandwidth_bps"], 1_000_000, "{v}");
     assert_eq!(v["pipes"][0]["link"]["delay_ns"], 7_000_000, "{v}");
     let shown = raw_answer(
-        &d.socket,
+        &d.daemon.socket,
         b"{\"argv\": [\"show\", \"40\"], \"json\": true}\n",
     );
     let rules: serde_json::Value =

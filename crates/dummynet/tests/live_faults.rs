@@ -34,146 +34,11 @@ use std::time::{Duration, Instant};
 use live_common::*;
 use nix::sys::signal::{kill, Signal};
 
-const A_ADDR: &str = "192.0.2.1";
-const B_ADDR: &str = "192.0.2.2";
-
 /// A 5 ms pipe on what A sends, the rest allowed: shaped pings prove that
 /// a daemon (and not the kernel) forwards.
 const BRIDGE_DELAY_5MS: &str = "pipe 1 config delay 5ms\n\
                                 add 100 pipe 1 ip from any to any in recv m-a\n\
                                 add 65000 allow ip from any to any\n";
-
-/// A — M — B joined by veths, addresses on a0 and b0, no daemon yet.
-/// (Fields drop in order: the namespaces, then the scratch directory.)
-struct Path3 {
-    a: TestNs,
-    m: TestNs,
-    b: TestNs,
-    scratch: Scratch,
-}
-
-impl Path3 {
-    fn new() -> Path3 {
-        let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-        veth(&a, "a0", &m, "m-a");
-        veth(&b, "b0", &m, "m-b");
-        a.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "a0"]);
-        b.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "b0"]);
-        Path3 {
-            a,
-            m,
-            b,
-            scratch: Scratch::new(),
-        }
-    }
-
-    /// `dummynet run --bridge m-a m-b --config CONFIG --socket NAME.sock
-    /// EXTRA...` in M, stderr to `stderr` (a file in the scratch directory
-    /// named NAME.log when `None`); returns once the socket is up.
-    fn daemon(&self, name: &str, config: &str, extra: &[&str], stderr: Option<Stdio>) -> Daemon {
-        let conf = self.scratch.write(&format!("{name}.conf"), config);
-        let socket = self.scratch.path(&format!("{name}.sock"));
-        let log = self.scratch.path(&format!("{name}.log"));
-        let stderr = stderr.unwrap_or_else(|| {
-            fs::File::create(&log)
-                .expect("create the daemon log")
-                .into()
-        });
-        let mut args = vec![
-            "run",
-            "--bridge",
-            "m-a",
-            "m-b",
-            "--config",
-            conf.to_str().expect("a UTF-8 path"),
-            "--socket",
-            socket.to_str().expect("a UTF-8 path"),
-        ];
-        args.extend_from_slice(extra);
-        let mut cmd = self.m.command(DUMMYNET, &args);
-        cmd.stdout(Stdio::null()).stderr(stderr);
-        let mut proc = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
-        wait_for_socket(&socket, &mut proc);
-        Daemon { proc, socket, log }
-    }
-
-    /// `ping -c COUNT -i INTERVAL -s SIZE` from A to B, with `-M dont` so
-    /// that a large one is sent whole (at most about 1 s past the last).
-    fn ping(&self, count: u32, interval: &str, size: u32) -> Ping {
-        let out = run_bounded(
-            &mut self.a.command(
-                "ping",
-                &[
-                    "-c",
-                    &count.to_string(),
-                    "-i",
-                    interval,
-                    "-s",
-                    &size.to_string(),
-                    "-M",
-                    "dont",
-                    "-W",
-                    "1",
-                    B_ADDR,
-                ],
-            ),
-            Duration::from_secs(20),
-            "ping A → B",
-        );
-        Ping::parse(&text(&out.stdout))
-    }
-
-    /// A ping flood from A to B in the background, bounded by `-c` and
-    /// `-w` (and killed when the guard drops).
-    fn flood(&self, size: u32, secs: u32) -> Proc {
-        let mut cmd = self.a.command(
-            "ping",
-            &[
-                "-f",
-                "-c",
-                "1000000",
-                "-w",
-                &secs.to_string(),
-                "-s",
-                &size.to_string(),
-                "-M",
-                "dont",
-                B_ADDR,
-            ],
-        );
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        Proc::spawn(cmd, "ping -f A → B")
-    }
-}
-
-/// A bridge daemon, its socket and its log.
-struct Daemon {
-    proc: Proc,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn stats(&self) -> String {
-        let out = run_bounded(
-            Command::new(DUMMYNET)
-                .args(["stats", "--socket"])
-                .arg(&self.socket),
-            Duration::from_secs(5),
-            "dummynet stats",
-        );
-        expect_success(&out, "dummynet stats")
-    }
-
-    fn sigkill(&mut self) {
-        kill(self.proc.pid(), Signal::SIGKILL).expect("SIGKILL");
-        let _ = self.proc.child.wait();
-    }
-}
 
 /// The counter `name` of `dummynet stats`' bridge line (0 when absent: the
 /// line lists non-zero counters only).
@@ -232,8 +97,8 @@ fn bridge_sigkill_under_a_flood_frees_the_ports_at_once() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let mut first = p.daemon("first", BRIDGE_DELAY_5MS, &[], None);
+    let p = BridgePath::new();
+    let mut first = p.daemon("first", Some(BRIDGE_DELAY_5MS), &[]);
     assert_eq!(promiscuity(&p.m, "m-a"), 1, "the bridge's port");
     let _flood = p.flood(1000, 8);
     std::thread::sleep(Duration::from_millis(500));
@@ -247,7 +112,7 @@ fn bridge_sigkill_under_a_flood_frees_the_ports_at_once() {
 
     // Under the same flood, at once.
     let started = Instant::now();
-    let mut next = p.daemon("next", BRIDGE_DELAY_5MS, &[], None);
+    let mut next = p.daemon("next", Some(BRIDGE_DELAY_5MS), &[]);
     let took = started.elapsed();
     println!(
         "the next daemon was up {:.0} ms after the kill",
@@ -319,10 +184,7 @@ fn host_sigkill_under_traffic(test: &str, firewall: &str, no_bypass: bool) {
         return;
     }
     let _serial = serial();
-    let (c, s) = (TestNs::new(), TestNs::new());
-    veth(&c, "c0", &s, "s0");
-    c.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "c0"]);
-    s.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "s0"]);
+    let HostPair { c, s: _s } = HostPair::new();
     let scratch = Scratch::new();
     let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
     let queue = (7000 + unique_port() % 1000).to_string();
@@ -603,8 +465,8 @@ fn an_mtu_cut_under_traffic_is_counted_never_a_stall() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let p = BridgePath::new();
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     let big = p.ping(5, "0.05", 1372);
     assert_eq!(big.lost(), 0, "1400-byte pings before the cut: {big:?}");
 
@@ -684,10 +546,10 @@ fn jumbo_frames_into_a_smaller_port_are_counted_and_cross_when_it_grows() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
+    let p = BridgePath::new();
     p.a.ip(&["link", "set", "dev", "a0", "mtu", "9000"]);
     p.m.ip(&["link", "set", "dev", "m-a", "mtu", "9000"]);
-    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     let jumbo = p.ping(10, "0.05", 8000);
     assert_eq!(
         jumbo.received, 0,
@@ -744,8 +606,8 @@ fn super_packets_and_frames_over_the_out_ports_mtu_are_counted_never_a_stall() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let p = BridgePath::new();
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     p.m.ip(&["link", "set", "dev", "m-b", "mtu", "1280"]);
     let port = unique_port();
     let _server = iperf3_server(&p.b, port, None);
@@ -810,8 +672,8 @@ fn a_full_transmit_queue_is_counted_never_a_stall() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let p = BridgePath::new();
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     run_ok(
         "ip",
         &[
@@ -878,8 +740,8 @@ fn a_full_receive_ring_is_counted_never_a_stall() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let p = BridgePath::new();
+    let d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     let port = unique_port();
     let _server = iperf3_server(&p.b, port, None);
     let mut cmd = p.a.command(
@@ -937,8 +799,8 @@ fn a_port_deleted_under_a_flood_is_counted_and_reopened() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
-    let mut d = p.daemon("d", BRIDGE_PIPE_1MS, &[], None);
+    let p = BridgePath::new();
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
     let flood = p.flood(500, 3);
     std::thread::sleep(Duration::from_millis(500));
     // Deleting m-b deletes its peer b0 in B too.
@@ -992,7 +854,7 @@ fn the_control_sockets_directory_removed_stops_nothing() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
+    let p = BridgePath::new();
     let dir = p.scratch.path("sockdir");
     fs::create_dir(&dir).expect("create the socket's directory");
     let socket = dir.join("ctl.sock");
@@ -1040,7 +902,7 @@ fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
+    let p = BridgePath::new();
     let full = fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -1049,7 +911,7 @@ fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
                   add 50 count log ip from any to any in recv m-a\n\
                   add 100 pipe 1 ip from any to any in recv m-a\n\
                   add 65000 allow ip from any to any\n";
-    let mut d = p.daemon("d", config, &[], Some(full.into()));
+    let mut d = p.daemon_with_stderr("d", Some(config), &[], full.into());
     let ping = p.ping(10, "0.05", 56);
     assert_eq!(ping.lost(), 0, "{ping:?}");
     assert!(
@@ -1134,11 +996,11 @@ fn stderr_on_a_pipe_nobody_reads_stalls_nothing() {
         return;
     }
     let _serial = serial();
-    let p = Path3::new();
+    let p = BridgePath::new();
     let (read_end, write_end) = nix::unistd::pipe().expect("a pipe");
     let config = "add 50 count log ip from any to any\n\
                   add 65000 allow ip from any to any\n";
-    let mut d = p.daemon("d", config, &[], Some(Stdio::from(write_end)));
+    let mut d = p.daemon_with_stderr("d", Some(config), &[], Stdio::from(write_end));
     // 64 KiB of pipe is some 700 log lines: a flood's first half second.
     drop(p.flood(1000, 2));
     let mut flood = p.flood(100, 2);
@@ -1202,10 +1064,7 @@ fn a_full_host_queue_is_counted_never_a_stall() {
         return;
     }
     let _serial = serial();
-    let (c, s) = (TestNs::new(), TestNs::new());
-    veth(&c, "c0", &s, "s0");
-    c.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "c0"]);
-    s.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "s0"]);
+    let HostPair { c, s } = HostPair::new();
     let scratch = Scratch::new();
     let config = scratch.write("ipfw.conf", HOST_DELAY_20MS);
     let socket = scratch.path("d.sock");
@@ -1240,9 +1099,11 @@ fn a_full_host_queue_is_counted_never_a_stall() {
             "100",
             "-t",
             "3",
+            "-J",
         ],
     );
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let report = fs::File::create(scratch.path("flood.json")).expect("create the flood's report");
+    cmd.stdout(report).stderr(Stdio::null());
     let mut client = Proc::spawn(cmd, "iperf3 -u C → S");
     std::thread::sleep(Duration::from_millis(700));
     kill(d.pid(), Signal::SIGSTOP).expect("SIGSTOP");
@@ -1274,10 +1135,19 @@ fn a_full_host_queue_is_counted_never_a_stall() {
     let stats = expect_success(&out, "dummynet stats");
     println!("{stats}");
     assert_books(&stats);
-    // The backlog went through the daemon, not around it.
+    // The backlog went through the daemon, not around it: at least half
+    // of the datagrams the sender handed the kernel (a bypass would leave
+    // next to none). Held against what the sender sent, not against
+    // 10,000: with the machine loaded (load average 17 on the 2 vCPUs)
+    // iperf3 sent only some 9,200 of the 75,000 it was asked for, every
+    // one of which the daemon received.
+    let flood = iperf3_udp_counts(&scratch.read("flood.json"));
+    let received = host_counter(&stats, "received");
+    println!("the flood: {flood:?}; the daemon received {received}");
+    assert!(flood.sent > 1_000, "no flood: {flood:?}");
     assert!(
-        host_counter(&stats, "received") > 10_000,
-        "the flood did not go through the queue:\n{stats}"
+        2 * received >= flood.sent,
+        "the flood did not go through the queue: {flood:?}\n{stats}"
     );
     let kernel = host_counter(&stats, "kernel_queue_dropped")
         + host_counter(&stats, "kernel_user_dropped")

@@ -172,7 +172,7 @@ fn validate_against_openapi(doc: &Value, seen: &[(String, &'static str, u16, Val
 
 fn ping_median(a: &TestNs, count: &str, what: &str) -> f64 {
     let out = run_bounded(
-        &mut a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", "192.0.2.2"]),
+        &mut rt_ping(a, &["-c", count, "-i", "0.1", "-W", "1", B_ADDR]),
         Duration::from_secs(10),
         what,
     );
@@ -201,49 +201,26 @@ fn http_api_drives_and_watches_a_live_bridge() {
         return;
     }
     let _serial = serial();
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
-    let scratch = Scratch::new();
-    let config = scratch.write(
-        "ipfw.conf",
-        "pipe 1 config delay 5ms\n\
-         pipe 2 config delay 5ms\n\
-         add 100 pipe 1 ip from any to any in recv m-a\n\
-         add 200 pipe 2 ip from any to any in recv m-b\n\
-         add 65000 allow ip from any to any\n",
-    );
-    let token = scratch.write("token", &format!("{TOKEN}\n"));
-    let socket = scratch.path("ctl.sock");
-    let args = |http: &str, token: Option<&str>| {
-        let mut v = vec![
-            "run".to_string(),
-            "--bridge".into(),
-            "m-a".into(),
-            "m-b".into(),
-            "--config".into(),
-            config.to_str().unwrap().into(),
-            "--socket".into(),
-            socket.to_str().unwrap().into(),
-            "--http".into(),
-            http.into(),
-        ];
-        if let Some(t) = token {
-            v.extend(["--http-token".into(), t.into()]);
-        }
-        v
-    };
+    let path = BridgePath::new();
+    let (a, m) = (&path.a, &path.m);
+    let token = path.scratch.write("token", &format!("{TOKEN}\n"));
+    let token = token.to_str().expect("a UTF-8 path");
 
     // Off loopback without a token: refused at start, saying what to do.
+    let refused_socket = path.scratch.path("refused.sock");
     let refused = run_bounded(
         &mut m.command(
             DUMMYNET,
-            &args("0.0.0.0:8081", None)
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
+            &[
+                "run",
+                "--bridge",
+                "m-a",
+                "m-b",
+                "--socket",
+                refused_socket.to_str().expect("a UTF-8 path"),
+                "--http",
+                "0.0.0.0:8081",
+            ],
         ),
         Duration::from_secs(10),
         "dummynet run --http 0.0.0.0 without a token",
@@ -253,13 +230,16 @@ fn http_api_drives_and_watches_a_live_bridge() {
     assert!(err.contains("--http-token FILE"), "{err}");
 
     let all = format!("0.0.0.0:{PORT}");
-    let argv = args(&all, token.to_str());
-    let mut daemon = Proc::spawn(
-        m.command(
-            DUMMYNET,
-            &argv.iter().map(String::as_str).collect::<Vec<_>>(),
+    let mut daemon = path.daemon(
+        "ctl",
+        Some(
+            "pipe 1 config delay 5ms\n\
+             pipe 2 config delay 5ms\n\
+             add 100 pipe 1 ip from any to any in recv m-a\n\
+             add 200 pipe 2 ip from any to any in recv m-b\n\
+             add 65000 allow ip from any to any\n",
         ),
-        "dummynet run --bridge --http",
+        &["--http", &all, "--http-token", token],
     );
     let ns = Netns::open_named(&m.name).expect("the daemon's namespace");
     let anon = Api {
@@ -267,7 +247,7 @@ fn http_api_drives_and_watches_a_live_bridge() {
         token: None,
         seen: Default::default(),
     };
-    anon.wait_up(&mut daemon);
+    anon.wait_up(&mut daemon.proc);
 
     // Without the token (or with a wrong one): 401, whatever the endpoint.
     for path in ["/v1/stats", "/metrics", "/v1/pipes"] {
@@ -293,7 +273,7 @@ fn http_api_drives_and_watches_a_live_bridge() {
     assert_eq!(r.status, 200, "{}", r.body);
 
     // Traffic at 5 ms each way, then pipe 1 at 25 ms through the API.
-    let before = ping_median(&a, "10", "ping at 5 ms each way");
+    let before = ping_median(a, "10", "ping at 5 ms each way");
     let r = api.call(
         "PATCH",
         "/v1/pipes/{n}",
@@ -305,7 +285,7 @@ fn http_api_drives_and_watches_a_live_bridge() {
         r.json()["applied"][0]["command"],
         "pipe 1 modify delay 25ms"
     );
-    let after = ping_median(&a, "10", "ping after PATCH delay 25ms");
+    let after = ping_median(a, "10", "ping after PATCH delay 25ms");
     println!("median RTT {before:.2} ms, then {after:.2} ms");
     // 20 ms more one way: the RTT grows by 20 ms (the timer's jitter and
     // the path's own time are the same on both sides).
@@ -479,6 +459,6 @@ fn http_api_drives_and_watches_a_live_bridge() {
     seen.extend(api.seen.take());
     validate_against_openapi(&doc, &seen);
 
-    let status = daemon.terminate(Duration::from_secs(10));
-    assert!(status.success(), "{status}");
+    let status = daemon.proc.terminate(Duration::from_secs(10));
+    assert!(status.success(), "{status}\n{}", daemon.log());
 }

@@ -339,10 +339,15 @@ fn snmp(ns: &TestNs, table: &str, field: &str) -> u64 {
 /// -4 ms with probability 0.9^200 < 1e-9; the smallest sum above -7 ms
 /// with 0.955^200 = 1e-4); no reply is early (a pipe never releases a
 /// packet before `delay - jitter`). The data plane is late by tens of µs
-/// at p99, but on the machine (2 vCPUs, other work on them) `ping -U`
-/// now and then reads a reply late: by 1-4 ms up to three times in 200
-/// without jitter, and once by 52 ms in host mode, which put the sd at
-/// 5.4 ms instead of 2.9. So at most 5% of the replies may be more than
+/// at p99, but on the machine (2 vCPUs, other work on them) a plain `ping
+/// -U` read replies late: by 1-4 ms up to three times in 200 on a quiet
+/// machine, once by 52 ms in host mode (the sd 5.4 ms instead of 2.9),
+/// and with two busy loops beside the test, 30-60 of the 200 replies by
+/// 4-100 ms in every mode, in steps of the 4 ms scheduler tick, so the
+/// test failed in all three. Ping now runs as [`RT_PING`] (SCHED_FIFO 1,
+/// below the data plane): under the same two busy loops at most 2 of 200
+/// were late (no jitter: sd 0.09-0.30 ms; one way 2.75-2.82, both ways
+/// 4.14-4.41). Still at most 5% of the replies may be more than
 /// 1 ms past the top of the range, and those are left out of the mean and
 /// the sd. Without jitter the sd is the path's own: 0.07-0.37 ms measured
 /// over all replies, held below 0.5 ms and a fifth of the jittered once
@@ -360,7 +365,9 @@ fn snmp(ns: &TestNs, table: &str, field: &str) -> u64 {
 /// both ways mean 19.9-20.1, sd 4.08-4.38; no jitter sd 0.07-0.24.
 fn jitter_spreads_rtts(mode: Mode) {
     let bed = Testbed::new(mode);
-    let ping = "ping -D -U -c 200 -i 0.01 -W 1 $DUMMYNET_PEER";
+    // RT_PING: the instrument reads each reply when it comes, not when
+    // the scheduler lets it run (see above).
+    let ping = format!("{RT_PING} -D -U -c 200 -i 0.01 -W 1 $DUMMYNET_PEER");
     bed.run_ok(
         "pipe 1 config delay 10ms jitter 5ms\n\
          pipe 2 config delay 10ms\n\
@@ -685,10 +692,17 @@ fn shell_reorder_sends_one_in_gap_straight_through() {
 /// 12.032 Mbit/s of IP packets, and the receiver gets the payload share of
 /// that: 12.032 × 1448/1500 = 11.615 Mbit/s at MTU 1500.
 ///
-/// Each second after the first within -4% (TCP may leave an opportunity
-/// unused after a loss; the 50-slot queue holds 60 ms of traffic against
-/// a base RTT below 1 ms, so it hardly empties) and +2% (nothing leaves
-/// faster than the trace; iperf3's interval edges move a few packets).
+/// Seconds 1-4 together within -4% (TCP may leave an opportunity unused
+/// after a loss; the 50-slot queue holds 60 ms of traffic against a base
+/// RTT below 1 ms, so it hardly empties) and +2% (nothing leaves faster
+/// than the trace), and each of them within ±8%. Only the sum is held to
+/// the tight bound: where iperf3's interval edges fall moves bytes from
+/// one second to the next, by a few packets on a quiet machine but by
+/// tens of milliseconds' worth when the receiver does not get a CPU at
+/// the edge (a VM whose vCPU is taken away), and the sum loses that
+/// shift but at its two ends. A link at half or double the rate, or one
+/// that carries whole packets where the trace has only part of one,
+/// still fails the sum; one that bunches its opportunities, a second.
 #[test]
 fn shell_trace_constant_12mbit_gives_tcp_its_rate() {
     if !ready("shell_trace_constant_12mbit_gives_tcp_its_rate", TOOLS) {
@@ -727,10 +741,18 @@ fn shell_trace_constant_12mbit_gives_tcp_its_rate() {
         scratch.read("stats.txt")
     );
     assert!(show.contains(&down), "{show}");
+    let mean = seconds.iter().sum::<f64>() / seconds.len() as f64;
+    assert!(
+        (0.96 * expected..=1.02 * expected).contains(&mean),
+        "seconds 1-4: {:.3} Mbit/s, expected {:.3} (-4%/+2%)",
+        mean / 1e6,
+        expected / 1e6
+    );
     for (i, bps) in seconds.iter().enumerate() {
+        // ±8%, not -4%/+2%: the interval edges (see above).
         assert!(
-            (0.96 * expected..=1.02 * expected).contains(bps),
-            "second {}: {:.3} Mbit/s, expected {:.3} (-4%/+2%)",
+            (0.92 * expected..=1.08 * expected).contains(bps),
+            "second {}: {:.3} Mbit/s, expected {:.3} (±8%)",
             i + 1,
             bps / 1e6,
             expected / 1e6
@@ -777,9 +799,15 @@ fn fit_offset(times: &[u64], share: f64, measured: &[f64]) -> f64 {
 /// trace starts when the pipe is configured, as the emulator starts, and
 /// iperf3's seconds a moment later (the shell starts its command, iperf3
 /// connects), an offset the test does not know: it is taken as the one in
-/// 0..500 ms, by 10 ms, that fits best. Then each of seconds 1-5 within 4%
-/// of the trace (a few packets at the interval edges, and 10 ms of
-/// misplaced offset moves a second's rate by at most 1.5% here).
+/// 0..500 ms, by 10 ms, that fits best. Then seconds 1-5 together within
+/// 2% of the trace (10 ms of misplaced offset moves a second's rate by at
+/// most 1.5% here, the sum's by less), and each of them within 8%: the
+/// trace's seconds differ by 30% and more (3.1, 4.3, 6.8, 6.6, 2.9
+/// Mbit/s), so a link that does not follow it, or follows it a second
+/// late, fails; what moves one second by more than 4% is where iperf3's
+/// interval edges fall, which a receiver kept off the CPU at an edge
+/// shifts by tens of milliseconds' worth of bytes from one second to the
+/// next, and the sum loses that shift but at its two ends.
 ///
 /// Then TCP (reno, iperf3 -R for 5 s) over the same link, where the trace
 /// has gone on to climb from 8 to 19 Mbit/s: its in-order goodput lags and
@@ -849,10 +877,18 @@ fn shell_trace_cellular_walk_is_followed_second_by_second() {
         mbit(&measured),
         mbit(&expected)
     );
+    let (m_sum, e_sum) = (measured.iter().sum::<f64>(), expected.iter().sum::<f64>());
+    assert!(
+        (m_sum / e_sum - 1.0).abs() <= 0.02,
+        "UDP seconds 1-5: {:.3} Mbit/s on average, the trace gives {:.3} (±2%)",
+        m_sum / 5e6,
+        e_sum / 5e6
+    );
     for (i, (m, e)) in measured.iter().zip(&expected).enumerate() {
+        // ±8%, not the sum's 2%: the interval edges (see above).
         assert!(
-            (m / e - 1.0).abs() <= 0.04,
-            "UDP second {}: {:.3} Mbit/s, the trace gives {:.3} (±4%)",
+            (m / e - 1.0).abs() <= 0.08,
+            "UDP second {}: {:.3} Mbit/s, the trace gives {:.3} (±8%)",
             i + 1,
             m / 1e6,
             e / 1e6

@@ -23,83 +23,36 @@
 mod live_common;
 
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use live_common::*;
 
-const A_ADDR: &str = "192.0.2.1";
-const B_ADDR: &str = "192.0.2.2";
-
-/// The three namespaces, the daemon between them, and its log.
-/// (Fields drop in order: the daemon first, on SIGTERM, then the
-/// namespaces, then the scratch directory.)
-struct Bridged {
-    daemon: Proc,
-    a: TestNs,
-    m: TestNs,
-    b: TestNs,
-    socket: PathBuf,
-    log: PathBuf,
-    _scratch: Scratch,
+/// A — M — B with `dummynet run --bridge m-a m-b --default-allow
+/// EXTRA...` in M; returns once the first ping crosses.
+fn start(extra: &[&str]) -> Bridged {
+    let mut args = vec!["--default-allow"];
+    args.extend_from_slice(extra);
+    let bridged = BridgePath::new().start(None, &args);
+    let ping = bridged.ping_from_a(3, "0.2");
+    assert!(
+        ping.received > 0,
+        "no ping crossed the bridge at the start: {ping:?}\n{}",
+        bridged.log()
+    );
+    bridged
 }
 
 impl Bridged {
-    /// A — M — B with `dummynet run --bridge m-a m-b --default-allow
-    /// EXTRA...` in M; returns once the first ping crosses.
-    fn start(extra: &[&str]) -> Bridged {
-        let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-        veth(&a, "a0", &m, "m-a");
-        veth(&b, "b0", &m, "m-b");
-        a.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "a0"]);
-        b.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "b0"]);
-        let scratch = Scratch::new();
-        let socket = scratch.path("ctl.sock");
-        let log = scratch.path("daemon.log");
-        let log_file = fs::File::create(&log).expect("create the daemon log");
-        let sock = socket.to_str().expect("a UTF-8 path");
-        let mut args = vec![
-            "run",
-            "--bridge",
-            "m-a",
-            "m-b",
-            "--default-allow",
-            "--socket",
-            sock,
-        ];
-        args.extend_from_slice(extra);
-        let mut cmd = m.command(DUMMYNET, &args);
-        cmd.stdout(Stdio::null()).stderr(log_file);
-        let mut daemon = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
-        wait_for_socket(&socket, &mut daemon);
-        let bridged = Bridged {
-            daemon,
-            a,
-            m,
-            b,
-            socket,
-            log,
-            _scratch: scratch,
-        };
-        let ping = bridged.ping_from_a(3, "0.2");
-        assert!(
-            ping.received > 0,
-            "no ping crossed the bridge at the start: {ping:?}\n{}",
-            bridged.log()
-        );
-        bridged
-    }
-
     fn log(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
+        self.daemon.log()
     }
 
     /// `ping -c COUNT -i INTERVAL` from A to B (at most about 1 s past the
     /// last one).
     fn ping_from_a(&self, count: u32, interval: &str) -> Ping {
         let out = run_bounded(
-            &mut self.a.command(
+            &mut self.path.a.command(
                 "ping",
                 &["-c", &count.to_string(), "-i", interval, "-W", "1", B_ADDR],
             ),
@@ -112,7 +65,7 @@ impl Bridged {
     /// The daemon's CPU time so far (all its threads: user + system), from
     /// /proc/PID/stat.
     fn cpu(&self) -> Duration {
-        let pid = self.daemon.pid();
+        let pid = self.daemon.proc.pid();
         let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
             .unwrap_or_else(|e| panic!("/proc/{pid}/stat: {e}"));
         // Fields after the command name, which is in parentheses and may
@@ -134,21 +87,14 @@ impl Bridged {
 
     /// `dummynet stats` of the daemon.
     fn stats(&self) -> String {
-        let out = run_bounded(
-            Command::new(DUMMYNET)
-                .args(["stats", "--socket"])
-                .arg(&self.socket),
-            Duration::from_secs(5),
-            "dummynet stats",
-        );
-        expect_success(&out, "dummynet stats")
+        self.daemon.stats()
     }
 
     /// Waits (at most `limit`) for the daemon to exit.
     fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
-            if let Some(s) = self.daemon.child.try_wait().expect("wait") {
+            if let Some(s) = self.daemon.proc.child.try_wait().expect("wait") {
                 return Some(s);
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -230,8 +176,8 @@ fn a_port_that_goes_down_costs_no_cpu_and_forwards_again_when_up() {
     ) {
         return;
     }
-    let mut br = Bridged::start(&[]);
-    br.m.ip(&["link", "set", "m-a", "down"]);
+    let mut br = start(&[]);
+    br.path.m.ip(&["link", "set", "m-a", "down"]);
     let log = br.wait_log("bridge port m-a is down", Duration::from_secs(2));
     assert!(log.contains("m-a.link_down_dropped"), "{log}");
     // Pings from B towards A while the port is down: each is a frame due
@@ -240,6 +186,7 @@ fn a_port_that_goes_down_costs_no_cpu_and_forwards_again_when_up() {
     let started = Instant::now();
     let pings = run_bounded(
         &mut br
+            .path
             .b
             .command("ping", &["-c", "10", "-i", "0.2", "-W", "1", A_ADDR]),
         Duration::from_secs(10),
@@ -249,7 +196,7 @@ fn a_port_that_goes_down_costs_no_cpu_and_forwards_again_when_up() {
     std::thread::sleep(Duration::from_secs(5).saturating_sub(started.elapsed()));
     let down_for = started.elapsed();
     let cpu = br.cpu().saturating_sub(cpu_before);
-    br.daemon.assert_running();
+    br.daemon.proc.assert_running();
     println!(
         "CPU while m-a was down: {:.3} s in {:.2} s ({:.2}%)",
         cpu.as_secs_f64(),
@@ -270,12 +217,12 @@ fn a_port_that_goes_down_costs_no_cpu_and_forwards_again_when_up() {
     );
 
     // Up again: pings every 20 ms from A, stamped by ping itself (-D).
-    br.m.ip(&["link", "set", "m-a", "up"]);
+    br.path.m.ip(&["link", "set", "m-a", "up"]);
     let up_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("a clock after 1970");
     let out = run_bounded(
-        &mut br.a.command(
+        &mut br.path.a.command(
             "ping",
             &["-D", "-c", "100", "-i", "0.02", "-W", "1", B_ADDR],
         ),
@@ -298,7 +245,7 @@ fn a_port_that_goes_down_costs_no_cpu_and_forwards_again_when_up() {
     let log = br.wait_log("bridge port m-a is up again", Duration::from_secs(2));
     let stats = br.stats();
     assert_eq!(bridge_counter(&stats, "m-a.link_down"), 0, "{stats}");
-    let status = br.daemon.terminate(Duration::from_secs(5));
+    let status = br.daemon.proc.terminate(Duration::from_secs(5));
     assert!(status.success(), "{status}\n{log}");
 }
 
@@ -314,15 +261,17 @@ fn a_deleted_port_is_reopened_when_an_interface_of_its_name_comes_back() {
     ) {
         return;
     }
-    let mut br = Bridged::start(&[]);
+    let mut br = start(&[]);
     // Deleting m-a deletes its peer a0 in A too.
-    br.m.ip(&["link", "del", "m-a"]);
+    br.path.m.ip(&["link", "del", "m-a"]);
     let log = br.wait_log("bridge port m-a was deleted", Duration::from_secs(2));
     assert!(log.contains("--exit-on-link-loss"), "{log}");
     std::thread::sleep(Duration::from_millis(500));
-    br.daemon.assert_running();
-    veth(&br.a, "a0", &br.m, "m-a");
-    br.a.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "a0"]);
+    br.daemon.proc.assert_running();
+    veth(&br.path.a, "a0", &br.path.m, "m-a");
+    br.path
+        .a
+        .ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "a0"]);
     br.wait_log(
         "bridge port m-a is back as a new interface",
         Duration::from_secs(2),
@@ -334,7 +283,7 @@ fn a_deleted_port_is_reopened_when_an_interface_of_its_name_comes_back() {
         br.log()
     );
     let log = br.wait_log("bridge port m-a is up again", Duration::from_secs(2));
-    let status = br.daemon.terminate(Duration::from_secs(5));
+    let status = br.daemon.proc.terminate(Duration::from_secs(5));
     assert!(status.success(), "{status}\n{log}");
 }
 
@@ -349,8 +298,8 @@ fn with_exit_on_link_loss_a_deleted_port_ends_the_daemon_with_69() {
     ) {
         return;
     }
-    let mut br = Bridged::start(&["--exit-on-link-loss"]);
-    br.m.ip(&["link", "del", "m-a"]);
+    let mut br = start(&["--exit-on-link-loss"]);
+    br.path.m.ip(&["link", "del", "m-a"]);
     let status = br.wait_exit(Duration::from_secs(3));
     let log = br.log();
     let status =
@@ -362,7 +311,7 @@ fn with_exit_on_link_loss_a_deleted_port_ends_the_daemon_with_69() {
         "{log}"
     );
     assert!(
-        !br.socket.exists(),
+        !br.daemon.socket.exists(),
         "the control socket outlived the daemon"
     );
 }

@@ -8,7 +8,6 @@ mod live_common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use live_common::*;
@@ -31,18 +30,6 @@ fn quiet(ns: &TestNs) {
         );
         expect_success(&out, "sysctl disable_ipv6");
     }
-}
-
-fn stats_json(socket: &Path) -> serde_json::Value {
-    let out = run_bounded(
-        Command::new(DUMMYNET)
-            .args(["stats", "--json", "--socket"])
-            .arg(socket),
-        Duration::from_secs(5),
-        "dummynet stats --json",
-    );
-    let text = expect_success(&out, "dummynet stats --json");
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stats --json ({e}): {text}"))
 }
 
 /// Reads a nanosecond pcap with pcap-file: its frames' (stamp in ns since
@@ -76,23 +63,8 @@ fn a_bridge_logs_and_captures_every_packet_it_books() {
     for ns in [&a, &m, &b] {
         quiet(ns);
     }
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
-    a.ip(&["addr", "add", "198.51.100.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "198.51.100.2/24", "dev", "b0"]);
-    let scratch = Scratch::new();
-    // Pipe 1 (A → B) also loses a tenth, so that drops are logged too.
-    let config = scratch.write(
-        "dn.conf",
-        &format!(
-            "pipe 1 config delay {UP_DELAY_MS}ms plr 0.1\n\
-             pipe 2 config delay {DOWN_DELAY_MS}ms\n\
-             add 100 pipe 1 ip from any to any in recv m-a\n\
-             add 200 pipe 2 ip from any to any in recv m-b\n\
-             add 65000 allow ip from any to any\n"
-        ),
-    );
-    let socket = scratch.path("ctl.sock");
+    let path = BridgePath::join(a, m, b);
+    let scratch = &path.scratch;
     let (log, cin, cout, mm) = (
         scratch.path("events.jsonl"),
         scratch.path("in.pcap"),
@@ -100,46 +72,36 @@ fn a_bridge_logs_and_captures_every_packet_it_books() {
         scratch.path("mm.log"),
     );
     let p = |p: &Path| p.to_str().expect("a UTF-8 path").to_string();
-    let args: Vec<String> = [
-        "run",
-        "--bridge",
-        "m-a",
-        "m-b",
-        "--nice",
-        "--precision",
-        "timer",
-        "--config",
-        &p(&config),
-        "--socket",
-        &p(&socket),
-        "--log",
-        &p(&log),
-        "--capture-in",
-        &p(&cin),
-        "--capture-out",
-        &p(&cout),
-        "--mm-log",
-        &p(&mm),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut daemon = Proc::spawn(m.command(DUMMYNET, &args), "dummynet run --log ...");
-    wait_for_socket(&socket, &mut daemon);
+    let (log_s, cin_s, cout_s, mm_s) = (p(&log), p(&cin), p(&cout), p(&mm));
+    // Pipe 1 (A → B) also loses a tenth, so that drops are logged too.
+    let mut daemon = path.daemon(
+        "ctl",
+        Some(&format!(
+            "pipe 1 config delay {UP_DELAY_MS}ms plr 0.1\n\
+             pipe 2 config delay {DOWN_DELAY_MS}ms\n\
+             add 100 pipe 1 ip from any to any in recv m-a\n\
+             add 200 pipe 2 ip from any to any in recv m-b\n\
+             add 65000 allow ip from any to any\n"
+        )),
+        &[
+            "--nice",
+            "--precision",
+            "timer",
+            "--log",
+            &log_s,
+            "--capture-in",
+            &cin_s,
+            "--capture-out",
+            &cout_s,
+            "--mm-log",
+            &mm_s,
+        ],
+    );
 
     let out = run_bounded(
-        &mut a.command(
+        &mut path.a.command(
             "ping",
-            &[
-                "-c",
-                &PINGS.to_string(),
-                "-i",
-                "0.05",
-                "-W",
-                "1",
-                "198.51.100.2",
-            ],
+            &["-c", &PINGS.to_string(), "-i", "0.05", "-W", "1", B_ADDR],
         ),
         Duration::from_secs(20),
         "ping A → B",
@@ -152,8 +114,8 @@ fn a_bridge_logs_and_captures_every_packet_it_books() {
     }
     // The last replies are out (the pipes hold nothing for long).
     std::thread::sleep(Duration::from_millis(300));
-    let stats = stats_json(&socket);
-    daemon.terminate(Duration::from_secs(10));
+    let stats = daemon.stats_json();
+    daemon.proc.terminate(Duration::from_secs(10));
 
     let n = |p: &str| {
         stats

@@ -11,72 +11,38 @@
 #[allow(dead_code)]
 mod live_common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use live_common::*;
 
 const TOOLS: &[&str] = &["ip", "ping"];
 
+/// A — M — B with the daemon in M, its stderr in its log.
+/// (Fields drop in order: the namespaces, the daemon inside them with
+/// them, then the daemon's guard.)
 struct Bed {
-    a: TestNs,
-    _m: TestNs,
-    _b: TestNs,
-    scratch: Scratch,
-    socket: PathBuf,
-    daemon: Proc,
+    path: BridgePath,
+    daemon: Daemon,
 }
 
-/// A — M — B with the daemon in M bridging m-a and m-b with `extra`
-/// options and `config`; its stderr goes to `stderr.txt` in the scratch
-/// directory.
+/// The daemon bridges m-a and m-b with `extra` options and `config`;
+/// `mtu` is set on m-a first.
 fn bed(config: &str, extra: &[&str], mtu: Option<&str>) -> Bed {
-    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
-    veth(&a, "a0", &m, "m-a");
-    veth(&b, "b0", &m, "m-b");
+    let path = BridgePath::new();
     if let Some(mtu) = mtu {
-        m.ip(&["link", "set", "m-a", "mtu", mtu]);
+        path.m.ip(&["link", "set", "m-a", "mtu", mtu]);
     }
-    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
-    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
-    let scratch = Scratch::new();
-    let config = scratch.write("ipfw.conf", config);
-    let socket = scratch.path("ctl.sock");
-    let stderr = std::fs::File::create(scratch.path("stderr.txt")).expect("stderr file");
-    let mut args = vec![
-        "run",
-        "--bridge",
-        "m-a",
-        "m-b",
-        "--nice",
-        "--precision",
-        "timer",
-        "--config",
-        config.to_str().expect("utf-8 path"),
-        "--socket",
-        socket.to_str().expect("utf-8 path"),
-    ];
+    let mut args = vec!["--nice", "--precision", "timer"];
     args.extend_from_slice(extra);
-    let mut cmd = m.command(DUMMYNET, &args);
-    cmd.stderr(Stdio::from(stderr));
-    let mut daemon = Proc::spawn(cmd, "dummynet run --bridge --xdp");
-    wait_for_socket(&socket, &mut daemon);
-    Bed {
-        a,
-        _m: m,
-        _b: b,
-        scratch,
-        socket,
-        daemon,
-    }
+    let daemon = path.daemon("xdp", Some(config), &args);
+    Bed { path, daemon }
 }
 
 /// False (and says the test is skipped) when the daemon fell back to
 /// AF_PACKET because this kernel has no AF_XDP or BPF for it: a test of
 /// the AF_XDP bridge has nothing to test then. Any other fallback fails.
 fn runs_xdp(bed: &Bed, test: &str) -> bool {
-    let said = bed.scratch.read("stderr.txt");
+    let said = bed.daemon.log();
     if said.contains("AF_XDP,") {
         return true;
     }
@@ -94,9 +60,9 @@ fn runs_xdp(bed: &Bed, test: &str) -> bool {
 fn ping(bed: &Bed, args: &[&str], what: &str) -> Ping {
     let mut full = vec!["-n", "-W", "1", "-w", "8"];
     full.extend_from_slice(args);
-    full.push("192.0.2.2");
+    full.push(B_ADDR);
     let out = run_bounded(
-        &mut bed.a.command("ping", &full),
+        &mut bed.path.a.command("ping", &full),
         Duration::from_secs(12),
         what,
     );
@@ -106,18 +72,6 @@ fn ping(bed: &Bed, args: &[&str], what: &str) -> Ping {
         "{what}: a reply's payload differs from what was sent:\n{text}"
     );
     Ping::parse(&text)
-}
-
-fn stats_json(socket: &Path) -> serde_json::Value {
-    let out = run_bounded(
-        Command::new(DUMMYNET)
-            .args(["stats", "--json", "--socket"])
-            .arg(socket),
-        Duration::from_secs(5),
-        "dummynet stats --json",
-    );
-    let text = expect_success(&out, "dummynet stats --json");
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stats --json ({e}): {text}"))
 }
 
 fn total(v: &serde_json::Value, p: &str) -> u64 {
@@ -175,8 +129,8 @@ fn xdp_bridge_delays_both_ways_intact_and_balances() {
         &["-c", "10", "-i", "0.1", "-s", "1400", "-p", "a55a0ff0"],
         "ping A→B",
     );
-    ipfw(&bed.socket, &["pipe", "1", "config", "delay", "0ms"]);
-    ipfw(&bed.socket, &["pipe", "2", "config", "delay", "0ms"]);
+    bed.daemon.ipfw(&["pipe", "1", "config", "delay", "0ms"]);
+    bed.daemon.ipfw(&["pipe", "2", "config", "delay", "0ms"]);
     let base = ping(
         &bed,
         &["-c", "10", "-i", "0.1", "-s", "56"],
@@ -190,7 +144,7 @@ fn xdp_bridge_delays_both_ways_intact_and_balances() {
         (18.0..30.0).contains(&added),
         "10 ms each way adds {added:.2} ms to the RTT"
     );
-    let v = stats_json(&bed.socket);
+    let v = bed.daemon.stats_json();
     balanced(&v);
     assert!(total(&v, "/totals/delivered") >= 40, "{v}");
     assert!(
@@ -198,7 +152,7 @@ fn xdp_bridge_delays_both_ways_intact_and_balances() {
         "ARP crossed without the engine: {v}"
     );
     assert_eq!(backend_counter(&v, "umem_held"), Some(0), "{v}");
-    let status = bed.daemon.terminate(Duration::from_secs(5));
+    let status = bed.daemon.proc.terminate(Duration::from_secs(5));
     assert!(status.success(), "exit status {status}");
 }
 
@@ -223,7 +177,7 @@ fn xdp_full_umem_counts_drops_and_never_stalls() {
         return;
     }
     // Resolve first: ARP is not held by the pipe.
-    let mut arp = bed.a.command("ping", &["-c", "1", "-W", "1", "192.0.2.2"]);
+    let mut arp = bed.path.a.command("ping", &["-c", "1", "-W", "1", B_ADDR]);
     run_bounded(&mut arp, Duration::from_secs(10), "first ping");
     // A flood of 2000 requests, 64 at a time in flight at most.
     let flood = ping(
@@ -232,18 +186,18 @@ fn xdp_full_umem_counts_drops_and_never_stalls() {
         "flood A→B",
     );
     println!("flood: {flood:?}");
-    let v = stats_json(&bed.socket);
+    let v = bed.daemon.stats_json();
     balanced(&v);
     let empty = backend_counter(&v, "m-a.rx_fill_ring_empty").unwrap_or(0);
     assert!(
         empty > 0,
         "the kernel counted frames it had no chunk for: {v}"
     );
-    ipfw(&bed.socket, &["pipe", "1", "config", "delay", "0ms"]);
+    bed.daemon.ipfw(&["pipe", "1", "config", "delay", "0ms"]);
     std::thread::sleep(Duration::from_millis(3500));
     let after = ping(&bed, &["-c", "5", "-i", "0.1"], "ping after the flood");
     assert_eq!(after.lost(), 0, "the bridge forwards again: {after:?}");
-    let v = stats_json(&bed.socket);
+    let v = bed.daemon.stats_json();
     balanced(&v);
     assert_eq!(total(&v, "/totals/inside"), 0, "{v}");
     assert_eq!(backend_counter(&v, "umem_held"), Some(0), "{v}");
@@ -263,7 +217,7 @@ fn xdp_falls_back_to_af_packet_saying_why() {
         Some("9000"),
     );
     let got = ping(&bed, &["-c", "3", "-i", "0.1"], "ping over the fallback");
-    let said = bed.scratch.read("stderr.txt");
+    let said = bed.daemon.log();
     assert!(
         said.contains("--xdp: AF_XDP cannot be used here")
             && said.contains("MTU 9000")
@@ -288,10 +242,10 @@ fn xdp_port_deleted_stops_the_daemon_saying_why() {
     }
     let got = ping(&bed, &["-c", "2", "-i", "0.1"], "ping before");
     assert_eq!(got.lost(), 0, "{got:?}");
-    bed._m.ip(&["link", "del", "m-a"]);
+    bed.path.m.ip(&["link", "del", "m-a"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let status = loop {
-        if let Some(s) = bed.daemon.child.try_wait().expect("wait") {
+        if let Some(s) = bed.daemon.proc.child.try_wait().expect("wait") {
             break Some(s);
         }
         if std::time::Instant::now() > deadline {
@@ -299,7 +253,7 @@ fn xdp_port_deleted_stops_the_daemon_saying_why() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let said = bed.scratch.read("stderr.txt");
+    let said = bed.daemon.log();
     let status =
         status.unwrap_or_else(|| panic!("the daemon still runs 5 s after m-a went:\n{said}"));
     assert_eq!(status.code(), Some(69), "{said}");
@@ -332,14 +286,14 @@ fn xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back() {
     ) {
         return;
     }
-    let mut arp = bed.a.command("ping", &["-c", "1", "-W", "1", "192.0.2.2"]);
+    let mut arp = bed.path.a.command("ping", &["-c", "1", "-W", "1", B_ADDR]);
     run_bounded(&mut arp, Duration::from_secs(10), "first ping");
     let _ = ping(
         &bed,
         &["-c", "100", "-i", "0.01", "-W", "1", "-w", "2"],
         "pings into the pipe",
     );
-    let v = stats_json(&bed.socket);
+    let v = bed.daemon.stats_json();
     let held = backend_counter(&v, "umem_held").unwrap_or(0);
     assert!(held >= 50, "frames sit in the pipe's delay line: {v}");
     assert_eq!(
@@ -347,9 +301,9 @@ fn xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back() {
         total(&v, "/totals/inside"),
         "one chunk per packet inside: {v}"
     );
-    ipfw(&bed.socket, &["delete", "100"]);
-    ipfw(&bed.socket, &["pipe", "1", "delete"]);
-    let v = stats_json(&bed.socket);
+    bed.daemon.ipfw(&["delete", "100"]);
+    bed.daemon.ipfw(&["pipe", "1", "delete"]);
+    let v = bed.daemon.stats_json();
     assert!(
         total(&v, "/totals/inside") > 0,
         "the deleted pipe's packets are still inside: {v}"
@@ -366,7 +320,7 @@ fn xdp_frames_in_a_deleted_pipe_leave_and_give_their_chunks_back() {
         "ping after the pipe is gone",
     );
     assert_eq!(after.lost(), 0, "{after:?}");
-    let v = stats_json(&bed.socket);
+    let v = bed.daemon.stats_json();
     balanced(&v);
     assert_eq!(total(&v, "/totals/inside"), 0, "{v}");
     assert_eq!(backend_counter(&v, "umem_held"), Some(0), "{v}");

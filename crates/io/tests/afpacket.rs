@@ -14,151 +14,34 @@
 //! bounded in count and in time. Without root or `ip` the tests print why and
 //! pass.
 
-use std::fs::File;
+// Each test binary compiles common on its own; this one does not use all
+// of it.
+#[allow(dead_code)]
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use common::*;
 use dummynet_io::afpacket::{
     LinkState, Port, PortError, PortOptions, PortStats, RxFrame, TxFrame, VnetHdr,
     DEFAULT_RX_RING_FRAMES, DEFAULT_RX_RING_FRAME_SIZE,
 };
 use nix::poll::{poll, PollFd, PollFlags};
-use nix::sched::{setns, CloneFlags};
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const LIMIT: Duration = Duration::from_secs(5);
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Why these tests cannot run here, if they cannot.
-fn unavailable() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not root".into());
-    }
-    if ip(&["-V"]).is_err() {
-        return Some("no `ip` command".into());
-    }
-    None
-}
-
-/// Three namespaces A, M, B and the two veth pairs. Drop deletes the
-/// namespaces, which destroys the veths in them.
-struct Fixture {
-    a: String,
-    m: String,
-    b: String,
-}
-
-impl Fixture {
-    fn new() -> Result<Fixture, String> {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let name = |side: &str| format!("dnio-af-{pid}-{n}-{side}");
-        // The guard exists before the first namespace, so a failure halfway
-        // still removes what was made.
-        let fx = Fixture {
-            a: name("a"),
-            m: name("m"),
-            b: name("b"),
-        };
-        for ns in [&fx.a, &fx.m, &fx.b] {
-            ip(&["netns", "add", ns])?;
-        }
-        // Each end is created directly in its namespace: nothing appears in
-        // the namespace running the test.
-        ip(&[
-            "link", "add", "va", "netns", &fx.a, "type", "veth", "peer", "name", "pa", "netns",
-            &fx.m,
-        ])?;
-        ip(&[
-            "link", "add", "vb", "netns", &fx.b, "type", "veth", "peer", "name", "pb", "netns",
-            &fx.m,
-        ])?;
-        for (ns, dev, addr) in [(&fx.a, "va", "10.77.0.1/24"), (&fx.b, "vb", "10.77.0.2/24")] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        for dev in ["pa", "pb"] {
-            ip(&["-n", &fx.m, "link", "set", dev, "up"])?;
-        }
-        Ok(fx)
-    }
-
-    /// Stops TCP in A and B from building super-packets (one segment per
-    /// GSO packet), for the measurements without vnet_hdr.
-    fn no_super_packets(&self) -> Result<(), String> {
-        ip(&["-n", &self.a, "link", "set", "va", "gso_max_segs", "1"])?;
-        ip(&["-n", &self.b, "link", "set", "vb", "gso_max_segs", "1"])?;
-        Ok(())
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.m, &self.b] {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
-}
-
-/// Builds the fixture, or says why not and returns None (the test passes).
+/// The fixture of this file: `dnio-af-...` namespaces, 10.77.0.0/24.
 fn fixture(test: &str) -> Option<Fixture> {
-    if let Some(why) = unavailable() {
-        eprintln!("{test}: skipped ({why})");
-        return None;
-    }
-    match Fixture::new() {
-        Ok(fx) => Some(fx),
-        Err(e) if e.contains("Operation not permitted") => {
-            eprintln!("{test}: skipped (cannot create namespaces: {e})");
-            None
-        }
-        Err(e) => panic!("{test}: fixture: {e}"),
-    }
-}
-
-/// Runs `f` in a new thread that has joined network namespace `ns`.
-fn in_netns<T, F>(ns: &str, f: F) -> JoinHandle<Result<T, String>>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T, String> + Send + 'static,
-{
-    let path = format!("/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = File::open(&path).map_err(|e| format!("open {path}: {e}"))?;
-        setns(file.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {path}: {e}"))?;
-        f()
-    })
-}
-
-fn join<T>(h: JoinHandle<Result<T, String>>) -> Result<T, String> {
-    h.join().map_err(|_| "thread panicked".to_string())?
+    common::fixture(test, "af", "10.77.0")
 }
 
 /// What one direction of the bridge saw.
@@ -536,49 +419,12 @@ fn ping_and_udp_cross_the_bridge() {
 /// frames with EtherType 0x88b5 (local experimental) read by a port on vb
 /// in B, VLAN tags included.
 fn raw_across(fx: &Fixture, frames: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
-    let want = frames.len();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let sink = in_netns(&fx.b, move || {
-        let mut port = Port::open("vb", PortOptions::default()).map_err(|e| e.to_string())?;
-        let _ = ready_tx.send(());
-        let start = Instant::now();
-        let mut seen = Vec::new();
-        let mut batch = Vec::new();
-        while seen.len() < want && start.elapsed() < Duration::from_secs(2) {
-            let mut fds = [PollFd::new(port.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, 20u16).map_err(|e| e.to_string())?;
-            port.recv_batch(&mut batch, 64).map_err(|e| e.to_string())?;
-            for f in batch.drain(..) {
-                // The EtherType after zero, one or two tags.
-                let ours = [12, 16, 20]
-                    .iter()
-                    .any(|&at| f.data.get(at..at + 2) == Some(&[0x88, 0xb5]));
-                if ours {
-                    seen.push(f.data);
-                } else {
-                    port.recycle(f.data);
-                }
-            }
-        }
-        Ok(seen)
-    });
-    ready_rx.recv_timeout(LIMIT).map_err(|e| e.to_string())?;
-    let source = in_netns(&fx.a, move || {
-        let mut port = Port::open("va", PortOptions::default()).map_err(|e| e.to_string())?;
-        let tx: Vec<TxFrame<'_>> = frames
+    common::raw_across((&fx.a, "va"), (&fx.b, "vb"), frames, |f| {
+        // The EtherType after zero, one or two tags.
+        [12, 16, 20]
             .iter()
-            .map(|f| TxFrame {
-                data: f,
-                vnet: None,
-            })
-            .collect();
-        port.send_batch(&tx).map_err(|e| e.to_string())
-    });
-    let sent = join(source)?;
-    if sent != want {
-        return Err(format!("sent {sent} of {want}"));
-    }
-    join(sink)
+            .any(|&at| f.get(at..at + 2) == Some(&[0x88, 0xb5]))
+    })
 }
 
 #[test]
@@ -1267,7 +1113,7 @@ fn measure_frames_per_second() {
         return;
     }
     for (vnet_hdr, rx_ring_frames) in [(false, 0), (true, 0), (true, DEFAULT_RX_RING_FRAMES)] {
-        let fx = Fixture::new().expect("fixture");
+        let fx = Fixture::new("af", "10.77.0").expect("fixture");
         let opts = PortOptions {
             vnet_hdr,
             rx_ring_frames,
@@ -1292,7 +1138,7 @@ fn measure_frames_per_second() {
         (true, true, 0),
         (true, true, DEFAULT_RX_RING_FRAMES),
     ] {
-        let fx = Fixture::new().expect("fixture");
+        let fx = Fixture::new("af", "10.77.0").expect("fixture");
         if !super_packets {
             fx.no_super_packets().expect("gso_max_segs");
         }

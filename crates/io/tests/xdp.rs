@@ -11,18 +11,21 @@
 //! no free chunk drops instead of waiting. Every loop is bounded in count
 //! and time. Without root, `ip` or AF_XDP the tests say why and pass.
 
-use std::fs::File;
+// Each test binary compiles common on its own; this one does not use all
+// of it.
+#[allow(dead_code)]
+mod common;
+
 use std::net::{Ipv4Addr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsFd;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use common::*;
 use dummynet_io::xdp::{XdpFrame, XdpOptions, XdpPorts, XskStats};
 use nix::poll::{poll, PollFd, PollFlags};
-use nix::sched::{setns, CloneFlags};
 
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 78, 0, 2);
 /// The length of the flood's frames: 64 bytes of UDP payload.
@@ -31,98 +34,9 @@ const LIMIT: Duration = Duration::from_secs(5);
 /// How long a test's bridge forwards at most.
 const BRIDGE_LIMIT: Duration = Duration::from_secs(20);
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-struct Fixture {
-    a: String,
-    m: String,
-    b: String,
-}
-
-impl Fixture {
-    fn new() -> Result<Fixture, String> {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let name = |side: &str| format!("dnio-xdp-{pid}-{n}-{side}");
-        let fx = Fixture {
-            a: name("a"),
-            m: name("m"),
-            b: name("b"),
-        };
-        for ns in [&fx.a, &fx.m, &fx.b] {
-            ip(&["netns", "add", ns])?;
-        }
-        ip(&[
-            "link", "add", "va", "netns", &fx.a, "type", "veth", "peer", "name", "pa", "netns",
-            &fx.m,
-        ])?;
-        ip(&[
-            "link", "add", "vb", "netns", &fx.b, "type", "veth", "peer", "name", "pb", "netns",
-            &fx.m,
-        ])?;
-        for (ns, dev, addr) in [(&fx.a, "va", "10.78.0.1/24"), (&fx.b, "vb", "10.78.0.2/24")] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-        }
-        for dev in ["pa", "pb"] {
-            ip(&["-n", &fx.m, "link", "set", dev, "up"])?;
-        }
-        Ok(fx)
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.m, &self.b] {
-            if let Err(e) = ip(&["netns", "del", ns]) {
-                eprintln!("cleanup: {e}");
-            }
-        }
-    }
-}
-
+/// The fixture of this file: `dnio-xdp-...` namespaces, 10.78.0.0/24.
 fn fixture(test: &str) -> Option<Fixture> {
-    if !nix::unistd::geteuid().is_root() || ip(&["-V"]).is_err() {
-        eprintln!("{test}: skipped (needs root and `ip`)");
-        return None;
-    }
-    match Fixture::new() {
-        Ok(fx) => Some(fx),
-        Err(e) => panic!("{test}: fixture: {e}"),
-    }
-}
-
-fn in_netns<T, F>(ns: &str, f: F) -> JoinHandle<Result<T, String>>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T, String> + Send + 'static,
-{
-    let path = format!("/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = File::open(&path).map_err(|e| format!("open {path}: {e}"))?;
-        setns(file.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {path}: {e}"))?;
-        f()
-    })
-}
-
-fn join<T>(h: JoinHandle<Result<T, String>>) -> Result<T, String> {
-    h.join().map_err(|_| "thread panicked".to_string())?
+    common::fixture(test, "xdp", "10.78.0")
 }
 
 /// The thread forwarding between the ports.
@@ -421,44 +335,9 @@ fn raw_across(
     to: &'static str,
     frames: Vec<Vec<u8>>,
 ) -> Result<Vec<Vec<u8>>, String> {
-    use dummynet_io::afpacket::{Port, PortOptions, TxFrame};
-    let want = frames.len();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let sink = in_netns(dst, move || {
-        let mut port = Port::open(to, PortOptions::default()).map_err(|e| e.to_string())?;
-        let _ = ready_tx.send(());
-        let start = Instant::now();
-        let mut seen = Vec::new();
-        let mut batch = Vec::new();
-        while seen.len() < want && start.elapsed() < Duration::from_secs(2) {
-            let mut fds = [PollFd::new(port.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, 20u16).map_err(|e| e.to_string())?;
-            port.recv_batch(&mut batch, 64).map_err(|e| e.to_string())?;
-            for f in batch.drain(..) {
-                if f.data.get(6..12) == Some(&TEST_SRC[..]) {
-                    seen.push(f.data);
-                }
-            }
-        }
-        Ok(seen)
-    });
-    ready_rx.recv_timeout(LIMIT).map_err(|e| e.to_string())?;
-    let source = in_netns(src, move || {
-        let mut port = Port::open(from, PortOptions::default()).map_err(|e| e.to_string())?;
-        let tx: Vec<TxFrame<'_>> = frames
-            .iter()
-            .map(|f| TxFrame {
-                data: f,
-                vnet: None,
-            })
-            .collect();
-        port.send_batch(&tx).map_err(|e| e.to_string())
-    });
-    let sent = join(source)?;
-    if sent != want {
-        return Err(format!("sent {sent} of {want}"));
-    }
-    join(sink)
+    common::raw_across((src, from), (dst, to), frames, |f| {
+        f.get(6..12) == Some(&TEST_SRC[..])
+    })
 }
 
 const TEST_SRC: [u8; 6] = [0x02, 0xdd, 0, 0, 0, 0x0a];

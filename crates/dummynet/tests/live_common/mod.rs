@@ -69,16 +69,20 @@ pub fn find_program(prog: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// True when the test can run: root, and every tool of `tools` on $PATH.
+/// True when the test can run: root, and every tool of `tools` on $PATH
+/// (and `chrt` with `ping`).
 /// Otherwise prints `skipped: <why>` and returns false.
 pub fn ready(test: &str, tools: &[&str]) -> bool {
     if effective_uid() != Some(0) {
         println!("skipped: {test}: needs root (network namespaces, veths, iptables)");
         return false;
     }
+    // Pings are timed under chrt ([`RT_PING`]): a test that pings needs it.
+    let chrt = tools.contains(&"ping").then_some("chrt");
     let missing: Vec<&str> = tools
         .iter()
         .copied()
+        .chain(chrt)
         .filter(|t| find_program(t).is_none())
         .collect();
     if !missing.is_empty() {
@@ -446,6 +450,22 @@ pub fn ipfw(socket: &Path, args: &[&str]) -> String {
     expect_success(&out, &format!("dummynet ipfw {}", args.join(" ")))
 }
 
+/// `ping` at `SCHED_FIFO` priority 1 (`chrt -f 1`, util-linux): below
+/// the daemon's data plane (10), above every ordinary task. An RTT then
+/// measures the network and the emulator, not how long the scheduler kept
+/// ping from reading its reply: with two busy loops beside the tests on
+/// the 2-vCPU machine, a plain ping read replies late in runs, by 4 to
+/// 40 ms in steps of the 4 ms scheduler tick, while the data plane
+/// released them on time. For scripts; [`rt_ping`] for a `Command`.
+pub const RT_PING: &str = "chrt -f 1 ping";
+
+/// [`RT_PING`] with `args` inside `ns`.
+pub fn rt_ping(ns: &TestNs, args: &[&str]) -> Command {
+    let mut full = vec!["-f", "1", "ping"];
+    full.extend_from_slice(args);
+    ns.command("chrt", &full)
+}
+
 /// What one `ping` run printed.
 #[derive(Debug)]
 pub struct Ping {
@@ -677,6 +697,248 @@ pub fn iperf3_mss(json: &str) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
+// The test networks: A — M — B for bridges, C — S for host daemons
+// ---------------------------------------------------------------------------
+
+/// The client's address on `a0` (bridge) or `c0` (host), TEST-NET-1.
+pub const A_ADDR: &str = "192.0.2.1";
+/// The server's address on `b0` (bridge) or `s0` (host).
+pub const B_ADDR: &str = "192.0.2.2";
+
+/// Three test namespaces for a bridge daemon, joined by veths, with
+/// [`A_ADDR`] on `a0` and [`B_ADDR`] on `b0`, and a scratch directory:
+///
+/// ```text
+///   A                     M (dummynet run --bridge m-a m-b)     B
+///   a0 192.0.2.1/24 ───── m-a                    m-b ───── b0 192.0.2.2/24
+/// ```
+///
+/// No daemon yet: [`Self::daemon`] starts one in M. Fields drop in order:
+/// the namespaces (killing whatever still runs inside, a daemon too), then
+/// the scratch directory.
+pub struct BridgePath {
+    pub a: TestNs,
+    pub m: TestNs,
+    pub b: TestNs,
+    pub scratch: Scratch,
+}
+
+impl BridgePath {
+    pub fn new() -> BridgePath {
+        BridgePath::join(TestNs::new(), TestNs::new(), TestNs::new())
+    }
+
+    /// The path made of namespaces the caller prepared before any
+    /// interface existed (a sysctl, say).
+    pub fn join(a: TestNs, m: TestNs, b: TestNs) -> BridgePath {
+        veth(&a, "a0", &m, "m-a");
+        veth(&b, "b0", &m, "m-b");
+        a.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "a0"]);
+        b.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "b0"]);
+        BridgePath {
+            a,
+            m,
+            b,
+            scratch: Scratch::new(),
+        }
+    }
+
+    /// `dummynet run --bridge m-a m-b [--config NAME.conf] --socket
+    /// NAME.sock EXTRA...` in M, its stderr into NAME.log in the scratch
+    /// directory; returns once the socket is up.
+    pub fn daemon(&self, name: &str, config: Option<&str>, extra: &[&str]) -> Daemon {
+        let log = self.scratch.path(&format!("{name}.log"));
+        let file = fs::File::create(&log).expect("create the daemon log");
+        self.daemon_with_stderr(name, config, extra, file.into())
+    }
+
+    /// [`Self::daemon`] with its stderr on `stderr` (NAME.log stays empty).
+    pub fn daemon_with_stderr(
+        &self,
+        name: &str,
+        config: Option<&str>,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Daemon {
+        let socket = self.scratch.path(&format!("{name}.sock"));
+        let log = self.scratch.path(&format!("{name}.log"));
+        let conf = config.map(|c| self.scratch.write(&format!("{name}.conf"), c));
+        let mut args = vec!["run", "--bridge", "m-a", "m-b"];
+        if let Some(conf) = &conf {
+            args.extend(["--config", conf.to_str().expect("a UTF-8 path")]);
+        }
+        args.extend(["--socket", socket.to_str().expect("a UTF-8 path")]);
+        args.extend_from_slice(extra);
+        let mut cmd = self.m.command(DUMMYNET, &args);
+        cmd.stdout(Stdio::null()).stderr(stderr);
+        let proc = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
+        Daemon::up(proc, socket, log)
+    }
+
+    /// The path with a daemon ([`Self::daemon`] named `daemon`) that
+    /// lives as long as it does.
+    pub fn start(self, config: Option<&str>, extra: &[&str]) -> Bridged {
+        let daemon = self.daemon("daemon", config, extra);
+        Bridged { daemon, path: self }
+    }
+
+    /// `ping -c COUNT -i INTERVAL -s SIZE` from A to B ([`RT_PING`]), with
+    /// `-M dont` so that a large one is sent whole (at most about 1 s past
+    /// the last).
+    pub fn ping(&self, count: u32, interval: &str, size: u32) -> Ping {
+        let out = run_bounded(
+            &mut rt_ping(
+                &self.a,
+                &[
+                    "-c",
+                    &count.to_string(),
+                    "-i",
+                    interval,
+                    "-s",
+                    &size.to_string(),
+                    "-M",
+                    "dont",
+                    "-W",
+                    "1",
+                    B_ADDR,
+                ],
+            ),
+            Duration::from_secs(20),
+            "ping A → B",
+        );
+        Ping::parse(&text(&out.stdout))
+    }
+
+    /// A ping flood from A to B in the background, bounded by `-c` and
+    /// `-w` (and killed when the guard drops).
+    pub fn flood(&self, size: u32, secs: u32) -> Proc {
+        let mut cmd = self.a.command(
+            "ping",
+            &[
+                "-f",
+                "-c",
+                "1000000",
+                "-w",
+                &secs.to_string(),
+                "-s",
+                &size.to_string(),
+                "-M",
+                "dont",
+                B_ADDR,
+            ],
+        );
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        Proc::spawn(cmd, "ping -f A → B")
+    }
+}
+
+/// A [`BridgePath`] and its daemon. Fields drop in order: the daemon
+/// first, on SIGTERM (as a user would stop it), then the namespaces, then
+/// the scratch directory.
+pub struct Bridged {
+    pub daemon: Daemon,
+    pub path: BridgePath,
+}
+
+/// A host daemon's client C and server S, joined by a veth (`c0` — `s0`),
+/// with [`A_ADDR`] on `c0` and [`B_ADDR`] on `s0`.
+pub struct HostPair {
+    pub c: TestNs,
+    pub s: TestNs,
+}
+
+impl HostPair {
+    pub fn new() -> HostPair {
+        let (c, s) = (TestNs::new(), TestNs::new());
+        veth(&c, "c0", &s, "s0");
+        c.ip(&["addr", "add", &format!("{A_ADDR}/24"), "dev", "c0"]);
+        s.ip(&["addr", "add", &format!("{B_ADDR}/24"), "dev", "s0"]);
+        HostPair { c, s }
+    }
+
+    /// 10 pings C→S, 100 ms apart ([`RT_PING`]); ping must succeed.
+    pub fn ping(&self) -> Ping {
+        let out = run_bounded(
+            &mut rt_ping(&self.c, &["-c", "10", "-i", "0.1", "-W", "1", B_ADDR]),
+            Duration::from_secs(10),
+            "ping C→S",
+        );
+        Ping::parse(&expect_success(&out, "ping C→S"))
+    }
+}
+
+/// A daemon (bridge or host) started by a test: the process, its control
+/// socket and the file its stderr goes to.
+pub struct Daemon {
+    pub proc: Proc,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Waits (at most [`SETUP_WAIT`]) for `proc`'s control socket; a
+    /// daemon that exits first fails the test with its log.
+    pub fn up(mut proc: Proc, socket: PathBuf, log: PathBuf) -> Daemon {
+        let deadline = Instant::now() + SETUP_WAIT;
+        while !socket.exists() {
+            if let Some(s) = proc.child.try_wait().expect("wait") {
+                let said = fs::read_to_string(&log).unwrap_or_default();
+                panic!("{} exited early: {s}\n{said}", proc.what);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no control socket at {} after {SETUP_WAIT:?}\n{}",
+                socket.display(),
+                fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { proc, socket, log }
+    }
+
+    /// What the daemon wrote to its log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `dummynet stats --socket SOCKET`, which must succeed.
+    pub fn stats(&self) -> String {
+        let out = run_bounded(
+            Command::new(DUMMYNET)
+                .args(["stats", "--socket"])
+                .arg(&self.socket),
+            Duration::from_secs(5),
+            "dummynet stats",
+        );
+        expect_success(&out, "dummynet stats")
+    }
+
+    /// `dummynet stats --json --socket SOCKET`, parsed.
+    pub fn stats_json(&self) -> serde_json::Value {
+        let out = run_bounded(
+            Command::new(DUMMYNET)
+                .args(["stats", "--json", "--socket"])
+                .arg(&self.socket),
+            Duration::from_secs(5),
+            "dummynet stats --json",
+        );
+        let text = expect_success(&out, "dummynet stats --json");
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stats --json ({e}): {text}"))
+    }
+
+    /// `dummynet ipfw --socket SOCKET ARGS`, which must succeed.
+    pub fn ipfw(&self, args: &[&str]) -> String {
+        ipfw(&self.socket, args)
+    }
+
+    /// SIGKILL, and the exit reaped.
+    pub fn sigkill(&mut self) {
+        kill(self.proc.pid(), Signal::SIGKILL).expect("SIGKILL");
+        let _ = self.proc.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The three modes: one path, client → emulator → server
 // ---------------------------------------------------------------------------
 
@@ -695,9 +957,9 @@ pub enum Mode {
     Host,
 }
 
-/// Client and server addresses in bridge and host modes (TEST-NET-1).
-const NEAR_ADDR: &str = "192.0.2.1";
-const FAR_ADDR: &str = "192.0.2.2";
+/// Client and server addresses in bridge and host modes.
+const NEAR_ADDR: &str = A_ADDR;
+const FAR_ADDR: &str = B_ADDR;
 
 /// Longest one run of a script behind the emulator may take.
 pub const RUN_LIMIT: Duration = Duration::from_secs(20);
@@ -835,21 +1097,8 @@ impl Testbed {
         args.extend_from_slice(&["--config", conf, "--socket", sock]);
         let mut cmd = ns.command(DUMMYNET, &args);
         cmd.stdout(Stdio::null()).stderr(log);
-        let mut daemon = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
-        let log = || fs::read_to_string(&log_path).unwrap_or_default();
-        let deadline = Instant::now() + SETUP_WAIT;
-        while !socket.exists() {
-            if let Some(s) = daemon.child.try_wait().expect("wait") {
-                panic!("{} exited early: {s}\n{}", daemon.what, log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no control socket at {} after {SETUP_WAIT:?}\n{}",
-                socket.display(),
-                log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let proc = Proc::spawn(cmd, &format!("dummynet {}", args.join(" ")));
+        let mut daemon = Daemon::up(proc, socket.clone(), log_path);
         let mut cmd = near.command("sh", &["-c", script]);
         cmd.env("DN", DUMMYNET)
             .env("OUT", &self.scratch.dir)
@@ -857,9 +1106,13 @@ impl Testbed {
             .env("DUMMYNET_ADDR", NEAR_ADDR)
             .env("DUMMYNET_SOCKET", &socket);
         let out = run_bounded(&mut cmd, RUN_LIMIT, &what);
-        let status = daemon.terminate(Duration::from_secs(5));
-        println!("{}:\n{}", daemon.what, log());
-        assert!(status.success(), "{}: exit status {status}", daemon.what);
+        let status = daemon.proc.terminate(Duration::from_secs(5));
+        println!("{}:\n{}", daemon.proc.what, daemon.log());
+        assert!(
+            status.success(),
+            "{}: exit status {status}",
+            daemon.proc.what
+        );
         assert!(!socket.exists(), "the control socket outlived the daemon");
         out
     }

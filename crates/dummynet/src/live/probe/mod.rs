@@ -220,7 +220,12 @@ mod tests {
         println!("veth download: {down}");
         println!("tcp buffer ceilings in the namespace: {limits:?}");
         assert_eq!((rtt.received, rtt.lost), (20, 0), "{rtt}");
-        assert!(rtt.max < Duration::from_millis(10), "{rtt}");
+        // A veth's RTT is tens of µs: the median of 20 under 10 ms says the
+        // probe timed the path, not its own timeout or interval, however
+        // busy the machine. Not the largest, which once missed 10 ms on
+        // the loaded 2-vCPU machine: the echo server's thread waited for
+        // a CPU.
+        assert!(rtt.p50 < Duration::from_millis(10), "{rtt}");
         assert!(up.bytes > 5_000_000, "{up}");
         assert!(down.bytes > 5_000_000, "{down}");
         assert!(limits.unwrap().max_bdp() > 0);

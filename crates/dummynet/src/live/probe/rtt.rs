@@ -641,7 +641,9 @@ mod tests {
         assert_eq!(report.lost, 0);
         assert_eq!(report.send_errors, 0);
         assert_eq!(report.samples.len(), 20);
-        assert!(report.max < Duration::from_millis(10), "{report}");
+        // The median, not the largest: on a loaded machine one reply may
+        // wait for the echo thread to get a CPU (see the veth test).
+        assert!(report.p50 < Duration::from_millis(10), "{report}");
         assert!(report.min > Duration::ZERO);
         assert!(report.min <= report.p50 && report.p50 <= report.p99);
         assert!(report.p99 <= report.max && report.min <= report.avg);
