@@ -15,6 +15,7 @@ use crate::config::{
     DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::flow::FlowKey;
 use crate::impair::On;
 use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
@@ -456,20 +457,31 @@ impl<P: Payload> Engine<P> {
 
     /// Where a classified packet goes in this engine's dummynet: a number
     /// that is the same for every packet bound for the same scheduler
-    /// instance (its scheduler's number and the packet's flow under the
-    /// scheduler's mask), and the same on every engine with the same
-    /// configuration. A sharded data plane gives each instance one owner
-    /// by it. A target that does not exist (or has no scheduler) is keyed
-    /// by its number alone; the owner then drops the packet with the
-    /// reason the engine gives.
+    /// instance, and the same on every engine with the same configuration.
+    /// For a scheduler without a mask (one instance) it is the scheduler's
+    /// number, so that consecutive pipes spread evenly over a sharded data
+    /// plane's workers (which owns what: `instance % workers`); for a
+    /// masked one, a mixed hash of the scheduler and the masked flow. A
+    /// target that does not exist (or has no scheduler) is keyed by its
+    /// number; its owner then drops the packet with the engine's reason.
     pub fn instance(&self, shaped: &Shaped<P>) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         match self.dn.instance_of(shaped.target, &shaped.info.key) {
-            Some((sched, flow)) => (0u8, sched, flow).hash(&mut h),
-            None => (1u8, shaped.target).hash(&mut h),
+            Some((sched, flow)) if flow == FlowKey::default() => return u64::from(sched),
+            Some((sched, flow)) => (sched, flow).hash(&mut h),
+            None => {
+                return u64::from(match shaped.target {
+                    Target::Pipe(n) | Target::Queue(n) => n,
+                })
+            }
         }
-        h.finish()
+        // splitmix64's finaliser: every bit of the hash reaches the low
+        // ones, which the modulo keeps.
+        let mut z = h.finish();
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 
     /// Whether some rule keeps dynamic state (`keep-state`, `limit`,

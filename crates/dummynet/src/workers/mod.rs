@@ -28,6 +28,8 @@
 //! in its owner's replica and could enter a pipe another worker owns).
 //! [`check_shardable`] says so before such a change is applied.
 
+pub mod bench;
+
 use dummynet_engine::{
     BatchError, Classified, Command, DropReason, Engine, Nanos, Output, PacketInfo, Payload,
     Shaped, Target, Totals, Verdict,
@@ -39,10 +41,12 @@ use dummynet_engine::{
 pub const RING_SLOTS: usize = 1024;
 
 /// The worker that owns the scheduler instance `instance`
-/// ([`Engine::instance`]) among `workers`: the hash scaled onto the
-/// workers (Lemire's multiply-shift), the same on every worker.
+/// ([`Engine::instance`]) among `workers`, the same on every worker: an
+/// unmasked pipe or scheduler N is on worker N mod `workers` (a pipe's
+/// own scheduler is numbered 65536 + N, so pipes 1 and 2 are on two
+/// workers), a masked one's instances are spread by their hash.
 pub fn owner(instance: u64, workers: usize) -> usize {
-    ((u128::from(instance) * workers as u128) >> 64) as usize
+    (instance % workers.max(1) as u64) as usize
 }
 
 /// Why a configuration cannot run sharded, if it cannot: `None` when it
