@@ -400,3 +400,31 @@ fn what_cannot_be_sharded_is_refused_on_every_replica() {
     let (r, _) = one.apply_all(0, commands("add 50 allow ip from any to any keep-state\n"));
     r.expect("one worker keeps state");
 }
+
+#[test]
+fn consecutive_pipes_are_on_different_workers() {
+    // Pipe N is on worker N mod workers (its own scheduler is 65536 + N):
+    // two pipes, two workers, one each, whichever worker reads.
+    for workers in [2usize, 4] {
+        let mut c = Cluster::new(workers, 64, |_| engine(CONFIG));
+        let mut owners = std::collections::HashMap::new();
+        for i in 0..4u32 {
+            // Sources 10.0.0.1 to .4: pipes 1 to 4.
+            let now = Nanos::from(i) * MS;
+            let _ = c.input(0, now, packet(i), i);
+            c.take_handoffs();
+        }
+        while let Some(d) = c.next_deadline() {
+            for (w, o) in c.poll(d) {
+                owners.insert(o.target, w);
+            }
+        }
+        for pipe in 1..=4u32 {
+            assert_eq!(
+                owners.get(&Some(Target::Pipe(pipe))),
+                Some(&(pipe as usize % workers)),
+                "{workers} workers: pipe {pipe}"
+            );
+        }
+    }
+}

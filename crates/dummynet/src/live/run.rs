@@ -394,7 +394,7 @@ pub type OpenLeader =
 /// Opens worker K's backends (K from 1) of a sharded data plane
 /// (`run --workers N`), on the leader's thread, after the leader's own.
 pub type OpenWorker =
-    Box<dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+    Arc<dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, String> + Send + Sync>;
 
 /// [`spawn`] with a say in who may use the control socket and what a
 /// client may cost.
@@ -578,19 +578,53 @@ fn start_followers(
     let mut threads = Vec::new();
     for part in parts {
         let k = part.index();
-        let mut engine: Engine<Carrier> = crate::sim::configure(config, seed)
-            .map_err(|(line, e)| format!("config line {line}: {e}"))?;
-        super::learn_host(&mut engine);
-        let backends = open_worker(&mut engine, k)?;
-        let plane = DataPlane::new(engine, backends, None, stop.clone())
-            .with_options(options)
-            .with_worker(Some(part));
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("dummynet-worker-{k}"))
-                .spawn(move || plane.run())
-                .map_err(|e| format!("starting data-plane worker {k}: {e}"))?,
-        );
+        // The engine is made on its worker's thread, in that thread's heap:
+        // replicas made side by side shared cache lines of their per-packet
+        // counters, and two workers spent more time passing those lines to
+        // each other than classifying (`dummynet bench --workers`: 3 to 4
+        // times the CPU a packet). One at a time, so that the ports join
+        // their fanout groups in worker order.
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let (config, open_worker, worker_stop) =
+            (config.to_vec(), open_worker.clone(), stop.clone());
+        let body = move || {
+            let made = crate::sim::configure(&config, seed)
+                .map_err(|(line, e)| format!("config line {line}: {e}"))
+                .and_then(|mut engine: Engine<Carrier>| {
+                    super::learn_host(&mut engine);
+                    let backends = open_worker(&mut engine, k)?;
+                    Ok((engine, backends))
+                });
+            match made {
+                Ok((engine, backends)) => {
+                    let _ = ready_tx.send(Ok(()));
+                    DataPlane::new(engine, backends, None, worker_stop)
+                        .with_options(options)
+                        .with_worker(Some(part))
+                        .run()
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    Report::default()
+                }
+            }
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("dummynet-worker-{k}"))
+            .spawn(body)
+            .map_err(|e| format!("starting data-plane worker {k}: {e}"))?;
+        let ready = ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(format!("data-plane worker {k} ended during setup")));
+        threads.push(thread);
+        if let Err(e) = ready {
+            // The workers started so far stop (none has a job to wait for).
+            stop.store(true, Ordering::Relaxed);
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(format!("data-plane worker {k}: {e}"));
+        }
     }
     leader.adopt(threads, stop);
     Ok(Some(leader))
@@ -621,7 +655,7 @@ pub fn open_sharded_bridge(
     let g1 = groups.clone();
     (
         Box::new(move |e: &mut Engine<Carrier>| first(e, &g1)),
-        Box::new(move |e: &mut Engine<Carrier>, _k: usize| rest(e, &groups)),
+        Arc::new(move |e: &mut Engine<Carrier>, _k: usize| rest(e, &groups)),
     )
 }
 

@@ -174,6 +174,28 @@ impl<P: Payload> Links<P> {
         }
     }
 
+    /// The worker that owns the instance `shaped` is bound for.
+    pub fn owner_of(&self, engine: &Engine<P>, shaped: &Shaped<P>) -> usize {
+        owner(engine.instance(shaped), self.workers)
+    }
+
+    /// Puts a packet in the ring to worker `to`, or gives it back if the
+    /// ring is full (or `to` is this worker). [`Self::input`] drops it
+    /// then; a caller that would rather wait (`dummynet bench`) takes its
+    /// own rings and tries again.
+    pub fn hand(&mut self, to: usize, h: Handoff<P>) -> Result<(), Handoff<P>> {
+        let Some(ring) = self.to.get_mut(to).and_then(Option::as_mut) else {
+            return Err(h);
+        };
+        match ring.push(h) {
+            Ok(()) => {
+                self.counters.handed_out += 1;
+                Ok(())
+            }
+            Err(rtrb::PushError::Full(h)) => Err(h),
+        }
+    }
+
     /// Packets in the rings to this worker, not yet taken.
     pub fn waiting(&self) -> usize {
         self.from.iter().map(|c| c.slots()).sum()
