@@ -203,3 +203,35 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
         "daemon exit status after SIGTERM: {status}"
     );
 }
+
+#[test]
+fn what_cannot_be_sharded_is_refused_at_start() {
+    // Refused before any port is opened (no root or interface needed).
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "stateful.conf",
+        "add 100 allow ip from any to any keep-state\n",
+    );
+    let out = run_bounded(
+        std::process::Command::new(DUMMYNET).args([
+            "run",
+            "--bridge",
+            "dnt-no-such-a",
+            "dnt-no-such-b",
+            "--workers",
+            "2",
+            "--config",
+            config.to_str().unwrap(),
+            "--socket",
+            scratch.path("ctl.sock").to_str().unwrap(),
+        ]),
+        Duration::from_secs(10),
+        "dummynet run --workers 2 with keep-state",
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--workers 2") && err.contains("one worker"),
+        "{err}"
+    );
+}

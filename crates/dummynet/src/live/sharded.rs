@@ -351,3 +351,68 @@ pub fn absorb(r: &mut Report, o: Report) {
         r.failure = o.failure;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::dataplane::TargetCounts;
+    use dummynet_engine::Target;
+
+    #[test]
+    fn reports_add_up_by_reason_and_by_pipe() {
+        let mut a = Report {
+            arrived: 10,
+            delivered: 7,
+            dropped: 2,
+            inside: 1,
+            drops: vec![("queue-full", 2)],
+            targets: vec![(
+                Target::Pipe(1),
+                TargetCounts {
+                    delivered: 7,
+                    ..TargetCounts::default()
+                },
+            )],
+            backends: vec![("worker 0: bridge".into(), Vec::new())],
+            ..Report::default()
+        };
+        let b = Report {
+            arrived: 5,
+            delivered: 3,
+            dropped: 2,
+            drops: vec![("queue-full", 1), ("handoff-full", 1)],
+            targets: vec![
+                (
+                    Target::Pipe(1),
+                    TargetCounts {
+                        delivered: 1,
+                        ..TargetCounts::default()
+                    },
+                ),
+                (
+                    Target::Pipe(2),
+                    TargetCounts {
+                        delivered: 2,
+                        ..TargetCounts::default()
+                    },
+                ),
+            ],
+            backends: vec![("worker 1: bridge".into(), Vec::new())],
+            ..Report::default()
+        };
+        absorb(&mut a, b);
+        assert_eq!(
+            (a.arrived, a.delivered, a.dropped, a.inside),
+            (15, 10, 4, 1)
+        );
+        assert_eq!(a.drops, vec![("queue-full", 3), ("handoff-full", 1)]);
+        let pipe = |n| {
+            a.targets
+                .iter()
+                .find(|(t, _)| *t == Target::Pipe(n))
+                .map(|(_, c)| c.delivered)
+        };
+        assert_eq!((pipe(1), pipe(2)), (Some(8), Some(2)));
+        assert_eq!(a.backends.len(), 2);
+    }
+}
