@@ -75,6 +75,16 @@ pub struct BenchArgs {
     /// wakes for a deadline (see `live::floor`).
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "6")]
     pub clock: Option<u64>,
+    /// Instead of the scenarios: the sharded data plane (`run --workers`)
+    /// on this many worker threads, in memory, each a comma-separated
+    /// count (e.g. `1,2`), over `--pipes` unlimited pipes (see
+    /// `workers::bench`).
+    #[arg(long, value_name = "N,...")]
+    pub workers: Option<String>,
+    /// With --workers: how many pipes the packets are spread over, each a
+    /// comma-separated count (default `1,2`).
+    #[arg(long, value_name = "N,...", requires = "workers")]
+    pub pipes: Option<String>,
 }
 
 /// One measured result.
@@ -128,6 +138,18 @@ pub fn run(args: BenchArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if let Some(workers) = &args.workers {
+        return match workers_bench(workers, args.pipes.as_deref().unwrap_or("1,2"), &args) {
+            Ok(reports) => {
+                crate::workers::bench::print(&reports, args.json);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dummynet bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run_inner(&args) {
         Ok(reports) => {
             print_reports(&reports, args.json);
@@ -138,6 +160,47 @@ pub fn run(args: BenchArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--workers LIST --pipes LIST`: every pair, in order.
+fn workers_bench(
+    workers: &str,
+    pipes: &str,
+    args: &BenchArgs,
+) -> Result<Vec<crate::workers::bench::WorkersReport>, String> {
+    let list = |what: &str, s: &str, max: u32| -> Result<Vec<u32>, String> {
+        s.split(',')
+            .map(|x| match x.trim().parse::<u32>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(n),
+                _ => Err(format!(
+                    "--{what} {s}: each must be a whole number from 1 to {max}"
+                )),
+            })
+            .collect()
+    };
+    let workers = list("workers", workers, 64)?;
+    let pipes = list("pipes", pipes, 255)?;
+    if args.scenario.is_some() || args.sched.is_some() {
+        return Err("--workers measures its own scenario; leave out --scenario and --sched".into());
+    }
+    if args.size < 20 || args.size > 65_535 {
+        return Err(format!(
+            "--size {} is out of range 20..65535 bytes",
+            args.size
+        ));
+    }
+    let mut out = Vec::new();
+    for &p in &pipes {
+        for &w in &workers {
+            out.push(crate::workers::bench::run(
+                w as usize,
+                p,
+                args.packets.max(1),
+                args.size,
+            )?);
+        }
+    }
+    Ok(out)
 }
 
 fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
@@ -959,6 +1022,8 @@ mod tests {
             size: 128,
             json: true,
             clock: None,
+            workers: None,
+            pipes: None,
         };
         let names: Vec<String> = run_inner(&args("delay10ms, jitter,trace"))
             .unwrap()
@@ -1002,6 +1067,8 @@ mod tests {
             size: 128,
             json: true,
             clock: None,
+            workers: None,
+            pipes: None,
         };
         assert!(run_inner(&args).is_err());
         let args = BenchArgs {
@@ -1012,6 +1079,8 @@ mod tests {
             size: 5,
             json: true,
             clock: None,
+            workers: None,
+            pipes: None,
         };
         assert!(run_inner(&args).is_err());
     }

@@ -20,6 +20,7 @@ pub mod live;
 pub mod plot;
 pub mod sim;
 pub mod tracegen;
+pub mod workers;
 
 pub use embed::{
     Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Pipe, Reply, Report,

@@ -6,13 +6,16 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-use crate::classifier::{self, Bytes, Decision, Interfaces, LogEvent, Reach, Ruleset, Tags, Walk};
+use crate::classifier::{
+    self, Bytes, Decision, Interfaces, LogEvent, Reach, RuleRef, Ruleset, Tags, Walk,
+};
 use crate::config::{
     Action, ArgAction, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
     QueueLimit, RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
     DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::flow::FlowKey;
 use crate::impair::On;
 use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
@@ -140,6 +143,43 @@ pub struct Engine<P> {
     /// What the last command applied changed on its way in
     /// ([`Self::take_notes`]).
     notes: Vec<String>,
+}
+
+/// What the rules made of a packet ([`Engine::classify`]).
+#[derive(Debug)]
+pub enum Classified<P> {
+    /// Passed or dropped by the rules: nothing more to do in the engine.
+    Done(Verdict<P>),
+    /// Bound for a pipe or queue: [`Engine::enqueue`] puts it there.
+    Shaped(Shaped<P>),
+}
+
+/// A packet the rules sent to a pipe or queue, on its way there: what the
+/// enqueue needs (the rule that sent it, its tags), and nothing that ties
+/// it to the engine that classified it.
+#[derive(Debug)]
+pub struct Shaped<P> {
+    payload: P,
+    info: PacketInfo,
+    rule: RuleRef,
+    tags: Tags,
+    target: Target,
+}
+
+impl<P> Shaped<P> {
+    pub fn target(&self) -> Target {
+        self.target
+    }
+    pub fn info(&self) -> &PacketInfo {
+        &self.info
+    }
+    /// The number of the rule that sent it.
+    pub fn rule(&self) -> u16 {
+        self.rule.number
+    }
+    pub fn payload(&self) -> &P {
+        &self.payload
+    }
 }
 
 /// A schedule being carried out.
@@ -320,7 +360,27 @@ impl<P: Payload> Engine<P> {
 
     /// A packet arrives at `now`. Timers due by `now` run first, so a caller
     /// that polls late still sees departures in the right order.
+    ///
+    /// The same as [`Self::classify`] then [`Self::enqueue`], in one call:
+    /// what a caller with one engine does.
+    #[inline]
     pub fn input(&mut self, now: Nanos, info: PacketInfo, payload: P) -> Verdict<P> {
+        match self.classify(now, info, payload) {
+            Classified::Done(verdict) => verdict,
+            Classified::Shaped(shaped) => self.enqueue_now(now, shaped),
+        }
+    }
+
+    /// The first half of [`Self::input`]: timers due by `now` run, the
+    /// packet is counted as arrived and walks the rules. A packet the rules
+    /// pass or deny is done ([`Classified::Done`]); one they send to a pipe
+    /// or queue comes back [`Classified::Shaped`], for [`Self::enqueue`] on
+    /// this engine or on another with the same configuration (a data plane
+    /// sharded over workers: [`Shaped::instance`] says which dummynet
+    /// instance it is bound for, so that each is fed by one engine only).
+    /// Rule counters move here, queue and pipe counters at the enqueue.
+    #[inline]
+    pub fn classify(&mut self, now: Nanos, info: PacketInfo, payload: P) -> Classified<P> {
         self.run_timers(now);
         if now >= self.next_expiry {
             self.expire(now);
@@ -329,10 +389,10 @@ impl<P: Payload> Engine<P> {
         if !self.settings.firewall {
             // `ipfw disable firewall`: nothing is classified.
             self.totals.delivered += 1;
-            return Verdict::Pass {
+            return Classified::Done(Verdict::Pass {
                 payload,
                 rule: DEFAULT_RULE,
-            };
+            });
         }
         let mut tags = Tags::default();
         let walk = Walk {
@@ -349,24 +409,112 @@ impl<P: Payload> Engine<P> {
         let target = match decision {
             Decision::Allow => {
                 self.totals.delivered += 1;
-                return Verdict::Pass {
+                return Classified::Done(Verdict::Pass {
                     payload,
                     rule: rule.number,
-                };
+                });
             }
             Decision::Deny | Decision::StateRefused => {
                 let reason = refusal(decision);
                 self.totals.drops[reason as usize] += 1;
-                return Verdict::Drop {
+                return Classified::Done(Verdict::Drop {
                     payload,
                     reason,
                     rule: Some(rule.number),
                     target: None,
-                };
+                });
             }
             Decision::Pipe(n) => Target::Pipe(n),
             Decision::Queue(n) => Target::Queue(n),
         };
+        Classified::Shaped(Shaped {
+            payload,
+            info,
+            rule,
+            tags,
+            target,
+        })
+    }
+
+    /// The second half of [`Self::input`]: a packet [`Self::classify`] sent
+    /// to a pipe or queue enters it at `now` (timers due by then run
+    /// first). On an engine other than the one that classified it, the
+    /// packet was counted as arrived there, and is counted inside (then
+    /// delivered or dropped) here: sums over both keep the books
+    /// ([`crate::Totals::conserved`]).
+    #[inline]
+    pub fn enqueue(&mut self, now: Nanos, shaped: Shaped<P>) -> Verdict<P> {
+        self.run_timers(now);
+        self.enqueue_now(now, shaped)
+    }
+
+    /// Undoes the arrival [`Self::classify`] counted for a packet it sent to
+    /// a pipe that will never see it (a sharded data plane could not hand
+    /// it to the pipe's owner): counted as dropped for `reason` instead,
+    /// and its payload given back.
+    pub fn refuse_shaped(&mut self, shaped: Shaped<P>, reason: DropReason) -> Verdict<P> {
+        self.totals.drops[reason.index()] += 1;
+        Verdict::Drop {
+            payload: shaped.payload,
+            reason,
+            rule: Some(shaped.rule.number),
+            target: Some(shaped.target),
+        }
+    }
+
+    /// Where a classified packet goes in this engine's dummynet: a number
+    /// that is the same for every packet bound for the same scheduler
+    /// instance, and the same on every engine with the same configuration.
+    /// For a scheduler without a mask (one instance) it is the scheduler's
+    /// number, so that consecutive pipes spread evenly over a sharded data
+    /// plane's workers (which owns what: `instance % workers`); for a
+    /// masked one, a mixed hash of the scheduler and the masked flow. A
+    /// target that does not exist (or has no scheduler) is keyed by its
+    /// number; its owner then drops the packet with the engine's reason.
+    pub fn instance(&self, shaped: &Shaped<P>) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        match self.dn.instance_of(shaped.target, &shaped.info.key) {
+            Some((sched, flow)) if flow == FlowKey::default() => return u64::from(sched),
+            Some((sched, flow)) => (sched, flow).hash(&mut h),
+            None => {
+                return u64::from(match shaped.target {
+                    Target::Pipe(n) | Target::Queue(n) => n,
+                })
+            }
+        }
+        // splitmix64's finaliser: every bit of the hash reaches the low
+        // ones, which the modulo keeps.
+        let mut z = h.finish();
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Whether some rule keeps dynamic state (`keep-state`, `limit`,
+    /// `check-state`...): the state table is one per engine, so a data plane
+    /// that classifies on several engines would split it.
+    pub fn has_stateful_rules(&self) -> bool {
+        self.rules
+            .rules()
+            .iter()
+            .any(|r| matches!(r.spec.action, Action::CheckState) || r.spec.extra.state.is_some())
+    }
+
+    /// Whether packets leaving a pipe walk the rules again (`one_pass` 0).
+    pub fn one_pass(&self) -> bool {
+        self.settings.one_pass
+    }
+
+    #[inline(always)]
+    fn enqueue_now(&mut self, now: Nanos, shaped: Shaped<P>) -> Verdict<P> {
+        let Shaped {
+            payload,
+            info,
+            rule,
+            tags,
+            target,
+        } = shaped;
         let len = u64::from(info.len);
         let held_limit = self.settings.held_limit;
         let room = if held_limit == 0 {
@@ -906,6 +1054,33 @@ impl<P: Payload> Engine<P> {
             notes.append(&mut self.notes);
         }
         Ok(notes)
+    }
+
+    /// [`Self::apply_all`], refused as a whole (nothing applied) when the
+    /// configuration the batch would leave fails `accept`, which says why
+    /// (for a refusal blamed on the batch's last command). Tried on a copy
+    /// of the configuration first, like any batch. A data plane sharded
+    /// over replicas refuses this way what it cannot shard.
+    pub fn apply_all_where(
+        &mut self,
+        now: Nanos,
+        cmds: Vec<Command>,
+        accept: impl Fn(&Engine<()>) -> Option<String>,
+    ) -> Result<Vec<String>, BatchError> {
+        self.run_timers(now);
+        let mut shadow = self.config_shadow();
+        for (index, cmd) in cmds.iter().enumerate() {
+            shadow
+                .apply(now, cmd.clone())
+                .map_err(|error| BatchError { index, error })?;
+        }
+        if let Some(why) = accept(&shadow) {
+            return Err(BatchError {
+                index: cmds.len().saturating_sub(1),
+                error: ConfigError::Conflict(why),
+            });
+        }
+        self.apply_all(now, cmds)
     }
 
     /// An engine with this one's configuration and none of its packets,

@@ -39,7 +39,9 @@ pub mod time;
 pub mod wire;
 
 pub use config::{Command, Settings};
-pub use engine::{BatchError, ConfigError, ConfigErrorKind, Engine, ScheduleStats};
+pub use engine::{
+    BatchError, Classified, ConfigError, ConfigErrorKind, Engine, ScheduleStats, Shaped,
+};
 pub use flow::{FlowKey, FlowMask};
 pub use packet::{Direction, IfaceId, Output, PacketInfo, Payload, Target, Verdict};
 pub use stats::{DropReason, MemoryReport, Snapshot, Totals};

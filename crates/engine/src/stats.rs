@@ -39,10 +39,14 @@ pub enum DropReason {
     /// It needed a new per-flow queue or scheduler instance (a new flow of
     /// a mask), and `net.inet.ip.dummynet.instance_limit` of them exist.
     InstanceLimit,
+    /// A data plane sharded over workers ([`crate::Engine::classify`] on
+    /// one, the pipe on another) found the ring to the pipe's worker full:
+    /// dropped rather than waiting for room.
+    HandoffFull,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::RuleDeny,
         DropReason::QueueFull,
         DropReason::Plr,
@@ -56,6 +60,7 @@ impl DropReason {
         DropReason::MemoryLimit,
         DropReason::TxFailed,
         DropReason::InstanceLimit,
+        DropReason::HandoffFull,
     ];
 
     /// Stable short name used in logs and summaries.
@@ -74,6 +79,7 @@ impl DropReason {
             DropReason::MemoryLimit => "memory-limit",
             DropReason::TxFailed => "tx-failed",
             DropReason::InstanceLimit => "instance-limit",
+            DropReason::HandoffFull => "handoff-full",
         }
     }
 
@@ -128,6 +134,24 @@ impl Totals {
     pub fn conserved(&self) -> bool {
         self.arrived == self.delivered + self.dropped() + self.inside
     }
+
+    /// Adds another engine's counters: the books of a data plane sharded
+    /// over engine replicas are their sum (a packet classified on one and
+    /// queued on another is `arrived` on the first, then `inside`,
+    /// `delivered` or dropped on the second).
+    pub fn add(&mut self, o: &Totals) {
+        self.arrived += o.arrived;
+        self.delivered += o.delivered;
+        for (a, b) in self.drops.iter_mut().zip(o.drops) {
+            *a += b;
+        }
+        self.inside += o.inside;
+        self.marks += o.marks;
+        self.duplicated += o.duplicated;
+        self.duplicate_failed += o.duplicate_failed;
+        self.corrupted += o.corrupted;
+        self.held_bytes += o.held_bytes;
+    }
 }
 
 /// Counters of a queue or scheduler instance, as FreeBSD's `Tot_pkt/bytes Pkt/Byte Drp`.
@@ -162,6 +186,44 @@ pub struct Snapshot {
     pub tables: Vec<TableView>,
     /// The engine's memory, now and at worst ([`crate::Engine::memory`]).
     pub memory: MemoryReport,
+}
+
+impl Snapshot {
+    /// Folds in the snapshot of another engine replica with the same
+    /// configuration (a sharded data plane): rule counters add up, and the
+    /// scheduler instances, per-flow queues and dynamic states each replica
+    /// made are listed together (an instance lives on one replica only,
+    /// the one that owns it). The configuration shown is this one's.
+    pub fn merge(&mut self, o: Snapshot) {
+        self.now = self.now.max(o.now);
+        for (r, x) in self.rules.iter_mut().zip(o.rules) {
+            if r.number == x.number {
+                r.packets += x.packets;
+                r.bytes += x.bytes;
+                r.last_match = r.last_match.max(x.last_match);
+                r.logged += x.logged;
+            }
+        }
+        for (s, x) in self.scheds.iter_mut().zip(o.scheds) {
+            if s.number == x.number {
+                s.instances.extend(x.instances);
+            }
+        }
+        for (f, x) in self.flowsets.iter_mut().zip(o.flowsets) {
+            if f.number == x.number {
+                f.flows.extend(x.flows);
+            }
+        }
+        self.totals.add(&o.totals);
+        self.states.extend(o.states);
+        self.states_refused += o.states_refused;
+        for (p, x) in self.memory.parts.iter_mut().zip(o.memory.parts) {
+            p.now += x.now;
+            p.worst = p.worst.zip(x.worst).map(|(a, b)| a + b);
+        }
+        self.memory.queues += o.memory.queues;
+        self.memory.instances += o.memory.instances;
+    }
 }
 
 /// A dynamic rule, as `ipfw -d show` prints it.

@@ -129,7 +129,6 @@
 //!
 //! - A `PACKET_TX_RING`: sends still go through `sendmmsg(2)`, one system
 //!   call per batch.
-//! - `PACKET_FANOUT` to spread one interface over several threads.
 //! - `PACKET_QDISC_BYPASS`: sends go through the interface's qdisc, which is
 //!   what gives back-pressure (`ENOBUFS`) instead of silent drops in a driver.
 
@@ -1000,6 +999,40 @@ impl Port {
         let snd = socket::getsockopt(&self.fd, sockopt::SndBuf)
             .map_err(|e| self.error("getsockopt(SO_SNDBUF)", e))?;
         Ok((rcv, snd))
+    }
+
+    /// Joins a `PACKET_FANOUT` group of type hash: the interface's frames
+    /// are then spread over the group's sockets by the kernel's flow hash
+    /// (symmetric: both directions of a flow get one socket index), each
+    /// frame to one socket, so several threads share one interface the way
+    /// RSS spreads a NIC's queues. `group` `None` makes a new group with an
+    /// id the kernel picks (`PACKET_FANOUT_FLAG_UNIQUEID`); the group's id
+    /// is returned, for the other sockets to join with. All must be bound
+    /// to the same interface. Frames that arrived before a socket joined
+    /// were copied to it as to any socket.
+    pub fn join_fanout(&self, group: Option<u16>) -> Result<u16, PortError> {
+        let (id, flags) = match group {
+            Some(id) => (u32::from(id), 0),
+            None => (0, libc::PACKET_FANOUT_FLAG_UNIQUEID),
+        };
+        let arg: u32 = id | ((libc::PACKET_FANOUT_HASH | flags) << 16);
+        set_packet_opt(&self.fd, libc::PACKET_FANOUT, &arg)
+            .map_err(|e| self.error("setsockopt(PACKET_FANOUT)", e))?;
+        let mut val: u32 = 0;
+        let mut len = size_of::<u32>() as libc::socklen_t;
+        // SAFETY: `val` is a live u32 and `len` its size; the kernel writes
+        // at most `len` bytes there and updates `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                (&mut val as *mut u32).cast(),
+                &mut len,
+            )
+        };
+        Errno::result(r).map_err(|e| self.error("getsockopt(PACKET_FANOUT)", e))?;
+        Ok((val & 0xffff) as u16)
     }
 
     /// Takes the error the kernel left on the socket (`SO_ERROR`, which

@@ -231,6 +231,17 @@ impl Bridge {
         }
     }
 
+    /// Spreads both ports over the sockets of several workers
+    /// (`PACKET_FANOUT`, by flow hash: [`Port::join_fanout`]): joins the
+    /// groups `groups`, or makes them (`None`); returns their ids, for the
+    /// next worker's bridge on the same interfaces.
+    pub fn join_fanout(&self, groups: Option<[u16; 2]>) -> Result<[u16; 2], PortError> {
+        Ok([
+            self.ports[0].join_fanout(groups.map(|g| g[0]))?,
+            self.ports[1].join_fanout(groups.map(|g| g[1]))?,
+        ])
+    }
+
     /// Tells `bursts`, at the start and whenever it changes, whether GSO
     /// super-packets may cross whole (`Engine::only_delays`), for a caller
     /// that makes the senders beyond the ports segment them or not: a

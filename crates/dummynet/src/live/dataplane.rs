@@ -20,7 +20,9 @@ use super::clock::{
     self, Clock, Lateness, LatenessHistogram, LatenessSummary, Pace, Rest, TimerWatch, Woke,
 };
 use super::observer::{self, Kind, ObserverStats, Record, Tap};
+use super::sharded::{Done, Job, Worker};
 use super::{Arrival, Backend, Carrier};
+use crate::workers::Routed;
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
 /// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
@@ -461,6 +463,9 @@ pub struct Report {
     /// The per-packet observer's counters (`--log`, captures, the event
     /// tap), when there is one.
     pub observer: Option<ObserverStats>,
+    /// Data-plane workers (`run --workers N`), when more than one; the
+    /// counts above are then their sums.
+    pub workers: Option<usize>,
 }
 
 impl Report {
@@ -591,6 +596,9 @@ impl std::fmt::Display for Report {
         }
         if let Some(o) = &self.observer {
             writeln!(f, "{o}")?;
+        }
+        if let Some(n) = self.workers {
+            writeln!(f, "workers: {n} (the counts above are their sums)")?;
         }
         for (name, counters) in &self.backends {
             let list: Vec<String> = counters
@@ -784,6 +792,9 @@ pub struct DataPlane {
     tap: Option<Tap>,
     /// The next packet's number ([`Carrier::id`]).
     next_id: u64,
+    /// This data plane's part in a sharded one (`run --workers N`):
+    /// [`super::sharded`]. `None`: the only worker, today's path.
+    worker: Option<Worker>,
 }
 
 impl DataPlane {
@@ -819,7 +830,18 @@ impl DataPlane {
             rule_log: None,
             tap: None,
             next_id: 0,
+            worker: None,
         }
+    }
+
+    /// Makes this data plane one worker of a sharded one (see
+    /// [`super::sharded`]); its engine must be configured as the others'.
+    pub fn with_worker(mut self, worker: Option<Worker>) -> Self {
+        if let Some(w) = &worker {
+            self.clock = w.clock();
+        }
+        self.worker = worker;
+        self
     }
 
     /// Hands each packet event to an observer ([`observer::Observer`]).
@@ -866,6 +888,9 @@ impl DataPlane {
                 self.failure = Some(why);
                 break;
             }
+            if self.worker.is_some() {
+                self.shard_turn();
+            }
             // Arrivals and the departures due among them, in time order,
             // then whatever else is due.
             self.receive_all();
@@ -896,7 +921,10 @@ impl DataPlane {
         // Released ahead of time on purpose: not lateness.
         self.due = None;
         self.flush_all();
-        self.report()
+        match self.worker.take() {
+            Some(w) => self.shard_end(w),
+            None => self.report(),
+        }
     }
 
     /// Reads a batch from every backend and runs it through the engine in
@@ -957,17 +985,30 @@ impl DataPlane {
                     self.flush_all();
                 }
                 let id = (carrier.id, carrier.copy);
-                let verdict = self.engine.input(at, info, carrier);
+                let verdict = match &mut self.worker {
+                    None => self.engine.input(at, info, carrier),
+                    Some(w) => match w.links.input(&mut self.engine, at, info, carrier) {
+                        Routed::Here(v) => v,
+                        Routed::Handed { to, .. } => {
+                            w.handed(to);
+                            continue;
+                        }
+                    },
+                };
                 let mut s = Settle {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
                     targets: &mut self.targets,
                     tap: &mut self.tap,
+                    worker: self.worker.as_mut(),
                 };
                 s.settle(at, info, verdict, None, id);
             }
         }
         self.arrivals = arrivals;
+        if let Some(w) = &mut self.worker {
+            w.ring_bells();
+        }
     }
 
     /// At [`Precision::Timer`], when to read arrivals next if they may wait
@@ -1042,6 +1083,7 @@ impl DataPlane {
                     backends: &mut self.backends,
                     targets: &mut self.targets,
                     tap: &mut self.tap,
+                    worker: self.worker.as_mut(),
                 };
                 // Lateness is counted for what goes to the kernel now, not
                 // for the engine's inner timers (the end of a transmission
@@ -1117,7 +1159,14 @@ impl DataPlane {
                 // The asker gave up waiting and said so: not applied.
                 continue;
             }
-            let answer = match req.kind {
+            let kind = match self.sharded_request(req.kind) {
+                Ok(answer) => {
+                    let _ = req.reply.send(answer);
+                    continue;
+                }
+                Err(kind) => kind,
+            };
+            let answer = match kind {
                 RequestKind::Apply { command, host } => {
                     self.engine.set_local_addrs(&host.addrs);
                     self.engine.set_routes(host.routes.as_deref());
@@ -1208,6 +1257,16 @@ impl DataPlane {
                 fds.extend(b.fds());
             }
         }
+        let backend_end = fds.len();
+        // A worker of several: tell the others what was handed to them,
+        // and sleep only if no job or hand-off is waiting; its bell last.
+        if let Some(w) = &mut self.worker {
+            w.ring_bells();
+            if !w.going_to_sleep() {
+                return None;
+            }
+            fds.push(w.bell_fd());
+        }
         let now = self.clock.now();
         let look = self.options.precision == Precision::Max || now >= self.next_pace;
         let pace = match self.rest.as_mut().filter(|_| look) {
@@ -1252,7 +1311,7 @@ impl DataPlane {
         // every later wait return at once, a spin until its backend left.
         let failed: Vec<RawFd> = match woke {
             Woke::Ready { failed: true, .. } => {
-                let backend_fds = &fds[first_backend_fd..];
+                let backend_fds = &fds[first_backend_fd..backend_end];
                 clock::failed_fds(backend_fds)
                     .into_iter()
                     .filter_map(|i| backend_fds.get(i).map(|fd| fd.as_raw_fd()))
@@ -1261,6 +1320,9 @@ impl DataPlane {
             _ => Vec::new(),
         };
         drop(fds);
+        if let Some(w) = &mut self.worker {
+            w.woke();
+        }
         for fd in failed {
             for b in self.backends.slots.iter_mut() {
                 b.fd_failed(fd);
@@ -1348,6 +1410,7 @@ impl DataPlane {
             stderr_lost,
             stderr_error,
             observer: self.tap.as_ref().map(Tap::stats),
+            workers: None,
         }
     }
 }
@@ -1390,6 +1453,9 @@ struct Settle<'a> {
     backends: &'a mut Backends,
     targets: &'a mut TargetBook,
     tap: &'a mut Option<Tap>,
+    /// Sharded: the `out` pass may send the frame to a pipe another
+    /// worker owns.
+    worker: Option<&'a mut Worker>,
 }
 
 impl Settle<'_> {
@@ -1466,7 +1532,16 @@ impl Settle<'_> {
                             xmit_if: Some(xmit),
                             ..info
                         };
-                        verdict = self.engine.input(now, info, payload);
+                        verdict = match self.worker.as_deref_mut() {
+                            None => self.engine.input(now, info, payload),
+                            Some(w) => match w.links.input(self.engine, now, info, payload) {
+                                Routed::Here(v) => v,
+                                Routed::Handed { to, .. } => {
+                                    w.handed(to);
+                                    return false;
+                                }
+                            },
+                        };
                     }
                     None => {
                         if let Some(tap) = tap {
@@ -1488,6 +1563,212 @@ impl Settle<'_> {
             }
         }
     }
+}
+
+/// The sharded data plane's turns (`run --workers N`, [`super::sharded`]).
+impl DataPlane {
+    /// Once a turn: a follower joins the job the leader started, if any;
+    /// every worker takes what the others handed it.
+    fn shard_turn(&mut self) {
+        let Some(mut w) = self.worker.take() else {
+            return;
+        };
+        if w.job_pending() {
+            self.shard_follow(&mut w);
+        }
+        self.take_handoffs(&mut w);
+        self.worker = Some(w);
+    }
+
+    /// Queues what other workers handed this one, and acts on what its
+    /// pipes say at once (a drop at the entry).
+    fn take_handoffs(&mut self, w: &mut Worker) {
+        let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
+        w.links.receive(&mut self.engine, |engine, at, info, v| {
+            let id = match &v {
+                Verdict::Drop { payload, .. } => (payload.id, payload.copy),
+                _ => (0, false),
+            };
+            let mut s = Settle {
+                engine,
+                backends,
+                targets,
+                tap,
+                worker: None,
+            };
+            s.settle(at, info, v, None, id);
+        });
+    }
+
+    /// A follower's part in the leader's job ([`Worker::join_job`]).
+    fn shard_follow(&mut self, w: &mut Worker) {
+        let job = w.join_job();
+        self.take_handoffs(w);
+        w.barrier();
+        let accepted = w.wait_decision();
+        let done = match job {
+            Some(Job::Apply { commands, host }) => {
+                if accepted {
+                    self.engine.set_local_addrs(&host.addrs);
+                    self.engine.set_routes(host.routes.as_deref());
+                    let now = self.clock.now();
+                    // Same configuration, same batch: taken as the leader
+                    // took it.
+                    let _ = self.engine.apply_all(now, commands);
+                }
+                Done::Applied
+            }
+            Some(Job::Snapshot) => Done::Snapshot(Box::new(self.engine.snapshot())),
+            Some(Job::Report) => {
+                let mut r = self.report();
+                r.backends = tag_worker(r.backends, w.index());
+                Done::Report(Box::new(r))
+            }
+            None => Done::Applied,
+        };
+        w.done(done);
+    }
+
+    /// The leader runs `job` on every worker; `mine` is its own part,
+    /// done once all have stopped and drained their rings, before theirs.
+    fn shard_lead<T>(
+        &mut self,
+        w: &mut Worker,
+        job: Job,
+        mine: impl FnOnce(&mut Self) -> (T, bool),
+    ) -> (T, Vec<Done>) {
+        w.begin(job);
+        self.take_handoffs(w);
+        w.barrier();
+        let (out, accepted) = mine(self);
+        w.decide(accepted);
+        (out, w.end())
+    }
+
+    /// A control request on a sharded data plane's leader: carried out by
+    /// every worker, or given back (`Err`) when there is no sharding.
+    fn sharded_request(&mut self, kind: RequestKind) -> Result<Answer, RequestKind> {
+        let Some(mut w) = self.worker.take() else {
+            return Err(kind);
+        };
+        let workers = w.workers();
+        let apply = |me: &mut Self, commands: Vec<dummynet_engine::Command>, host: &HostView| {
+            me.engine.set_local_addrs(&host.addrs);
+            me.engine.set_routes(host.routes.as_deref());
+            let now = me.clock.now();
+            let r = crate::workers::apply_checked(&mut me.engine, now, commands, workers);
+            let ok = r.is_ok();
+            (r, ok)
+        };
+        let answer = match kind {
+            RequestKind::Apply { command, host } => {
+                let job = Job::Apply {
+                    commands: vec![(*command).clone()],
+                    host: host.clone(),
+                };
+                let (r, _) = self.shard_lead(&mut w, job, |me| apply(me, vec![*command], &host));
+                Answer::Applied(r.map_err(|e| e.error))
+            }
+            RequestKind::ApplyAll { commands, host } => {
+                let job = Job::Apply {
+                    commands: commands.clone(),
+                    host: host.clone(),
+                };
+                let (r, _) = self.shard_lead(&mut w, job, |me| apply(me, commands, &host));
+                Answer::AppliedAll(r)
+            }
+            RequestKind::Snapshot => {
+                let (mut snap, done) =
+                    self.shard_lead(&mut w, Job::Snapshot, |me| (me.engine.snapshot(), true));
+                for d in done {
+                    if let Done::Snapshot(s) = d {
+                        snap.merge(*s);
+                    }
+                }
+                Answer::Snapshot {
+                    snap: Box::new(snap),
+                    now: self.clock.now(),
+                }
+            }
+            RequestKind::Stats => {
+                let (mut report, done) = self.shard_lead(&mut w, Job::Report, |me| {
+                    let mut r = me.report();
+                    r.backends = tag_worker(std::mem::take(&mut r.backends), 0);
+                    (r, true)
+                });
+                for d in done {
+                    if let Done::Report(r) = d {
+                        super::sharded::absorb(&mut report, *r);
+                    }
+                }
+                report.workers = Some(workers);
+                Answer::Stats(Box::new(report))
+            }
+            RequestKind::Attach { backend, .. } => Answer::Attached(Err((
+                format!(
+                    "this daemon runs {workers} data-plane workers; shell --join needs one \
+                     (run --workers 1)"
+                ),
+                backend,
+            ))),
+            RequestKind::Detach { .. } => Answer::Detached(
+                None,
+                Err(dummynet_engine::BatchError {
+                    index: 0,
+                    error: dummynet_engine::ConfigError::Conflict(format!(
+                        "this daemon runs {workers} data-plane workers and has no joined shells"
+                    )),
+                }),
+            ),
+        };
+        self.worker = Some(w);
+        Ok(answer)
+    }
+
+    /// The end of a sharded data plane's worker: the leader stops the
+    /// followers and adds their reports to its own (and drains its rings
+    /// of what they handed it meanwhile).
+    fn shard_end(&mut self, mut w: Worker) -> Report {
+        let mut reports = Vec::new();
+        if w.is_leader() {
+            for h in w.stop_followers() {
+                reports.push(h.join());
+            }
+        }
+        // What the others handed this worker before they stopped.
+        self.take_handoffs(&mut w);
+        let now = self.clock.now();
+        while let Some(d) = self.engine.next_packet_deadline() {
+            self.release(d.max(now));
+        }
+        self.due = None;
+        self.flush_all();
+        let mut report = self.report();
+        report.backends = tag_worker(std::mem::take(&mut report.backends), w.index());
+        for r in reports {
+            match r {
+                Ok(r) => super::sharded::absorb(&mut report, r),
+                Err(_) => {
+                    report
+                        .failure
+                        .get_or_insert_with(|| "a data-plane worker panicked".into());
+                }
+            }
+        }
+        report.workers = Some(w.workers());
+        report
+    }
+}
+
+/// Backends' names with the worker that ran them.
+fn tag_worker(
+    backends: Vec<(String, Vec<(String, u64)>)>,
+    worker: usize,
+) -> Vec<(String, Vec<(String, u64)>)> {
+    backends
+        .into_iter()
+        .map(|(name, c)| (format!("worker {worker}: {name}"), c))
+        .collect()
 }
 
 #[cfg(test)]

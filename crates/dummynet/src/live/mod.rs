@@ -80,6 +80,7 @@ pub mod rootless;
 pub mod routes;
 pub mod rulelog;
 pub mod run;
+pub mod sharded;
 pub mod shell;
 pub mod shell_nat;
 pub mod stats_json;

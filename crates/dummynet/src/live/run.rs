@@ -70,6 +70,17 @@ pub struct RunArgs {
     /// IF.rx_fill_ring_empty.
     #[arg(long, requires = "xdp", default_value_t = 16384)]
     pub xdp_frames: u32,
+    /// --bridge: data-plane worker threads, each reading its share of both
+    /// ports (the kernel spreads frames by flow hash, PACKET_FANOUT) and
+    /// owning a share of the pipes (pipe N on worker N mod WORKERS; a
+    /// masked pipe's instances by flow hash), with a frame for another
+    /// worker's pipe handed over a lock-free ring. 1 (the default) is the
+    /// single data-plane thread, with no sharding cost: on two cores the
+    /// second worker competes with the traffic's own senders. Rules with
+    /// dynamic state (keep-state, limit) and `one_pass 0` need 1. AF_PACKET
+    /// only (not --xdp). See README "Workers".
+    #[arg(long, requires = "bridge", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
     /// Shape this machine's own traffic: a netfilter table of the daemon's
     /// own (see --firewall) sends its packets to an NFQUEUE.
     #[arg(long)]
@@ -376,6 +387,15 @@ where
     spawn_controlled(ns, config, seed, socket, stop, options, observe, open)
 }
 
+/// Opens the leader's backends of a sharded data plane.
+pub type OpenLeader =
+    Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+
+/// Opens worker K's backends (K from 1) of a sharded data plane
+/// (`run --workers N`), on the leader's thread, after the leader's own.
+pub type OpenWorker =
+    Arc<dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, String> + Send + Sync>;
+
 /// [`spawn`] with a say in who may use the control socket and what a
 /// client may cost.
 #[allow(clippy::too_many_arguments)]
@@ -392,6 +412,28 @@ pub fn spawn_controlled<F>(
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
+    spawn_sharded(ns, config, seed, socket, stop, options, observe, open, None)
+}
+
+/// [`spawn_controlled`] on `workers.0` data-plane threads when given
+/// (`run --workers N`, [`super::sharded`]), the others' backends opened
+/// by `workers.1`.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_sharded<F>(
+    ns: Option<&Netns>,
+    config: Vec<(usize, Command)>,
+    seed: u64,
+    socket: Option<(PathBuf, ControlOptions)>,
+    stop: Arc<AtomicBool>,
+    options: PlaneOptions,
+    observe: Option<ObserveOptions>,
+    open: F,
+    workers: Option<(usize, OpenWorker)>,
+) -> Result<Running, String>
+where
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+{
+    let replicas = config.clone();
     // Every live mode bounds the packet bytes its pipes hold (shell and
     // demo too); `run --memory-limit` and a config's `sysctl` come later and
     // win.
@@ -435,9 +477,25 @@ where
             requests: req_rx,
             wake: wake_rx,
         };
+        let leader = match workers {
+            None => None,
+            Some((n, open_worker)) => {
+                match start_followers(n, &replicas_config(&replicas), seed, options, open_worker) {
+                    Ok(leader) => leader,
+                    Err(e) => {
+                        say_now!("dummynet: {e}");
+                        return Report {
+                            failure: Some(e),
+                            ..Report::default()
+                        };
+                    }
+                }
+            }
+        };
         DataPlane::new(engine, backends, Some(inbox), flag)
             .with_options(options)
             .with_tap(tap)
+            .with_worker(leader)
             .run()
     };
     let thread = match ns {
@@ -489,6 +547,116 @@ where
         }
     }
     Ok(running)
+}
+
+/// The configuration every replica starts from: what the leader's engine
+/// was made with (the memory limit first, as there).
+fn replicas_config(config: &[(usize, Command)]) -> Vec<(usize, Command)> {
+    let mut config = config.to_vec();
+    if let Some(limit) = default_memory_limit() {
+        config.insert(0, (0, Command::Set(Setting::HeldLimit(limit))));
+    }
+    config
+}
+
+/// Starts workers 1..n of a sharded data plane, each with an engine made
+/// from `config` and backends `open_worker` opens here (on the leader's
+/// thread, in its namespace, which the workers' threads inherit); returns
+/// the leader's part, which keeps them.
+fn start_followers(
+    n: usize,
+    config: &[(usize, Command)],
+    seed: u64,
+    options: PlaneOptions,
+    open_worker: OpenWorker,
+) -> Result<Option<super::sharded::Worker>, String> {
+    let mut parts = super::sharded::workers(n)?.into_iter();
+    let Some(mut leader) = parts.next() else {
+        return Ok(None);
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for part in parts {
+        let k = part.index();
+        // The engine is made on its worker's thread, in that thread's heap:
+        // replicas made side by side shared cache lines of their per-packet
+        // counters, and two workers spent more time passing those lines to
+        // each other than classifying (`dummynet bench --workers`: 3 to 4
+        // times the CPU a packet). One at a time, so that the ports join
+        // their fanout groups in worker order.
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let (config, open_worker, worker_stop) =
+            (config.to_vec(), open_worker.clone(), stop.clone());
+        let body = move || {
+            let made = crate::sim::configure(&config, seed)
+                .map_err(|(line, e)| format!("config line {line}: {e}"))
+                .and_then(|mut engine: Engine<Carrier>| {
+                    super::learn_host(&mut engine);
+                    let backends = open_worker(&mut engine, k)?;
+                    Ok((engine, backends))
+                });
+            match made {
+                Ok((engine, backends)) => {
+                    let _ = ready_tx.send(Ok(()));
+                    DataPlane::new(engine, backends, None, worker_stop)
+                        .with_options(options)
+                        .with_worker(Some(part))
+                        .run()
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    Report::default()
+                }
+            }
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("dummynet-worker-{k}"))
+            .spawn(body)
+            .map_err(|e| format!("starting data-plane worker {k}: {e}"))?;
+        let ready = ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(format!("data-plane worker {k} ended during setup")));
+        threads.push(thread);
+        if let Err(e) = ready {
+            // The workers started so far stop (none has a job to wait for).
+            stop.store(true, Ordering::Relaxed);
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(format!("data-plane worker {k}: {e}"));
+        }
+    }
+    leader.adopt(threads, stop);
+    Ok(Some(leader))
+}
+
+/// `--bridge A B` on a sharded data plane: each worker's own bridge on
+/// the two interfaces, their ports joined in one `PACKET_FANOUT` group per
+/// interface (the leader's made it; `groups` passes its ids on).
+pub fn open_sharded_bridge(
+    a: String,
+    b: String,
+    exit_on_link_loss: bool,
+) -> (OpenLeader, OpenWorker) {
+    let groups: Arc<std::sync::Mutex<Option<[u16; 2]>>> = Arc::default();
+    let open = move |e: &mut Engine<Carrier>,
+                     groups: &std::sync::Mutex<Option<[u16; 2]>>|
+          -> Result<Vec<Box<dyn Backend>>, String> {
+        let bridge = Bridge::open(&a, &b, e)
+            .map_err(|e| e.to_string())?
+            .exit_on_link_loss(exit_on_link_loss);
+        let mut g = groups.lock().map_err(|_| "fanout groups: poisoned lock")?;
+        let ids = bridge.join_fanout(*g).map_err(|e| e.to_string())?;
+        *g = Some(ids);
+        Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+    };
+    let open = Arc::new(open);
+    let (first, rest) = (open.clone(), open);
+    let g1 = groups.clone();
+    (
+        Box::new(move |e: &mut Engine<Carrier>| first(e, &g1)),
+        Arc::new(move |e: &mut Engine<Carrier>, _k: usize| rest(e, &groups)),
+    )
 }
 
 /// `--bridge A B`'s backend, opened on the data-plane thread by [`spawn`]
@@ -664,6 +832,17 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     }
     let checked: Engine<()> = crate::sim::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
+    if let Some(why) = crate::workers::check_shardable(&checked, usize::from(args.workers)) {
+        return Err(format!("--workers {}: the configuration: {why}", args.workers).into());
+    }
+    if args.workers > 1 && args.observe.any() {
+        return Err(format!(
+            "--workers {}: per-packet logs and captures see one worker's packets; use \
+             --workers 1 with them",
+            args.workers
+        )
+        .into());
+    }
     if checked.drops_by_default() {
         say!("dummynet: warning: {}", default_deny_warning(args.host));
     }
@@ -685,6 +864,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     /// Opens the backends on the data-plane thread.
     type Open =
         Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+    let mut sharded: Option<(usize, OpenWorker)> = None;
     let open: Open = if let Some(ifs) = &args.bridge {
         let (a, b) = match ifs.as_slice() {
             [a, b] => (a.clone(), b.clone()),
@@ -694,7 +874,19 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
         let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
-        if args.xdp {
+        if args.workers > 1 {
+            if args.xdp {
+                return Err(format!(
+                    "--workers {} works with the AF_PACKET bridge only; leave out --xdp or \
+                     use --workers 1",
+                    args.workers
+                )
+                .into());
+            }
+            let (first, rest) = open_sharded_bridge(a, b, args.exit_on_link_loss);
+            sharded = Some((usize::from(args.workers), rest));
+            first
+        } else if args.xdp {
             let opts = super::bridge_xdp::options(args.xdp_frames);
             Box::new(super::bridge_xdp::open_or(a, b, opts, plain))
         } else {
@@ -730,7 +922,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         group: args.socket_group,
         ..ControlOptions::default()
     };
-    let mut running = spawn_controlled(
+    if let Some((n, _)) = &sharded {
+        say!(
+            "dummynet: {n} data-plane workers: each reads a share of both ports (PACKET_FANOUT \
+             by flow hash); pipe N is on worker N mod {n}"
+        );
+    }
+    let mut running = spawn_sharded(
         ns,
         config,
         args.seed,
@@ -739,6 +937,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         options,
         observe,
         open,
+        sharded,
     )?;
     let mut http_addr = None;
     if let Some(http) = http {

@@ -532,6 +532,16 @@ pub(crate) fn flowset_of(t: Target) -> u32 {
 impl<P: Payload> Dummynet<P> {
     // -------------------------------------------------------- data path
 
+    /// The scheduler instance a packet bound for `target` with flow `key`
+    /// would join: its scheduler's number and the flow under the
+    /// scheduler's mask (see `Engine::instance`). `None` when the target
+    /// or its scheduler does not exist.
+    pub fn instance_of(&self, target: Target, key: &FlowKey) -> Option<(u32, FlowKey)> {
+        let fs = self.flowsets.get(&flowset_of(target))?;
+        let sched = self.scheds.get(&fs.sched)?;
+        Some((fs.sched, sched.mask.apply(key)))
+    }
+
     /// Queues a packet for `held.target`, or says why not. A copy made by
     /// `duplicate` is queued after it (or dropped into `exits`) and counted
     /// in `new_copies`.

@@ -1,0 +1,347 @@
+//! A data plane sharded over worker threads, sans-I/O: who owns what, and
+//! the rings that carry a packet from the worker that read it to the one
+//! that owns its pipe.
+//!
+//! Every worker holds an engine replica with the same configuration. A
+//! packet is classified where it is read ([`Engine::classify`]: the rules,
+//! their counters); if the rules send it to a pipe or queue, the scheduler
+//! instance it joins ([`Engine::instance`]: the scheduler and the flow
+//! under its mask) decides its owner ([`owner`]), and only the owner's
+//! replica ever queues into that instance, so a pipe's order and timing
+//! are those of one engine. A packet for another worker's instance crosses
+//! a bounded single-producer single-consumer ring ([`Links`]); a full ring
+//! is a drop counted as `handoff-full`, never a wait.
+//!
+//! Counters read as one system when summed over the replicas
+//! ([`dummynet_engine::Totals::add`], [`dummynet_engine::Snapshot::merge`]):
+//! a rule counts on the worker that classified, an instance on its owner.
+//! A configuration change is applied to every replica between the same two
+//! packets: every worker stops classifying, the rings are drained into
+//! their owners, then each replica applies the batch (validated once:
+//! replicas with one configuration accept or refuse it alike) before any
+//! worker reads again ([`Cluster::apply_all`] on the virtual clock; the live
+//! daemon does the same with its threads).
+//!
+//! What is not sharded: dynamic state (`keep-state`, `limit`) lives in the
+//! replica that made it, so a ruleset with stateful rules needs one worker,
+//! as does `one_pass 0` (a packet leaving a pipe would walk the rules again
+//! in its owner's replica and could enter a pipe another worker owns).
+//! [`check_shardable`] says so before such a change is applied.
+
+pub mod bench;
+
+use dummynet_engine::{
+    BatchError, Classified, Command, DropReason, Engine, Nanos, Output, PacketInfo, Payload,
+    Shaped, Target, Totals, Verdict,
+};
+
+/// Slots of each ring between two workers: at 64-byte line rate on a
+/// 10 Gbit/s port (14.9 Mpps) about 70 µs of frames, more than a worker
+/// that is awake leaves unread between two turns.
+pub const RING_SLOTS: usize = 1024;
+
+/// The worker that owns the scheduler instance `instance`
+/// ([`Engine::instance`]) among `workers`, the same on every worker: an
+/// unmasked pipe or scheduler N is on worker N mod `workers` (a pipe's
+/// own scheduler is numbered 65536 + N, so pipes 1 and 2 are on two
+/// workers), a masked one's instances are spread by their hash.
+pub fn owner(instance: u64, workers: usize) -> usize {
+    (instance % workers.max(1) as u64) as usize
+}
+
+/// Why a configuration cannot run sharded, if it cannot: `None` when it
+/// can. Checked on the replica after a change (and refused then, before
+/// any replica applies it: see [`Cluster::apply_all`]).
+pub fn check_shardable<P: Payload>(engine: &Engine<P>, workers: usize) -> Option<String> {
+    if workers <= 1 {
+        return None;
+    }
+    if engine.has_stateful_rules() {
+        return Some(format!(
+            "rules with dynamic state (keep-state, limit, check-state...) need one worker: \
+             each of the {workers} workers would keep its own state table; run with \
+             --workers 1"
+        ));
+    }
+    if !engine.one_pass() {
+        return Some(format!(
+            "one_pass 0 needs one worker: a packet leaving a pipe walks the rules again \
+             where its pipe is, and the {workers} workers' pipes are apart; run with \
+             --workers 1"
+        ));
+    }
+    None
+}
+
+/// A packet on its way to the worker that owns its instance, with the
+/// time it was classified at (it enters the pipe then, or as soon after
+/// as the owner's engine has got to).
+pub struct Handoff<P> {
+    pub at: Nanos,
+    pub shaped: Shaped<P>,
+}
+
+/// What [`Links::input`] did with a packet.
+pub enum Routed<P> {
+    /// Decided here: passed or dropped by the rules, or queued into (or
+    /// refused by) a pipe this worker owns, or dropped for a full ring.
+    Here(Verdict<P>),
+    /// Handed to the worker that owns its instance.
+    Handed { target: Target, to: usize },
+}
+
+/// Counters of one worker's rings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkCounters {
+    /// Packets this worker classified and handed to another.
+    pub handed_out: u64,
+    /// Packets other workers handed to this one.
+    pub handed_in: u64,
+    /// Packets dropped because the ring to their owner was full.
+    pub handoff_full: u64,
+}
+
+/// One worker's ends of the rings: a producer to every other worker and a
+/// consumer from each.
+pub struct Links<P> {
+    pub index: usize,
+    pub workers: usize,
+    to: Vec<Option<rtrb::Producer<Handoff<P>>>>,
+    from: Vec<rtrb::Consumer<Handoff<P>>>,
+    pub counters: LinkCounters,
+}
+
+/// The rings between `workers` workers, `slots` each way between any two:
+/// one [`Links`] per worker, in order.
+pub fn mesh<P>(workers: usize, slots: usize) -> Vec<Links<P>> {
+    let mut links: Vec<Links<P>> = (0..workers)
+        .map(|index| Links {
+            index,
+            workers,
+            to: (0..workers).map(|_| None).collect(),
+            from: Vec::new(),
+            counters: LinkCounters::default(),
+        })
+        .collect();
+    for a in 0..workers {
+        for b in 0..workers {
+            if a != b {
+                let (tx, rx) = rtrb::RingBuffer::new(slots.max(1));
+                links[a].to[b] = Some(tx);
+                links[b].from.push(rx);
+            }
+        }
+    }
+    links
+}
+
+impl<P: Payload> Links<P> {
+    /// A packet read by this worker at `now`: classified by its replica,
+    /// then queued here if this worker owns the instance it is bound for,
+    /// or handed to the owner.
+    #[inline]
+    pub fn input(
+        &mut self,
+        engine: &mut Engine<P>,
+        now: Nanos,
+        info: PacketInfo,
+        payload: P,
+    ) -> Routed<P> {
+        if self.workers <= 1 {
+            return Routed::Here(engine.input(now, info, payload));
+        }
+        let shaped = match engine.classify(now, info, payload) {
+            Classified::Done(v) => return Routed::Here(v),
+            Classified::Shaped(s) => s,
+        };
+        let to = owner(engine.instance(&shaped), self.workers);
+        if to == self.index {
+            return Routed::Here(engine.enqueue(now, shaped));
+        }
+        let target = shaped.target();
+        let Some(ring) = self.to.get_mut(to).and_then(Option::as_mut) else {
+            return Routed::Here(engine.enqueue(now, shaped));
+        };
+        match ring.push(Handoff { at: now, shaped }) {
+            Ok(()) => {
+                self.counters.handed_out += 1;
+                Routed::Handed { target, to }
+            }
+            Err(rtrb::PushError::Full(Handoff { shaped, .. })) => {
+                self.counters.handoff_full += 1;
+                Routed::Here(engine.refuse_shaped(shaped, DropReason::HandoffFull))
+            }
+        }
+    }
+
+    /// The worker that owns the instance `shaped` is bound for.
+    pub fn owner_of(&self, engine: &Engine<P>, shaped: &Shaped<P>) -> usize {
+        owner(engine.instance(shaped), self.workers)
+    }
+
+    /// Puts a packet in the ring to worker `to`, or gives it back if the
+    /// ring is full (or `to` is this worker). [`Self::input`] drops it
+    /// then; a caller that would rather wait (`dummynet bench`) takes its
+    /// own rings and tries again.
+    pub fn hand(&mut self, to: usize, h: Handoff<P>) -> Result<(), Handoff<P>> {
+        let Some(ring) = self.to.get_mut(to).and_then(Option::as_mut) else {
+            return Err(h);
+        };
+        match ring.push(h) {
+            Ok(()) => {
+                self.counters.handed_out += 1;
+                Ok(())
+            }
+            Err(rtrb::PushError::Full(h)) => Err(h),
+        }
+    }
+
+    /// Packets in the rings to this worker, not yet taken.
+    pub fn waiting(&self) -> usize {
+        self.from.iter().map(|c| c.slots()).sum()
+    }
+
+    /// Packets this worker has put in the rings to others that they have
+    /// not taken yet.
+    pub fn in_flight_out(&self) -> usize {
+        self.to
+            .iter()
+            .flatten()
+            .map(|p| p.buffer().capacity() - p.slots())
+            .sum()
+    }
+
+    /// Queues what other workers handed this one into its replica, each
+    /// at its classification time or the replica's own time if later,
+    /// ring by ring in order, and gives `settle` each verdict (`Queued`,
+    /// or a drop at the pipe's entry) with the packet's info. Returns how
+    /// many were taken.
+    pub fn receive(
+        &mut self,
+        engine: &mut Engine<P>,
+        mut settle: impl FnMut(&mut Engine<P>, Nanos, PacketInfo, Verdict<P>),
+    ) -> usize {
+        let mut n = 0;
+        for ring in self.from.iter_mut() {
+            while let Ok(Handoff { at, shaped }) = ring.pop() {
+                let at = at.max(engine.now());
+                let info = *shaped.info();
+                let v = engine.enqueue(at, shaped);
+                settle(engine, at, info, v);
+                n += 1;
+            }
+        }
+        self.counters.handed_in += n as u64;
+        n
+    }
+}
+
+/// Several workers' replicas and rings driven from one thread on a
+/// virtual clock: the sharded data plane's logic without threads or I/O,
+/// for tests and `dummynet bench --workers` (which runs the same pieces on
+/// threads).
+pub struct Cluster<P> {
+    pub engines: Vec<Engine<P>>,
+    pub links: Vec<Links<P>>,
+}
+
+impl<P: Payload> Cluster<P> {
+    /// `workers` replicas made by `make` (which must configure them alike),
+    /// with rings of `slots`.
+    pub fn new(workers: usize, slots: usize, make: impl Fn(usize) -> Engine<P>) -> Self {
+        Cluster {
+            engines: (0..workers).map(make).collect(),
+            links: mesh(workers, slots),
+        }
+    }
+
+    /// A packet read by worker `w` at `now`.
+    pub fn input(&mut self, w: usize, now: Nanos, info: PacketInfo, payload: P) -> Routed<P> {
+        self.links[w].input(&mut self.engines[w], now, info, payload)
+    }
+
+    /// Every worker takes what was handed to it; the verdicts (drops at a
+    /// pipe's entry among them) with the worker that gave them.
+    pub fn take_handoffs(&mut self) -> Vec<(usize, PacketInfo, Verdict<P>)> {
+        let mut out = Vec::new();
+        for (w, (links, engine)) in self.links.iter_mut().zip(&mut self.engines).enumerate() {
+            links.receive(engine, |_, _, info, v| out.push((w, info, v)));
+        }
+        out
+    }
+
+    /// What every replica has due by `now`, by worker.
+    pub fn poll(&mut self, now: Nanos) -> Vec<(usize, Output<P>)> {
+        let mut out = Vec::new();
+        for (w, e) in self.engines.iter_mut().enumerate() {
+            while let Some(o) = e.poll(now) {
+                out.push((w, o));
+            }
+        }
+        out
+    }
+
+    /// The earliest deadline of any replica.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.engines.iter().filter_map(Engine::next_deadline).min()
+    }
+
+    /// Packets in the rings, handed but not yet taken.
+    pub fn in_rings(&self) -> u64 {
+        self.links.iter().map(|l| l.waiting() as u64).sum()
+    }
+
+    /// The replicas' books, summed.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for e in &self.engines {
+            t.add(&e.totals());
+        }
+        t
+    }
+
+    /// Applies `cmds` to every replica as one change: the rings are
+    /// drained first (what was classified before the change enters its
+    /// pipe before it), then the first replica applies the batch, which
+    /// decides for all; a configuration that cannot run sharded
+    /// ([`check_shardable`]) is refused, undone by the batch's own
+    /// all-or-nothing rule. Returns the drained packets' verdicts too.
+    #[allow(clippy::type_complexity)]
+    pub fn apply_all(
+        &mut self,
+        now: Nanos,
+        cmds: Vec<Command>,
+    ) -> (
+        Result<Vec<String>, BatchError>,
+        Vec<(usize, PacketInfo, Verdict<P>)>,
+    ) {
+        let drained = self.take_handoffs();
+        let workers = self.engines.len();
+        let Some((first, rest)) = self.engines.split_first_mut() else {
+            return (Ok(Vec::new()), drained);
+        };
+        let r = apply_checked(first, now, cmds.clone(), workers);
+        if r.is_ok() {
+            for e in rest {
+                // Same configuration, same batch: the same answer.
+                let _ = e.apply_all(now, cmds.clone());
+            }
+        }
+        (r, drained)
+    }
+}
+
+/// `engine.apply_all(now, cmds)`, refused as a whole (nothing applied) if
+/// the configuration it leaves cannot run on `workers` workers
+/// ([`check_shardable`]).
+pub fn apply_checked<P: Payload>(
+    engine: &mut Engine<P>,
+    now: Nanos,
+    cmds: Vec<Command>,
+    workers: usize,
+) -> Result<Vec<String>, BatchError> {
+    if workers <= 1 {
+        return engine.apply_all(now, cmds);
+    }
+    engine.apply_all_where(now, cmds, |shadow| check_shardable(shadow, workers))
+}

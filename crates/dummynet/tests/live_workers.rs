@@ -1,0 +1,237 @@
+//! `dummynet run --bridge --workers 2` end to end, in namespaces the test
+//! creates (A — M — B, the bridge in M): pings take both pipes' delay and
+//! none is lost across a change applied through the socket; a bounded flood
+//! of 16 flows is spread over both workers (each worker's ports read some)
+//! and through a masked pipe whose instances live on both; `stats` adds the
+//! workers up and its books balance once the pipes are empty; `show` counts
+//! every packet once; a rule with dynamic state is refused, saying why.
+//!
+//! Without root or `ip`/`ping`, it prints `skipped: ...` and passes.
+
+#[allow(dead_code)]
+mod live_common;
+
+use std::time::Duration;
+
+use live_common::*;
+
+const TOOLS: &[&str] = &["ip", "ping"];
+
+/// `dummynet stats --socket SOCKET`.
+fn stats(socket: &std::path::Path) -> String {
+    let out = run_bounded(
+        std::process::Command::new(DUMMYNET)
+            .args(["stats", "--socket"])
+            .arg(socket),
+        Duration::from_secs(5),
+        "dummynet stats",
+    );
+    expect_success(&out, "dummynet stats")
+}
+
+/// The `NAME.rx_frames` counter on the stats line of worker `w`'s bridge.
+fn rx_frames(stats: &str, w: usize, port: &str) -> u64 {
+    let prefix = format!("worker {w}: bridge");
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{stats}"));
+    let key = format!("{port}.rx_frames ");
+    line.split(", ")
+        .find_map(|kv| kv.rsplit(": ").next()?.strip_prefix(&key)?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
+    if !ready(
+        "two_workers_bridge_shape_reconfigure_and_keep_their_books",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
+    veth(&a, "a0", &m, "m-a");
+    veth(&b, "b0", &m, "m-b");
+    a.ip(&["addr", "add", "192.0.2.1/24", "dev", "a0"]);
+    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
+    let scratch = Scratch::new();
+    // Pipes 1 and 2 (one per direction of the pings) are on two workers;
+    // pipe 3's 16 flows are instances spread over both.
+    let config = scratch.write(
+        "ipfw.conf",
+        "pipe 1 config delay 10ms\n\
+         pipe 2 config delay 10ms\n\
+         pipe 3 config delay 2ms mask src-port 0xffff\n\
+         add 50 pipe 3 udp from any to any in recv m-a\n\
+         add 100 pipe 1 ip from any to any in recv m-a\n\
+         add 200 pipe 2 ip from any to any in recv m-b\n\
+         add 65000 allow ip from any to any\n",
+    );
+    let socket = scratch.path("ctl.sock");
+    let mut daemon = Proc::spawn(
+        m.command(
+            DUMMYNET,
+            &[
+                "run",
+                "--bridge",
+                "m-a",
+                "m-b",
+                "--workers",
+                "2",
+                "--config",
+                config.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+        ),
+        "dummynet run --bridge --workers 2",
+    );
+    wait_for_socket(&socket, &mut daemon);
+
+    let ping = |count: &str| a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", "192.0.2.2"]);
+    let run_ping = |count: &str, what: &str| {
+        let out = run_bounded(&mut ping(count), Duration::from_secs(10), what);
+        Ping::parse(&expect_success(&out, what))
+    };
+    let before = run_ping("10", "ping A→B");
+    println!("2 workers, 10 ms each way: RTTs {:?} ms", before.rtts());
+    assert_eq!(before.lost(), 0, "{before:?}");
+    let rtt = median(&before.rtts());
+    assert!((20.0..35.0).contains(&rtt), "RTT {rtt} ms, 20 ms of pipes");
+
+    // A change while pings cross: pipe 1 (its owner) takes 30 ms, and no
+    // ping is lost or meets half of it.
+    let mut cmd = ping("20");
+    let running = std::thread::spawn(move || {
+        run_bounded(&mut cmd, Duration::from_secs(10), "ping during the change")
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    ipfw(&socket, &["pipe", "1", "config", "delay", "30ms"]);
+    let out = running.join().expect("the ping thread");
+    let during = Ping::parse(&expect_success(&out, "ping across the change"));
+    println!("2 workers, across the change: {:?}", during.replies);
+    assert_eq!(during.lost(), 0, "pings lost across the change: {during:?}");
+    let rtts = during.rtts();
+    let last = median(&rtts[rtts.len() - 5..]);
+    assert!(
+        (40.0..55.0).contains(&last),
+        "RTT after the change {last} ms"
+    );
+
+    // Refused on every worker, saying why.
+    let out = run_bounded(
+        std::process::Command::new(DUMMYNET)
+            .args(["ipfw", "--socket"])
+            .arg(&socket)
+            .args([
+                "add",
+                "10",
+                "allow",
+                "ip",
+                "from",
+                "any",
+                "to",
+                "any",
+                "keep-state",
+            ]),
+        Duration::from_secs(5),
+        "ipfw add keep-state",
+    );
+    assert!(!out.status.success(), "keep-state taken by 2 workers");
+    let err = text(&out.stderr);
+    assert!(err.contains("one worker"), "{err}");
+
+    // 16 flows, 2 s at 20 000 frames/s, through pipe 3.
+    let flood = run_bounded(
+        &mut a.command(
+            DUMMYNET,
+            &[
+                "flood",
+                "a0",
+                "--seconds",
+                "2",
+                "--rate",
+                "20000",
+                "--flows",
+                "16",
+                "--src",
+                "192.0.2.1",
+                "--dst",
+                "192.0.2.2",
+            ],
+        ),
+        Duration::from_secs(10),
+        "dummynet flood",
+    );
+    println!("{}", expect_success(&flood, "dummynet flood"));
+    std::thread::sleep(Duration::from_millis(300));
+
+    let s = stats(&socket);
+    println!("{s}");
+    assert!(s.contains("workers: 2"), "{s}");
+    for w in 0..2 {
+        assert!(
+            rx_frames(&s, w, "m-a") > 1000,
+            "worker {w} read few frames from m-a:\n{s}"
+        );
+    }
+    let t = PacketTotals::parse(&s);
+    assert_eq!(t.inside, 0, "{s}");
+    assert_eq!(t.arrived, t.delivered + t.dropped + t.inside, "{s}");
+    assert!(t.delivered > 10_000, "{s}");
+    assert!(!s.contains(" early"), "a hand-over before its time: {s}");
+
+    let show = ipfw(&socket, &["show"]);
+    println!("{show}");
+    let flooded = rule_packets(&show, 50);
+    assert!(flooded > 10_000, "{show}");
+    let pipes = ipfw(&socket, &["pipe", "show"]);
+    let rows = flow_rows(&pipes);
+    // Pipe 3's instances, one per source port: gathered from both workers.
+    assert!(rows.len() >= 16, "{pipes}");
+    let in_rows: u64 = rows.iter().map(|r| r.tot_pkts).sum();
+    assert!(
+        in_rows >= flooded,
+        "instances count {in_rows} of {flooded}:\n{pipes}"
+    );
+
+    let status = daemon.terminate(Duration::from_secs(5));
+    assert!(
+        status.success(),
+        "daemon exit status after SIGTERM: {status}"
+    );
+}
+
+#[test]
+fn what_cannot_be_sharded_is_refused_at_start() {
+    // Refused before any port is opened (no root or interface needed).
+    let scratch = Scratch::new();
+    let config = scratch.write(
+        "stateful.conf",
+        "add 100 allow ip from any to any keep-state\n",
+    );
+    let out = run_bounded(
+        std::process::Command::new(DUMMYNET).args([
+            "run",
+            "--bridge",
+            "dnt-no-such-a",
+            "dnt-no-such-b",
+            "--workers",
+            "2",
+            "--config",
+            config.to_str().unwrap(),
+            "--socket",
+            scratch.path("ctl.sock").to_str().unwrap(),
+        ]),
+        Duration::from_secs(10),
+        "dummynet run --workers 2 with keep-state",
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--workers 2") && err.contains("one worker"),
+        "{err}"
+    );
+}

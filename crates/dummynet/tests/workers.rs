@@ -1,0 +1,430 @@
+//! The sharded data plane on the virtual clock (`dummynet::workers`):
+//! several engine replicas and their rings, stepped from one thread at
+//! exact times, against one engine fed the same packets.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use dummynet::workers::{Cluster, Routed};
+use dummynet_engine::flow::proto;
+use dummynet_engine::{
+    Command, Direction, DropReason, Engine, FlowKey, Nanos, PacketInfo, Target, Verdict,
+};
+
+const MS: Nanos = 1_000_000;
+
+fn commands(text: &str) -> Vec<Command> {
+    dummynet::lang::commands(text, None)
+        .expect("test configuration parses")
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+/// Four pipes fed by source address, and a masked pipe whose flows each
+/// get an instance (a link of their own) that hashes to some worker.
+const CONFIG: &str = "
+pipe 1 config bw 10Mbit/s delay 5ms queue 50
+pipe 2 config bw 20Mbit/s delay 1ms queue 50
+pipe 3 config bw 5Mbit/s queue 5
+pipe 4 config delay 3ms
+pipe 5 config bw 2Mbit/s delay 2ms queue 10 mask src-port 0xffff
+add 100 pipe 1 ip from 10.0.0.1 to any
+add 200 pipe 2 ip from 10.0.0.2 to any
+add 300 pipe 3 ip from 10.0.0.3 to any
+add 400 pipe 4 ip from 10.0.0.4 to any
+add 500 pipe 5 ip from 10.0.0.5 to any
+add 600 deny ip from 10.0.0.6 to any
+add 700 allow ip from any to any
+";
+
+fn engine(text: &str) -> Engine<u32> {
+    let mut e = Engine::new(7);
+    e.apply_all(0, commands(text))
+        .expect("test configuration applies");
+    e
+}
+
+/// Packet `i`: from 10.0.0.(1 + i mod 7), source port 1000 + i mod 13.
+fn packet(i: u32) -> PacketInfo {
+    PacketInfo {
+        len: 200 + (i % 5) * 100,
+        key: FlowKey::v4(
+            Ipv4Addr::new(10, 0, 0, 1 + (i % 7) as u8),
+            Ipv4Addr::new(10, 9, 0, 1),
+            proto::UDP,
+            1000 + (i % 13) as u16,
+            9,
+        ),
+        dir: Direction::In,
+        recv_if: None,
+        xmit_if: None,
+    }
+}
+
+/// What became of each packet: delivered at a time, or dropped for a
+/// reason, and the pipe it was in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Passed(Nanos),
+    Delivered(Nanos, Option<Target>),
+    Dropped(DropReason, Option<Target>),
+}
+
+fn record(fates: &mut BTreeMap<u32, Fate>, now: Nanos, v: Verdict<u32>) {
+    match v {
+        Verdict::Pass { payload, .. } => {
+            fates.insert(payload, Fate::Passed(now));
+        }
+        Verdict::Drop {
+            payload,
+            reason,
+            target,
+            ..
+        } => {
+            fates.insert(payload, Fate::Dropped(reason, target));
+        }
+        Verdict::Queued { .. } => {}
+    }
+}
+
+fn record_output(fates: &mut BTreeMap<u32, Fate>, o: dummynet_engine::Output<u32>) {
+    let fate = match o.drop {
+        None => Fate::Delivered(o.at, o.target),
+        Some(r) => Fate::Dropped(r, o.target),
+    };
+    fates.insert(o.payload, fate);
+}
+
+/// Times of the packets: bursts close together (queues build up), with
+/// gaps (they drain).
+fn arrival(i: u32) -> Nanos {
+    Nanos::from(i) * 20_000 + Nanos::from(i / 100) * 20 * MS
+}
+
+fn run_single(packets: u32) -> BTreeMap<u32, Fate> {
+    let mut e = engine(CONFIG);
+    let mut fates = BTreeMap::new();
+    for i in 0..packets {
+        let now = arrival(i);
+        while let Some(o) = e.poll(now) {
+            record_output(&mut fates, o);
+        }
+        let v = e.input(now, packet(i), i);
+        record(&mut fates, now, v);
+    }
+    while let Some(d) = e.next_deadline() {
+        while let Some(o) = e.poll(d) {
+            record_output(&mut fates, o);
+        }
+    }
+    assert!(e.totals().conserved());
+    fates
+}
+
+/// The same packets read by `workers` workers in turn (packet i by worker
+/// i mod workers: what RSS spreading does to a flow mix), every ring
+/// drained after each arrival.
+fn run_sharded(workers: usize, packets: u32) -> (BTreeMap<u32, Fate>, Cluster<u32>) {
+    let mut c = Cluster::new(workers, 64, |_| engine(CONFIG));
+    let mut fates = BTreeMap::new();
+    for i in 0..packets {
+        let now = arrival(i);
+        for (_, o) in c.poll(now) {
+            record_output(&mut fates, o);
+        }
+        match c.input(i as usize % workers, now, packet(i), i) {
+            Routed::Here(v) => record(&mut fates, now, v),
+            Routed::Handed { .. } => {}
+        }
+        for (_, _, v) in c.take_handoffs() {
+            record(&mut fates, now, v);
+        }
+        let t = c.totals();
+        assert_eq!(
+            t.arrived,
+            t.delivered + t.dropped() + t.inside + c.in_rings(),
+            "books after packet {i}"
+        );
+    }
+    while let Some(d) = c.next_deadline() {
+        for (_, o) in c.poll(d) {
+            record_output(&mut fates, o);
+        }
+    }
+    (fates, c)
+}
+
+#[test]
+fn sharded_replicas_give_every_packet_the_fate_one_engine_gives_it() {
+    let packets = 2_000;
+    let single = run_single(packets);
+    assert_eq!(single.len(), packets as usize);
+    // Not a vacuous comparison: every kind of fate happens.
+    let has = |f: &dyn Fn(&Fate) -> bool| single.values().any(f);
+    assert!(has(&|f| matches!(f, Fate::Passed(_))));
+    assert!(has(&|f| matches!(f, Fate::Delivered(..))));
+    assert!(has(&|f| matches!(
+        f,
+        Fate::Dropped(DropReason::QueueFull, _)
+    )));
+    assert!(has(&|f| matches!(
+        f,
+        Fate::Dropped(DropReason::RuleDeny, _)
+    )));
+    for workers in [2, 3, 4] {
+        let (sharded, c) = run_sharded(workers, packets);
+        assert_eq!(
+            sharded.len(),
+            packets as usize,
+            "{workers} workers: every packet has a fate"
+        );
+        for (id, fate) in &single {
+            assert_eq!(
+                sharded.get(id),
+                Some(fate),
+                "{workers} workers: packet {id} (from {:?})",
+                packet(*id).key
+            );
+        }
+        // The work was really spread: packets crossed, and every worker
+        // delivered some out of pipes it owns.
+        let handed: u64 = c.links.iter().map(|l| l.counters.handed_out).sum();
+        assert!(handed > 0, "{workers} workers: nothing crossed");
+        for (w, e) in c.engines.iter().enumerate() {
+            assert!(
+                e.totals().delivered > 0,
+                "{workers} workers: worker {w} delivered nothing"
+            );
+        }
+        let t = c.totals();
+        assert!(t.conserved(), "{workers} workers: {t:?}");
+        assert_eq!(t.arrived, u64::from(packets));
+        // `show` reads as one system: rule counters summed over the
+        // replicas count every packet once.
+        let mut snap = c.engines[0].snapshot();
+        for e in &c.engines[1..] {
+            snap.merge(e.snapshot());
+        }
+        let counted: u64 = snap
+            .rules
+            .iter()
+            .filter(|r| !r.is_default)
+            .map(|r| r.packets)
+            .sum();
+        assert_eq!(counted, u64::from(packets));
+        // Pipe 5's masked scheduler (a pipe's own scheduler is numbered
+        // past 65536).
+        let instances: Vec<u16> = snap
+            .scheds
+            .iter()
+            .filter(|s| s.mask.src_port != 0)
+            .flat_map(|s| s.instances.iter().map(|i| i.id.sport))
+            .collect();
+        let mut ports = instances.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(
+            (instances.len(), ports.len()),
+            (13, 13),
+            "one instance per source port, on one worker each"
+        );
+    }
+}
+
+#[test]
+fn order_within_a_pipe_is_kept_across_workers() {
+    // One pipe, one flow, read alternately by two workers: it leaves in the
+    // order it came, at the link's pace.
+    let mut c = Cluster::new(2, 64, |_| engine(CONFIG));
+    let mut out = Vec::new();
+    for i in 0..80u32 {
+        let now = Nanos::from(i) * 200_000;
+        out.extend(c.poll(now).into_iter().map(|(w, o)| (w, o.payload, o.at)));
+        let mut p = packet(0);
+        p.len = 500;
+        let _ = c.input(i as usize % 2, now, p, i);
+        c.take_handoffs();
+    }
+    while let Some(d) = c.next_deadline() {
+        out.extend(c.poll(d).into_iter().map(|(w, o)| (w, o.payload, o.at)));
+    }
+    assert_eq!(out.len(), 80, "pipe 1 holds 50: none dropped");
+    let ids: Vec<u32> = out.iter().map(|(_, id, _)| *id).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids, sorted, "in order");
+    let owner = out[0].0;
+    assert!(
+        out.iter().all(|(w, _, _)| *w == owner),
+        "one worker owns pipe 1"
+    );
+    // 500 bytes at 10 Mbit/s: 400 us apart once the queue has built.
+    let gaps: Vec<Nanos> = out.windows(2).map(|w| w[1].2 - w[0].2).collect();
+    assert!(gaps[40..].iter().all(|g| *g == 400_000), "{gaps:?}");
+}
+
+#[test]
+fn a_full_ring_is_a_counted_drop_and_the_books_still_balance() {
+    // Rings of 4 slots, never drained while 100 packets arrive at once.
+    let mut c = Cluster::new(2, 4, |_| engine(CONFIG));
+    let mut full = 0;
+    for i in 0..100u32 {
+        if let Routed::Here(Verdict::Drop {
+            reason: DropReason::HandoffFull,
+            ..
+        }) = c.input(0, 0, packet(i), i)
+        {
+            full += 1;
+        }
+    }
+    let t = c.totals();
+    assert!(full > 0, "some packets found their ring full");
+    assert_eq!(t.drops_for(DropReason::HandoffFull), full);
+    assert_eq!(c.links[0].counters.handoff_full, full);
+    assert_eq!(c.in_rings(), 4, "the ring to worker 1 is full");
+    assert_eq!(
+        t.arrived,
+        t.delivered + t.dropped() + t.inside + c.in_rings()
+    );
+    c.take_handoffs();
+    assert_eq!(c.in_rings(), 0);
+    while let Some(d) = c.next_deadline() {
+        c.poll(d);
+    }
+    let t = c.totals();
+    assert!(t.conserved(), "{t:?}");
+    assert_eq!(t.arrived, 100);
+    assert_eq!(t.inside, 0);
+}
+
+#[test]
+fn a_change_mid_traffic_is_atomic_across_workers() {
+    // Rule 100 sends 10.0.0.1 to pipe 1 (5 ms); the change makes pipe 6
+    // (40 ms) and sends 10.0.0.1 there instead, in one batch. Every packet
+    // classified before it leaves through pipe 1, every one after through
+    // pipe 6; none is lost (pipe 1 keeps what it holds) and none meets a
+    // half-made change (no `no-such-pipe`).
+    let config = "
+pipe 1 config delay 5ms
+add 100 pipe 1 ip from 10.0.0.1 to any
+add 700 allow ip from any to any
+";
+    let mut c = Cluster::new(2, 64, |_| engine(config));
+    let change =
+        commands("pipe 6 config delay 40ms\ndelete 100\nadd 100 pipe 6 ip from 10.0.0.1 to any\n");
+    // Between two drains of the rings (packets 200 and 201 wait there).
+    let switch_at = 202 * 250_000;
+    let mut sent = BTreeMap::new();
+    let mut outs = Vec::new();
+    let mut change = Some(change);
+    for i in 0..400u32 {
+        let now = Nanos::from(i) * 250_000;
+        outs.extend(c.poll(now));
+        if now >= switch_at {
+            if let Some(cmds) = change.take() {
+                // Some packets are still in the rings when the change comes:
+                // they were classified before it.
+                let before = c.in_rings();
+                assert!(before > 0, "packets in the rings at the change");
+                let (r, drained) = c.apply_all(now, cmds);
+                r.expect("the change applies");
+                assert_eq!(drained.len() as u64, before);
+                assert_eq!(c.in_rings(), 0);
+            }
+        }
+        let mut p = packet(0);
+        p.key.sport = 1000 + (i % 50) as u16;
+        sent.insert(i, now);
+        let _ = c.input(i as usize % 2, now, p, i);
+        // Drained only every fourth packet: the rest wait in the rings.
+        if i % 4 == 3 {
+            c.take_handoffs();
+        }
+    }
+    c.take_handoffs();
+    while let Some(d) = c.next_deadline() {
+        outs.extend(c.poll(d));
+    }
+    assert_eq!(outs.len(), 400, "every packet delivered");
+    for (_, o) in &outs {
+        assert_eq!(o.drop, None, "packet {} dropped", o.payload);
+        let at = sent[&o.payload];
+        let (pipe, delay) = if at < switch_at {
+            (Target::Pipe(1), 5 * MS)
+        } else {
+            (Target::Pipe(6), 40 * MS)
+        };
+        assert_eq!(o.target, Some(pipe), "packet {} sent at {at}", o.payload);
+        // Handed over late (drained every fourth packet), a packet enters
+        // its pipe at most three arrivals after it was classified.
+        assert!(
+            o.at >= at + delay && o.at <= at + delay + 750_000,
+            "packet {} sent at {at} left at {}",
+            o.payload,
+            o.at
+        );
+    }
+    assert!(c.totals().conserved());
+}
+
+#[test]
+fn what_cannot_be_sharded_is_refused_on_every_replica() {
+    let mut c = Cluster::new(2, 64, |_| engine(CONFIG));
+    for (text, what) in [
+        (
+            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any keep-state\n",
+            "keep-state",
+        ),
+        ("pipe 9 config delay 1ms\ndisable one_pass\n", "one_pass"),
+    ] {
+        let Ok(cmds) = dummynet::lang::commands(text, None) else {
+            panic!("{text} parses");
+        };
+        let cmds: Vec<Command> = cmds.into_iter().map(|(_, c)| c).collect();
+        let (r, _) = c.apply_all(0, cmds);
+        let e = r.expect_err(what);
+        assert!(e.to_string().contains("one worker"), "{what}: {e}");
+        for (w, engine) in c.engines.iter().enumerate() {
+            let snap = engine.snapshot();
+            assert!(
+                snap.links.iter().all(|l| l.number != 9),
+                "{what}: worker {w} has pipe 9"
+            );
+            assert!(snap.rules.iter().all(|r| r.number != 50));
+            assert!(snap.settings.one_pass);
+        }
+    }
+    // One worker takes them.
+    let mut one = Cluster::new(1, 64, |_| engine(CONFIG));
+    let (r, _) = one.apply_all(0, commands("add 50 allow ip from any to any keep-state\n"));
+    r.expect("one worker keeps state");
+}
+
+#[test]
+fn consecutive_pipes_are_on_different_workers() {
+    // Pipe N is on worker N mod workers (its own scheduler is 65536 + N):
+    // two pipes, two workers, one each, whichever worker reads.
+    for workers in [2usize, 4] {
+        let mut c = Cluster::new(workers, 64, |_| engine(CONFIG));
+        let mut owners = std::collections::HashMap::new();
+        for i in 0..4u32 {
+            // Sources 10.0.0.1 to .4: pipes 1 to 4.
+            let now = Nanos::from(i) * MS;
+            let _ = c.input(0, now, packet(i), i);
+            c.take_handoffs();
+        }
+        while let Some(d) = c.next_deadline() {
+            for (w, o) in c.poll(d) {
+                owners.insert(o.target, w);
+            }
+        }
+        for pipe in 1..=4u32 {
+            assert_eq!(
+                owners.get(&Some(Target::Pipe(pipe))),
+                Some(&(pipe as usize % workers)),
+                "{workers} workers: pipe {pipe}"
+            );
+        }
+    }
+}
