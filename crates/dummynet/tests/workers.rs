@@ -428,3 +428,28 @@ fn consecutive_pipes_are_on_different_workers() {
         }
     }
 }
+
+/// A packet for a worker that has stopped (its end of the ring dropped,
+/// as when the daemon ends) is not lost in the ring: the reading worker's
+/// twin of the pipe takes it, and it leaves with the pipe's delay.
+#[test]
+fn a_packet_for_a_stopped_worker_is_kept_by_the_one_that_read_it() {
+    let mut cluster = Cluster::new(2, 16, |_| engine(CONFIG));
+    // Pipe 1 (10.0.0.1) is on worker 1 of 2 (its scheduler 65537 is odd).
+    let before = cluster.input(0, 0, packet(0), 0);
+    assert!(matches!(before, Routed::Handed { to: 1, .. }));
+    // Worker 1 stops: its rings go with it.
+    drop(cluster.links.pop());
+    let after = cluster.input(0, MS, packet(7), 7);
+    assert!(
+        matches!(after, Routed::Here(Verdict::Queued { .. })),
+        "queued by worker 0 instead"
+    );
+    let out = cluster.engines[0]
+        .poll(100 * MS)
+        .expect("worker 0 lets it out");
+    assert_eq!(out.payload, 7);
+    assert!(out.drop.is_none());
+    // 400 bytes at 10 Mbit/s (320 us), then 5 ms of delay.
+    assert_eq!(out.at, MS + 320_000 + 5 * MS);
+}

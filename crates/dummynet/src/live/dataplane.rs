@@ -20,7 +20,7 @@ use super::clock::{
     self, Clock, Lateness, LatenessHistogram, LatenessSummary, Pace, Rest, TimerWatch, Woke,
 };
 use super::observer::{self, Kind, ObserverStats, Record, Tap};
-use super::sharded::{Done, Job, Worker};
+use super::sharded::{Broken, Done, Job, Worker};
 use super::{Arrival, Backend, Carrier};
 use crate::workers::Routed;
 
@@ -888,7 +888,12 @@ impl DataPlane {
                 self.failure = Some(why);
                 break;
             }
-            if self.worker.is_some() {
+            if let Some(w) = &self.worker {
+                // Another worker stopped: so does this one, saying why.
+                if let Some(why) = w.broken().filter(|_| !self.stop.load(Ordering::Relaxed)) {
+                    self.failure = Some(why);
+                    break;
+                }
                 self.shard_turn();
             }
             // Arrivals and the departures due among them, in time order,
@@ -1600,12 +1605,18 @@ impl DataPlane {
         });
     }
 
-    /// A follower's part in the leader's job ([`Worker::join_job`]).
+    /// A follower's part in the leader's job ([`Worker::join_job`]). If
+    /// the workers' gate breaks meanwhile, it gives up: the loop sees the
+    /// gate broken and stops.
     fn shard_follow(&mut self, w: &mut Worker) {
-        let job = w.join_job();
+        let _ = self.try_shard_follow(w);
+    }
+
+    fn try_shard_follow(&mut self, w: &mut Worker) -> Result<(), Broken> {
+        let job = w.join_job()?;
         self.take_handoffs(w);
-        w.barrier();
-        let accepted = w.wait_decision();
+        w.barrier()?;
+        let accepted = w.wait_decision()?;
         let done = match job {
             Some(Job::Apply { commands, host }) => {
                 if accepted {
@@ -1626,23 +1637,26 @@ impl DataPlane {
             }
             None => Done::Applied,
         };
-        w.done(done);
+        w.done(done)
     }
 
     /// The leader runs `job` on every worker; `mine` is its own part,
     /// done once all have stopped and drained their rings, before theirs.
+    /// `Err` if a worker has stopped before `mine` was done (it is not
+    /// done then); after, the others' parts may be missing (the data plane
+    /// stops at its next turn either way).
     fn shard_lead<T>(
         &mut self,
         w: &mut Worker,
         job: Job,
         mine: impl FnOnce(&mut Self) -> (T, bool),
-    ) -> (T, Vec<Done>) {
-        w.begin(job);
+    ) -> Result<(T, Vec<Done>), Broken> {
+        w.begin(job)?;
         self.take_handoffs(w);
-        w.barrier();
+        w.barrier()?;
         let (out, accepted) = mine(self);
-        w.decide(accepted);
-        (out, w.end())
+        let done = w.decide(accepted).and_then(|()| w.end());
+        Ok((out, done.unwrap_or_default()))
     }
 
     /// A control request on a sharded data plane's leader: carried out by
@@ -1660,26 +1674,42 @@ impl DataPlane {
             let ok = r.is_ok();
             (r, ok)
         };
+        // A worker has stopped: nothing is changed, and what is read is
+        // this worker's alone (the data plane stops at its next turn).
+        let stopping = |b: Broken| {
+            dummynet_engine::ConfigError::Conflict(format!(
+                "the data plane is stopping ({}); nothing was changed",
+                b.0
+            ))
+        };
         let answer = match kind {
             RequestKind::Apply { command, host } => {
                 let job = Job::Apply {
                     commands: vec![(*command).clone()],
                     host: host.clone(),
                 };
-                let (r, _) = self.shard_lead(&mut w, job, |me| apply(me, vec![*command], &host));
-                Answer::Applied(r.map_err(|e| e.error))
+                match self.shard_lead(&mut w, job, |me| apply(me, vec![*command], &host)) {
+                    Ok((r, _)) => Answer::Applied(r.map_err(|e| e.error)),
+                    Err(b) => Answer::Applied(Err(stopping(b))),
+                }
             }
             RequestKind::ApplyAll { commands, host } => {
                 let job = Job::Apply {
                     commands: commands.clone(),
                     host: host.clone(),
                 };
-                let (r, _) = self.shard_lead(&mut w, job, |me| apply(me, commands, &host));
-                Answer::AppliedAll(r)
+                match self.shard_lead(&mut w, job, |me| apply(me, commands, &host)) {
+                    Ok((r, _)) => Answer::AppliedAll(r),
+                    Err(b) => Answer::AppliedAll(Err(dummynet_engine::BatchError {
+                        index: 0,
+                        error: stopping(b),
+                    })),
+                }
             }
             RequestKind::Snapshot => {
-                let (mut snap, done) =
-                    self.shard_lead(&mut w, Job::Snapshot, |me| (me.engine.snapshot(), true));
+                let (mut snap, done) = self
+                    .shard_lead(&mut w, Job::Snapshot, |me| (me.engine.snapshot(), true))
+                    .unwrap_or_else(|_| (self.engine.snapshot(), Vec::new()));
                 for d in done {
                     if let Done::Snapshot(s) = d {
                         snap.merge(*s);
@@ -1691,11 +1721,18 @@ impl DataPlane {
                 }
             }
             RequestKind::Stats => {
-                let (mut report, done) = self.shard_lead(&mut w, Job::Report, |me| {
+                let own = |me: &mut Self| {
                     let mut r = me.report();
                     r.backends = tag_worker(std::mem::take(&mut r.backends), 0);
-                    (r, true)
-                });
+                    r
+                };
+                let (mut report, done) = self
+                    .shard_lead(&mut w, Job::Report, |me| (own(me), true))
+                    .unwrap_or_else(|b| {
+                        let mut r = own(self);
+                        r.failure.get_or_insert(b.0);
+                        (r, Vec::new())
+                    });
                 for d in done {
                     if let Done::Report(r) = d {
                         super::sharded::absorb(&mut report, *r);
@@ -1729,6 +1766,11 @@ impl DataPlane {
     /// followers and adds their reports to its own (and drains its rings
     /// of what they handed it meanwhile).
     fn shard_end(&mut self, mut w: Worker) -> Report {
+        // Nobody waits for this worker any more, and if it failed, the
+        // others stop and say why.
+        if let Some(why) = &self.failure {
+            w.leave(Some(why));
+        }
         let mut reports = Vec::new();
         if w.is_leader() {
             for h in w.stop_followers() {

@@ -15,6 +15,11 @@
 //! long as the slowest worker takes to reach the barrier (a turn: tens of
 //! microseconds under load).
 //!
+//! A worker that stops (its port failed, say) breaks the workers' gate
+//! as it goes: every wait at it returns at once from then on, the others
+//! stop too, and the leader's failure says which worker stopped and why,
+//! rather than the leader waiting for it forever.
+//!
 //! A worker asleep in its wait is woken for a handed packet by a byte on
 //! its bell (a socket pair), written only while it says it sleeps: under
 //! load the rings cost no system call.
@@ -23,7 +28,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use dummynet_engine::{Command, Snapshot};
@@ -61,6 +66,76 @@ pub enum Job {
     Report,
 }
 
+/// A barrier for every worker that a worker leaving breaks: from then on
+/// every wait returns false at once (`std::sync::Barrier` would wait for
+/// the one that left, forever).
+struct Gate {
+    workers: usize,
+    state: Mutex<GateState>,
+    met: Condvar,
+}
+
+struct GateState {
+    arrived: usize,
+    /// Bumped each time all have met.
+    round: u64,
+    /// Why it was broken: the first worker to leave, and what it said.
+    broken: Option<String>,
+}
+
+impl Gate {
+    fn new(workers: usize) -> Gate {
+        Gate {
+            workers,
+            state: Mutex::new(GateState {
+                arrived: 0,
+                round: 0,
+                broken: None,
+            }),
+            met: Condvar::new(),
+        }
+    }
+
+    /// Waits for every worker; false if the gate is broken meanwhile (or
+    /// was already).
+    fn wait(&self) -> bool {
+        let mut s = lock(&self.state);
+        if s.broken.is_some() {
+            return false;
+        }
+        let round = s.round;
+        s.arrived += 1;
+        if s.arrived == self.workers {
+            s.arrived = 0;
+            s.round += 1;
+            self.met.notify_all();
+            return true;
+        }
+        while s.round == round && s.broken.is_none() {
+            s = self
+                .met
+                .wait(s)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        s.round != round
+    }
+
+    /// Breaks the gate, keeping the first reason given.
+    fn break_with(&self, why: String) {
+        let mut s = lock(&self.state);
+        s.broken.get_or_insert(why);
+        self.met.notify_all();
+    }
+
+    fn broken(&self) -> Option<String> {
+        lock(&self.state).broken.clone()
+    }
+}
+
+/// The gate broke: a worker stopped (the reason).
+#[derive(Debug, Clone)]
+pub struct Broken(pub String);
+
 /// What a follower did for a [`Job`].
 pub enum Done {
     Snapshot(Box<Snapshot>),
@@ -76,7 +151,7 @@ struct Coord {
     clock: super::clock::Clock,
     /// Bumped by the leader for each job.
     generation: AtomicU64,
-    barrier: Barrier,
+    gate: Gate,
     job: Mutex<Option<Job>>,
     /// The leader's answer to an `Apply`: whether the others follow.
     accepted: AtomicBool,
@@ -120,7 +195,7 @@ pub fn workers(n: usize) -> Result<Vec<Worker>, String> {
         workers: n,
         clock: super::clock::Clock::new(),
         generation: AtomicU64::new(0),
-        barrier: Barrier::new(n),
+        gate: Gate::new(n),
         job: Mutex::new(None),
         accepted: AtomicBool::new(false),
         done: Mutex::new(Vec::new()),
@@ -225,55 +300,81 @@ impl Worker {
     /// all meet at the first barrier (none reads any more). The caller
     /// then drains its rings, calls [`Self::barrier`] (all drained), does
     /// its part, [`Self::decide`]s, and [`Self::end`]s.
-    pub fn begin(&mut self, job: Job) {
+    pub fn begin(&mut self, job: Job) -> Result<(), Broken> {
         let c = &self.coord;
         *lock(&c.job) = Some(job);
         c.generation.fetch_add(1, Ordering::AcqRel);
         for bell in c.bells.iter().skip(1) {
             bell.ring(true);
         }
-        c.barrier.wait();
+        self.meet()
     }
 
     /// Waits for every worker to get here.
-    pub fn barrier(&self) {
-        self.coord.barrier.wait();
+    pub fn barrier(&self) -> Result<(), Broken> {
+        self.meet()
+    }
+
+    /// All meet, or the reason the gate broke.
+    fn meet(&self) -> Result<(), Broken> {
+        if self.coord.gate.wait() {
+            Ok(())
+        } else {
+            Err(Broken(self.broken().unwrap_or_default()))
+        }
     }
 
     /// The leader has done its part; for an `Apply`, `accepted` says
     /// whether the followers apply the batch too. They do their part now.
-    pub fn decide(&self, accepted: bool) {
+    pub fn decide(&self, accepted: bool) -> Result<(), Broken> {
         self.coord.accepted.store(accepted, Ordering::Release);
-        self.coord.barrier.wait();
+        self.meet()
     }
 
     /// The leader waits for the followers' parts, and takes them.
-    pub fn end(&mut self) -> Vec<Done> {
+    pub fn end(&mut self) -> Result<Vec<Done>, Broken> {
         let c = &self.coord;
-        c.barrier.wait();
+        let met = self.meet();
         *lock(&c.job) = None;
-        std::mem::take(&mut *lock(&c.done))
+        let done = std::mem::take(&mut *lock(&c.done));
+        met.map(|()| done)
     }
 
     /// A follower joins the job the leader started (the first barrier)
     /// and gets it; it then drains its rings, calls [`Self::barrier`],
     /// [`Self::wait_decision`], does its part and [`Self::done`].
-    pub fn join_job(&mut self) -> Option<Job> {
+    pub fn join_job(&mut self) -> Result<Option<Job>, Broken> {
         self.seen = self.coord.generation.load(Ordering::Acquire);
-        self.coord.barrier.wait();
-        lock(&self.coord.job).clone()
+        self.meet()?;
+        Ok(lock(&self.coord.job).clone())
     }
 
     /// A follower waits for the leader's part: whether it accepted.
-    pub fn wait_decision(&self) -> bool {
-        self.coord.barrier.wait();
-        self.coord.accepted.load(Ordering::Acquire)
+    pub fn wait_decision(&self) -> Result<bool, Broken> {
+        self.meet()?;
+        Ok(self.coord.accepted.load(Ordering::Acquire))
     }
 
     /// A follower's part is done; all resume.
-    pub fn done(&self, d: Done) {
+    pub fn done(&self, d: Done) -> Result<(), Broken> {
         lock(&self.coord.done).push(d);
-        self.coord.barrier.wait();
+        self.meet()
+    }
+
+    /// Why the workers can no longer act together, once one has stopped:
+    /// checked by every worker once a turn, which then stops too.
+    pub fn broken(&self) -> Option<String> {
+        self.coord.gate.broken()
+    }
+
+    /// This worker stops (`why`: its failure, if it failed): nobody waits
+    /// for it any more. Also done when it is dropped.
+    pub fn leave(&self, why: Option<&str>) {
+        let me = self.links.index;
+        self.coord.gate.break_with(match why {
+            Some(why) => format!("data-plane worker {me} stopped: {why}"),
+            None => format!("data-plane worker {me} stopped"),
+        });
     }
 
     pub fn workers(&self) -> usize {
@@ -290,6 +391,12 @@ impl Worker {
             bell.ring(true);
         }
         std::mem::take(&mut self.followers)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.leave(None);
     }
 }
 
@@ -357,6 +464,67 @@ mod tests {
     use super::*;
     use crate::live::dataplane::TargetCounts;
     use dummynet_engine::Target;
+
+    /// A follower that stops, failed, never leaves the leader waiting:
+    /// the leader's next job is refused at once, naming the worker and
+    /// its failure, and so is every later one.
+    #[test]
+    fn a_stopped_worker_breaks_the_gate_instead_of_hanging_the_leader() {
+        let mut parts = workers(3).unwrap().into_iter();
+        let mut leader = parts.next().unwrap();
+        let one = parts.next().unwrap();
+        let mut two = parts.next().unwrap();
+        // Worker 2 waits for a job on its own thread, as a follower does.
+        let waiting = std::thread::spawn(move || {
+            while !two.job_pending() {
+                std::thread::yield_now();
+            }
+            two.join_job().map(|_| ()).map_err(|b| b.0)
+        });
+        one.leave(Some("port m-a went down"));
+        drop(one);
+        let why = "data-plane worker 1 stopped: port m-a went down";
+        assert_eq!(leader.broken().as_deref(), Some(why));
+        let refused = leader.begin(Job::Snapshot).unwrap_err();
+        assert_eq!(refused.0, why);
+        assert_eq!(waiting.join().unwrap(), Err(why.to_string()));
+        assert!(leader.barrier().is_err() && leader.end().is_err());
+    }
+
+    /// All present, the gate opens round after round.
+    #[test]
+    fn the_gate_opens_when_all_have_met() {
+        let mut parts = workers(2).unwrap().into_iter();
+        let mut leader = parts.next().unwrap();
+        let mut follower = parts.next().unwrap();
+        let t = std::thread::spawn(move || {
+            for _ in 0..3 {
+                while !follower.job_pending() {
+                    std::thread::yield_now();
+                }
+                assert!(matches!(follower.join_job(), Ok(Some(Job::Report))));
+                follower.barrier().unwrap();
+                assert!(follower.wait_decision().unwrap());
+                follower.done(Done::Applied).unwrap();
+            }
+        });
+        for round in 0..3 {
+            leader.begin(Job::Report).unwrap();
+            leader.barrier().unwrap();
+            leader.decide(true).unwrap();
+            assert_eq!(leader.end().unwrap().len(), 1);
+            if round < 2 {
+                // The follower has a round to go: it is still there.
+                assert_eq!(leader.broken(), None);
+            }
+        }
+        t.join().unwrap();
+        // The follower's part was dropped with its thread: it has left.
+        assert_eq!(
+            leader.broken().as_deref(),
+            Some("data-plane worker 1 stopped")
+        );
+    }
 
     #[test]
     fn reports_add_up_by_reason_and_by_pipe() {

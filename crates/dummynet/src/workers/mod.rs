@@ -159,7 +159,14 @@ impl<P: Payload> Links<P> {
             return Routed::Here(engine.enqueue(now, shaped));
         }
         let target = shaped.target();
-        let Some(ring) = self.to.get_mut(to).and_then(Option::as_mut) else {
+        // No ring, or its owner has stopped (the daemon is ending): the
+        // pipe's twin in this replica lets it out rather than losing it.
+        let Some(ring) = self
+            .to
+            .get_mut(to)
+            .and_then(Option::as_mut)
+            .filter(|r| !r.is_abandoned())
+        else {
             return Routed::Here(engine.enqueue(now, shaped));
         };
         match ring.push(Handoff { at: now, shaped }) {
