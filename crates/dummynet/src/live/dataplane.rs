@@ -990,15 +990,10 @@ impl DataPlane {
                     self.flush_all();
                 }
                 let id = (carrier.id, carrier.copy);
-                let verdict = match &mut self.worker {
-                    None => self.engine.input(at, info, carrier),
-                    Some(w) => match w.links.input(&mut self.engine, at, info, carrier) {
-                        Routed::Here(v) => v,
-                        Routed::Handed { to, .. } => {
-                            w.handed(to);
-                            continue;
-                        }
-                    },
+                let Some(verdict) =
+                    route(&mut self.engine, self.worker.as_mut(), at, info, carrier)
+                else {
+                    continue;
                 };
                 let mut s = Settle {
                     engine: &mut self.engine,
@@ -1537,16 +1532,12 @@ impl Settle<'_> {
                             xmit_if: Some(xmit),
                             ..info
                         };
-                        verdict = match self.worker.as_deref_mut() {
-                            None => self.engine.input(now, info, payload),
-                            Some(w) => match w.links.input(self.engine, now, info, payload) {
-                                Routed::Here(v) => v,
-                                Routed::Handed { to, .. } => {
-                                    w.handed(to);
-                                    return false;
-                                }
-                            },
+                        let Some(v) =
+                            route(self.engine, self.worker.as_deref_mut(), now, info, payload)
+                        else {
+                            return false;
                         };
+                        verdict = v;
                     }
                     None => {
                         if let Some(tap) = tap {
@@ -1799,6 +1790,29 @@ impl DataPlane {
         }
         report.workers = Some(w.workers());
         report
+    }
+}
+
+/// A packet read (or leaving a pipe for its `out` pass) at `now` goes
+/// through the engine: here, or, on a sharded data plane, handed to the
+/// worker that owns its pipe (`None`: that worker has it now).
+#[inline]
+fn route(
+    engine: &mut Engine<Carrier>,
+    worker: Option<&mut Worker>,
+    now: Nanos,
+    info: PacketInfo,
+    payload: Carrier,
+) -> Option<Verdict<Carrier>> {
+    let Some(w) = worker else {
+        return Some(engine.input(now, info, payload));
+    };
+    match w.links.input(engine, now, info, payload) {
+        Routed::Here(v) => Some(v),
+        Routed::Handed { to, .. } => {
+            w.handed(to);
+            None
+        }
     }
 }
 

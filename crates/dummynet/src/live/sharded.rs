@@ -73,6 +73,10 @@ struct Gate {
     workers: usize,
     state: Mutex<GateState>,
     met: Condvar,
+    /// Set with `state.broken`: read by every worker once a turn without
+    /// taking the lock (a lock shared by all workers, taken each turn,
+    /// would pass its cache line between their cores).
+    is_broken: AtomicBool,
 }
 
 struct GateState {
@@ -93,6 +97,7 @@ impl Gate {
                 broken: None,
             }),
             met: Condvar::new(),
+            is_broken: AtomicBool::new(false),
         }
     }
 
@@ -124,10 +129,14 @@ impl Gate {
     fn break_with(&self, why: String) {
         let mut s = lock(&self.state);
         s.broken.get_or_insert(why);
+        self.is_broken.store(true, Ordering::Release);
         self.met.notify_all();
     }
 
     fn broken(&self) -> Option<String> {
+        if !self.is_broken.load(Ordering::Acquire) {
+            return None;
+        }
         lock(&self.state).broken.clone()
     }
 }
