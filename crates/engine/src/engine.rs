@@ -322,19 +322,31 @@ impl<P: Payload> Engine<P> {
     }
 
     /// The least time from a packet's arrival `in` on `recv_if` to the
-    /// first departure it can cause: the least delay of any pipe when the
-    /// rules send every such packet into a pipe or queue, or deny it;
-    /// [`Nanos::MAX`] when they deny them all; 0 when some may pass at
-    /// once. A live caller with a kernel timestamp on each arrival may read
-    /// arrivals this late (and run them at their own times) without letting
-    /// any departure leave late. Judged from the rules alone, erring
-    /// towards 0 (see [`Ruleset::reach_in`]).
+    /// first departure it can cause: when the rules send every such packet
+    /// into a pipe or queue, or deny it, the least delay of the pipes they
+    /// may send it to (of every pipe, when some rule does not name its
+    /// pipe: `pipe tablearg`, a dynamic state); [`Nanos::MAX`] when they
+    /// deny them all; 0 when some may pass at once. A live caller with a
+    /// kernel timestamp on each arrival may read arrivals this late (and
+    /// run them at their own times) without letting any departure leave
+    /// late. Judged from the rules alone, erring towards 0 (see
+    /// [`Ruleset::reach_in`]). A packet leaving its pipe may enter another
+    /// (an `out` pass, `one_pass 0`), which only adds to its time inside.
     pub fn least_transit(&self, recv_if: IfaceId) -> Nanos {
         let reach = self
             .rules
             .reach_in(recv_if, self.settings.default_to_accept);
         match reach {
             Reach { pass: true, .. } => 0,
+            Reach {
+                shaped: true,
+                targets: Some(targets),
+                ..
+            } => targets
+                .iter()
+                .map(|&t| self.dn.least_delay_of(t).unwrap_or(Nanos::MAX))
+                .min()
+                .unwrap_or(Nanos::MAX),
             Reach { shaped: true, .. } => self.dn.least_delay(),
             Reach { .. } => Nanos::MAX,
         }

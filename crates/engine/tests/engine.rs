@@ -879,6 +879,10 @@ fn recv(name: &str) -> Cond {
     Cond::new(CondKind::Recv(IfaceSpec::Name(name.into())))
 }
 
+fn web_port() -> Cond {
+    Cond::new(CondKind::DstPort(vec![PortRange { lo: 80, hi: 80 }]))
+}
+
 /// A live caller that sleeps until `next_output_deadline` (skipping the
 /// timers at which packets only move inside the engine) sees exactly what
 /// one woken at every `next_deadline` sees: the same outputs at the same
@@ -1013,11 +1017,27 @@ fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
     let mut e: Engine<u64> = Engine::new(1);
     let (app, peer, other) = (e.iface("app"), e.iface("peer"), e.iface("other"));
     shell(&mut e);
-    // Any pipe may take a packet: the least delay of all of them.
-    assert_eq!(e.least_transit(app), 7 * MS);
+    // Each interface's packets go to their own pipe: its delay, not the
+    // least of all (a joined link's 10 ms is not cut short by another
+    // link's shorter delay).
+    assert_eq!(e.least_transit(app), 10 * MS);
     assert_eq!(e.least_transit(peer), 7 * MS);
     // Neither pipe's rule matches: rule 65000 passes it at once.
     assert_eq!(e.least_transit(other), 0);
+    // A rule that may send them to either pipe: the lesser delay. A pipe
+    // that does not exist drops what it is sent (nothing leaves).
+    let both = e.config_epoch();
+    e.apply(0, rule(90, Action::Pipe(2), vec![recv("app"), web_port()]))
+        .unwrap();
+    assert_eq!(e.least_transit(app), 7 * MS);
+    e.apply(0, Command::DeleteRules(vec![90])).unwrap();
+    assert_ne!(e.config_epoch(), both);
+    e.apply(0, rule(90, Action::Pipe(9), vec![recv("app"), web_port()]))
+        .unwrap();
+    assert_eq!(e.least_transit(app), 10 * MS);
+    e.apply(0, pipe(9, 0, 3 * MS)).unwrap();
+    assert_eq!(e.least_transit(app), 3 * MS, "a pipe made later counts");
+    e.apply(0, Command::DeleteRules(vec![90])).unwrap();
 
     // A rule before them that passes some packets: 0.
     let epoch = e.config_epoch();
@@ -1031,7 +1051,7 @@ fn least_transit_is_the_least_delay_every_incoming_packet_must_wait() {
     e.apply(0, rule(50, Action::Count, vec![web.clone()]))
         .unwrap();
     e.apply(0, rule(60, Action::Skipto(100), vec![])).unwrap();
-    assert_eq!(e.least_transit(app), 7 * MS);
+    assert_eq!(e.least_transit(app), 10 * MS);
     // A skipto only some packets take: it may lead past every pipe.
     e.apply(0, Command::DeleteRules(vec![60])).unwrap();
     e.apply(0, rule(60, Action::Skipto(65000), vec![web]))

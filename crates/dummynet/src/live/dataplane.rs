@@ -446,6 +446,9 @@ pub struct Report {
     /// every one must stay inside, which bounds how late; `None` while
     /// they are read as they come.
     pub late_reads_within_ns: Option<u64>,
+    /// Meanwhile, the backends still read as their packets come (their
+    /// packets may leave sooner).
+    pub late_watched: usize,
     pub backends: Vec<(String, Vec<(String, u64)>)>,
     /// The engine's memory by part: (name, bytes now, bytes at worst for
     /// the configuration, `None` if unbounded), then the queues and
@@ -566,11 +569,21 @@ impl std::fmt::Display for Report {
             self.wakes[2]
         )?;
         match self.late_reads_within_ns {
-            Some(t) => writeln!(
-                f,
-                "; arrivals read at departures, run at their kernel times (every one stays {:.1} ms)",
-                t as f64 / 1e6
-            )?,
+            Some(t) => {
+                write!(
+                    f,
+                    "; arrivals read at departures, run at their kernel times (every one stays {:.1} ms)",
+                    t as f64 / 1e6
+                )?;
+                match self.late_watched {
+                    0 => writeln!(f)?,
+                    n => writeln!(
+                        f,
+                        ", but {n} backend{} read as they come (theirs may leave sooner)",
+                        if n == 1 { "" } else { "s" }
+                    )?,
+                }
+            }
             None => writeln!(f, "; arrivals read as they come")?,
         }
         if self.stderr_lost > 0 {
@@ -614,11 +627,17 @@ impl std::fmt::Display for Report {
 
 /// What reading arrivals late needs to know ([`Precision::Timer`]; see
 /// [`LATE_MIN_TRANSIT`]).
+///
+/// Judged backend by backend: a daemon with many joined shells has one
+/// backend per link, and a link whose packets may leave at once (a first
+/// shell with no delay) must not make every other link's arrivals be read
+/// as they come. Its ports are watched; the others' wait in the kernel.
 #[derive(Debug, Default)]
 struct LateReads {
-    /// The least time every arrival stays inside the engine; 0 when some
-    /// backend cannot stamp its arrivals.
-    transit: Nanos,
+    /// Each backend slot's least transit: the least time every arrival it
+    /// reads stays inside the engine; `Some(0)` when it cannot stamp its
+    /// arrivals, `None` when it reads none (a vacant slot).
+    transits: Vec<Option<Nanos>>,
     /// Arrivals the backends' kernel buffers hold unread, at least.
     room: usize,
     /// When the backends were last read, how long after the read before,
@@ -627,30 +646,64 @@ struct LateReads {
     span: Nanos,
     got: usize,
     more: bool,
-    /// The last wait left arrivals in the kernel.
-    active: bool,
+    /// The last wait left some backends' arrivals in the kernel.
+    active: Option<LatePlan>,
+}
+
+/// A wait that leaves some backends' arrivals in the kernel
+/// ([`LateReads::next_read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LatePlan {
+    /// Read them all by then.
+    until: Nanos,
+    /// The least transit among the backends read late.
+    transit: Nanos,
+    /// A backend whose transit is less is watched (read as packets come).
+    watch_below: Nanos,
 }
 
 impl LateReads {
-    /// When to read next, before `deadline` (the next departure), if the
-    /// arrivals may wait until then: see [`DataPlane::late_until`].
-    /// `timer_worst` is the worst recent lateness of the timer. Pure, so it
-    /// is tested on its own.
-    fn next_read(&self, deadline: Nanos, timer_worst: Option<Nanos>) -> Option<Nanos> {
+    /// When to read next, before `deadline` (the next departure), if some
+    /// backends' arrivals may wait until then: see
+    /// [`DataPlane::late_until`]. `timer_worst` is the worst recent
+    /// lateness of the timer. Pure, so it is tested on its own.
+    fn next_read(&self, deadline: Nanos, timer_worst: Option<Nanos>) -> Option<LatePlan> {
         // (Worked out at each configuration change: see `reconfigured`.)
         let margin = timer_worst.unwrap_or(0).max(LATE_MARGIN);
-        if self.more || self.transit < LATE_MIN_TRANSIT.max(2 * margin) {
+        if self.more {
             return None;
         }
+        let watch_below = LATE_MIN_TRANSIT.max(2 * margin);
+        let transit = self
+            .transits
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&t| t >= watch_below)
+            .min()?;
         let mut until = self
             .read_at
-            .saturating_add((self.transit - margin).min(LATE_NON_IP));
+            .saturating_add((transit - margin).min(LATE_NON_IP));
         if self.got > 0 {
             let room = (self.room as u64 / LATE_ROOM_SHARE).max(1);
             let fill = self.span.saturating_mul(room) / self.got as u64;
             until = until.min(self.read_at.saturating_add(fill));
         }
-        Some(deadline.min(until))
+        Some(LatePlan {
+            until: deadline.min(until),
+            transit,
+            watch_below,
+        })
+    }
+
+    /// Whether slot `i`'s ports are watched under `plan` (all of them
+    /// without one).
+    fn watched(&self, i: usize, plan: Option<LatePlan>) -> bool {
+        match (plan, self.transits.get(i)) {
+            (None, _) => true,
+            (Some(p), Some(Some(t))) => *t < p.watch_below,
+            (Some(_), _) => false,
+        }
     }
 }
 
@@ -1019,7 +1072,7 @@ impl DataPlane {
     /// come: nothing is inside (nothing to wake for anyway), the last read
     /// stopped at a batch limit, some backend cannot stamp its arrivals,
     /// or some may leave sooner than [`LATE_MIN_TRANSIT`].
-    fn late_until(&mut self, deadline: Option<Nanos>) -> Option<Nanos> {
+    fn late_until(&mut self, deadline: Option<Nanos>) -> Option<LatePlan> {
         if self.options.precision != Precision::Timer {
             return None;
         }
@@ -1035,21 +1088,20 @@ impl DataPlane {
             return;
         }
         self.epoch = Some(epoch);
-        let (mut transit, mut room) = (Nanos::MAX, usize::MAX);
-        for b in self.backends.slots.iter() {
-            let Some(r) = b.late_reading() else {
-                transit = 0;
-                break;
-            };
-            room = room.min(r.room);
-            for i in r.ifaces {
-                transit = transit.min(self.engine.least_transit(i));
-            }
-        }
-        if self.backends.slots.is_empty() {
-            transit = 0;
-        }
-        self.late.transit = transit;
+        let mut room = usize::MAX;
+        let engine = &self.engine;
+        self.late.transits = self
+            .backends
+            .slots
+            .iter()
+            .map(|b| match b.late_reading() {
+                None => Some(0),
+                Some(r) => {
+                    room = room.min(r.room);
+                    r.ifaces.into_iter().map(|i| engine.least_transit(i)).min()
+                }
+            })
+            .collect();
         self.late.room = room;
         for b in self.backends.slots.iter_mut() {
             b.reconfigured(&self.engine);
@@ -1242,7 +1294,7 @@ impl DataPlane {
         // its own time whenever it is next driven.
         let deadline = self.engine.next_output_deadline();
         let late = self.late_until(deadline);
-        self.late.active = late.is_some();
+        self.late.active = late;
         // The control socket first, so that its readiness is always among
         // the 64 bits `Woke::Ready` carries (with more than 63 backend
         // descriptors, a joined shell's ports, it would otherwise have to
@@ -1252,8 +1304,8 @@ impl DataPlane {
             fds.push(inbox.wake.as_fd());
         }
         let first_backend_fd = fds.len();
-        if late.is_none() {
-            for b in self.backends.slots.iter() {
+        for (i, b) in self.backends.slots.iter().enumerate() {
+            if self.late.watched(i, late) {
                 fds.extend(b.fds());
             }
         }
@@ -1283,7 +1335,7 @@ impl DataPlane {
         let plan = plan_wait(
             &self.options,
             now,
-            late.or(deadline),
+            late.map(|p| p.until).or(deadline),
             self.busy,
             pace == Pace::Behind,
             self.timer.median(),
@@ -1397,7 +1449,12 @@ impl DataPlane {
             cpu_ns: clock::thread_cpu(),
             wall_ns: self.clock.now(),
             wakes: self.wakes,
-            late_reads_within_ns: self.late.active.then_some(self.late.transit),
+            late_reads_within_ns: self.late.active.map(|p| p.transit),
+            late_watched: self.late.active.map_or(0, |p| {
+                (0..self.late.transits.len())
+                    .filter(|&i| self.late.transits[i].is_some() && self.late.watched(i, Some(p)))
+                    .count()
+            }),
             backends: self
                 .backends
                 .slots
@@ -2330,41 +2387,83 @@ mod tests {
     fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
         const MS: Nanos = 1_000_000;
         let l = LateReads {
-            transit: 4 * MS,
+            transits: vec![Some(4 * MS)],
             room: 4096,
             read_at: 100 * MS,
             span: 2 * MS,
             got: 8,
             more: false,
-            active: false,
+            active: None,
         };
+        let until = |l: &LateReads, deadline, worst| l.next_read(deadline, worst).map(|p| p.until);
         // The next departure, if it comes before a packet that arrived just
         // after the read could be due (less the margin)...
-        assert_eq!(l.next_read(103 * MS, None), Some(103 * MS));
-        assert_eq!(l.next_read(500 * MS, None), Some(104 * MS - LATE_MARGIN));
+        assert_eq!(until(&l, 103 * MS, None), Some(103 * MS));
+        assert_eq!(until(&l, 500 * MS, None), Some(104 * MS - LATE_MARGIN));
         // ...or the timer's worst lateness, if larger.
-        assert_eq!(l.next_read(500 * MS, Some(MS)), Some(103 * MS));
+        assert_eq!(until(&l, 500 * MS, Some(MS)), Some(103 * MS));
         // A timer that bad leaves no room: read as they come.
-        assert_eq!(l.next_read(500 * MS, Some(3 * MS)), None);
+        assert_eq!(until(&l, 500 * MS, Some(3 * MS)), None);
         // Pipes that let packets out sooner than LATE_MIN_TRANSIT: no.
         let short = LateReads {
-            transit: LATE_MIN_TRANSIT - 1,
+            transits: vec![Some(LATE_MIN_TRANSIT - 1)],
             ..l
         };
-        assert_eq!(short.next_read(103 * MS, None), None);
+        assert_eq!(until(&short, 103 * MS, None), None);
         // A read that stopped at its batch: more is waiting, read it now.
-        let more = LateReads { more: true, ..l };
-        assert_eq!(more.next_read(103 * MS, None), None);
+        let more = LateReads {
+            more: true,
+            transits: l.transits.clone(),
+            ..l
+        };
+        assert_eq!(until(&more, 103 * MS, None), None);
         // 1024 frames in 2 ms: a quarter of 4096 slots fills in 2 ms.
-        let busy = LateReads { got: 1024, ..l };
-        assert_eq!(busy.next_read(500 * MS, None), Some(102 * MS));
+        let busy = LateReads {
+            got: 1024,
+            transits: l.transits.clone(),
+            ..l
+        };
+        assert_eq!(until(&busy, 500 * MS, None), Some(102 * MS));
         // A 1 s link: an ARP request, which crosses at once, still waits
         // no longer than LATE_NON_IP.
         let moon = LateReads {
-            transit: 1000 * MS,
+            transits: vec![Some(1000 * MS)],
             ..l
         };
-        assert_eq!(moon.next_read(900 * MS, None), Some(100 * MS + LATE_NON_IP));
+        assert_eq!(until(&moon, 900 * MS, None), Some(100 * MS + LATE_NON_IP));
+    }
+
+    /// Backend by backend: one whose packets may leave at once (or that
+    /// cannot stamp its arrivals) is watched, and the others are still
+    /// read late, by the least transit among them; a vacant slot is
+    /// neither.
+    #[test]
+    fn a_backend_that_must_be_read_at_once_leaves_the_others_late() {
+        const MS: Nanos = 1_000_000;
+        let l = LateReads {
+            transits: vec![Some(0), Some(10 * MS), None, Some(4 * MS), Some(MS / 2)],
+            room: 4096,
+            read_at: 100 * MS,
+            span: 2 * MS,
+            got: 8,
+            more: false,
+            active: None,
+        };
+        let plan = l
+            .next_read(500 * MS, None)
+            .expect("some backends read late");
+        assert_eq!(plan.transit, 4 * MS);
+        assert_eq!(plan.until, 104 * MS - LATE_MARGIN);
+        let watched: Vec<bool> = (0..5).map(|i| l.watched(i, Some(plan))).collect();
+        assert_eq!(watched, [true, false, false, false, true]);
+        // No plan: every backend is watched.
+        assert!((0..5).all(|i| l.watched(i, None)));
+        // Every backend short: no plan.
+        let all_short = LateReads {
+            transits: vec![Some(0), None, Some(MS / 2)],
+            ..l
+        };
+        assert_eq!(all_short.next_read(500 * MS, None), None);
     }
 
     /// `--help` states the numbers as they are (clap shows the variants'

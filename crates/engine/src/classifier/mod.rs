@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 use crate::config::{Action, ArgAction, RuleExtra, RuleSpec, Settings, StateKind, DEFAULT_RULE};
 use crate::flow::{proto, FlowKey};
-use crate::packet::{Direction, PacketInfo};
+use crate::packet::{Direction, PacketInfo, Target};
 use crate::rng::{Probability, Rng};
 use crate::time::Nanos;
 
@@ -67,12 +67,29 @@ const CALL_DEPTH: usize = 16;
 
 /// Where a packet's first pass through the ruleset may end, as far as the
 /// rules alone tell ([`Ruleset::reach_in`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Reach {
     /// Some packet may leave passed, without a pipe or queue.
     pub pass: bool,
     /// Some packet may enter a pipe or queue.
     pub shaped: bool,
+    /// The pipes and queues they may enter, when the rules name them all;
+    /// `None` when some rule may send a packet to one they do not name
+    /// (`pipe tablearg`, a dynamic state, a `call`).
+    pub targets: Option<Vec<Target>>,
+}
+
+impl Reach {
+    fn shaped_into(&mut self, target: Option<Target>) {
+        if !self.shaped {
+            self.targets = Some(Vec::new());
+        }
+        self.shaped = true;
+        match (target, &mut self.targets) {
+            (Some(t), Some(ts)) => ts.push(t),
+            _ => self.targets = None,
+        }
+    }
 }
 
 /// The rule that decided, so a packet leaving dummynet can re-enter after it
@@ -433,11 +450,12 @@ impl Ruleset {
                 // refused its state.
                 _ if rule.spec.extra.state.is_some() => {
                     reach.pass = true;
-                    reach.shaped = true;
+                    reach.shaped_into(None);
                 }
                 Action::Allow => reach.pass = true,
                 Action::Deny => {}
-                Action::Pipe(_) | Action::Queue(_) => reach.shaped = true,
+                Action::Pipe(n) => reach.shaped_into(Some(Target::Pipe(n))),
+                Action::Queue(n) => reach.shaped_into(Some(Target::Queue(n))),
                 Action::Count => continue,
                 Action::Skipto(n) if always => {
                     i = self.rules.partition_point(|r| r.number < n).max(i);
@@ -446,7 +464,7 @@ impl Ruleset {
                 Action::Skipto(_) => reach.pass = true,
                 Action::CheckState | Action::Call(_) | Action::Return | Action::Tablearg(_) => {
                     reach.pass = true;
-                    reach.shaped = true;
+                    reach.shaped_into(None);
                     continue;
                 }
             }

@@ -1183,6 +1183,15 @@ impl<P: Payload> Dummynet<P> {
         self.least_delay
     }
 
+    /// The least time a packet sent to `target` stays inside: the least
+    /// delay of the link its scheduler feeds. `None` when the target or
+    /// its link does not exist (the packet is dropped at the entry).
+    pub fn least_delay_of(&self, target: Target) -> Option<Nanos> {
+        let fs = self.flowsets.get(&flowset_of(target))?;
+        // A pipe's FIFO scheduler is numbered DN_MAX_ID above its link.
+        self.links.get(&(fs.sched % DN_MAX_ID)).map(least_delay)
+    }
+
     /// The earliest pending timer.
     pub fn next_deadline(&self) -> Option<Nanos> {
         self.timers.heap.peek().map(|Reverse((t, ..))| *t)
