@@ -22,7 +22,6 @@ use super::clock::{
 use super::observer::{self, Kind, ObserverStats, Record, Tap};
 use super::sharded::{Broken, Done, Job, Worker};
 use super::{Arrival, Backend, Carrier};
-use crate::workers::Routed;
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
 /// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
@@ -1573,6 +1572,8 @@ impl DataPlane {
             self.shard_follow(&mut w);
         }
         self.take_handoffs(&mut w);
+        // A frame back for its `out` pass may have gone on to its pipe.
+        w.ring_bells();
         self.worker = Some(w);
     }
 
@@ -1582,8 +1583,10 @@ impl DataPlane {
         let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
         w.links.receive(&mut self.engine, |engine, at, info, v| {
             let id = match &v {
-                Verdict::Drop { payload, .. } => (payload.id, payload.copy),
-                _ => (0, false),
+                Verdict::Drop { payload, .. } | Verdict::Pass { payload, .. } => {
+                    (payload.id, payload.copy)
+                }
+                Verdict::Queued { .. } => (0, false),
             };
             let mut s = Settle {
                 engine,
@@ -1596,6 +1599,18 @@ impl DataPlane {
         });
     }
 
+    /// Every worker, stopped for a job, drains its rings into its pipes,
+    /// twice: a frame taken back for its `out` pass (rules with state) may
+    /// go on to a pipe whose owner has drained already, and the second
+    /// round takes it (that one only enqueues: nothing goes on from it).
+    fn drain_for_job(&mut self, w: &mut Worker) -> Result<(), Broken> {
+        for _ in 0..2 {
+            self.take_handoffs(w);
+            w.barrier()?;
+        }
+        Ok(())
+    }
+
     /// A follower's part in the leader's job ([`Worker::join_job`]). If
     /// the workers' gate breaks meanwhile, it gives up: the loop sees the
     /// gate broken and stops.
@@ -1605,8 +1620,7 @@ impl DataPlane {
 
     fn try_shard_follow(&mut self, w: &mut Worker) -> Result<(), Broken> {
         let job = w.join_job()?;
-        self.take_handoffs(w);
-        w.barrier()?;
+        self.drain_for_job(w)?;
         let accepted = w.wait_decision()?;
         let done = match job {
             Some(Job::Apply { commands, host }) => {
@@ -1643,8 +1657,7 @@ impl DataPlane {
         mine: impl FnOnce(&mut Self) -> (T, bool),
     ) -> Result<(T, Vec<Done>), Broken> {
         w.begin(job)?;
-        self.take_handoffs(w);
-        w.barrier()?;
+        self.drain_for_job(w)?;
         let (out, accepted) = mine(self);
         let done = w.decide(accepted).and_then(|()| w.end());
         Ok((out, done.unwrap_or_default()))
@@ -1807,13 +1820,7 @@ fn route(
     let Some(w) = worker else {
         return Some(engine.input(now, info, payload));
     };
-    match w.links.input(engine, now, info, payload) {
-        Routed::Here(v) => Some(v),
-        Routed::Handed { to, .. } => {
-            w.handed(to);
-            None
-        }
-    }
+    w.route(engine, now, info, payload)
 }
 
 /// Backends' names with the worker that ran them.
@@ -1911,6 +1918,7 @@ mod tests {
             out_pass: None,
             id: 0,
             copy: false,
+            reader: 0,
             body: Body::Frame {
                 buf: vec![0; 1000],
                 vnet: None,

@@ -31,11 +31,11 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use dummynet_engine::{Command, Snapshot};
+use dummynet_engine::{Command, Direction, Nanos, PacketInfo, Snapshot, Verdict};
 
 use super::dataplane::{HostView, Report};
 use super::Carrier;
-use crate::workers::{LinkCounters, Links};
+use crate::workers::{LinkCounters, Links, Routed};
 
 /// A worker's doorbell: the others write a byte while it sleeps.
 struct Bell {
@@ -175,9 +175,6 @@ pub struct Worker {
     coord: Arc<Coord>,
     bell: UnixStream,
     seen: u64,
-    /// Peers handed a packet since their bells were last looked at (bit
-    /// per worker; beyond 64 workers, every bell is looked at).
-    handed_to: u64,
     /// The leader's: the followers' threads and their stop flag.
     followers: Vec<JoinHandle<Report>>,
     followers_stop: Option<Arc<AtomicBool>>,
@@ -218,7 +215,6 @@ pub fn workers(n: usize) -> Result<Vec<Worker>, String> {
             coord: coord.clone(),
             bell,
             seen: 0,
-            handed_to: 0,
             followers: Vec::new(),
             followers_stop: None,
         })
@@ -246,23 +242,49 @@ impl Worker {
         self.followers_stop = Some(stop);
     }
 
-    /// A packet went into worker `to`'s ring.
+    /// A packet read by this worker (its `in` pass: `dir` in), or one
+    /// leaving a pipe here for its `out` pass, goes through the engine:
+    /// here, or handed to the worker that owns its pipe, or (the `out`
+    /// pass of a flow another worker reads, when the rules keep state)
+    /// back to its reader ([`Links::out_pass`]). `None`: another worker
+    /// has it now.
     #[inline]
-    pub fn handed(&mut self, to: usize) {
-        self.handed_to |= 1u64.checked_shl(to as u32).unwrap_or(u64::MAX);
+    pub fn route(
+        &mut self,
+        engine: &mut dummynet_engine::Engine<Carrier>,
+        now: Nanos,
+        info: PacketInfo,
+        mut payload: Carrier,
+    ) -> Option<Verdict<Carrier>> {
+        let routed = match info.dir {
+            Direction::In => {
+                // Read here: the kernel's fanout reads this flow's frames,
+                // both ways, on this worker.
+                payload.reader = self.links.index as u16;
+                self.links.input(engine, now, info, payload)
+            }
+            Direction::Out => {
+                let reader = usize::from(payload.reader);
+                self.links.out_pass(engine, now, info, payload, reader)
+            }
+        };
+        match routed {
+            Routed::Here(v) => Some(v),
+            Routed::Handed { .. } | Routed::Home { .. } => None,
+        }
     }
 
     /// Wakes the workers handed packets since the last call, if they sleep.
     pub fn ring_bells(&mut self) {
-        if self.handed_to == 0 {
+        let handed_to = self.links.take_handed_to();
+        if handed_to == 0 {
             return;
         }
         for (i, bell) in self.coord.bells.iter().enumerate() {
-            if i != self.links.index && (i >= 64 || self.handed_to & (1 << i) != 0) {
+            if i != self.links.index && (i >= 64 || handed_to & (1 << i) != 0) {
                 bell.ring(false);
             }
         }
-        self.handed_to = 0;
     }
 
     /// The descriptor that wakes this worker: its bell.
@@ -307,8 +329,9 @@ impl Worker {
 
     /// The leader starts `job`: the followers are told and woken, and
     /// all meet at the first barrier (none reads any more). The caller
-    /// then drains its rings, calls [`Self::barrier`] (all drained), does
-    /// its part, [`Self::decide`]s, and [`Self::end`]s.
+    /// then drains its rings and calls [`Self::barrier`], twice (all
+    /// drained, even of frames that came back for their `out` pass and
+    /// went on to another pipe), does its part, [`Self::decide`]s, and [`Self::end`]s.
     pub fn begin(&mut self, job: Job) -> Result<(), Broken> {
         let c = &self.coord;
         *lock(&c.job) = Some(job);
@@ -350,8 +373,8 @@ impl Worker {
     }
 
     /// A follower joins the job the leader started (the first barrier)
-    /// and gets it; it then drains its rings, calls [`Self::barrier`],
-    /// [`Self::wait_decision`], does its part and [`Self::done`].
+    /// and gets it; it then drains its rings and calls [`Self::barrier`],
+    /// twice, then [`Self::wait_decision`], does its part and [`Self::done`].
     pub fn join_job(&mut self) -> Result<Option<Job>, Broken> {
         self.seen = self.coord.generation.load(Ordering::Acquire);
         self.meet()?;
