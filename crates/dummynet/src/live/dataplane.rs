@@ -465,6 +465,10 @@ pub struct Report {
     /// Data-plane workers (`run --workers N`), when more than one; the
     /// counts above are then their sums.
     pub workers: Option<usize>,
+    /// A worker of several: its recent lateness samples, sorted, for the
+    /// percentiles of all workers' ([`super::sharded::absorb`]).
+    #[serde(skip)]
+    pub lateness_recent: Vec<u64>,
 }
 
 impl Report {
@@ -1410,6 +1414,7 @@ impl DataPlane {
             stderr_error,
             observer: self.tap.as_ref().map(Tap::stats),
             workers: None,
+            lateness_recent: Vec::new(),
         }
     }
 }
@@ -1611,6 +1616,15 @@ impl DataPlane {
         Ok(())
     }
 
+    /// Worker `index`'s report, to add to the others': its backends named
+    /// with it, its recent lateness samples kept.
+    fn shard_report(&mut self, index: usize) -> Report {
+        let mut r = self.report();
+        r.backends = tag_worker(std::mem::take(&mut r.backends), index);
+        r.lateness_recent = self.lateness.recent_sorted();
+        r
+    }
+
     /// A follower's part in the leader's job ([`Worker::join_job`]). If
     /// the workers' gate breaks meanwhile, it gives up: the loop sees the
     /// gate broken and stops.
@@ -1635,11 +1649,7 @@ impl DataPlane {
                 Done::Applied
             }
             Some(Job::Snapshot) => Done::Snapshot(Box::new(self.engine.snapshot())),
-            Some(Job::Report) => {
-                let mut r = self.report();
-                r.backends = tag_worker(r.backends, w.index());
-                Done::Report(Box::new(r))
-            }
+            Some(Job::Report) => Done::Report(Box::new(self.shard_report(w.index()))),
             None => Done::Applied,
         };
         w.done(done)
@@ -1725,11 +1735,7 @@ impl DataPlane {
                 }
             }
             RequestKind::Stats => {
-                let own = |me: &mut Self| {
-                    let mut r = me.report();
-                    r.backends = tag_worker(std::mem::take(&mut r.backends), 0);
-                    r
-                };
+                let own = |me: &mut Self| me.shard_report(0);
                 let (mut report, done) = self
                     .shard_lead(&mut w, Job::Report, |me| (own(me), true))
                     .unwrap_or_else(|b| {
@@ -1789,8 +1795,7 @@ impl DataPlane {
         }
         self.due = None;
         self.flush_all();
-        let mut report = self.report();
-        report.backends = tag_worker(std::mem::take(&mut report.backends), w.index());
+        let mut report = self.shard_report(w.index());
         for r in reports {
             match r {
                 Ok(r) => super::sharded::absorb(&mut report, r),
