@@ -4,7 +4,10 @@
 //! of 16 flows is spread over both workers (each worker's ports read some)
 //! and through a masked pipe whose instances live on both; `stats` adds the
 //! workers up and its books balance once the pipes are empty; `show` counts
-//! every packet once; a rule with dynamic state is refused, saying why.
+//! every packet once; `limit` is refused, saying why. Rules with dynamic
+//! state work with 2 workers: pings from 16 addresses (flows the kernel's
+//! fanout spreads over both workers) are answered only through a state
+//! their `out` pass made, and `ipfw -d show` lists each state once.
 //!
 //! Without root or `ip`/`ping`, it prints `skipped: ...` and passes.
 
@@ -126,20 +129,12 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
             .args(["ipfw", "--socket"])
             .arg(&socket)
             .args([
-                "add",
-                "10",
-                "allow",
-                "ip",
-                "from",
-                "any",
-                "to",
-                "any",
-                "keep-state",
+                "add", "10", "allow", "ip", "from", "any", "to", "any", "limit", "src-addr", "2",
             ]),
         Duration::from_secs(5),
-        "ipfw add keep-state",
+        "ipfw add limit",
     );
-    assert!(!out.status.success(), "keep-state taken by 2 workers");
+    assert!(!out.status.success(), "limit taken by 2 workers");
     let err = text(&out.stderr);
     assert!(err.contains("one worker"), "{err}");
 
@@ -210,7 +205,7 @@ fn what_cannot_be_sharded_is_refused_at_start() {
     let scratch = Scratch::new();
     let config = scratch.write(
         "stateful.conf",
-        "add 100 allow ip from any to any keep-state\n",
+        "add 100 allow ip from any to any limit src-addr 4\n",
     );
     let out = run_bounded(
         std::process::Command::new(DUMMYNET).args([
@@ -226,12 +221,121 @@ fn what_cannot_be_sharded_is_refused_at_start() {
             scratch.path("ctl.sock").to_str().unwrap(),
         ]),
         Duration::from_secs(10),
-        "dummynet run --workers 2 with keep-state",
+        "dummynet run --workers 2 with limit",
     );
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(
         err.contains("--workers 2") && err.contains("one worker"),
         "{err}"
+    );
+}
+
+#[test]
+fn two_workers_keep_state_both_ways() {
+    if !ready("two_workers_keep_state_both_ways", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
+    veth(&a, "a0", &m, "m-a");
+    veth(&b, "b0", &m, "m-b");
+    // 16 sources: 16 flows, each read (both ways) by the worker the
+    // kernel's fanout hash gives it; all but chance (2^-16) put some on
+    // each worker.
+    let sources: Vec<String> = (0..16).map(|k| format!("192.0.2.{}", 10 + k)).collect();
+    for s in &sources {
+        a.ip(&["addr", "add", &format!("{s}/24"), "dev", "a0"]);
+    }
+    b.ip(&["addr", "add", "192.0.2.2/24", "dev", "b0"]);
+    let scratch = Scratch::new();
+    // A request takes pipe 1 (worker 1's) on its way in; its `out` pass
+    // (on m-b) makes a `:back` state, which alone lets the reply in: the
+    // `out` pass has to run on the worker that reads the flow, wherever
+    // pipe 1 let it out.
+    let config = scratch.write(
+        "ipfw.conf",
+        "pipe 1 config delay 5ms\n\
+         add 100 pipe 1 icmp from 192.0.2.0/24 to 192.0.2.2 in recv m-a\n\
+         add 110 allow icmp from 192.0.2.0/24 to 192.0.2.2 out xmit m-b record-state :back\n\
+         add 120 check-state :back\n\
+         add 130 deny icmp from any to any\n\
+         add 65000 allow ip from any to any\n",
+    );
+    let socket = scratch.path("ctl.sock");
+    let mut daemon = Proc::spawn(
+        m.command(
+            DUMMYNET,
+            &[
+                "run",
+                "--bridge",
+                "m-a",
+                "m-b",
+                "--workers",
+                "2",
+                "--config",
+                config.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+        ),
+        "dummynet run --bridge --workers 2 (keep-state)",
+    );
+    wait_for_socket(&socket, &mut daemon);
+
+    let pings: Vec<_> = sources
+        .iter()
+        .map(|s| {
+            let mut cmd = a.command(
+                "ping",
+                &["-c", "3", "-i", "0.2", "-W", "1", "-I", s, "192.0.2.2"],
+            );
+            let what = format!("ping from {s}");
+            std::thread::spawn(move || {
+                (run_bounded(&mut cmd, Duration::from_secs(10), &what), what)
+            })
+        })
+        .collect();
+    for p in pings {
+        let (out, what) = p.join().expect("a ping thread");
+        let ping = Ping::parse(&expect_success(&out, &what));
+        assert_eq!(ping.lost(), 0, "{what}: {ping:?}");
+        let rtt = median(&ping.rtts());
+        assert!(
+            (5.0..30.0).contains(&rtt),
+            "{what}: RTT {rtt} ms, 5 ms of pipe"
+        );
+    }
+
+    let s = stats(&socket);
+    println!("{s}");
+    for w in 0..2 {
+        assert!(
+            rx_frames(&s, w, "m-b") > 0,
+            "worker {w} read no reply from m-b:\n{s}"
+        );
+    }
+    // One state per source, listed once, made by rule 110, each having
+    // let its 3 replies in (and its 3 requests out).
+    let show = ipfw(&socket, &["-d", "show"]);
+    println!("{show}");
+    let states: Vec<&str> = show.lines().filter(|l| l.contains(" STATE ")).collect();
+    assert_eq!(states.len(), sources.len(), "{show}");
+    for src in &sources {
+        let mine: Vec<&&str> = states
+            .iter()
+            .filter(|l| l.contains(&format!(" {src} ")))
+            .collect();
+        assert_eq!(mine.len(), 1, "{src}: {show}");
+        assert!(mine[0].starts_with("00110 "), "{show}");
+        assert!(mine[0].ends_with(":back"), "{show}");
+    }
+    // No reply was denied.
+    assert_eq!(rule_packets(&show, 130), 0, "{show}");
+
+    let status = daemon.terminate(Duration::from_secs(5));
+    assert!(
+        status.success(),
+        "daemon exit status after SIGTERM: {status}"
     );
 }

@@ -135,7 +135,7 @@ fn run_sharded(workers: usize, packets: u32) -> (BTreeMap<u32, Fate>, Cluster<u3
         }
         match c.input(i as usize % workers, now, packet(i), i) {
             Routed::Here(v) => record(&mut fates, now, v),
-            Routed::Handed { .. } => {}
+            Routed::Handed { .. } | Routed::Home { .. } => {}
         }
         for (_, _, v) in c.take_handoffs() {
             record(&mut fates, now, v);
@@ -373,8 +373,12 @@ fn what_cannot_be_sharded_is_refused_on_every_replica() {
     let mut c = Cluster::new(2, 64, |_| engine(CONFIG));
     for (text, what) in [
         (
-            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any keep-state\n",
-            "keep-state",
+            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any limit src-addr 4\n",
+            "limit",
+        ),
+        (
+            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any set-limit dst-addr 4\n",
+            "set-limit",
         ),
         ("pipe 9 config delay 1ms\ndisable one_pass\n", "one_pass"),
     ] {
@@ -395,10 +399,37 @@ fn what_cannot_be_sharded_is_refused_on_every_replica() {
             assert!(snap.settings.one_pass);
         }
     }
-    // One worker takes them.
+    // One worker takes them; several take the states that are per flow.
     let mut one = Cluster::new(1, 64, |_| engine(CONFIG));
-    let (r, _) = one.apply_all(0, commands("add 50 allow ip from any to any keep-state\n"));
-    r.expect("one worker keeps state");
+    let (r, _) = one.apply_all(
+        0,
+        commands("add 50 allow ip from any to any limit src-addr 4\n"),
+    );
+    r.expect("one worker counts limits");
+    let (r, _) = c.apply_all(
+        0,
+        commands("add 40 check-state\nadd 50 allow ip from any to any keep-state\nadd 60 allow ip from any to any record-state :x\n"),
+    );
+    r.expect("keep-state, record-state and check-state work with workers");
+}
+
+#[test]
+fn limit_is_refused_saying_why() {
+    let mut c = Cluster::new(3, 64, |_| engine(CONFIG));
+    let (r, _) = c.apply_all(
+        0,
+        commands("add 50 allow tcp from any to any setup limit src-addr 2\n"),
+    );
+    let e = r.expect_err("limit is refused").to_string();
+    for what in [
+        "limit",
+        "across flows",
+        "3 workers",
+        "keep-state",
+        "--workers 1",
+    ] {
+        assert!(e.contains(what), "`{what}` in: {e}");
+    }
 }
 
 #[test]
@@ -452,4 +483,331 @@ fn a_packet_for_a_stopped_worker_is_kept_by_the_one_that_read_it() {
     assert!(out.drop.is_none());
     // 400 bytes at 10 Mbit/s (320 us), then 5 ms of delay.
     assert_eq!(out.at, MS + 320_000 + 5 * MS);
+}
+
+/// A bridge's rules with dynamic state, both ways: forward flows from
+/// 10.0.0.1-3 go to pipes 1-3 and make a `:fwd` state there (their `in`
+/// pass), which their `out` pass and their replies then match (and so go
+/// to the state's pipe); flows from 10.0.0.4-5 are let in, and their `out`
+/// pass makes a `:back` state in pipe 4, which lets their replies in. A
+/// reply with no state is denied.
+const STATEFUL: &str = "
+pipe 1 config bw 10Mbit/s delay 5ms queue 20
+pipe 2 config bw 4Mbit/s delay 1ms queue 10
+pipe 3 config delay 2ms mask src-port 0xffff
+pipe 4 config bw 8Mbit/s delay 3ms queue 30
+add 100 check-state :fwd
+add 110 pipe 1 udp from 10.0.0.1 to any in keep-state :fwd
+add 120 pipe 2 udp from 10.0.0.2 to any in keep-state :fwd
+add 130 pipe 3 udp from 10.0.0.3 to any in keep-state :fwd
+add 140 allow udp from 10.0.0.0/24 to any in
+add 200 pipe 4 udp from 10.0.0.0/24 to any out record-state :back
+add 300 check-state :back
+add 400 deny ip from any to any
+";
+
+/// Flows 0..20: from 10.0.0.(1 + f mod 5):(2000 + f) to 10.9.0.(1 + f mod
+/// 2):53. Packet `i` is of flow i mod 20, forward, or a reply one round in
+/// three; flows 18 and 19 only ever reply (nothing opened them).
+fn stateful_packet(i: u32) -> PacketInfo {
+    let f = i % 20;
+    let (a, b) = (
+        (Ipv4Addr::new(10, 0, 0, 1 + (f % 5) as u8), 2000 + f as u16),
+        (Ipv4Addr::new(10, 9, 0, 1 + (f % 2) as u8), 53),
+    );
+    let reply = f >= 18 || (i / 20) % 3 == 2;
+    let ((src, sport), (dst, dport)) = if reply { (b, a) } else { (a, b) };
+    PacketInfo {
+        len: 300 + (i % 4) * 200,
+        key: FlowKey::v4(src, dst, proto::UDP, sport, dport),
+        dir: Direction::In,
+        recv_if: None,
+        xmit_if: None,
+    }
+}
+
+fn is_reply(i: u32) -> bool {
+    stateful_packet(i).key.src.to_be_bytes()[13] == 9
+}
+
+/// Bursts of 40 packets 30 us apart, then 15 ms of quiet.
+fn stateful_arrival(i: u32) -> Nanos {
+    Nanos::from(i) * 30_000 + Nanos::from(i / 40) * 15 * MS
+}
+
+/// What became of a bridged frame after both passes: sent on at a time,
+/// or dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bridged {
+    Sent(Nanos),
+    Dropped(DropReason),
+}
+
+/// One engine as a bridge: each frame's `in` pass, then (once it passed,
+/// at once or out of a pipe) its `out` pass.
+struct BridgeSingle {
+    e: Engine<u32>,
+    fates: BTreeMap<u32, Bridged>,
+    out_pass: std::collections::HashSet<u32>,
+}
+
+impl BridgeSingle {
+    fn verdict(&mut self, now: Nanos, info: PacketInfo, v: Verdict<u32>) {
+        let mut v = v;
+        loop {
+            match v {
+                Verdict::Pass { payload, .. } if self.out_pass.insert(payload) => {
+                    let out = PacketInfo {
+                        dir: Direction::Out,
+                        ..info
+                    };
+                    v = self.e.input(now, out, payload);
+                }
+                Verdict::Pass { payload, .. } => {
+                    self.fates.insert(payload, Bridged::Sent(now));
+                    return;
+                }
+                Verdict::Drop {
+                    payload, reason, ..
+                } => {
+                    self.fates.insert(payload, Bridged::Dropped(reason));
+                    return;
+                }
+                Verdict::Queued { .. } => return,
+            }
+        }
+    }
+
+    fn step(&mut self, until: Nanos) {
+        while let Some(d) = self.e.next_deadline().filter(|d| *d <= until) {
+            while let Some(o) = self.e.poll(d) {
+                let info = o.info;
+                self.verdict(d, info, output_verdict(o));
+            }
+        }
+    }
+}
+
+/// What leaving a pipe is for a bridged frame: passing it, or a drop.
+fn output_verdict(o: dummynet_engine::Output<u32>) -> Verdict<u32> {
+    match o.drop {
+        None => Verdict::Pass {
+            payload: o.payload,
+            rule: 0,
+        },
+        Some(reason) => Verdict::Drop {
+            payload: o.payload,
+            reason,
+            rule: None,
+            target: None,
+        },
+    }
+}
+
+fn bridge_single(packets: u32) -> (BTreeMap<u32, Bridged>, Engine<u32>) {
+    let mut b = BridgeSingle {
+        e: engine(STATEFUL),
+        fates: BTreeMap::new(),
+        out_pass: std::collections::HashSet::new(),
+    };
+    for i in 0..packets {
+        let now = stateful_arrival(i);
+        b.step(now);
+        let v = b.e.input(now, stateful_packet(i), i);
+        b.verdict(now, stateful_packet(i), v);
+    }
+    b.step(Nanos::MAX);
+    (b.fates, b.e)
+}
+
+/// The same frames on a cluster of `workers`, each read by the worker
+/// the kernel's fanout would give its flow ([`dummynet::workers::reader`]),
+/// its `out` pass run by [`dummynet::workers::Links::out_pass`] where it
+/// left its pipe. `naive`: the `out` pass runs there whoever read the
+/// frame (what a sharded bridge would do without sending it back), to
+/// show that the comparison can fail.
+struct BridgeCluster {
+    c: Cluster<u32>,
+    fates: BTreeMap<u32, Bridged>,
+    reader: BTreeMap<u32, usize>,
+    out_pass: std::collections::HashSet<u32>,
+    naive: bool,
+}
+
+impl BridgeCluster {
+    fn routed(&mut self, w: usize, now: Nanos, info: PacketInfo, r: Routed<u32>) {
+        match r {
+            Routed::Here(v) => self.verdict(w, now, info, v),
+            Routed::Handed { .. } | Routed::Home { .. } => {}
+        }
+    }
+
+    fn verdict(&mut self, w: usize, now: Nanos, info: PacketInfo, v: Verdict<u32>) {
+        match v {
+            Verdict::Pass { payload, .. } if self.out_pass.insert(payload) => {
+                let out = PacketInfo {
+                    dir: Direction::Out,
+                    ..info
+                };
+                let reader = if self.naive { w } else { self.reader[&payload] };
+                let r = self.c.links[w].out_pass(&mut self.c.engines[w], now, out, payload, reader);
+                self.routed(w, now, out, r);
+            }
+            Verdict::Pass { payload, .. } => {
+                self.fates.insert(payload, Bridged::Sent(now));
+            }
+            Verdict::Drop {
+                payload, reason, ..
+            } => {
+                self.fates.insert(payload, Bridged::Dropped(reason));
+            }
+            Verdict::Queued { .. } => {}
+        }
+    }
+
+    /// What the rings hold, taken (and what that hands on, taken too).
+    fn drain(&mut self, now: Nanos) {
+        while self.c.in_rings() > 0 {
+            for (w, info, v) in self.c.take_handoffs() {
+                self.verdict(w, now, info, v);
+            }
+        }
+    }
+
+    fn step(&mut self, until: Nanos) {
+        while let Some(d) = self.c.next_deadline().filter(|d| *d <= until) {
+            for (w, o) in self.c.poll(d) {
+                let info = o.info;
+                self.verdict(w, d, info, output_verdict(o));
+            }
+            self.drain(d);
+        }
+    }
+}
+
+fn bridge_sharded(workers: usize, packets: u32, naive: bool) -> BridgeCluster {
+    let mut b = BridgeCluster {
+        c: Cluster::new(workers, 256, |_| engine(STATEFUL)),
+        fates: BTreeMap::new(),
+        reader: BTreeMap::new(),
+        out_pass: std::collections::HashSet::new(),
+        naive,
+    };
+    for i in 0..packets {
+        let now = stateful_arrival(i);
+        b.step(now);
+        let info = stateful_packet(i);
+        let (w, r) = b.c.read(now, info, i);
+        b.reader.insert(i, w);
+        b.routed(w, now, info, r);
+        b.drain(now);
+    }
+    b.step(Nanos::MAX);
+    b
+}
+
+#[test]
+fn states_work_both_ways_across_workers_as_in_one_engine() {
+    let packets = 1_200;
+    let (single, one) = bridge_single(packets);
+    assert_eq!(single.len(), packets as usize);
+    // Not vacuous: replies pass on their flow's state (both kinds), replies
+    // with none are denied, and queues overflow.
+    let replies_sent = (0..packets)
+        .filter(|i| is_reply(*i) && matches!(single[i], Bridged::Sent(_)))
+        .count();
+    assert!(replies_sent > 100, "{replies_sent} replies passed");
+    let denied: Vec<u32> = (0..packets)
+        .filter(|i| single[i] == Bridged::Dropped(DropReason::RuleDeny))
+        .collect();
+    assert!(!denied.is_empty() && denied.iter().all(|i| is_reply(*i)));
+    assert!(single
+        .values()
+        .any(|f| *f == Bridged::Dropped(DropReason::QueueFull)));
+    let snap = one.snapshot();
+    // Both kinds of state matched packets after the one that made them.
+    for name in ["fwd", "back"] {
+        assert!(
+            snap.states.iter().any(|s| s.name == name && s.packets > 5),
+            "{name}: {:?}",
+            snap.states
+        );
+    }
+    for workers in [2, 3, 4] {
+        let b = bridge_sharded(workers, packets, false);
+        // Flows were read by every worker, and frames went back to their
+        // readers for their `out` pass.
+        let readers: std::collections::BTreeSet<usize> = b.reader.values().copied().collect();
+        assert_eq!(readers.len(), workers, "{workers} workers: {readers:?}");
+        for (id, fate) in &single {
+            assert_eq!(
+                b.fates.get(id),
+                Some(fate),
+                "{workers} workers: frame {id} ({:?})",
+                stateful_packet(*id).key
+            );
+        }
+        assert_eq!(b.fates.len(), single.len());
+        // `ipfw -d show` as one system: every state once, as one engine
+        // has it (made, matched and counted on one worker each).
+        let mut merged = b.c.engines[0].snapshot();
+        for e in &b.c.engines[1..] {
+            merged.merge(e.snapshot());
+        }
+        let strip =
+            |s: &dummynet_engine::stats::StateView| (s.rule, s.key, s.name.clone(), s.packets);
+        let want: Vec<_> = snap.states.iter().map(strip).collect();
+        let got: Vec<_> = merged.states.iter().map(strip).collect();
+        assert!(want.len() >= 18, "{want:?}");
+        assert_eq!(got, want, "{workers} workers");
+        assert_eq!(merged.totals, snap.totals, "{workers} workers");
+    }
+    // Run where they left their pipe, `out` passes miss the states their
+    // readers hold: the comparison above would fail.
+    let naive = bridge_sharded(2, packets, true);
+    assert!(
+        single.iter().any(|(id, f)| naive.fates.get(id) != Some(f)),
+        "out passes away from their reader changed nothing"
+    );
+}
+
+#[test]
+fn states_expire_across_workers_as_in_one_engine() {
+    // UDP states live 10 s (dyn_udp_lifetime) from their last packet.
+    let (_, mut one) = bridge_single(200);
+    let mut b = bridge_sharded(3, 200, false);
+    let last = stateful_arrival(199);
+    let merged = |b: &BridgeCluster| {
+        let mut m = b.c.engines[0].snapshot();
+        for e in &b.c.engines[1..] {
+            m.merge(e.snapshot());
+        }
+        m
+    };
+    let before = merged(&b).states.len();
+    assert!(before > 0 && before == one.snapshot().states.len());
+    // Time passes on one worker only (a frame nobody's rules take): the
+    // others' clocks stand still, and the merged view still tells the
+    // states that ran out from the live ones.
+    let late = last + 9 * 1_000_000_000;
+    let stray = PacketInfo {
+        key: FlowKey::v4(
+            Ipv4Addr::new(192, 168, 0, 1),
+            Ipv4Addr::new(192, 168, 0, 2),
+            proto::UDP,
+            1,
+            1,
+        ),
+        ..stateful_packet(0)
+    };
+    let at = |b: &mut BridgeCluster, one: &mut Engine<u32>, now: Nanos, id: u32| {
+        let _ = b.c.input(0, now, stray, id);
+        let _ = one.input(now, stray, id);
+    };
+    at(&mut b, &mut one, late, 10_000);
+    let live_then = one.snapshot().states.len();
+    assert_eq!(merged(&b).states.len(), live_then);
+    at(&mut b, &mut one, late + 2_000_000_000, 10_001);
+    assert_eq!(one.snapshot().states.len(), 0, "one engine: all expired");
+    assert_eq!(merged(&b).states.len(), 0, "workers: all expired");
 }

@@ -195,7 +195,22 @@ impl Snapshot {
     /// made are listed together (an instance lives on one replica only,
     /// the one that owns it). The configuration shown is this one's.
     pub fn merge(&mut self, o: Snapshot) {
-        self.now = self.now.max(o.now);
+        // States live until a time: told from the later of the two clocks
+        // (a replica with no traffic lately has not seen time pass), those
+        // that have run out by then are gone, as one engine at that time
+        // would have them.
+        let now = self.now.max(o.now);
+        let live_at = |states: &mut Vec<StateView>, then: Nanos| {
+            let gone = now - then;
+            states.retain(|s| s.expires_in > gone);
+            for s in states.iter_mut() {
+                s.expires_in -= gone;
+            }
+        };
+        live_at(&mut self.states, self.now);
+        let mut theirs = o.states;
+        live_at(&mut theirs, o.now);
+        self.now = now;
         for (r, x) in self.rules.iter_mut().zip(o.rules) {
             if r.number == x.number {
                 r.packets += x.packets;
@@ -215,7 +230,9 @@ impl Snapshot {
             }
         }
         self.totals.add(&o.totals);
-        self.states.extend(o.states);
+        self.states.extend(theirs);
+        // In `ipfw -d show`'s order, as one engine lists them.
+        self.states.sort_by_key(|a| (a.rule, a.key));
         self.states_refused += o.states_refused;
         for (p, x) in self.memory.parts.iter_mut().zip(o.memory.parts) {
             p.now += x.now;

@@ -542,6 +542,7 @@ impl Backend for Bridge {
                             out_pass: Some(self.ifaces[other]),
                             id: 0,
                             copy: false,
+                            reader: 0,
                             body: Body::Frame {
                                 buf: frame.data,
                                 vnet: frame.vnet,

@@ -223,6 +223,7 @@ impl Backend for XdpBridge {
                                 out_pass: Some(self.ifaces[other]),
                                 id: 0,
                                 copy: false,
+                                reader: 0,
                                 body: Body::Xdp {
                                     frame,
                                     port: other as u8,

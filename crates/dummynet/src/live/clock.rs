@@ -535,17 +535,32 @@ impl Lateness {
     }
 
     pub fn summary(&self) -> LatenessSummary {
-        let mut v = self.ring.clone();
-        v.sort_unstable();
-        let pct = |p| nearest_rank(&v, p).unwrap_or(0);
-        LatenessSummary {
+        let mut s = LatenessSummary {
             samples: self.count,
-            p50_ns: pct(50),
-            p99_ns: pct(99),
-            max_recent_ns: v.last().copied().unwrap_or(0),
             max_ns: self.max,
             early: self.early,
-        }
+            ..LatenessSummary::default()
+        };
+        s.set_recent(&self.recent_sorted());
+        s
+    }
+
+    /// The recent samples, sorted: what [`Self::summary`]'s percentiles
+    /// are taken over (a sharded data plane's workers pool theirs).
+    pub fn recent_sorted(&self) -> Vec<u64> {
+        let mut v = self.ring.clone();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl LatenessSummary {
+    /// Its p50, p99 and recent max, over `sorted` recent samples.
+    pub fn set_recent(&mut self, sorted: &[u64]) {
+        let pct = |p| nearest_rank(sorted, p).unwrap_or(0);
+        self.p50_ns = pct(50);
+        self.p99_ns = pct(99);
+        self.max_recent_ns = sorted.last().copied().unwrap_or(0);
     }
 }
 

@@ -22,7 +22,6 @@ use super::clock::{
 use super::observer::{self, Kind, ObserverStats, Record, Tap};
 use super::sharded::{Broken, Done, Job, Worker};
 use super::{Arrival, Backend, Carrier};
-use crate::workers::Routed;
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
 /// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
@@ -469,6 +468,10 @@ pub struct Report {
     /// Data-plane workers (`run --workers N`), when more than one; the
     /// counts above are then their sums.
     pub workers: Option<usize>,
+    /// A worker of several: its recent lateness samples, sorted, for the
+    /// percentiles of all workers' ([`super::sharded::absorb`]).
+    #[serde(skip)]
+    pub lateness_recent: Vec<u64>,
 }
 
 impl Report {
@@ -1468,6 +1471,7 @@ impl DataPlane {
             stderr_error,
             observer: self.tap.as_ref().map(Tap::stats),
             workers: None,
+            lateness_recent: Vec::new(),
         }
     }
 }
@@ -1630,6 +1634,8 @@ impl DataPlane {
             self.shard_follow(&mut w);
         }
         self.take_handoffs(&mut w);
+        // A frame back for its `out` pass may have gone on to its pipe.
+        w.ring_bells();
         self.worker = Some(w);
     }
 
@@ -1639,8 +1645,10 @@ impl DataPlane {
         let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
         w.links.receive(&mut self.engine, |engine, at, info, v| {
             let id = match &v {
-                Verdict::Drop { payload, .. } => (payload.id, payload.copy),
-                _ => (0, false),
+                Verdict::Drop { payload, .. } | Verdict::Pass { payload, .. } => {
+                    (payload.id, payload.copy)
+                }
+                Verdict::Queued { .. } => (0, false),
             };
             let mut s = Settle {
                 engine,
@@ -1653,6 +1661,27 @@ impl DataPlane {
         });
     }
 
+    /// Every worker, stopped for a job, drains its rings into its pipes,
+    /// twice: a frame taken back for its `out` pass (rules with state) may
+    /// go on to a pipe whose owner has drained already, and the second
+    /// round takes it (that one only enqueues: nothing goes on from it).
+    fn drain_for_job(&mut self, w: &mut Worker) -> Result<(), Broken> {
+        for _ in 0..2 {
+            self.take_handoffs(w);
+            w.barrier()?;
+        }
+        Ok(())
+    }
+
+    /// Worker `index`'s report, to add to the others': its backends named
+    /// with it, its recent lateness samples kept.
+    fn shard_report(&mut self, index: usize) -> Report {
+        let mut r = self.report();
+        r.backends = tag_worker(std::mem::take(&mut r.backends), index);
+        r.lateness_recent = self.lateness.recent_sorted();
+        r
+    }
+
     /// A follower's part in the leader's job ([`Worker::join_job`]). If
     /// the workers' gate breaks meanwhile, it gives up: the loop sees the
     /// gate broken and stops.
@@ -1662,8 +1691,7 @@ impl DataPlane {
 
     fn try_shard_follow(&mut self, w: &mut Worker) -> Result<(), Broken> {
         let job = w.join_job()?;
-        self.take_handoffs(w);
-        w.barrier()?;
+        self.drain_for_job(w)?;
         let accepted = w.wait_decision()?;
         let done = match job {
             Some(Job::Apply { commands, host }) => {
@@ -1678,11 +1706,7 @@ impl DataPlane {
                 Done::Applied
             }
             Some(Job::Snapshot) => Done::Snapshot(Box::new(self.engine.snapshot())),
-            Some(Job::Report) => {
-                let mut r = self.report();
-                r.backends = tag_worker(r.backends, w.index());
-                Done::Report(Box::new(r))
-            }
+            Some(Job::Report) => Done::Report(Box::new(self.shard_report(w.index()))),
             None => Done::Applied,
         };
         w.done(done)
@@ -1700,8 +1724,7 @@ impl DataPlane {
         mine: impl FnOnce(&mut Self) -> (T, bool),
     ) -> Result<(T, Vec<Done>), Broken> {
         w.begin(job)?;
-        self.take_handoffs(w);
-        w.barrier()?;
+        self.drain_for_job(w)?;
         let (out, accepted) = mine(self);
         let done = w.decide(accepted).and_then(|()| w.end());
         Ok((out, done.unwrap_or_default()))
@@ -1769,11 +1792,7 @@ impl DataPlane {
                 }
             }
             RequestKind::Stats => {
-                let own = |me: &mut Self| {
-                    let mut r = me.report();
-                    r.backends = tag_worker(std::mem::take(&mut r.backends), 0);
-                    r
-                };
+                let own = |me: &mut Self| me.shard_report(0);
                 let (mut report, done) = self
                     .shard_lead(&mut w, Job::Report, |me| (own(me), true))
                     .unwrap_or_else(|b| {
@@ -1833,8 +1852,7 @@ impl DataPlane {
         }
         self.due = None;
         self.flush_all();
-        let mut report = self.report();
-        report.backends = tag_worker(std::mem::take(&mut report.backends), w.index());
+        let mut report = self.shard_report(w.index());
         for r in reports {
             match r {
                 Ok(r) => super::sharded::absorb(&mut report, r),
@@ -1864,13 +1882,7 @@ fn route(
     let Some(w) = worker else {
         return Some(engine.input(now, info, payload));
     };
-    match w.links.input(engine, now, info, payload) {
-        Routed::Here(v) => Some(v),
-        Routed::Handed { to, .. } => {
-            w.handed(to);
-            None
-        }
-    }
+    w.route(engine, now, info, payload)
 }
 
 /// Backends' names with the worker that ran them.
@@ -1968,6 +1980,7 @@ mod tests {
             out_pass: None,
             id: 0,
             copy: false,
+            reader: 0,
             body: Body::Frame {
                 buf: vec![0; 1000],
                 vnet: None,

@@ -215,6 +215,7 @@ impl Backend for Host {
                 out_pass: None,
                 id: 0,
                 copy: false,
+                reader: 0,
                 body,
             };
             arrivals.push(Arrival {

@@ -102,6 +102,10 @@ pub struct Carrier {
     /// original's, and is marked `copy`.
     pub id: u64,
     pub copy: bool,
+    /// The data-plane worker that read it (`run --workers N`; 0 with one):
+    /// where its `out` pass runs when the rules keep state
+    /// ([`crate::workers::Links::out_pass`]).
+    pub reader: u16,
     pub body: Body,
 }
 
@@ -189,6 +193,7 @@ impl Payload for Carrier {
             out_pass: self.out_pass,
             id: self.id,
             copy: true,
+            reader: self.reader,
             body,
         })
     }
@@ -392,6 +397,7 @@ mod tests {
             out_pass: None,
             id: 0,
             copy: false,
+            reader: 0,
             body: Body::Frame {
                 buf: frame(&[0x8100], 0x0800),
                 vnet: None,

@@ -31,11 +31,11 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use dummynet_engine::{Command, Snapshot};
+use dummynet_engine::{Command, Direction, Nanos, PacketInfo, Snapshot, Verdict};
 
 use super::dataplane::{HostView, Report};
 use super::Carrier;
-use crate::workers::{LinkCounters, Links};
+use crate::workers::{LinkCounters, Links, Routed};
 
 /// A worker's doorbell: the others write a byte while it sleeps.
 struct Bell {
@@ -175,9 +175,6 @@ pub struct Worker {
     coord: Arc<Coord>,
     bell: UnixStream,
     seen: u64,
-    /// Peers handed a packet since their bells were last looked at (bit
-    /// per worker; beyond 64 workers, every bell is looked at).
-    handed_to: u64,
     /// The leader's: the followers' threads and their stop flag.
     followers: Vec<JoinHandle<Report>>,
     followers_stop: Option<Arc<AtomicBool>>,
@@ -218,7 +215,6 @@ pub fn workers(n: usize) -> Result<Vec<Worker>, String> {
             coord: coord.clone(),
             bell,
             seen: 0,
-            handed_to: 0,
             followers: Vec::new(),
             followers_stop: None,
         })
@@ -246,23 +242,49 @@ impl Worker {
         self.followers_stop = Some(stop);
     }
 
-    /// A packet went into worker `to`'s ring.
+    /// A packet read by this worker (its `in` pass: `dir` in), or one
+    /// leaving a pipe here for its `out` pass, goes through the engine:
+    /// here, or handed to the worker that owns its pipe, or (the `out`
+    /// pass of a flow another worker reads, when the rules keep state)
+    /// back to its reader ([`Links::out_pass`]). `None`: another worker
+    /// has it now.
     #[inline]
-    pub fn handed(&mut self, to: usize) {
-        self.handed_to |= 1u64.checked_shl(to as u32).unwrap_or(u64::MAX);
+    pub fn route(
+        &mut self,
+        engine: &mut dummynet_engine::Engine<Carrier>,
+        now: Nanos,
+        info: PacketInfo,
+        mut payload: Carrier,
+    ) -> Option<Verdict<Carrier>> {
+        let routed = match info.dir {
+            Direction::In => {
+                // Read here: the kernel's fanout reads this flow's frames,
+                // both ways, on this worker.
+                payload.reader = self.links.index as u16;
+                self.links.input(engine, now, info, payload)
+            }
+            Direction::Out => {
+                let reader = usize::from(payload.reader);
+                self.links.out_pass(engine, now, info, payload, reader)
+            }
+        };
+        match routed {
+            Routed::Here(v) => Some(v),
+            Routed::Handed { .. } | Routed::Home { .. } => None,
+        }
     }
 
     /// Wakes the workers handed packets since the last call, if they sleep.
     pub fn ring_bells(&mut self) {
-        if self.handed_to == 0 {
+        let handed_to = self.links.take_handed_to();
+        if handed_to == 0 {
             return;
         }
         for (i, bell) in self.coord.bells.iter().enumerate() {
-            if i != self.links.index && (i >= 64 || self.handed_to & (1 << i) != 0) {
+            if i != self.links.index && (i >= 64 || handed_to & (1 << i) != 0) {
                 bell.ring(false);
             }
         }
-        self.handed_to = 0;
     }
 
     /// The descriptor that wakes this worker: its bell.
@@ -307,8 +329,9 @@ impl Worker {
 
     /// The leader starts `job`: the followers are told and woken, and
     /// all meet at the first barrier (none reads any more). The caller
-    /// then drains its rings, calls [`Self::barrier`] (all drained), does
-    /// its part, [`Self::decide`]s, and [`Self::end`]s.
+    /// then drains its rings and calls [`Self::barrier`], twice (all
+    /// drained, even of frames that came back for their `out` pass and
+    /// went on to another pipe), does its part, [`Self::decide`]s, and [`Self::end`]s.
     pub fn begin(&mut self, job: Job) -> Result<(), Broken> {
         let c = &self.coord;
         *lock(&c.job) = Some(job);
@@ -350,8 +373,8 @@ impl Worker {
     }
 
     /// A follower joins the job the leader started (the first barrier)
-    /// and gets it; it then drains its rings, calls [`Self::barrier`],
-    /// [`Self::wait_decision`], does its part and [`Self::done`].
+    /// and gets it; it then drains its rings and calls [`Self::barrier`],
+    /// twice, then [`Self::wait_decision`], does its part and [`Self::done`].
     pub fn join_job(&mut self) -> Result<Option<Job>, Broken> {
         self.seen = self.coord.generation.load(Ordering::Acquire);
         self.meet()?;
@@ -414,9 +437,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Adds worker `o`'s counts to `r` (the leader's): packets, drops by
-/// reason, per-pipe books, CPU and wake-ups, and its backends (named with
-/// the worker). Lateness stays the leader's, with the worst p99 and max of
-/// all.
+/// reason, per-pipe books, CPU and wake-ups, the engines' memory, and its
+/// backends (named with the worker). Lateness reads as one system: the
+/// histograms add up, and the percentiles are taken over every worker's
+/// recent samples together (`lateness_recent`; without them, the worst
+/// p99 of the two). The configuration's state (scheduled commands, the
+/// instance limit) is the same on every replica: the leader's is kept.
 pub fn absorb(r: &mut Report, o: Report) {
     r.arrived += o.arrived;
     r.delivered += o.delivered;
@@ -444,10 +470,32 @@ pub fn absorb(r: &mut Report, o: Report) {
             None => r.targets.push((t, c)),
         }
     }
-    r.lateness.p99_ns = r.lateness.p99_ns.max(o.lateness.p99_ns);
     r.lateness.max_ns = r.lateness.max_ns.max(o.lateness.max_ns);
     r.lateness.samples += o.lateness.samples;
     r.lateness.early += o.lateness.early;
+    if r.lateness_recent.is_empty() || o.lateness_recent.is_empty() {
+        r.lateness.p99_ns = r.lateness.p99_ns.max(o.lateness.p99_ns);
+        r.lateness.p50_ns = r.lateness.p50_ns.max(o.lateness.p50_ns);
+        r.lateness.max_recent_ns = r.lateness.max_recent_ns.max(o.lateness.max_recent_ns);
+        if r.lateness_recent.is_empty() {
+            r.lateness_recent = o.lateness_recent;
+        }
+    } else {
+        r.lateness_recent = merge_sorted(std::mem::take(&mut r.lateness_recent), o.lateness_recent);
+        r.lateness.set_recent(&r.lateness_recent);
+    }
+    let mem = &mut r.memory;
+    for (name, now, worst) in o.memory {
+        match mem.iter_mut().find(|(k, _, _)| *k == name) {
+            Some((_, n, w)) => {
+                *n += now;
+                *w = w.zip(worst).map(|(a, b)| a + b);
+            }
+            None => mem.push((name, now, worst)),
+        }
+    }
+    r.memory_counts.0 += o.memory_counts.0;
+    r.memory_counts.1 += o.memory_counts.1;
     let h = &mut r.lateness_histogram;
     if h.buckets.len() < o.lateness_histogram.buckets.len() {
         h.buckets.resize(o.lateness_histogram.buckets.len(), 0);
@@ -466,6 +514,22 @@ pub fn absorb(r: &mut Report, o: Report) {
     if r.failure.is_none() {
         r.failure = o.failure;
     }
+}
+
+/// Two sorted lists as one, sorted.
+fn merge_sorted(a: Vec<u64>, b: Vec<u64>) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+        if x <= y {
+            out.extend(a.next());
+        } else {
+            out.extend(b.next());
+        }
+    }
+    out.extend(a);
+    out.extend(b);
+    out
 }
 
 #[cfg(test)]
@@ -591,5 +655,60 @@ mod tests {
         };
         assert_eq!((pipe(1), pipe(2)), (Some(8), Some(2)));
         assert_eq!(a.backends.len(), 2);
+    }
+
+    /// `stats` as one system: the workers' engines' memory adds up part by
+    /// part, the lateness histograms add up, and the percentiles are those
+    /// of every worker's recent samples pooled, not the leader's alone.
+    #[test]
+    fn memory_and_lateness_add_up_across_workers() {
+        use crate::live::clock::{Lateness, LatenessHistogram};
+        let report = |lates: &[u64], mem: Vec<(&'static str, u64, Option<u64>)>| {
+            let mut l = Lateness::default();
+            for &n in lates {
+                l.record(1_000_000 + n, 1_000_000);
+            }
+            Report {
+                lateness: l.summary(),
+                lateness_histogram: l.histogram(),
+                lateness_recent: l.recent_sorted(),
+                memory: mem,
+                memory_counts: (3, 2, 65536),
+                ..Report::default()
+            }
+        };
+        // The leader hands over on time; worker 1 is late by 40-49 us.
+        let mut a = report(
+            &[500; 60],
+            vec![("queues", 1000, Some(5000)), ("states", 100, None)],
+        );
+        let late: Vec<u64> = (40_000..40_050).step_by(1).collect();
+        let b = report(
+            &late,
+            vec![("queues", 3000, Some(5000)), ("tables", 64, Some(64))],
+        );
+        absorb(&mut a, b);
+        let l = a.lateness;
+        assert_eq!((l.samples, l.early), (110, 0));
+        // 60 of 110 samples are 0.5 us: the median is one of them; the
+        // p99 and the recent max are worker 1's.
+        assert_eq!(l.p50_ns, 500);
+        assert_eq!(l.p99_ns, 40_048);
+        assert_eq!((l.max_recent_ns, l.max_ns), (40_049, 40_049));
+        assert_eq!(a.lateness_recent.len(), 110);
+        let LatenessHistogram { buckets, sum_ns } = &a.lateness_histogram;
+        assert_eq!(buckets.iter().sum::<u64>(), 110);
+        // 0.5 us: the first bucket (<= 1 us); 40 us: the one up to 50 us.
+        assert_eq!((buckets[0], buckets[5]), (60, 50));
+        assert_eq!(*sum_ns, 60 * 500 + late.iter().sum::<u64>());
+        assert_eq!(
+            a.memory,
+            vec![
+                ("queues", 4000, Some(10_000)),
+                ("states", 100, None),
+                ("tables", 64, Some(64))
+            ]
+        );
+        assert_eq!(a.memory_counts, (6, 4, 65536));
     }
 }

@@ -22,17 +22,27 @@
 //! worker reads again ([`Cluster::apply_all`] on the virtual clock; the live
 //! daemon does the same with its threads).
 //!
-//! What is not sharded: dynamic state (`keep-state`, `limit`) lives in the
-//! replica that made it, so a ruleset with stateful rules needs one worker,
-//! as does `one_pass 0` (a packet leaving a pipe would walk the rules again
-//! in its owner's replica and could enter a pipe another worker owns).
-//! [`check_shardable`] says so before such a change is applied.
+//! Dynamic state (`keep-state`, `record-state`, `check-state`) lives in the
+//! replica that made it, which is right as long as every pass of a flow,
+//! both ways, is classified by one worker: the flow's reader. The live
+//! bridge gets that from the kernel (its `PACKET_FANOUT_HASH` groups hash
+//! a frame by a symmetric flow hash, so a flow and its replies are read by
+//! one worker: [`reader`] is this module's model of it), and a frame that
+//! left a pipe on another worker is handed back to its reader for its
+//! `out` pass ([`Links::out_pass`]) when the rules keep state. What is not
+//! sharded: `limit` (it counts states across flows, per source address
+//! say, and each replica would count only its own), and `one_pass 0` (a
+//! packet leaving a pipe would walk the rules again in its owner's replica
+//! and could enter a pipe another worker owns). [`check_shardable`] says
+//! so before such a change is applied.
 
 pub mod bench;
 
+use std::hash::{Hash, Hasher};
+
 use dummynet_engine::{
-    BatchError, Classified, Command, DropReason, Engine, Nanos, Output, PacketInfo, Payload,
-    Shaped, Target, Totals, Verdict,
+    BatchError, Classified, Command, DropReason, Engine, FlowKey, Nanos, Output, PacketInfo,
+    Payload, Shaped, Target, Totals, Verdict,
 };
 
 /// Slots of each ring between two workers: at 64-byte line rate on a
@@ -56,11 +66,12 @@ pub fn check_shardable<P: Payload>(engine: &Engine<P>, workers: usize) -> Option
     if workers <= 1 {
         return None;
     }
-    if engine.has_stateful_rules() {
+    if engine.has_limit_rules() {
         return Some(format!(
-            "rules with dynamic state (keep-state, limit, check-state...) need one worker: \
-             each of the {workers} workers would keep its own state table; run with \
-             --workers 1"
+            "limit and set-limit need one worker: they count states across flows (per \
+             address, say), and each of the {workers} workers keeps the states of the flows \
+             it reads, so each would count only its own; use keep-state (which works with \
+             workers) or run with --workers 1"
         ));
     }
     if !engine.one_pass() {
@@ -73,12 +84,38 @@ pub fn check_shardable<P: Payload>(engine: &Engine<P>, workers: usize) -> Option
     None
 }
 
+/// The worker that reads the flow `key` among `workers`, both ways: a
+/// model of the kernel's `PACKET_FANOUT_HASH` (which hashes a frame by
+/// `__skb_get_hash_symmetric`: the flow's ends sorted before hashing, so
+/// a flow and its replies go to the same member of the group). The hash
+/// itself is not the kernel's (that one is keyed by a secret of the
+/// boot); what matters, and what this keeps, is that both directions
+/// agree.
+pub fn reader(key: &FlowKey, workers: usize) -> usize {
+    let (a, b) = ((key.src, key.sport), (key.dst, key.dport));
+    let mut h = std::hash::DefaultHasher::new();
+    (key.v6, key.proto, a.min(b), a.max(b)).hash(&mut h);
+    (h.finish() % workers.max(1) as u64) as usize
+}
+
 /// A packet on its way to the worker that owns its instance, with the
 /// time it was classified at (it enters the pipe then, or as soon after
 /// as the owner's engine has got to).
 pub struct Handoff<P> {
     pub at: Nanos,
     pub shaped: Shaped<P>,
+}
+
+/// What crosses a ring: a packet for its owner's pipe, or one that left
+/// a pipe going back to the worker that read it, for its `out` pass
+/// ([`Links::out_pass`]).
+enum Sent<P> {
+    Queue(Handoff<P>),
+    Pass {
+        at: Nanos,
+        info: PacketInfo,
+        payload: P,
+    },
 }
 
 /// What [`Links::input`] did with a packet.
@@ -88,6 +125,8 @@ pub enum Routed<P> {
     Here(Verdict<P>),
     /// Handed to the worker that owns its instance.
     Handed { target: Target, to: usize },
+    /// Handed back to the worker that read it, for its `out` pass there.
+    Home { to: usize },
 }
 
 /// Counters of one worker's rings.
@@ -106,9 +145,16 @@ pub struct LinkCounters {
 pub struct Links<P> {
     pub index: usize,
     pub workers: usize,
-    to: Vec<Option<rtrb::Producer<Handoff<P>>>>,
-    from: Vec<rtrb::Consumer<Handoff<P>>>,
+    to: Vec<Option<rtrb::Producer<Sent<P>>>>,
+    from: Vec<rtrb::Consumer<Sent<P>>>,
     pub counters: LinkCounters,
+    /// Workers handed a packet since [`Self::take_handed_to`] (bit per
+    /// worker; beyond 64 workers, all): whom to wake.
+    handed_to: u64,
+    /// Whether the rules keep state (a frame that left a pipe then goes
+    /// back to its reader for its `out` pass), for the configuration of
+    /// this epoch ([`Engine::config_epoch`]).
+    keeps_state: Option<(u64, bool)>,
 }
 
 /// The rings between `workers` workers, `slots` each way between any two:
@@ -121,6 +167,8 @@ pub fn mesh<P>(workers: usize, slots: usize) -> Vec<Links<P>> {
             to: (0..workers).map(|_| None).collect(),
             from: Vec::new(),
             counters: LinkCounters::default(),
+            handed_to: 0,
+            keeps_state: None,
         })
         .collect();
     for a in 0..workers {
@@ -169,16 +217,83 @@ impl<P: Payload> Links<P> {
         else {
             return Routed::Here(engine.enqueue(now, shaped));
         };
-        match ring.push(Handoff { at: now, shaped }) {
-            Ok(()) => {
-                self.counters.handed_out += 1;
-                Routed::Handed { target, to }
-            }
-            Err(rtrb::PushError::Full(Handoff { shaped, .. })) => {
-                self.counters.handoff_full += 1;
-                Routed::Here(engine.refuse_shaped(shaped, DropReason::HandoffFull))
+        // One producer per ring: room seen here is room for the push.
+        if ring.is_full() {
+            self.counters.handoff_full += 1;
+            return Routed::Here(engine.refuse_shaped(shaped, DropReason::HandoffFull));
+        }
+        let _ = ring.push(Sent::Queue(Handoff { at: now, shaped }));
+        self.counters.handed_out += 1;
+        self.handed_to |= bit(to);
+        Routed::Handed { target, to }
+    }
+
+    /// The `out` pass of a bridged frame that left a pipe on this worker
+    /// at `now`, read by worker `reader`: run here, unless the rules keep
+    /// state and another worker read it. Then it goes back to its reader,
+    /// whose replica holds its flow's states (both ways: the kernel's
+    /// fanout reads a flow and its replies on one worker), so that what
+    /// the `out` pass matches or makes is found by the flow's later
+    /// packets, as in one engine. A full ring is a drop counted as
+    /// `handoff-full` (the pipe counted it delivered; the books move it).
+    pub fn out_pass(
+        &mut self,
+        engine: &mut Engine<P>,
+        now: Nanos,
+        info: PacketInfo,
+        payload: P,
+        reader: usize,
+    ) -> Routed<P> {
+        if reader == self.index || self.workers <= 1 || !self.keeps_state(engine) {
+            return self.input(engine, now, info, payload);
+        }
+        let Some(ring) = self
+            .to
+            .get_mut(reader)
+            .and_then(Option::as_mut)
+            .filter(|r| !r.is_abandoned())
+        else {
+            // Its reader has stopped (the daemon is ending): here, then.
+            return self.input(engine, now, info, payload);
+        };
+        if ring.is_full() {
+            self.counters.handoff_full += 1;
+            engine.unsent(DropReason::HandoffFull, 1);
+            return Routed::Here(Verdict::Drop {
+                payload,
+                reason: DropReason::HandoffFull,
+                rule: None,
+                target: None,
+            });
+        }
+        let _ = ring.push(Sent::Pass {
+            at: now,
+            info,
+            payload,
+        });
+        self.counters.handed_out += 1;
+        self.handed_to |= bit(reader);
+        Routed::Home { to: reader }
+    }
+
+    /// Whether the rules keep state, worked out again only when the
+    /// configuration may have changed.
+    fn keeps_state(&mut self, engine: &Engine<P>) -> bool {
+        let epoch = engine.config_epoch();
+        match self.keeps_state {
+            Some((e, k)) if e == epoch => k,
+            _ => {
+                let k = engine.has_stateful_rules();
+                self.keeps_state = Some((epoch, k));
+                k
             }
         }
+    }
+
+    /// The workers handed a packet since the last call (bit per worker;
+    /// beyond 64 workers, all bits): whom to wake.
+    pub fn take_handed_to(&mut self) -> u64 {
+        std::mem::take(&mut self.handed_to)
     }
 
     /// The worker that owns the instance `shaped` is bound for.
@@ -194,13 +309,13 @@ impl<P: Payload> Links<P> {
         let Some(ring) = self.to.get_mut(to).and_then(Option::as_mut) else {
             return Err(h);
         };
-        match ring.push(h) {
-            Ok(()) => {
-                self.counters.handed_out += 1;
-                Ok(())
-            }
-            Err(rtrb::PushError::Full(h)) => Err(h),
+        if ring.is_full() {
+            return Err(h);
         }
+        let _ = ring.push(Sent::Queue(h));
+        self.counters.handed_out += 1;
+        self.handed_to |= bit(to);
+        Ok(())
     }
 
     /// Packets in the rings to this worker, not yet taken.
@@ -221,21 +336,33 @@ impl<P: Payload> Links<P> {
     /// Queues what other workers handed this one into its replica, each
     /// at its classification time or the replica's own time if later,
     /// ring by ring in order, and gives `settle` each verdict (`Queued`,
-    /// or a drop at the pipe's entry) with the packet's info. Returns how
-    /// many were taken.
+    /// or a drop at the pipe's entry) with the packet's info. A frame
+    /// handed back for its `out` pass ([`Self::out_pass`]) runs it here,
+    /// and `settle` gets its verdict (unless that hands it on again, to
+    /// the pipe the `out` pass sends it to). Returns how many were taken.
     pub fn receive(
         &mut self,
         engine: &mut Engine<P>,
         mut settle: impl FnMut(&mut Engine<P>, Nanos, PacketInfo, Verdict<P>),
     ) -> usize {
         let mut n = 0;
-        for ring in self.from.iter_mut() {
-            while let Ok(Handoff { at, shaped }) = ring.pop() {
-                let at = at.max(engine.now());
-                let info = *shaped.info();
-                let v = engine.enqueue(at, shaped);
-                settle(engine, at, info, v);
+        for r in 0..self.from.len() {
+            while let Ok(sent) = self.from[r].pop() {
                 n += 1;
+                match sent {
+                    Sent::Queue(Handoff { at, shaped }) => {
+                        let at = at.max(engine.now());
+                        let info = *shaped.info();
+                        let v = engine.enqueue(at, shaped);
+                        settle(engine, at, info, v);
+                    }
+                    Sent::Pass { at, info, payload } => {
+                        let at = at.max(engine.now());
+                        if let Routed::Here(v) = self.input(engine, at, info, payload) {
+                            settle(engine, at, info, v);
+                        }
+                    }
+                }
             }
         }
         self.counters.handed_in += n as u64;
@@ -265,6 +392,13 @@ impl<P: Payload> Cluster<P> {
     /// A packet read by worker `w` at `now`.
     pub fn input(&mut self, w: usize, now: Nanos, info: PacketInfo, payload: P) -> Routed<P> {
         self.links[w].input(&mut self.engines[w], now, info, payload)
+    }
+
+    /// A packet read at `now` by the worker the kernel's fanout gives its
+    /// flow ([`reader`]): both directions of a flow on one worker.
+    pub fn read(&mut self, now: Nanos, info: PacketInfo, payload: P) -> (usize, Routed<P>) {
+        let w = reader(&info.key, self.engines.len());
+        (w, self.input(w, now, info, payload))
     }
 
     /// Every worker takes what was handed to it; the verdicts (drops at a
@@ -322,7 +456,11 @@ impl<P: Payload> Cluster<P> {
         Result<Vec<String>, BatchError>,
         Vec<(usize, PacketInfo, Verdict<P>)>,
     ) {
-        let drained = self.take_handoffs();
+        // A frame back for its `out` pass may go on to another ring.
+        let mut drained = Vec::new();
+        while self.in_rings() > 0 {
+            drained.extend(self.take_handoffs());
+        }
         let workers = self.engines.len();
         let Some((first, rest)) = self.engines.split_first_mut() else {
             return (Ok(Vec::new()), drained);
@@ -351,4 +489,9 @@ pub fn apply_checked<P: Payload>(
         return engine.apply_all(now, cmds);
     }
     engine.apply_all_where(now, cmds, |shadow| check_shardable(shadow, workers))
+}
+
+/// Worker `to`'s bit in a set of workers to wake (all bits beyond 64).
+fn bit(to: usize) -> u64 {
+    1u64.checked_shl(to as u32).unwrap_or(u64::MAX)
 }
