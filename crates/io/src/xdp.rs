@@ -20,13 +20,26 @@
 //! # The XDP program
 //!
 //! Frames reach an AF_XDP socket only through an XDP program that
-//! redirects them to it. This module carries its own, five BPF
+//! redirects them to it. This module carries its own, 23 BPF
 //! instructions assembled here and loaded with `bpf(2)` (no compiler, no
 //! object file, no libbpf): `bpf_redirect_map(xsks, rx_queue_index,
-//! XDP_PASS)`. It redirects *every* frame of a queue that has a socket,
-//! IP or not: the bridge forwards ARP and the rest itself, as the AF_PACKET
-//! bridge does. A frame on a queue without a socket is passed to the
-//! kernel's stack (`XDP_PASS`). The program is attached with a BPF link
+//! XDP_PASS)` for every frame that fits a chunk, IP or not (the bridge
+//! forwards ARP and the rest itself, as the AF_PACKET bridge does). A
+//! frame longer than a chunk, or on a queue without a socket, is passed
+//! to the kernel's stack (`XDP_PASS`); in generic XDP so is every TCP
+//! frame ([`Attach::Generic`]).
+//!
+//! # Driver or generic XDP
+//!
+//! [`Attach::Driver`] runs the program in the driver: the only way to
+//! zero-copy. On a veth it has a price: attaching a driver XDP program to
+//! a veth makes the kernel clear GSO from its peer (`veth_xdp_set`,
+//! `veth_fix_features`), so the far side's TCP arrives in MTU-sized
+//! segments, one trip each. [`Attach::Generic`] runs it on socket
+//! buffers, after the driver: the peer keeps its GSO, and what the program
+//! passes (super-packets, and TCP, so that no TCP flow is split between
+//! two ways into the bridge, which would reorder it) an AF_PACKET socket
+//! on the port reads whole, beside the AF_XDP one (the caller opens it). The program is attached with a BPF link
 //! (`BPF_LINK_CREATE`, Linux 5.9), which the kernel detaches when the last
 //! descriptor of the link closes, so a daemon that dies leaves no program
 //! behind.
@@ -36,10 +49,9 @@
 //! - One queue: the socket serves receive queue 0, so an interface with
 //!   more receive queues is refused ([`XdpError::Queues`]); `ethtool -L IF
 //!   combined 1` makes one. veth pairs have one unless made with more.
-//! - Frames fit a chunk: an interface whose MTU would make a frame longer
-//!   than a chunk minus the kernel's headroom is refused
-//!   ([`XdpError::Mtu`]). No super-packets: with an XDP program attached,
-//!   veth turns off GSO on its peer, and other drivers deliver segments.
+//! - Frames fit a chunk: in driver XDP, an interface whose MTU would make
+//!   a frame longer than a chunk minus the kernel's headroom is refused
+//!   ([`XdpError::Mtu`]); generic XDP passes such frames to the kernel.
 //! - Checksums: XDP sees a frame as its sender's stack left it, and a
 //!   veth peer that offloads checksums (the default) leaves TCP and UDP
 //!   checksums unfinished, with nothing in the frame to say so; sent on

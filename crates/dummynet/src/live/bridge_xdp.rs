@@ -13,15 +13,26 @@
 //!
 //! Frames that are not IP (ARP, IPv6 neighbour discovery is IP) cross
 //! without the engine, as with the AF_PACKET bridge: the XDP program
-//! redirects every frame of the ports' queue to the bridge.
+//! redirects every frame of the ports' queue that fits a chunk to the
+//! bridge.
+//!
+//! On a veth ([`AttachChoice::Auto`]) the program runs in generic XDP, so
+//! that the veth's peer keeps its GSO (driver XDP on a veth turns it off,
+//! and TCP then crosses 1500 bytes at a time), and it passes TCP and
+//! frames longer than a chunk to the kernel, where the AF_PACKET bridge
+//! ([`super::bridge`]), opened beside this one on the same ports, reads
+//! super-packets whole; both feed the same engine, so a pipe sees every
+//! frame and the books count both. TCP goes that way whole because a flow
+//! split between two rings is reordered (they are read one after the
+//! other), which TCP takes for loss.
 //!
 //! Not done here, unlike the AF_PACKET bridge: following a port whose
 //! interface is deleted (the daemon stops with an error instead, found
 //! by a look every [`LINK_LOOK`]; a port that is only down keeps what is
 //! due out of it on its tx ring, and what does not fit is dropped and
-//! counted as `tx_failed`),
-//! super-packets (an XDP program on a veth makes its peer segment), and
-//! reading late by kernel receive times (AF_XDP gives none).
+//! counted as `tx_failed`), super-packets through AF_XDP itself (the
+//! AF_PACKET bridge beside it carries them, in generic XDP), and reading
+//! late by kernel receive times (AF_XDP gives none).
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Instant;

@@ -61,7 +61,7 @@ pub struct RunArgs {
     /// --bridge over AF_XDP sockets sharing one UMEM (zero-copy where the
     /// driver allows, copy mode elsewhere, as on veth); where AF_XDP
     /// cannot be used, the AF_PACKET bridge, with a message saying why.
-    /// Each port's receive queue 0 only, MTU up to 1774.
+    /// Each port's receive queue 0 only; in driver XDP, MTU up to 1774.
     #[arg(long, requires = "bridge")]
     pub xdp: bool,
     /// --xdp: frames the UMEM holds, in the kernel's rings and in pipes
