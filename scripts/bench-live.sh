@@ -19,11 +19,16 @@
 #     and, first, the machine's own floor under that lateness (`dummynet
 #     bench --clock`: how often a spinning real-time thread loses its CPU,
 #     and how late the data plane's wait wakes with no packets at all).
-#   - the same through the AF_XDP bridge (`run --bridge ... --xdp`), and
-#     then ROUNDS (default 2) rounds of 64-byte flood and TCP alternating
-#     the kernel's bridge, the AF_PACKET bridge and the AF_XDP one, so that
-#     what else the machine does falls on all three alike.
-# Needs root, ip, iperf3, ping. Usage: [ROUNDS=n] scripts/bench-live.sh [path/to/dummynet]
+#   - the same through the AF_XDP bridge (`run --bridge ... --xdp`, which
+#     on these veths attaches in generic XDP, with TCP and super-packets
+#     through an AF_PACKET bridge beside it), and then ROUNDS (default 2)
+#     rounds of 64-byte flood and TCP alternating the kernel's bridge, the
+#     AF_PACKET bridge, the AF_XDP one and the AF_XDP one in driver XDP
+#     (`--xdp-attach driver`, whose veth peers segment TCP), so that what
+#     else the machine does falls on all alike. Each TCP line also gives
+#     the sender's average frame size (above an MTU: GSO super-packets).
+# Needs root, ip, iperf3, ping. Usage: [ROUNDS=n] [ONLY_INTERLEAVED=1]
+# scripts/bench-live.sh [path/to/dummynet] (ONLY_INTERLEAVED: the last part only)
 set -euo pipefail
 
 DN=${1:-target/release/dummynet}
@@ -96,20 +101,11 @@ print('avg %+.0f us, mdev %.0f us, min %+.0f us, max %+.0f us' % (avg - base, md
 RT=$(command -v chrt >/dev/null && echo "chrt -f 5" || true)
 cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
 
-echo "== this machine's clock floor (no packets)"
-"$DN" bench --clock 6
 kernel_bridge_up() {
     ip -n $M link add br0 type bridge
     ip -n $M link set m-a master br0; ip -n $M link set m-b master br0; ip -n $M link set br0 up
     sleep 1
 }
-echo "== kernel bridge (reference)"
-kernel_bridge_up
-echo "flood 64B frames/s: $(flood_pps)"
-echo "udp 64B frames/s: $(udp_pps)"
-echo "tcp Gbit/s:       $(tcp_gbps)"
-ip -n $M link del br0
-
 start_dn() { # $1 = config text
     printf '%b' "$1" >/tmp/$TAG.conf
     ip netns exec $M "$DN" run --bridge m-a m-b ${DN_OPTS:-} --config /tmp/$TAG.conf --socket "$SOCK" >/tmp/$TAG.log 2>&1 &
@@ -118,6 +114,24 @@ start_dn() { # $1 = config text
     sleep 0.5
 }
 stop_dn() { kill -INT "$DNPID"; wait "$DNPID" || true; DNPID=; }
+UNLIMITED='pipe 1 config bw 0\nadd 100 pipe 1 ip from any to any in\nadd 65000 allow ip from any to any\n'
+tx_frame_avg() { # run "$@", then print A's average frame size over it
+    local p0 b0
+    p0=$(ip netns exec $A cat /sys/class/net/va/statistics/tx_packets)
+    b0=$(ip netns exec $A cat /sys/class/net/va/statistics/tx_bytes)
+    "$@" >/tmp/$TAG.out
+    echo "$(cat /tmp/$TAG.out) Gbit/s, A's frames $(( ($(ip netns exec $A cat /sys/class/net/va/statistics/tx_bytes) - b0) / ($(ip netns exec $A cat /sys/class/net/va/statistics/tx_packets) - p0 + 1) )) B avg"
+}
+
+if [ -z "${ONLY_INTERLEAVED:-}" ]; then
+echo "== this machine's clock floor (no packets)"
+"$DN" bench --clock 6
+echo "== kernel bridge (reference)"
+kernel_bridge_up
+echo "flood 64B frames/s: $(flood_pps)"
+echo "udp 64B frames/s: $(udp_pps)"
+echo "tcp Gbit/s:       $(tcp_gbps)"
+ip -n $M link del br0
 
 echo "== dummynet bridge, unlimited pipe"
 start_dn 'pipe 1 config bw 0\nadd 100 pipe 1 ip from any to any in\nadd 65000 allow ip from any to any\n'
@@ -156,7 +170,6 @@ echo "ping RTT - 20 ms: $(ping_rtt 20 0.0137)"
 DUMMYNET_SOCKET=$SOCK "$DN" stats | grep lateness
 stop_dn
 
-UNLIMITED='pipe 1 config bw 0\nadd 100 pipe 1 ip from any to any in\nadd 65000 allow ip from any to any\n'
 echo "== dummynet AF_XDP bridge (--xdp), unlimited pipe"
 DN_OPTS=--xdp start_dn "$UNLIMITED"
 grep -E 'AF_XDP|--xdp' /tmp/$TAG.log || true
@@ -169,18 +182,22 @@ t2=$(cpu_ticks $DNPID); n2=$(DUMMYNET_SOCKET=$SOCK "$DN" stats | awk '/^packets:
 cpu_per_frame $t1 $t2 $n1 $n2
 echo "tcp Gbit/s:       $(tcp_gbps)"
 echo "ping RTT, pipes without delay (the path itself): $(ping_rtt 0)"
-DUMMYNET_SOCKET=$SOCK "$DN" stats | grep -E 'umem|fill_ring|tx_failed' | tr '\n' ' '; echo
+DUMMYNET_SOCKET=$SOCK "$DN" stats | grep -E 'umem|fill_ring|tx_failed|gso_frames' | tr '\n' ' '; echo
 stop_dn
+fi
 
-echo "== interleaved: kernel bridge, AF_PACKET bridge, AF_XDP bridge (unlimited pipe)"
+echo "== interleaved: kernel bridge, AF_PACKET bridge, AF_XDP bridge (generic XDP on veth), AF_XDP in driver XDP (unlimited pipe)"
 for r in $(seq "${ROUNDS:-2}"); do
     kernel_bridge_up
-    echo "round $r kernel:    flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    echo "round $r kernel:     flood 64B $(flood_pps) frames/s, tcp $(tx_frame_avg tcp_gbps)"
     ip -n $M link del br0
     DN_OPTS= start_dn "$UNLIMITED"
-    echo "round $r af_packet: flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    echo "round $r af_packet:  flood 64B $(flood_pps) frames/s, tcp $(tx_frame_avg tcp_gbps)"
     stop_dn
     DN_OPTS=--xdp start_dn "$UNLIMITED"
-    echo "round $r af_xdp:    flood 64B $(flood_pps) frames/s, tcp $(tcp_gbps) Gbit/s"
+    echo "round $r af_xdp:     flood 64B $(flood_pps) frames/s, tcp $(tx_frame_avg tcp_gbps)"
+    stop_dn
+    DN_OPTS="--xdp --xdp-attach driver" start_dn "$UNLIMITED"
+    echo "round $r af_xdp drv: flood 64B $(flood_pps) frames/s, tcp $(tx_frame_avg tcp_gbps)"
     stop_dn
 done

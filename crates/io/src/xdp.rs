@@ -20,13 +20,26 @@
 //! # The XDP program
 //!
 //! Frames reach an AF_XDP socket only through an XDP program that
-//! redirects them to it. This module carries its own, five BPF
+//! redirects them to it. This module carries its own, 23 BPF
 //! instructions assembled here and loaded with `bpf(2)` (no compiler, no
 //! object file, no libbpf): `bpf_redirect_map(xsks, rx_queue_index,
-//! XDP_PASS)`. It redirects *every* frame of a queue that has a socket,
-//! IP or not: the bridge forwards ARP and the rest itself, as the AF_PACKET
-//! bridge does. A frame on a queue without a socket is passed to the
-//! kernel's stack (`XDP_PASS`). The program is attached with a BPF link
+//! XDP_PASS)` for every frame that fits a chunk, IP or not (the bridge
+//! forwards ARP and the rest itself, as the AF_PACKET bridge does). A
+//! frame longer than a chunk, or on a queue without a socket, is passed
+//! to the kernel's stack (`XDP_PASS`); in generic XDP so is every TCP
+//! frame ([`Attach::Generic`]).
+//!
+//! # Driver or generic XDP
+//!
+//! [`Attach::Driver`] runs the program in the driver: the only way to
+//! zero-copy. On a veth it has a price: attaching a driver XDP program to
+//! a veth makes the kernel clear GSO from its peer (`veth_xdp_set`,
+//! `veth_fix_features`), so the far side's TCP arrives in MTU-sized
+//! segments, one trip each. [`Attach::Generic`] runs it on socket
+//! buffers, after the driver: the peer keeps its GSO, and what the program
+//! passes (super-packets, and TCP, so that no TCP flow is split between
+//! two ways into the bridge, which would reorder it) an AF_PACKET socket
+//! on the port reads whole, beside the AF_XDP one (the caller opens it). The program is attached with a BPF link
 //! (`BPF_LINK_CREATE`, Linux 5.9), which the kernel detaches when the last
 //! descriptor of the link closes, so a daemon that dies leaves no program
 //! behind.
@@ -36,10 +49,9 @@
 //! - One queue: the socket serves receive queue 0, so an interface with
 //!   more receive queues is refused ([`XdpError::Queues`]); `ethtool -L IF
 //!   combined 1` makes one. veth pairs have one unless made with more.
-//! - Frames fit a chunk: an interface whose MTU would make a frame longer
-//!   than a chunk minus the kernel's headroom is refused
-//!   ([`XdpError::Mtu`]). No super-packets: with an XDP program attached,
-//!   veth turns off GSO on its peer, and other drivers deliver segments.
+//! - Frames fit a chunk: in driver XDP, an interface whose MTU would make
+//!   a frame longer than a chunk minus the kernel's headroom is refused
+//!   ([`XdpError::Mtu`]); generic XDP passes such frames to the kernel.
 //! - Checksums: XDP sees a frame as its sender's stack left it, and a
 //!   veth peer that offloads checksums (the default) leaves TCP and UDP
 //!   checksums unfinished, with nothing in the frame to say so; sent on
@@ -126,8 +138,26 @@ pub struct XdpOptions {
     /// power of two, 64 to 16384, at most `frames / 4`.
     pub ring: u32,
     /// Try zero-copy first (falls back to copy mode when the driver has
-    /// none).
+    /// none). Driver XDP only.
     pub zero_copy: bool,
+    /// Where the XDP program runs: in the driver (generic XDP if the
+    /// driver has none), or in the kernel's generic XDP, after the socket
+    /// buffer is built ([`Attach`]).
+    pub attach: Attach,
+}
+
+/// Where the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attach {
+    /// In the driver (`XDP_FLAGS_DRV_MODE`), the kernel's generic XDP if
+    /// the driver has no XDP: the only way to zero-copy. On a veth this
+    /// makes the peer stop building super-packets (see the module docs).
+    Driver,
+    /// In the kernel's generic XDP (`XDP_FLAGS_SKB_MODE`), on socket
+    /// buffers: always copy mode, but a veth's peer keeps its GSO, and
+    /// frames longer than a chunk are passed to the kernel's stack (where
+    /// an AF_PACKET socket can read them whole) instead of refused.
+    Generic,
 }
 
 impl Default for XdpOptions {
@@ -137,6 +167,7 @@ impl Default for XdpOptions {
             frame_size: 2048,
             ring: 2048,
             zero_copy: true,
+            attach: Attach::Driver,
         }
     }
 }
@@ -523,10 +554,52 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-/// `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
-fn redirect_program(map_fd: RawFd) -> [Insn; 6] {
+/// ```c
+/// if (ctx->data + room < ctx->data_end) return XDP_PASS;
+/// if (tcp_to_kernel && is_tcp_over_ip(ctx)) return XDP_PASS;
+/// return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+/// ```
+/// A frame longer than `room` (what a chunk holds) could not be written
+/// into the UMEM, and redirected it would be dropped: passed, the
+/// kernel's stack gets it, and in generic XDP an AF_PACKET socket on the
+/// port reads it whole. (In driver mode no frame is that long: the MTU
+/// was checked.) With `tcp_to_kernel`, every TCP frame over IPv4 or IPv6
+/// (untagged) is passed too, whatever its length: a TCP flow then never
+/// has its segments split between two ways into the bridge, whose order
+/// against each other nothing keeps (its super-packets must take the
+/// kernel's way), and which TCP takes for loss.
+fn redirect_program(map_fd: RawFd, room: u32, tcp_to_kernel: bool) -> [Insn; 23] {
+    let room = i32::try_from(room).unwrap_or(i32::MAX);
+    // The EtherType as a 16-bit load of the frame reads it on this machine.
+    let ipv4 = i32::from(u16::from_ne_bytes([0x08, 0x00]));
+    let ipv6 = i32::from(u16::from_ne_bytes([0x86, 0xdd]));
+    // A protocol number no byte holds: the TCP test never passes.
+    let tcp = if tcp_to_kernel { 6 } else { 0x100 };
     [
-        // r2 = ctx->rx_queue_index (struct xdp_md, offset 16)
+        // 0: r2 = ctx->data, r3 = ctx->data_end (struct xdp_md, offsets 0, 4)
+        insn(0x61, 2, 1, 0, 0),
+        insn(0x61, 3, 1, 4, 0),
+        // 2: r4 = r2 + room; if r3 > r4 goto pass (21)
+        insn(0xbf, 4, 2, 0, 0),
+        insn(0x07, 4, 0, 0, room),
+        insn(0x2d, 3, 4, 16, 0),
+        // 5: r4 = r2 + 34 (Ethernet and IPv4 headers); if r4 > r3 goto
+        // redirect (15): too short to be TCP
+        insn(0xbf, 4, 2, 0, 0),
+        insn(0x07, 4, 0, 0, 34),
+        insn(0x2d, 4, 3, 7, 0),
+        // 8: r5 = EtherType; IPv4 goto 13; not IPv6 goto redirect (15)
+        insn(0x69, 5, 2, 12, 0),
+        insn(0x15, 5, 0, 3, ipv4),
+        insn(0x55, 5, 0, 4, ipv6),
+        // 11: r5 = IPv6 next header; goto 14
+        insn(0x71, 5, 2, 20, 0),
+        insn(0x05, 0, 0, 1, 0),
+        // 13: r5 = IPv4 protocol
+        insn(0x71, 5, 2, 23, 0),
+        // 14: if r5 == tcp goto pass (21)
+        insn(0x15, 5, 0, 6, tcp),
+        // 15: redirect: r2 = ctx->rx_queue_index (offset 16)
         insn(0x61, 2, 1, 16, 0),
         // r1 = the map (ld_imm64 with BPF_PSEUDO_MAP_FD: two slots)
         insn(0x18, 1, 1, 0, map_fd),
@@ -534,6 +607,9 @@ fn redirect_program(map_fd: RawFd) -> [Insn; 6] {
         // r3 = XDP_PASS: what happens when the queue has no socket
         insn(0xb7, 3, 0, 0, XDP_PASS),
         insn(0x85, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        insn(0x95, 0, 0, 0, 0),
+        // 21: pass: r0 = XDP_PASS
+        insn(0xb7, 0, 0, 0, XDP_PASS),
         insn(0x95, 0, 0, 0, 0),
     ]
 }
@@ -551,7 +627,8 @@ fn attach(
     ifname: &str,
     ifindex: u32,
     xsk: &OwnedFd,
-    driver_first: bool,
+    how: Attach,
+    room: u32,
 ) -> Result<Attached, XdpError> {
     let mut attr = BpfAttr::new();
     attr.u32_at(0, BPF_MAP_TYPE_XSKMAP)
@@ -569,7 +646,7 @@ fn attach(
         .u64_at(24, 0);
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map_err(|e| sys(ifname, "bpf(BPF_MAP_UPDATE_ELEM)", e))?;
 
-    let prog = redirect_program(map.as_raw_fd());
+    let prog = redirect_program(map.as_raw_fd(), room, how == Attach::Generic);
     let license = c"BSD";
     let mut log = vec![0u8; 4096];
     let mut attr = BpfAttr::new();
@@ -592,10 +669,9 @@ fn attach(
             hint: "",
         }
     })?;
-    let modes: &[u32] = if driver_first {
-        &[XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE]
-    } else {
-        &[XDP_FLAGS_SKB_MODE]
+    let modes: &[u32] = match how {
+        Attach::Driver => &[XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE],
+        Attach::Generic => &[XDP_FLAGS_SKB_MODE],
     };
     let mut last = Errno::EINVAL;
     for &flags in modes {
@@ -879,6 +955,44 @@ fn rx_queues(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     Some(ch[5] + ch[8])
 }
 
+/// The name of `ifname`'s driver (`ETHTOOL_GDRVINFO`: "veth", "mlx5_core",
+/// ...), in the calling thread's network namespace; `None` when there is
+/// no such interface or the driver does not say.
+pub fn driver_name(ifname: &str) -> Option<String> {
+    const ETHTOOL_GDRVINFO: u32 = 0x03;
+    let probe = open_probe(ifname).ok()?;
+    // struct ethtool_drvinfo: cmd, then driver[32], and more we ignore
+    // (196 bytes in all).
+    let mut info = [0u32; 49];
+    info[0] = ETHTOOL_GDRVINFO;
+    // SAFETY: plain old data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    if ifname.len() >= req.ifr_name.len() {
+        return None;
+    }
+    for (dst, src) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = info.as_mut_ptr().cast();
+    // SAFETY: SIOCETHTOOL with `ifru_data` pointing at a live, writable
+    // struct ethtool_drvinfo (196 bytes) the kernel fills; it keeps no
+    // pointer.
+    let r = unsafe {
+        libc::ioctl(
+            probe.as_raw_fd(),
+            libc::SIOCETHTOOL as _,
+            &mut req as *mut libc::ifreq,
+        )
+    };
+    if r < 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = info[1..9].iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let name = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
 fn mtu_of(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     let req = crate::afpacket::ifreq_ioctl(fd, ifname, libc::SIOCGIFMTU).ok()?;
     // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote `ifru_mtu`.
@@ -943,8 +1057,12 @@ impl XdpPorts {
                     queues,
                 });
             }
-            // Ethernet header and one VLAN tag.
+            // Ethernet header and one VLAN tag. In generic XDP a longer
+            // frame is passed to the kernel instead (see the program).
             let max = room - 18;
+            if opts.attach == Attach::Generic {
+                continue;
+            }
             if let Some(mtu) = mtu_of(&probe, name).filter(|&m| m > max) {
                 return Err(XdpError::Mtu {
                     ifname: name.to_string(),
@@ -954,7 +1072,7 @@ impl XdpPorts {
                 });
             }
         }
-        let tries: &[bool] = if opts.zero_copy {
+        let tries: &[bool] = if opts.zero_copy && opts.attach == Attach::Driver {
             &[true, false]
         } else {
             &[false]
@@ -988,9 +1106,10 @@ impl XdpPorts {
             };
         let sa = Xsk::open(a, ifindex[0], &area, opts, None, flags)?;
         let sb = Xsk::open(b, ifindex[1], &area, opts, Some(&sa.fd), flags)?;
-        // Driver mode first; zero-copy needs it.
-        let pa = attach(a, ifindex[0], &sa.fd, true)?;
-        let pb = attach(b, ifindex[1], &sb.fd, true)?;
+        // Driver mode first, unless told generic; zero-copy needs it.
+        let room = opts.frame_size - KERNEL_HEADROOM;
+        let pa = attach(a, ifindex[0], &sa.fd, opts.attach, room)?;
+        let pb = attach(b, ifindex[1], &sb.fd, opts.attach, room)?;
         if zero_copy && !(pa.driver && pb.driver) {
             return Err(sys(a, "zero-copy", Errno::EOPNOTSUPP));
         }
@@ -1416,12 +1535,31 @@ mod tests {
 
     #[test]
     fn the_program_redirects_by_queue_and_passes_the_rest() {
-        let p = redirect_program(7);
-        assert_eq!(p[1].imm, 7, "the map's descriptor");
-        assert_eq!(p[1].regs, 0x11, "BPF_PSEUDO_MAP_FD into r1");
-        assert_eq!(p[3].imm, XDP_PASS);
-        assert_eq!(p[4].imm, BPF_FUNC_REDIRECT_MAP);
-        assert_eq!(p[5].code, 0x95, "exit");
+        let p = redirect_program(7, 1792, true);
+        // Where a jump at `at` lands.
+        let to = |at: usize| at + 1 + p[at].off as usize;
+        assert_eq!(p[3].imm, 1792, "a chunk's room");
+        assert_eq!((p[4].code, to(4)), (0x2d, 21), "longer: pass");
+        assert_eq!((p[7].code, to(7)), (0x2d, 15), "short: redirect");
+        assert_eq!(to(9), 13, "IPv4");
+        assert_eq!(to(10), 15, "neither IPv4 nor IPv6: redirect");
+        assert_eq!(to(12), 14);
+        assert_eq!(
+            (p[11].off, p[13].off),
+            (14 + 6, 14 + 9),
+            "IPv6, IPv4 protocol"
+        );
+        assert_eq!((p[14].imm, to(14)), (6, 21), "TCP: pass");
+        assert_eq!(p[15].off, 16, "rx_queue_index");
+        assert_eq!(p[16].imm, 7, "the map's descriptor");
+        assert_eq!(p[16].regs, 0x11, "BPF_PSEUDO_MAP_FD into r1");
+        assert_eq!(p[18].imm, XDP_PASS);
+        assert_eq!(p[19].imm, BPF_FUNC_REDIRECT_MAP);
+        assert_eq!(p[20].code, 0x95, "exit");
+        assert_eq!((p[21].code, p[21].imm), (0xb7, XDP_PASS));
+        assert_eq!(p[22].code, 0x95, "exit");
+        let d = redirect_program(7, 1792, false);
+        assert!(d[14].imm > 255, "driver mode: TCP is redirected too");
     }
 
     /// A UDP/IPv4 frame whose checksum is checked against the one-pass

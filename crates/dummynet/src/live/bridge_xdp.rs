@@ -13,22 +13,33 @@
 //!
 //! Frames that are not IP (ARP, IPv6 neighbour discovery is IP) cross
 //! without the engine, as with the AF_PACKET bridge: the XDP program
-//! redirects every frame of the ports' queue to the bridge.
+//! redirects every frame of the ports' queue that fits a chunk to the
+//! bridge.
+//!
+//! On a veth ([`AttachChoice::Auto`]) the program runs in generic XDP, so
+//! that the veth's peer keeps its GSO (driver XDP on a veth turns it off,
+//! and TCP then crosses 1500 bytes at a time), and it passes TCP and
+//! frames longer than a chunk to the kernel, where the AF_PACKET bridge
+//! ([`super::bridge`]), opened beside this one on the same ports, reads
+//! super-packets whole; both feed the same engine, so a pipe sees every
+//! frame and the books count both. TCP goes that way whole because a flow
+//! split between two rings is reordered (they are read one after the
+//! other), which TCP takes for loss.
 //!
 //! Not done here, unlike the AF_PACKET bridge: following a port whose
 //! interface is deleted (the daemon stops with an error instead, found
 //! by a look every [`LINK_LOOK`]; a port that is only down keeps what is
 //! due out of it on its tx ring, and what does not fit is dropped and
-//! counted as `tx_failed`),
-//! super-packets (an XDP program on a veth makes its peer segment), and
-//! reading late by kernel receive times (AF_XDP gives none).
+//! counted as `tx_failed`), super-packets through AF_XDP itself (the
+//! AF_PACKET bridge beside it carries them, in generic XDP), and reading
+//! late by kernel receive times (AF_XDP gives none).
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Instant;
 
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
-use dummynet_io::xdp::{Mode, XdpError, XdpFrame, XdpOptions, XdpPorts};
+use dummynet_io::xdp::{Attach, Mode, XdpError, XdpFrame, XdpOptions, XdpPorts};
 
 use super::bridge::LINK_LOOK;
 use super::{Arrival, Backend, Body, Carrier};
@@ -45,6 +56,41 @@ struct Counters {
     tx_failed: u64,
 }
 
+/// `--xdp-attach`: where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttachChoice {
+    /// Generic XDP if either port is a veth, the driver's XDP otherwise.
+    Auto,
+    /// The driver's XDP (zero-copy where the driver has it).
+    Driver,
+    /// The kernel's generic XDP, with super-packets through AF_PACKET.
+    Generic,
+}
+
+impl AttachChoice {
+    /// Where to attach on ports `a` and `b` (looked up in the calling
+    /// thread's network namespace), and why, for the start-up line.
+    pub fn resolve(self, a: &str, b: &str) -> (Attach, &'static str) {
+        match self {
+            AttachChoice::Driver => (Attach::Driver, "--xdp-attach driver"),
+            AttachChoice::Generic => (Attach::Generic, "--xdp-attach generic"),
+            AttachChoice::Auto => {
+                let veth = [a, b]
+                    .iter()
+                    .any(|i| dummynet_io::xdp::driver_name(i).as_deref() == Some("veth"));
+                if veth {
+                    (
+                        Attach::Generic,
+                        "a veth port: driver XDP there would make the peer segment TCP",
+                    )
+                } else {
+                    (Attach::Driver, "no veth port")
+                }
+            }
+        }
+    }
+}
+
 /// The UMEM and rings for `--xdp-frames frames`: rings of a quarter of
 /// the frames, 4096 slots at most (a flood outruns 2048 in bursts).
 pub fn options(frames: u32) -> XdpOptions {
@@ -55,32 +101,65 @@ pub fn options(frames: u32) -> XdpOptions {
     }
 }
 
-/// `--bridge A B --xdp`'s backend, opened on the data-plane thread: the
-/// AF_XDP bridge, or where AF_XDP cannot serve the ports, `fallback` (the
-/// AF_PACKET bridge) after a line saying why.
+/// `--bridge A B --xdp`'s backends, opened on the data-plane thread: the
+/// AF_XDP bridge, attached as `attach` says; in generic XDP, with the
+/// AF_PACKET bridge (`afpacket`) beside it on the same ports, reading the
+/// frames too long for a chunk (GSO super-packets) that the XDP program
+/// passes to the kernel. Where AF_XDP cannot serve the ports, the
+/// AF_PACKET bridge alone, after a line saying why.
 pub fn open_or<F>(
     a: String,
     b: String,
-    opts: XdpOptions,
-    fallback: F,
+    mut opts: XdpOptions,
+    attach: AttachChoice,
+    afpacket: F,
 ) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
 {
-    move |e| match XdpBridge::open(&a, &b, e, &opts) {
-        Ok(bridge) => {
-            say!("dummynet: {}", bridge.describe());
-            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-        }
-        Err(why) => {
-            say!(
-                "dummynet: --xdp: AF_XDP cannot be used here ({why}); falling back to the \
-                 AF_PACKET bridge"
-            );
-            fallback(e)
+    move |e| {
+        let (how, why) = attach.resolve(&a, &b);
+        opts.attach = how;
+        match XdpBridge::open(&a, &b, e, &opts) {
+            Ok(bridge) if bridge.mode().driver => {
+                say!("dummynet: {}", bridge.describe());
+                if dummynet_io::xdp::driver_name(&a).as_deref() == Some("veth")
+                    || dummynet_io::xdp::driver_name(&b).as_deref() == Some("veth")
+                {
+                    say!("dummynet: --xdp: {}", VETH_DRIVER_COST);
+                }
+                Ok(vec![Box::new(bridge) as Box<dyn Backend>])
+            }
+            Ok(mut bridge) => {
+                say!(
+                    "dummynet: {} ({why}); frames longer than a chunk (GSO super-packets) \
+                     cross through the AF_PACKET bridge beside it",
+                    bridge.describe()
+                );
+                // The AF_PACKET bridge warns of rules that take both
+                // passes: once is enough.
+                bridge.told_both_passes = true;
+                let mut backends = vec![Box::new(bridge) as Box<dyn Backend>];
+                backends.extend(afpacket(e)?);
+                Ok(backends)
+            }
+            Err(why) => {
+                say!(
+                    "dummynet: --xdp: AF_XDP cannot be used here ({why}); falling back to the \
+                     AF_PACKET bridge"
+                );
+                afpacket(e)
+            }
         }
     }
 }
+
+/// What the driver's XDP costs on a veth, said at start when it is asked
+/// for there.
+pub const VETH_DRIVER_COST: &str = "driver XDP on a veth turns off GSO on its peer (the \
+    kernel's veth does, to fit frames into pages), so TCP from the far side arrives in \
+    MTU-sized segments, each a trip through the bridge: expect a few Gbit/s of TCP, not the \
+    tens the kernel's bridge moves (--xdp-attach generic, the default on veth, keeps GSO)";
 
 pub struct XdpBridge {
     ports: XdpPorts,

@@ -61,7 +61,7 @@ pub struct RunArgs {
     /// --bridge over AF_XDP sockets sharing one UMEM (zero-copy where the
     /// driver allows, copy mode elsewhere, as on veth); where AF_XDP
     /// cannot be used, the AF_PACKET bridge, with a message saying why.
-    /// Each port's receive queue 0 only, MTU up to 1774.
+    /// Each port's receive queue 0 only; in driver XDP, MTU up to 1774.
     #[arg(long, requires = "bridge")]
     pub xdp: bool,
     /// --xdp: frames the UMEM holds, in the kernel's rings and in pipes
@@ -70,6 +70,14 @@ pub struct RunArgs {
     /// IF.rx_fill_ring_empty.
     #[arg(long, requires = "xdp", default_value_t = 16384)]
     pub xdp_frames: u32,
+    /// --xdp: where the XDP program runs. `generic` (the kernel's generic
+    /// XDP): frames up to a chunk (1792 bytes) cross through AF_XDP, longer
+    /// ones (GSO super-packets) through an AF_PACKET bridge beside it, and
+    /// a veth's peer keeps its GSO. `driver`: the driver's XDP, zero-copy
+    /// where the driver has it, every frame through AF_XDP; on a veth the
+    /// peer then segments TCP. `auto`: generic if a port is a veth.
+    #[arg(long, requires = "xdp", value_enum, default_value_t = super::bridge_xdp::AttachChoice::Auto)]
+    pub xdp_attach: super::bridge_xdp::AttachChoice,
     /// --bridge: data-plane worker threads, each reading its share of both
     /// ports (the kernel spreads frames by flow hash, PACKET_FANOUT) and
     /// owning a share of the pipes (pipe N on worker N mod WORKERS; a
@@ -888,7 +896,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             first
         } else if args.xdp {
             let opts = super::bridge_xdp::options(args.xdp_frames);
-            Box::new(super::bridge_xdp::open_or(a, b, opts, plain))
+            Box::new(super::bridge_xdp::open_or(
+                a,
+                b,
+                opts,
+                args.xdp_attach,
+                plain,
+            ))
         } else {
             Box::new(plain)
         }
