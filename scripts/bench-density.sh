@@ -19,8 +19,14 @@
 # Bounded: every shell's command ends within SETUP + DURATION + 40 s, where
 # SETUP (60 s + N/2 s) bounds the wait for every link to come up.
 #
+# NAPI=threaded (shared form only; needs ethtool and nsenter) moves the TCP
+# endpoints' receive work off the emulator's thread: GRO and threaded NAPI
+# on every far end and every shell's dn0, and TSO off on the daemon's
+# app-K/peer-K ports (a veth hands frames to its peer's stack inline, on
+# the sender's thread, unless the peer has NAPI and the sender no TSO).
+#
 # Needs root, ip, iperf3, ping. Usage:
-#   sudo [DURATION=10] [GSO=on] scripts/bench-density.sh N [--shared] [path/to/dummynet]
+#   sudo [DURATION=10] [GSO=on] [NAPI=threaded] scripts/bench-density.sh N [--shared] [path/to/dummynet]
 set -euo pipefail
 
 N=${1:?usage: bench-density.sh N [--shared] [path/to/dummynet]}
@@ -61,7 +67,13 @@ done
 
 # Inside each shell: wait for the start, TCP for DURATION s, then ping.
 cat > "$WORK/inner.sh" <<'EOF'
-i=$1; work=$2; duration=$3; setup=$4
+i=$1; work=$2; duration=$3; setup=$4; napi=$5
+if [ "$napi" = threaded ]; then
+    # sysfs as this namespace sees it, in a mount namespace of its own.
+    ethtool -K dn0 gro on >/dev/null 2>&1 &&
+        unshare -m sh -c 'mount -t sysfs none /sys && echo 1 > /sys/class/net/dn0/threaded' ||
+        echo "link $i: threaded NAPI not set" >&2
+fi
 n=0; while [ ! -e "$work/go" ] && [ $n -lt $((setup * 10)) ]; do sleep 0.1; n=$((n+1)); done
 bps=$(iperf3 -c "$DUMMYNET_PEER" -p $((20000 + i)) -t "$duration" -f m 2>/dev/null \
       | awk '/receiver/ {print $7}')
@@ -92,7 +104,7 @@ LINK=(--nat off --up "bw 16Mbit/s delay 10ms" --down "bw 16Mbit/s delay 10ms")
 # 64 KB, billed for their segments' bytes but taking one queue slot each.
 [ -n "${GSO:-}" ] && LINK+=(--gso "$GSO")
 SETUP=$((60 + N / 2))
-cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP"; }
+cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP ${NAPI:-}"; }
 idle_kb=
 if [ "$MODE" = shared ]; then
     ip netns exec "$NS" "$DN" shell --nat off --socket "$WORK/shared.sock" \
@@ -119,6 +131,16 @@ for _ in $(seq $((SETUP * 10))); do
     sleep 0.1
 done
 sleep 1
+if [ "${NAPI:-}" = threaded ] && [ "$MODE" = shared ]; then
+    ip netns exec "$NS" sh -c 'for d in /sys/class/net/*; do n=${d##*/}; [ $n = lo ] && continue
+        ethtool -K $n gro on >/dev/null && echo 1 > $d/threaded; done'
+    for t in /proc/"$(cat "$WORK/pid.0")"/task/*; do
+        [ "$(cat "$t/comm")" = dummynet-datapl ] && dpns=$t/ns/net
+    done
+    for dev in $(nsenter --net="$dpns" ip -br link | awk '{print $1}' | cut -d@ -f1 | grep -E '^(app|peer)-'); do
+        nsenter --net="$dpns" ethtool -K "$dev" tso off >/dev/null
+    done
+fi
 if [ "$MODE" = shared ]; then
     idle_kb=$(( ($(rss_kb "$(cat "$WORK/pid.0")") - base_kb) / N ))
 fi
