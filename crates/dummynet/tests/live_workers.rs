@@ -45,6 +45,31 @@ fn rx_frames(stats: &str, w: usize, port: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `dummynet run --bridge m-a m-b --workers 2` in `m` with `config`, its
+/// control socket up.
+fn two_workers(m: &TestNs, config: &std::path::Path, socket: &std::path::Path, what: &str) -> Proc {
+    let mut daemon = Proc::spawn(
+        m.command(
+            DUMMYNET,
+            &[
+                "run",
+                "--bridge",
+                "m-a",
+                "m-b",
+                "--workers",
+                "2",
+                "--config",
+                config.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+        ),
+        what,
+    );
+    wait_for_socket(socket, &mut daemon);
+    daemon
+}
+
 #[test]
 fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
     if !ready(
@@ -73,25 +98,7 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
          add 65000 allow ip from any to any\n",
     );
     let socket = scratch.path("ctl.sock");
-    let mut daemon = Proc::spawn(
-        m.command(
-            DUMMYNET,
-            &[
-                "run",
-                "--bridge",
-                "m-a",
-                "m-b",
-                "--workers",
-                "2",
-                "--config",
-                config.to_str().unwrap(),
-                "--socket",
-                socket.to_str().unwrap(),
-            ],
-        ),
-        "dummynet run --bridge --workers 2",
-    );
-    wait_for_socket(&socket, &mut daemon);
+    let mut daemon = two_workers(&m, &config, &socket, "dummynet run --bridge --workers 2");
 
     let ping = |count: &str| a.command("ping", &["-c", count, "-i", "0.1", "-W", "1", "192.0.2.2"]);
     let run_ping = |count: &str, what: &str| {
@@ -263,25 +270,12 @@ fn two_workers_keep_state_both_ways() {
          add 65000 allow ip from any to any\n",
     );
     let socket = scratch.path("ctl.sock");
-    let mut daemon = Proc::spawn(
-        m.command(
-            DUMMYNET,
-            &[
-                "run",
-                "--bridge",
-                "m-a",
-                "m-b",
-                "--workers",
-                "2",
-                "--config",
-                config.to_str().unwrap(),
-                "--socket",
-                socket.to_str().unwrap(),
-            ],
-        ),
+    let mut daemon = two_workers(
+        &m,
+        &config,
+        &socket,
         "dummynet run --bridge --workers 2 (keep-state)",
     );
-    wait_for_socket(&socket, &mut daemon);
 
     let pings: Vec<_> = sources
         .iter()

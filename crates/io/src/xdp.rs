@@ -930,6 +930,22 @@ fn rx_queues(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     const ETHTOOL_GCHANNELS: u32 = 0x3c;
     let mut ch = [0u32; 9];
     ch[0] = ETHTOOL_GCHANNELS;
+    // SAFETY: struct ethtool_channels is nine u32s, all of `ch`.
+    unsafe { ethtool(fd, ifname, &mut ch) }?;
+    // rx_count + combined_count
+    Some(ch[5] + ch[8])
+}
+
+/// Runs the ethtool command `buf[0]` on `ifname` (`SIOCETHTOOL` on `fd`,
+/// a socket in the interface's network namespace), with `buf` as its
+/// struct, which the kernel fills. `None` when the name does not fit or
+/// the kernel refuses.
+///
+/// # Safety
+///
+/// `buf` must be at least as large as the struct the kernel reads and
+/// writes for that command.
+unsafe fn ethtool(fd: &OwnedFd, ifname: &str, buf: &mut [u32]) -> Option<()> {
     // SAFETY: plain old data; all zeroes is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     if ifname.len() >= req.ifr_name.len() {
@@ -938,9 +954,10 @@ fn rx_queues(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     for (dst, src) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
         *dst = src as libc::c_char;
     }
-    req.ifr_ifru.ifru_data = ch.as_mut_ptr().cast();
-    // SAFETY: SIOCETHTOOL with `ifru_data` pointing at a live struct
-    // ethtool_channels (nine u32s) the kernel fills; it keeps no pointer.
+    req.ifr_ifru.ifru_data = buf.as_mut_ptr().cast();
+    // SAFETY: SIOCETHTOOL with `ifru_data` pointing at `buf`, live and
+    // writable for the whole call and as large as the command's struct
+    // (the caller's promise); the kernel keeps no pointer.
     let r = unsafe {
         libc::ioctl(
             fd.as_raw_fd(),
@@ -948,11 +965,7 @@ fn rx_queues(fd: &OwnedFd, ifname: &str) -> Option<u32> {
             &mut req as *mut libc::ifreq,
         )
     };
-    if r < 0 {
-        return None;
-    }
-    // rx_count + combined_count
-    Some(ch[5] + ch[8])
+    (r >= 0).then_some(())
 }
 
 /// The name of `ifname`'s driver (`ETHTOOL_GDRVINFO`: "veth", "mlx5_core",
@@ -965,28 +978,8 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     // (196 bytes in all).
     let mut info = [0u32; 49];
     info[0] = ETHTOOL_GDRVINFO;
-    // SAFETY: plain old data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if ifname.len() >= req.ifr_name.len() {
-        return None;
-    }
-    for (dst, src) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    req.ifr_ifru.ifru_data = info.as_mut_ptr().cast();
-    // SAFETY: SIOCETHTOOL with `ifru_data` pointing at a live, writable
-    // struct ethtool_drvinfo (196 bytes) the kernel fills; it keeps no
-    // pointer.
-    let r = unsafe {
-        libc::ioctl(
-            probe.as_raw_fd(),
-            libc::SIOCETHTOOL as _,
-            &mut req as *mut libc::ifreq,
-        )
-    };
-    if r < 0 {
-        return None;
-    }
+    // SAFETY: struct ethtool_drvinfo is 196 bytes, all of `info`.
+    unsafe { ethtool(&probe, ifname, &mut info) }?;
     let bytes: Vec<u8> = info[1..9].iter().flat_map(|w| w.to_ne_bytes()).collect();
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let name = String::from_utf8_lossy(&bytes[..end]).into_owned();

@@ -2395,19 +2395,26 @@ mod tests {
         assert!(hand_overs <= 16, "{hand_overs} hand-overs for 32 packets");
     }
 
-    /// When arrivals may wait in the kernel, and until when.
-    #[test]
-    fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
+    /// Backends with these transits, last read at 100 ms (8 arrivals, 2 ms
+    /// after the read before), with room for 4096 unread.
+    fn late_reads(transits: Vec<Option<Nanos>>) -> LateReads {
         const MS: Nanos = 1_000_000;
-        let l = LateReads {
-            transits: vec![Some(4 * MS)],
+        LateReads {
+            transits,
             room: 4096,
             read_at: 100 * MS,
             span: 2 * MS,
             got: 8,
             more: false,
             active: None,
-        };
+        }
+    }
+
+    /// When arrivals may wait in the kernel, and until when.
+    #[test]
+    fn arrivals_wait_in_the_kernel_only_while_no_departure_can_need_them() {
+        const MS: Nanos = 1_000_000;
+        let l = late_reads(vec![Some(4 * MS)]);
         let until = |l: &LateReads, deadline, worst| l.next_read(deadline, worst).map(|p| p.until);
         // The next departure, if it comes before a packet that arrived just
         // after the read could be due (less the margin)...
@@ -2453,15 +2460,13 @@ mod tests {
     #[test]
     fn a_backend_that_must_be_read_at_once_leaves_the_others_late() {
         const MS: Nanos = 1_000_000;
-        let l = LateReads {
-            transits: vec![Some(0), Some(10 * MS), None, Some(4 * MS), Some(MS / 2)],
-            room: 4096,
-            read_at: 100 * MS,
-            span: 2 * MS,
-            got: 8,
-            more: false,
-            active: None,
-        };
+        let l = late_reads(vec![
+            Some(0),
+            Some(10 * MS),
+            None,
+            Some(4 * MS),
+            Some(MS / 2),
+        ]);
         let plan = l
             .next_read(500 * MS, None)
             .expect("some backends read late");
