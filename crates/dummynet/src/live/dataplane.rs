@@ -1455,7 +1455,7 @@ impl DataPlane {
             late_reads_within_ns: self.late.active.map(|p| p.transit),
             late_watched: self.late.active.map_or(0, |p| {
                 (0..self.late.transits.len())
-                    .filter(|&i| self.late.transits[i].is_some() && self.late.watched(i, Some(p)))
+                    .filter(|&i| self.late.watched(i, Some(p)))
                     .count()
             }),
             backends: self
