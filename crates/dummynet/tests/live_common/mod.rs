@@ -6,6 +6,12 @@
 //! directories) and removed by a guard's `Drop`, so a panicking assertion
 //! still leaves the machine as it found it.
 
+mod ps;
+// Each test binary takes what it uses of this scaffolding (its `mod
+// live_common` allows dead code; an unused re-export needs its own allow).
+#[allow(unused_imports)]
+pub use ps::*;
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
