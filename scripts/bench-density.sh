@@ -83,7 +83,9 @@ EOF
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 # utime + stime (fields 14, 15 after the command name, which may hold spaces).
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; }
+# Nothing (not a failure, which would stop this script) for a process that
+# has gone: a shell that could not start.
+cpu_ticks() { { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; } 2>/dev/null || true; }
 dn_pids() { for f in "$WORK"/pid.*; do [ -f "$f" ] && cat "$f"; done; }
 sum() { local t=0; for p in $(dn_pids); do t=$(( t + $($1 "$p") )); done; echo $t; }
 # The CPU each dummynet process used since `mark_cpu`, summed over those
@@ -130,6 +132,10 @@ for _ in $(seq $((SETUP * 10))); do
     [ "$up" -ge "$N" ] && break
     sleep 0.1
 done
+if [ "$up" -lt "$N" ]; then
+    echo "only $up of $N links came up within $SETUP s; the first shells' complaints:" >&2
+    grep -h -i -E "error|cannot|busy|refused|failed" "$WORK"/log.[1-9]* 2>/dev/null | sort | uniq -c | head -5 >&2 || true
+fi
 sleep 1
 if [ "${NAPI:-}" = threaded ] && [ "$MODE" = shared ]; then
     ip netns exec "$NS" sh -c 'for d in /sys/class/net/*; do n=${d##*/}; [ $n = lo ] && continue

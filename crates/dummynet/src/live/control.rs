@@ -400,8 +400,69 @@ pub enum ClientError {
     Protocol { path: PathBuf, msg: String },
 }
 
-/// Sends one request and returns the daemon's answer.
+/// How long a client keeps asking a daemon that answers `busy`.
+pub const BUSY_WAIT: Duration = Duration::from_secs(10);
+
+/// The waits between asks of a daemon that answered `busy`: it refuses a
+/// connection beyond its cap before reading the request, so asking again
+/// is safe. A burst of clients (hundreds of `shell --join` started at once)
+/// finds the cap full only while the accept loop hands their first lines
+/// to threads, so waits start short; they double to 250 ms, and each is
+/// stretched by a part that differs between processes, so that the burst
+/// does not come back in step.
+pub struct BusyBackoff {
+    next: Duration,
+    until: std::time::Instant,
+    spread: u32,
+}
+
+impl BusyBackoff {
+    pub fn new(limit: Duration) -> BusyBackoff {
+        BusyBackoff {
+            next: Duration::from_millis(5),
+            until: std::time::Instant::now() + limit,
+            spread: std::process::id(),
+        }
+    }
+
+    /// Sleeps before the next ask; false (without sleeping) once the time
+    /// is up.
+    pub fn wait(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if now >= self.until {
+            return false;
+        }
+        // 0 to 7/8 more, by the process and the attempt.
+        self.spread = self.spread.wrapping_mul(2_654_435_761).rotate_left(7);
+        let stretched = self.next + self.next * (self.spread % 8) / 8;
+        std::thread::sleep(stretched.min(self.until - now));
+        self.next = (self.next * 2).min(Duration::from_millis(250));
+        true
+    }
+}
+
+/// Sends one request and returns the daemon's answer, asking again for
+/// up to [`BUSY_WAIT`] while the daemon is busy.
 pub fn call(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
+    call_within(path, req, BUSY_WAIT)
+}
+
+/// [`call`], asking a busy daemon again for up to `busy_wait`.
+pub fn call_within(
+    path: &Path,
+    req: &ClientRequest,
+    busy_wait: Duration,
+) -> Result<Reply, ClientError> {
+    let mut backoff = BusyBackoff::new(busy_wait);
+    loop {
+        let reply = call_once(path, req)?;
+        if reply.kind != Some(ErrorKind::Busy) || !backoff.wait() {
+            return Ok(reply);
+        }
+    }
+}
+
+fn call_once(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
     let proto = |msg: String| ClientError::Protocol {
         path: path.to_path_buf(),
         msg,
@@ -770,5 +831,63 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert_eq!(again.status, 0, "{again:?}");
+    }
+
+    #[test]
+    fn a_client_asks_a_busy_daemon_again_until_a_place_is_free() {
+        let served = Served::new(
+            "retry",
+            Limits {
+                max_clients: 1,
+                read_timeout: Duration::from_secs(10),
+                ..short()
+            },
+        );
+        let stats = ClientRequest {
+            stats: true,
+            ..Default::default()
+        };
+        // One idle connection holds the only place (bounded: it is read
+        // for 10 s at most).
+        let idle = UnixStream::connect(served.path()).unwrap();
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = call_within(&served.path(), &stats, Duration::ZERO).unwrap();
+            if r.kind == Some(ErrorKind::Busy) {
+                break;
+            }
+            assert!(std::time::Instant::now() < give_up, "never busy: {r:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Without time to wait, the answer is `busy`...
+        let r = call_within(&served.path(), &stats, Duration::ZERO).unwrap();
+        assert_eq!(r.kind, Some(ErrorKind::Busy), "{r:?}");
+        // ...with time, the client asks again and is served once the
+        // idle connection leaves.
+        let leave = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(idle);
+        });
+        let r = call_within(&served.path(), &stats, Duration::from_secs(5)).unwrap();
+        leave.join().unwrap();
+        assert_eq!(r.status, 0, "{r:?}");
+    }
+
+    #[test]
+    fn busy_backoff_doubles_and_stops_at_its_limit() {
+        let start = std::time::Instant::now();
+        let mut b = BusyBackoff::new(Duration::from_millis(300));
+        let mut waits = 0;
+        while b.wait() {
+            waits += 1;
+            assert!(waits < 100, "the backoff never ends");
+        }
+        let spent = start.elapsed();
+        // 5, 10, 20, 40, 80, 160 ms (each up to 7/8 longer), cut at 300:
+        // six waits, fewer if the machine oversleeps, not the sixty of a
+        // wait that does not grow; and no sleep past the limit.
+        assert!((2..=7).contains(&waits), "{waits} waits");
+        assert!(spent >= Duration::from_millis(300), "{spent:?}");
+        assert!(!b.wait(), "a wait past the limit");
     }
 }

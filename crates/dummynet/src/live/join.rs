@@ -39,7 +39,7 @@ use dummynet_engine::Command;
 use serde::{Deserialize, Serialize};
 
 use super::bridge::Bridge;
-use super::control::Limits;
+use super::control::{BusyBackoff, Limits, BUSY_WAIT};
 use super::dataplane::{Answer, RequestKind};
 use super::protocol::{host_view, ErrorKind, PlaneLink, Reply, EX_DATAERR, EX_UNAVAILABLE};
 use super::Backend;
@@ -368,8 +368,25 @@ pub struct Session {
 const ANSWER_WAIT: Duration = Duration::from_secs(30);
 
 impl Session {
-    /// Asks the daemon on `socket` for a link.
+    /// Asks the daemon on `socket` for a link; asks again for up to
+    /// [`BUSY_WAIT`] while it answers that it is busy (hundreds of shells
+    /// joining at once fill its cap of clients for a moment).
     pub fn request(socket: &Path, req: JoinRequest) -> Result<Session, String> {
+        let mut backoff = BusyBackoff::new(BUSY_WAIT);
+        loop {
+            let (mut s, r) = Session::ask(socket, &req)?;
+            if r.kind == Some(ErrorKind::Busy) && backoff.wait() {
+                continue;
+            }
+            let r = s.checked(r)?;
+            s.offer = serde_json::from_str(r.stdout.trim())
+                .map_err(|e| format!("--join {}: not a join offer: {e}", socket.display()))?;
+            return Ok(s);
+        }
+    }
+
+    /// Connects and asks once; the session and the daemon's answer.
+    fn ask(socket: &Path, req: &JoinRequest) -> Result<(Session, Reply), String> {
         let conn = UnixStream::connect(socket)
             .map_err(|e| format!("--join {}: cannot connect: {e}", socket.display()))?;
         let io = |e: std::io::Error| format!("--join {}: {e}", socket.display());
@@ -390,17 +407,30 @@ impl Session {
             socket: socket.to_path_buf(),
         };
         let ask = super::protocol::ClientRequest {
-            join: Some(req),
+            join: Some(req.clone()),
             ..Default::default()
         };
-        let r = s.call(&serde_json::to_string(&ask).map_err(|e| e.to_string())?)?;
-        s.offer = serde_json::from_str(r.stdout.trim())
-            .map_err(|e| format!("--join {}: not a join offer: {e}", socket.display()))?;
-        Ok(s)
+        let r = s.send(&serde_json::to_string(&ask).map_err(|e| e.to_string())?)?;
+        Ok((s, r))
     }
 
     /// Sends one line and reads the answer; an error unless it is 0.
     fn call(&mut self, line: &str) -> Result<Reply, String> {
+        let r = self.send(line)?;
+        self.checked(r)
+    }
+
+    /// `r`, or its error unless its status is 0.
+    fn checked(&self, r: Reply) -> Result<Reply, String> {
+        if r.status != 0 {
+            let where_ = self.socket.display();
+            return Err(format!("--join {where_}: {}", r.stderr.trim_end()));
+        }
+        Ok(r)
+    }
+
+    /// Sends one line and reads the answer, whatever its status.
+    fn send(&mut self, line: &str) -> Result<Reply, String> {
         let where_ = self.socket.display().to_string();
         (&self.conn)
             .write_all(format!("{line}\n").as_bytes())
@@ -411,12 +441,7 @@ impl Session {
             Ok(_) => {}
             Err(e) => return Err(format!("--join {where_}: no answer: {e}")),
         }
-        let r: Reply = serde_json::from_str(answer.trim())
-            .map_err(|e| format!("--join {where_}: bad answer: {e}"))?;
-        if r.status != 0 {
-            return Err(format!("--join {where_}: {}", r.stderr.trim_end()));
-        }
-        Ok(r)
+        serde_json::from_str(answer.trim()).map_err(|e| format!("--join {where_}: bad answer: {e}"))
     }
 
     /// The path is built: the daemon starts forwarding. Returns what it
