@@ -248,21 +248,9 @@ fn a_podman_containers_traffic_is_shaped_from_outside_by_its_pid() {
     let base_inside = ping_from_container(&podman, &name, S_ADDR);
 
     let scratch = Scratch::new();
-    let config = scratch.write("ipfw.conf", DELAY_20MS);
     let socket = scratch.path("ctl.sock");
-    let log = scratch.path("daemon.log");
     let queue = (7000 + unique_port() % 1000).to_string();
-    let mut cmd = Command::new(DUMMYNET);
-    cmd.args(["run", "--host", "--netns", &pid_s, "--queue", &queue])
-        .arg("--config")
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        .args(["--precision", "timer", "--nice"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("daemon log"));
-    let proc = Proc::spawn(cmd, "dummynet run --host --netns PID");
-    let Daemon { proc: mut d, .. } = Daemon::up(proc, socket.clone(), log);
+    let mut d = host_netns_daemon(&pid_s, &queue, &scratch, DELAY_20MS);
 
     let e = ps_entry(d.child.id());
     println!("ps --json: {e}");

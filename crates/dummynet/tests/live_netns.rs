@@ -82,28 +82,6 @@ fn ping(ns: &TestNs, to: &str) -> Ping {
     ))
 }
 
-/// Starts `dummynet run --host --netns TARGET` from the test's own
-/// namespace, its stderr into `log`; returns once its socket is up.
-fn daemon(target: &str, queue: &str, scratch: &Scratch, extra: &[&str]) -> Proc {
-    let config = scratch.write("ipfw.conf", DELAY_20MS);
-    let socket = scratch.path("ctl.sock");
-    let log = std::fs::File::create(scratch.path("daemon.log")).expect("daemon log");
-    let mut cmd = Command::new(DUMMYNET);
-    cmd.args(["run", "--host", "--netns", target, "--queue", queue])
-        .arg("--config")
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        // The traffic's programs share the two cores with the daemon.
-        .args(["--precision", "timer", "--nice"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log);
-    let mut d = Proc::spawn(cmd, "dummynet run --host --netns");
-    wait_for_socket(&socket, &mut d);
-    d
-}
-
 /// The NFQUEUE numbers bound in `ns` (None: the test's own namespace).
 fn queues_in(ns: Option<&TestNs>) -> Vec<String> {
     let file = "/proc/self/net/netfilter/nfnetlink_queue";
@@ -144,7 +122,7 @@ fn netns_by_path_shapes_the_container_and_ps_lists_it() {
 
     let scratch = Scratch::new();
     let queue = (7000 + unique_port() % 1000).to_string();
-    let mut d = daemon(&w.c_path(), &queue, &scratch, &[]);
+    let mut d = host_netns_daemon(&w.c_path(), &queue, &scratch, DELAY_20MS);
     let pid = d.child.id();
     let socket = scratch.path("ctl.sock");
 
@@ -251,7 +229,7 @@ fn netns_by_pid_follows_the_process_and_stops_when_it_ends() {
 
     let scratch = Scratch::new();
     let queue = (7000 + unique_port() % 1000).to_string();
-    let mut d = daemon(&sleeper_pid.to_string(), &queue, &scratch, &[]);
+    let mut d = host_netns_daemon(&sleeper_pid.to_string(), &queue, &scratch, DELAY_20MS);
     let pid = d.child.id();
     let e = ps_entry(pid);
     println!("ps --json: {e}");

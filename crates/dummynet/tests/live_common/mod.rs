@@ -6,11 +6,11 @@
 //! directories) and removed by a guard's `Drop`, so a panicking assertion
 //! still leaves the machine as it found it.
 
-mod ps;
+mod netns;
 // Each test binary takes what it uses of this scaffolding (its `mod
 // live_common` allows dead code; an unused re-export needs its own allow).
 #[allow(unused_imports)]
-pub use ps::*;
+pub use netns::*;
 
 use std::fs;
 use std::io::Read;

@@ -1,11 +1,34 @@
-//! `dummynet ps` read by the tests of daemons that shape another
-//! namespace (`live_netns`, `live_container`), and waiting for a daemon
-//! that is meant to stop on its own.
+//! Daemons that shape another namespace (`live_netns`, `live_container`):
+//! starting one from the test's own namespace, `dummynet ps` read about it,
+//! and waiting for it to stop on its own.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{expect_success, run_bounded, Proc, DUMMYNET, SETUP_WAIT};
+use super::{expect_success, run_bounded, wait_for_socket, Proc, Scratch, DUMMYNET, SETUP_WAIT};
+
+/// Starts `dummynet run --host --netns TARGET --queue QUEUE` with
+/// `config` from the test's own namespace, its control socket
+/// `ctl.sock` and its stderr `daemon.log` in `scratch`; returns once the
+/// socket is up.
+pub fn host_netns_daemon(target: &str, queue: &str, scratch: &Scratch, config: &str) -> Proc {
+    let config = scratch.write("ipfw.conf", config);
+    let socket = scratch.path("ctl.sock");
+    let log = std::fs::File::create(scratch.path("daemon.log")).expect("daemon log");
+    let mut cmd = Command::new(DUMMYNET);
+    cmd.args(["run", "--host", "--netns", target, "--queue", queue])
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        // The traffic's programs share the two cores with the daemon.
+        .args(["--precision", "timer", "--nice"])
+        .stdout(Stdio::null())
+        .stderr(log);
+    let mut d = Proc::spawn(cmd, "dummynet run --host --netns");
+    wait_for_socket(&socket, &mut d);
+    d
+}
 
 /// `dummynet ps --json`'s entry for `pid`, waited for (bounded): the
 /// record is written just after the socket is up.
