@@ -1,5 +1,6 @@
 //! Criterion benches for the engine's hot paths: classification, a packet
-//! through an unlimited pipe, and a scheduler with many backlogged flows.
+//! through an unlimited pipe, a scheduler with many backlogged flows, and
+//! a packet that matches a dynamic state.
 //! `cargo bench -p dummynet-engine`.
 
 use std::hint::black_box;
@@ -176,5 +177,55 @@ fn schedulers(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, classify, pipe, schedulers);
+/// A packet of a flow whose dynamic state exists: `keep-state`, and
+/// `limit src-addr` (the state's place counted, never touched by a packet
+/// that only matches it), over 64 flows from 8 sources.
+fn states(c: &mut Criterion) {
+    let mut g = c.benchmark_group("states");
+    g.throughput(Throughput::Elements(1));
+    let src_addr = LimitMask {
+        src_addr: true,
+        ..LimitMask::default()
+    };
+    for (name, kind) in [
+        ("keep_state_hit", StateKind::Keep),
+        (
+            "limit_hit",
+            StateKind::Limit {
+                mask: src_addr,
+                max: 1000,
+            },
+        ),
+    ] {
+        let mut e: Engine<u32> = Engine::new(1);
+        let _ = e.apply(
+            0,
+            Command::AddRule(RuleSpec {
+                number: Some(100),
+                action: Action::Allow,
+                prob: None,
+                extra: RuleExtra {
+                    state: Some(kind),
+                    ..RuleExtra::default()
+                },
+                body: vec![],
+            }),
+        );
+        let flow = |i: u32| pkt(((i % 8) << 16) | (1000 + i % 64));
+        for i in 0..64 {
+            let _ = e.input(0, flow(i), 0);
+        }
+        let (mut now, mut i) = (0, 0u32);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                now += 100;
+                i = i.wrapping_add(1);
+                black_box(e.input(now, flow(i), 0));
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, classify, pipe, schedulers, states);
 criterion_main!(benches);
