@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
+use dummynet_engine::limits::{Lease, LimitKey, LimitTable};
 use dummynet_engine::{Command, Direction, Engine, FlowKey, FlowMask, PacketInfo};
 
 fn pkt(i: u32) -> PacketInfo {
@@ -177,6 +178,19 @@ fn schedulers(c: &mut Criterion) {
     g.finish();
 }
 
+/// A shared count with room for every state (the bench measures packets
+/// that match a state, which never ask it).
+#[derive(Debug)]
+struct Unbounded;
+
+impl LimitTable for Unbounded {
+    fn take(&self, _: LimitKey, _: u32, _: u64, expire: u64) -> Option<std::sync::Arc<Lease>> {
+        Some(std::sync::Arc::new(Lease::new(expire)))
+    }
+
+    fn give_back(&self, _: &LimitKey, _: &std::sync::Arc<Lease>) {}
+}
+
 /// A packet of a flow whose dynamic state exists: `keep-state`, and
 /// `limit src-addr` (the state's place counted, never touched by a packet
 /// that only matches it), over 64 flows from 8 sources.
@@ -187,17 +201,21 @@ fn states(c: &mut Criterion) {
         src_addr: true,
         ..LimitMask::default()
     };
-    for (name, kind) in [
-        ("keep_state_hit", StateKind::Keep),
-        (
-            "limit_hit",
-            StateKind::Limit {
-                mask: src_addr,
-                max: 1000,
-            },
-        ),
+    let limit = StateKind::Limit {
+        mask: src_addr,
+        max: 1000,
+    };
+    for (name, kind, shared) in [
+        ("keep_state_hit", StateKind::Keep, false),
+        ("limit_hit", limit, false),
+        // Its place in a count shared with other engines: a packet that
+        // matches the state refreshes its lease (the table is not touched).
+        ("limit_hit_shared", limit, true),
     ] {
         let mut e: Engine<u32> = Engine::new(1);
+        if shared {
+            e.share_limits(std::sync::Arc::new(Unbounded));
+        }
         let _ = e.apply(
             0,
             Command::AddRule(RuleSpec {
