@@ -4,10 +4,12 @@
 //! of 16 flows is spread over both workers (each worker's ports read some)
 //! and through a masked pipe whose instances live on both; `stats` adds the
 //! workers up and its books balance once the pipes are empty; `show` counts
-//! every packet once; `limit` is refused, saying why. Rules with dynamic
-//! state work with 2 workers: pings from 16 addresses (flows the kernel's
-//! fanout spreads over both workers) are answered only through a state
-//! their `out` pass made, and `ipfw -d show` lists each state once.
+//! every packet once; `one_pass 0` is refused, saying why. Rules with
+//! dynamic state work with 2 workers: pings from 16 addresses (flows the
+//! kernel's fanout spreads over both workers) are answered only through a
+//! state their `out` pass made, and `ipfw -d show` lists each state once;
+//! `limit src-addr 3` lets exactly 3 of 16 flows from one address through
+//! (the workers count together), and 3 again once their states expired.
 //!
 //! Without root or `ip`/`ping`, it prints `skipped: ...` and passes.
 
@@ -130,21 +132,6 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
         "RTT after the change {last} ms"
     );
 
-    // Refused on every worker, saying why.
-    let out = run_bounded(
-        std::process::Command::new(DUMMYNET)
-            .args(["ipfw", "--socket"])
-            .arg(&socket)
-            .args([
-                "add", "10", "allow", "ip", "from", "any", "to", "any", "limit", "src-addr", "2",
-            ]),
-        Duration::from_secs(5),
-        "ipfw add limit",
-    );
-    assert!(!out.status.success(), "limit taken by 2 workers");
-    let err = text(&out.stderr);
-    assert!(err.contains("one worker"), "{err}");
-
     // 16 flows, 2 s at 20 000 frames/s, through pipe 3.
     let flood = run_bounded(
         &mut a.command(
@@ -210,10 +197,7 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
 fn what_cannot_be_sharded_is_refused_at_start() {
     // Refused before any port is opened (no root or interface needed).
     let scratch = Scratch::new();
-    let config = scratch.write(
-        "stateful.conf",
-        "add 100 allow ip from any to any limit src-addr 4\n",
-    );
+    let config = scratch.write("one-pass.conf", "sysctl net.inet.ip.fw.one_pass=0\n");
     let out = run_bounded(
         std::process::Command::new(DUMMYNET).args([
             "run",
@@ -228,13 +212,117 @@ fn what_cannot_be_sharded_is_refused_at_start() {
             scratch.path("ctl.sock").to_str().unwrap(),
         ]),
         Duration::from_secs(10),
-        "dummynet run --workers 2 with limit",
+        "dummynet run --workers 2 with one_pass 0",
     );
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(
         err.contains("--workers 2") && err.contains("one worker"),
         "{err}"
+    );
+}
+
+/// The states `ipfw -d show` lists for rule `rule`, by source port.
+fn limit_states(show: &str, rule: u32) -> Vec<u16> {
+    let prefix = format!("{rule:05} ");
+    let mut ports: Vec<u16> = show
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains(" LIMIT udp "))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" LIMIT udp ")?;
+            rest.split_whitespace().nth(1)?.parse().ok()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+#[test]
+fn two_workers_count_a_limit_together() {
+    if !ready("two_workers_count_a_limit_together", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let (a, m, b) = (TestNs::new(), TestNs::new(), TestNs::new());
+    veth(&a, "a0", &m, "m-a");
+    veth(&b, "b0", &m, "m-b");
+    let scratch = Scratch::new();
+    // 16 UDP flows from one address (source ports 1024-1039), which the
+    // kernel's fanout spreads over both workers (all on one: 2^-15); the
+    // limit lets 3 make a state, all workers counting. Pipe 2 (masked by
+    // source port) counts the flows whose frames got through, on their
+    // way out to m-b. UDP states live 2 s.
+    let config = scratch.write(
+        "ipfw.conf",
+        "sysctl net.inet.ip.fw.dyn_udp_lifetime=2\n\
+         pipe 2 config mask src-port 0xffff\n\
+         add 50 pipe 2 udp from 192.0.2.1 to 192.0.2.2 out xmit m-b\n\
+         add 100 allow udp from 192.0.2.1 to 192.0.2.2 in recv m-a limit src-addr 3\n\
+         add 65000 allow ip from any to any\n",
+    );
+    let socket = scratch.path("ctl.sock");
+    let mut daemon = two_workers(&m, &config, &socket, "dummynet run --workers 2 (limit)");
+    let flood = || {
+        let out = run_bounded(
+            &mut a.command(
+                DUMMYNET,
+                &[
+                    "flood",
+                    "a0",
+                    "--seconds",
+                    "1",
+                    "--rate",
+                    "3200",
+                    "--flows",
+                    "16",
+                    "--src",
+                    "192.0.2.1",
+                    "--dst",
+                    "192.0.2.2",
+                ],
+            ),
+            Duration::from_secs(10),
+            "dummynet flood",
+        );
+        println!("{}", expect_success(&out, "dummynet flood"));
+    };
+    flood();
+    let s = stats(&socket);
+    println!("{s}");
+    for w in 0..2 {
+        assert!(
+            rx_frames(&s, w, "m-a") > 100,
+            "worker {w} read few frames from m-a:\n{s}"
+        );
+    }
+    let show = ipfw(&socket, &["-d", "show"]);
+    println!("{show}");
+    let first = limit_states(&show, 100);
+    assert_eq!(first.len(), 3, "3 states in all:\n{show}");
+    let pipes = ipfw(&socket, &["pipe", "show"]);
+    println!("{pipes}");
+    let through = flow_rows(&pipes);
+    assert_eq!(
+        through.len(),
+        3,
+        "only the 3 flows with a state got through"
+    );
+    // The other 13 were denied at the limit, most of their frames.
+    let t = PacketTotals::parse(&s);
+    assert!(t.dropped > 13 * 100, "{s}");
+
+    // Once the states expired (2 s idle), the places are free again: 3
+    // flows get in again, wherever their states were held.
+    std::thread::sleep(Duration::from_millis(3000));
+    flood();
+    let show = ipfw(&socket, &["-d", "show"]);
+    println!("{show}");
+    assert_eq!(limit_states(&show, 100).len(), 3, "3 states again:\n{show}");
+
+    let status = daemon.terminate(Duration::from_secs(5));
+    assert!(
+        status.success(),
+        "daemon exit status after SIGTERM: {status}"
     );
 }
 

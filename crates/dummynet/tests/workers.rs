@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use dummynet::workers::{Cluster, Routed};
+use dummynet::workers::{Cluster, Routed, SharedLimits};
 use dummynet_engine::flow::proto;
 use dummynet_engine::{
     Command, Direction, DropReason, Engine, FlowKey, Nanos, PacketInfo, Target, Verdict,
@@ -371,65 +371,23 @@ add 700 allow ip from any to any
 #[test]
 fn what_cannot_be_sharded_is_refused_on_every_replica() {
     let mut c = Cluster::new(2, 64, |_| engine(CONFIG));
-    for (text, what) in [
-        (
-            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any limit src-addr 4\n",
-            "limit",
-        ),
-        (
-            "pipe 9 config delay 1ms\nadd 50 allow ip from any to any set-limit dst-addr 4\n",
-            "set-limit",
-        ),
-        ("pipe 9 config delay 1ms\ndisable one_pass\n", "one_pass"),
-    ] {
-        let Ok(cmds) = dummynet::lang::commands(text, None) else {
-            panic!("{text} parses");
-        };
-        let cmds: Vec<Command> = cmds.into_iter().map(|(_, c)| c).collect();
-        let (r, _) = c.apply_all(0, cmds);
-        let e = r.expect_err(what);
-        assert!(e.to_string().contains("one worker"), "{what}: {e}");
-        for (w, engine) in c.engines.iter().enumerate() {
-            let snap = engine.snapshot();
-            assert!(
-                snap.links.iter().all(|l| l.number != 9),
-                "{what}: worker {w} has pipe 9"
-            );
-            assert!(snap.rules.iter().all(|r| r.number != 50));
-            assert!(snap.settings.one_pass);
-        }
+    let (r, _) = c.apply_all(0, commands("pipe 9 config delay 1ms\ndisable one_pass\n"));
+    let e = r.expect_err("one_pass 0 is refused");
+    assert!(e.to_string().contains("one worker"), "{e}");
+    for (w, engine) in c.engines.iter().enumerate() {
+        let snap = engine.snapshot();
+        assert!(
+            snap.links.iter().all(|l| l.number != 9),
+            "worker {w} has pipe 9"
+        );
+        assert!(snap.settings.one_pass);
     }
-    // One worker takes them; several take the states that are per flow.
-    let mut one = Cluster::new(1, 64, |_| engine(CONFIG));
-    let (r, _) = one.apply_all(
-        0,
-        commands("add 50 allow ip from any to any limit src-addr 4\n"),
-    );
-    r.expect("one worker counts limits");
+    // Several workers take the rules with dynamic state, counted ones too.
     let (r, _) = c.apply_all(
         0,
-        commands("add 40 check-state\nadd 50 allow ip from any to any keep-state\nadd 60 allow ip from any to any record-state :x\n"),
+        commands("add 40 check-state\nadd 50 allow ip from any to any keep-state\nadd 60 allow ip from any to any record-state :x\nadd 70 allow ip from any to any limit src-addr 4 :y\nadd 80 allow ip from any to any set-limit dst-addr,dst-port 2 :z\n"),
     );
-    r.expect("keep-state, record-state and check-state work with workers");
-}
-
-#[test]
-fn limit_is_refused_saying_why() {
-    let mut c = Cluster::new(3, 64, |_| engine(CONFIG));
-    let (r, _) = c.apply_all(
-        0,
-        commands("add 50 allow tcp from any to any setup limit src-addr 2\n"),
-    );
-    let e = r.expect_err("limit is refused").to_string();
-    for what in [
-        "limit",
-        "across flows",
-        "3 workers",
-        "keep-state",
-        "--workers 1",
-    ] {
-        assert!(e.contains(what), "`{what}` in: {e}");
-    }
+    r.expect("keep-state, record-state, check-state, limit and set-limit work with workers");
 }
 
 #[test]
@@ -810,4 +768,191 @@ fn states_expire_across_workers_as_in_one_engine() {
     at(&mut b, &mut one, late + 2_000_000_000, 10_001);
     assert_eq!(one.snapshot().states.len(), 0, "one engine: all expired");
     assert_eq!(merged(&b).states.len(), 0, "workers: all expired");
+}
+
+/// `limit src-addr 2` on UDP flows from six sources, five flows each;
+/// replies (from 10.9.0.1) pass on their flow's state, and a flow the
+/// limit refused is denied both ways.
+const LIMITED: &str = "
+add 100 allow udp from 10.0.0.0/16 to any limit src-addr 2
+add 200 deny ip from any to any
+";
+
+/// Packet `i` of the limited mix and its time. Round `r` (200 packets,
+/// 60 ms apart, then 4 s of quiet) sends on three of each source's five
+/// flows, a different three each round: a flow left out lives out its
+/// state (dyn_udp_lifetime: 10 s after its last packet) during the next
+/// round, and flows the limit refused then get in, read by whichever
+/// worker the fanout gives them.
+fn limited_packet(i: u32) -> (Nanos, PacketInfo) {
+    let round = i / 200;
+    let r = i.wrapping_mul(2_654_435_761).rotate_left(13);
+    let source = r % 6;
+    let flow = (round + (r >> 8) % 3) % 5;
+    let reply = (r >> 16).is_multiple_of(4);
+    let host = (Ipv4Addr::new(10, 0, source as u8, 1), 3000 + flow as u16);
+    let server = (Ipv4Addr::new(10, 9, 0, 1), 53);
+    let ((src, sport), (dst, dport)) = if reply {
+        (server, host)
+    } else {
+        (host, server)
+    };
+    let at = Nanos::from(i) * 60 * MS + Nanos::from(round) * 4_000 * MS;
+    let info = PacketInfo {
+        len: 100,
+        key: FlowKey::v4(src, dst, proto::UDP, sport, dport),
+        dir: Direction::In,
+        recv_if: None,
+        xmit_if: None,
+    };
+    (at, info)
+}
+
+/// Passed (true) or denied, per packet, by one engine.
+fn limited_single(packets: u32) -> (Vec<bool>, Engine<u32>) {
+    let mut e = engine(LIMITED);
+    let fates = (0..packets)
+        .map(|i| {
+            let (at, info) = limited_packet(i);
+            matches!(e.input(at, info, i), Verdict::Pass { .. })
+        })
+        .collect();
+    (fates, e)
+}
+
+/// The same on `workers` workers, each packet read by its flow's reader;
+/// `own_counts`: each worker counts `limit` on its own (what sharding
+/// without a shared count would do), to show the comparison can fail.
+fn limited_sharded(
+    workers: usize,
+    packets: u32,
+    own_counts: bool,
+) -> (Vec<bool>, Cluster<u32>, std::sync::Arc<SharedLimits>) {
+    let shared = std::sync::Arc::new(SharedLimits::default());
+    let mut c = Cluster::with_limits(workers, 64, |_| engine(LIMITED), shared.clone());
+    if own_counts {
+        for e in &mut c.engines {
+            e.share_limits(std::sync::Arc::new(SharedLimits::default()));
+        }
+    }
+    let fates = (0..packets)
+        .map(|i| {
+            let (at, info) = limited_packet(i);
+            let (_, r) = c.read(at, info, i);
+            matches!(r, Routed::Here(Verdict::Pass { .. }))
+        })
+        .collect();
+    (fates, c, shared)
+}
+
+#[test]
+fn limit_admits_across_workers_what_one_engine_admits() {
+    let packets = 1_400;
+    let (single, one) = limited_single(packets);
+    // Not vacuous: the limit refused flows, and flows it refused in one
+    // round got in once others' states expired (their counts went down).
+    let denied: Vec<u32> = (0..packets).filter(|i| !single[*i as usize]).collect();
+    assert!(denied.len() > 100, "{} denied", denied.len());
+    let key = |i: u32| limited_packet(i).1.key;
+    let admitted_later = denied.iter().any(|d| {
+        (*d..packets).any(|j| {
+            single[j as usize] && key(j) == key(*d) && limited_packet(j).0 > limited_packet(*d).0
+        })
+    });
+    assert!(admitted_later, "no refused flow got in later");
+    let want = one.snapshot();
+    assert!(want.states_refused > 10);
+    for workers in [2, 3, 4] {
+        let (sharded, c, shared) = limited_sharded(workers, packets, false);
+        // The flows of one source were read by several workers.
+        let readers: std::collections::BTreeSet<usize> = (0..packets)
+            .filter(|i| limited_packet(*i).1.key.src == want_src(0))
+            .map(|i| dummynet::workers::reader(&limited_packet(i).1.key, workers))
+            .collect();
+        assert!(readers.len() > 1, "{workers} workers: {readers:?}");
+        for i in 0..packets {
+            assert_eq!(
+                sharded[i as usize],
+                single[i as usize],
+                "{workers} workers: packet {i} ({:?}) at {}",
+                key(i),
+                limited_packet(i).0
+            );
+        }
+        // `ipfw -d show` as one system: the same live states, counted as
+        // one engine counts them.
+        let mut merged = c.engines[0].snapshot();
+        for e in &c.engines[1..] {
+            merged.merge(e.snapshot());
+        }
+        let strip = |s: &dummynet_engine::stats::StateView| (s.rule, s.key, s.packets, s.limit);
+        let got: Vec<_> = merged.states.iter().map(strip).collect();
+        let wanted: Vec<_> = want.states.iter().map(strip).collect();
+        assert_eq!(got, wanted, "{workers} workers");
+        assert_eq!(merged.states_refused, want.states_refused);
+        // Never more than two places a source, however many workers.
+        assert!(shared.held() <= 2 * 6, "{} held", shared.held());
+    }
+    // Each worker counting its own: a source gets two flows per worker.
+    let (own, _, _) = limited_sharded(3, packets, true);
+    assert!(
+        (0..packets as usize).any(|i| own[i] != single[i]),
+        "counting apart changed nothing"
+    );
+}
+
+fn want_src(source: u8) -> u128 {
+    u128::from(u32::from(Ipv4Addr::new(10, 0, source, 1)))
+}
+
+#[test]
+fn a_limit_count_goes_down_when_rules_change_or_states_expire_on_any_worker() {
+    let (_, mut c, shared) = limited_sharded(3, 200, false);
+    let held = shared.held();
+    assert_eq!(held, 12, "two places for each of six sources");
+    // The rule goes: every worker's states of it go, and their places.
+    let (r, _) = c.apply_all(limited_packet(200).0, commands("delete 100\n"));
+    r.expect("delete applies");
+    assert_eq!(shared.held(), 0);
+    assert!(c.engines.iter().all(|e| e.snapshot().states.is_empty()));
+    // Back, with states again; then 11 s on, a frame no rule keeps state
+    // for reaches each worker (its sweep of expired states runs on
+    // arrivals): the places of the expired states are given back, by
+    // every worker.
+    let (r, _) = c.apply_all(
+        limited_packet(200).0,
+        commands("add 100 allow udp from 10.0.0.0/16 to any limit src-addr 2\n"),
+    );
+    r.expect("add applies");
+    let t = limited_packet(200).0;
+    for i in 0..60 {
+        let (_, info) = limited_packet(i);
+        let _ = c.read(t, info, i);
+    }
+    assert_eq!(shared.held(), 12);
+    let later = t + 11_000 * MS;
+    let stray = PacketInfo {
+        key: FlowKey::v4(
+            Ipv4Addr::new(192, 168, 0, 1),
+            Ipv4Addr::new(192, 168, 0, 2),
+            proto::UDP,
+            1,
+            1,
+        ),
+        ..limited_packet(0).1
+    };
+    let mut spread = 0;
+    for w in 0..3 {
+        let own = c.engines[w].snapshot().states.len();
+        spread += usize::from(own > 0);
+        let before = shared.held();
+        let _ = c.input(w, later, stray, 10_000 + w as u32);
+        assert_eq!(
+            shared.held(),
+            before - own,
+            "worker {w} gave back its {own}"
+        );
+    }
+    assert!(spread > 1, "the places were held by several workers");
+    assert_eq!(shared.held(), 0);
 }

@@ -1,5 +1,6 @@
 //! Criterion benches for the engine's hot paths: classification, a packet
-//! through an unlimited pipe, and a scheduler with many backlogged flows.
+//! through an unlimited pipe, a scheduler with many backlogged flows, and
+//! a packet that matches a dynamic state.
 //! `cargo bench -p dummynet-engine`.
 
 use std::hint::black_box;
@@ -8,6 +9,7 @@ use std::net::Ipv4Addr;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
+use dummynet_engine::limits::{Lease, LimitKey, LimitTable};
 use dummynet_engine::{Command, Direction, Engine, FlowKey, FlowMask, PacketInfo};
 
 fn pkt(i: u32) -> PacketInfo {
@@ -176,5 +178,72 @@ fn schedulers(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, classify, pipe, schedulers);
+/// A shared count with room for every state (the bench measures packets
+/// that match a state, which never ask it).
+#[derive(Debug)]
+struct Unbounded;
+
+impl LimitTable for Unbounded {
+    fn take(&self, _: LimitKey, _: u32, _: u64, expire: u64) -> Option<std::sync::Arc<Lease>> {
+        Some(std::sync::Arc::new(Lease::new(expire)))
+    }
+
+    fn give_back(&self, _: &LimitKey, _: &std::sync::Arc<Lease>) {}
+}
+
+/// A packet of a flow whose dynamic state exists: `keep-state`, and
+/// `limit src-addr` (the state's place counted, never touched by a packet
+/// that only matches it), over 64 flows from 8 sources.
+fn states(c: &mut Criterion) {
+    let mut g = c.benchmark_group("states");
+    g.throughput(Throughput::Elements(1));
+    let src_addr = LimitMask {
+        src_addr: true,
+        ..LimitMask::default()
+    };
+    let limit = StateKind::Limit {
+        mask: src_addr,
+        max: 1000,
+    };
+    for (name, kind, shared) in [
+        ("keep_state_hit", StateKind::Keep, false),
+        ("limit_hit", limit, false),
+        // Its place in a count shared with other engines: a packet that
+        // matches the state refreshes its lease (the table is not touched).
+        ("limit_hit_shared", limit, true),
+    ] {
+        let mut e: Engine<u32> = Engine::new(1);
+        if shared {
+            e.share_limits(std::sync::Arc::new(Unbounded));
+        }
+        let _ = e.apply(
+            0,
+            Command::AddRule(RuleSpec {
+                number: Some(100),
+                action: Action::Allow,
+                prob: None,
+                extra: RuleExtra {
+                    state: Some(kind),
+                    ..RuleExtra::default()
+                },
+                body: vec![],
+            }),
+        );
+        let flow = |i: u32| pkt(((i % 8) << 16) | (1000 + i % 64));
+        for i in 0..64 {
+            let _ = e.input(0, flow(i), 0);
+        }
+        let (mut now, mut i) = (0, 0u32);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                now += 100;
+                i = i.wrapping_add(1);
+                black_box(e.input(now, flow(i), 0));
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, classify, pipe, schedulers, states);
 criterion_main!(benches);

@@ -525,6 +525,17 @@ impl<P: Payload> Engine<P> {
         })
     }
 
+    /// Counts the states of `limit` and `set-limit` rules in `table`,
+    /// shared with the other engines given it, rather than in this
+    /// engine's own map (see [`crate::limits`]): engines that classify
+    /// one system's packets between them, each holding the states of the
+    /// flows it reads, then admit at most N states per key in all. The
+    /// states this engine holds already take their places in it. A copy
+    /// made to try a change on ([`Self::apply_all`]) counts on its own.
+    pub fn share_limits(&mut self, table: std::sync::Arc<dyn crate::limits::LimitTable>) {
+        self.rules.states.share(table);
+    }
+
     /// Whether packets leaving a pipe walk the rules again (`one_pass` 0).
     pub fn one_pass(&self) -> bool {
         self.settings.one_pass

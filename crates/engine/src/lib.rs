@@ -28,6 +28,7 @@ pub mod dummynet;
 mod engine;
 pub mod flow;
 pub mod impair;
+pub mod limits;
 pub mod modify;
 pub mod packet;
 pub mod params;

@@ -892,9 +892,11 @@ impl DataPlane {
 
     /// Makes this data plane one worker of a sharded one (see
     /// [`super::sharded`]); its engine must be configured as the others'.
+    /// Its engine counts `limit` states in the table the workers share.
     pub fn with_worker(mut self, worker: Option<Worker>) -> Self {
         if let Some(w) = &worker {
             self.clock = w.clock();
+            self.engine.share_limits(w.limits());
         }
         self.worker = worker;
         self

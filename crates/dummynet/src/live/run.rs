@@ -472,10 +472,7 @@ where
         // its routes those `verrevpath` follows.
         super::learn_host(&mut engine);
         let backends = match open(&mut engine) {
-            Ok(b) => {
-                let _ = ready_tx.send(Ok(()));
-                b
-            }
+            Ok(b) => b,
             Err(e) => {
                 let _ = ready_tx.send(Err(e));
                 return Report::default();
@@ -491,15 +488,19 @@ where
                 match start_followers(n, &replicas_config(&replicas), seed, options, open_worker) {
                     Ok(leader) => leader,
                     Err(e) => {
-                        say_now!("dummynet: {e}");
-                        return Report {
-                            failure: Some(e),
-                            ..Report::default()
-                        };
+                        let _ = ready_tx.send(Err(e));
+                        return Report::default();
                     }
                 }
             }
         };
+        // Ready (and the control socket up) once every worker has joined
+        // its ports' fanout groups: a flow that began earlier would be
+        // read by the leader alone at first, then by the worker the full
+        // group hashes it to, its first packets' states left behind on
+        // the leader (a `limit` place held twice, a `keep-state` made
+        // twice).
+        let _ = ready_tx.send(Ok(()));
         DataPlane::new(engine, backends, Some(inbox), flag)
             .with_options(options)
             .with_tap(tap)

@@ -35,7 +35,7 @@ use dummynet_engine::{Command, Direction, Nanos, PacketInfo, Snapshot, Verdict};
 
 use super::dataplane::{HostView, Report};
 use super::Carrier;
-use crate::workers::{LinkCounters, Links, Routed};
+use crate::workers::{LinkCounters, Links, Routed, SharedLimits};
 
 /// A worker's doorbell: the others write a byte while it sleeps.
 struct Bell {
@@ -166,6 +166,8 @@ struct Coord {
     accepted: AtomicBool,
     done: Mutex<Vec<Done>>,
     bells: Vec<Bell>,
+    /// The `limit` count every replica shares ([`Worker::limits`]).
+    limits: Arc<SharedLimits>,
 }
 
 /// One worker's part in the sharded data plane, kept by its
@@ -206,6 +208,7 @@ pub fn workers(n: usize) -> Result<Vec<Worker>, String> {
         accepted: AtomicBool::new(false),
         done: Mutex::new(Vec::new()),
         bells,
+        limits: Arc::default(),
     });
     Ok(crate::workers::mesh(n, crate::workers::RING_SLOTS)
         .into_iter()
@@ -229,6 +232,12 @@ impl Worker {
     /// The clock every worker reads (one zero for all).
     pub fn clock(&self) -> super::clock::Clock {
         self.coord.clock
+    }
+
+    /// The table every worker's replica counts `limit` states in: a key's
+    /// N places are the workers' together.
+    pub fn limits(&self) -> Arc<SharedLimits> {
+        self.coord.limits.clone()
     }
 
     pub fn is_leader(&self) -> bool {

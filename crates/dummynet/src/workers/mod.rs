@@ -29,14 +29,19 @@
 //! a frame by a symmetric flow hash, so a flow and its replies are read by
 //! one worker: [`reader`] is this module's model of it), and a frame that
 //! left a pipe on another worker is handed back to its reader for its
-//! `out` pass ([`Links::out_pass`]) when the rules keep state. What is not
-//! sharded: `limit` (it counts states across flows, per source address
-//! say, and each replica would count only its own), and `one_pass 0` (a
-//! packet leaving a pipe would walk the rules again in its owner's replica
-//! and could enter a pipe another worker owns). [`check_shardable`] says
-//! so before such a change is applied.
+//! `out` pass ([`Links::out_pass`]) when the rules keep state. `limit` and
+//! `set-limit` count states across flows (per source address, say),
+//! whose states different replicas hold: the replicas count them in one
+//! table ([`SharedLimits`], given to each by [`Cluster::new`] and the live
+//! daemon), touched only when a limited state is made or removed. What is
+//! not sharded: `one_pass 0` (a packet leaving a pipe would walk the rules
+//! again in its owner's replica and could enter a pipe another worker
+//! owns). [`check_shardable`] says so before such a change is applied.
 
 pub mod bench;
+mod limits;
+
+pub use limits::SharedLimits;
 
 use std::hash::{Hash, Hasher};
 
@@ -65,14 +70,6 @@ pub fn owner(instance: u64, workers: usize) -> usize {
 pub fn check_shardable<P: Payload>(engine: &Engine<P>, workers: usize) -> Option<String> {
     if workers <= 1 {
         return None;
-    }
-    if engine.has_limit_rules() {
-        return Some(format!(
-            "limit and set-limit need one worker: they count states across flows (per \
-             address, say), and each of the {workers} workers keeps the states of the flows \
-             it reads, so each would count only its own; use keep-state (which works with \
-             workers) or run with --workers 1"
-        ));
     }
     if !engine.one_pass() {
         return Some(format!(
@@ -382,9 +379,27 @@ pub struct Cluster<P> {
 impl<P: Payload> Cluster<P> {
     /// `workers` replicas made by `make` (which must configure them alike),
     /// with rings of `slots`.
+    /// They count `limit` states in one [`SharedLimits`].
     pub fn new(workers: usize, slots: usize, make: impl Fn(usize) -> Engine<P>) -> Self {
+        Self::with_limits(workers, slots, make, std::sync::Arc::default())
+    }
+
+    /// [`Self::new`], the replicas counting `limit` states in `limits`.
+    pub fn with_limits(
+        workers: usize,
+        slots: usize,
+        make: impl Fn(usize) -> Engine<P>,
+        limits: std::sync::Arc<SharedLimits>,
+    ) -> Self {
+        let engines = (0..workers)
+            .map(|w| {
+                let mut e = make(w);
+                e.share_limits(limits.clone());
+                e
+            })
+            .collect();
         Cluster {
-            engines: (0..workers).map(make).collect(),
+            engines,
             links: mesh(workers, slots),
         }
     }

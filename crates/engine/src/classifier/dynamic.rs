@@ -9,9 +9,11 @@
 //! there are at most `dyn_max` of them, about 100 bytes each.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::config::{DynSetting, LimitMask, Settings};
 use crate::flow::{proto, FlowKey};
+use crate::limits::{Lease, LimitKey, LimitTable};
 use crate::time::{Nanos, NS_PER_SEC};
 
 use super::headers::tcp_flag;
@@ -53,30 +55,6 @@ impl Key {
     }
 }
 
-/// The masked fields `limit` counts by, per rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct LimitKey {
-    rule: u32,
-    v6: bool,
-    src: Option<u128>,
-    sport: Option<u16>,
-    dst: Option<u128>,
-    dport: Option<u16>,
-}
-
-impl LimitKey {
-    fn new(rule: u32, m: LimitMask, k: &FlowKey) -> Self {
-        LimitKey {
-            rule,
-            v6: k.v6,
-            src: m.src_addr.then_some(k.src),
-            sport: m.src_port.then_some(k.sport),
-            dst: m.dst_addr.then_some(k.dst),
-            dport: m.dst_port.then_some(k.dport),
-        }
-    }
-}
-
 mod seen {
     pub const SYN_FWD: u8 = 1;
     pub const SYN_REV: u8 = 2;
@@ -109,6 +87,8 @@ pub(crate) struct State {
     pub packets: u64,
     pub bytes: u64,
     limit: Option<LimitKey>,
+    /// Its place in a shared `limit` count ([`States::share`]).
+    lease: Option<Arc<Lease>>,
     pub name: NameId,
 }
 
@@ -120,6 +100,12 @@ impl State {
 
     pub fn is_limit(&self) -> bool {
         self.limit.is_some()
+    }
+
+    /// Its place in a shared count was taken back by another engine
+    /// (it expired there first): gone, though not yet removed here.
+    fn is_reaped(&self) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.is_reaped())
     }
 }
 
@@ -135,7 +121,11 @@ pub(crate) enum Refused {
 #[derive(Debug, Default)]
 pub(crate) struct States {
     map: HashMap<Key, State>,
+    /// The `limit` counts, while they are this table's own.
     limits: HashMap<LimitKey, u32>,
+    /// The `limit` counts shared with other engines' tables, once given
+    /// ([`Self::share`]): then `limits` is empty.
+    shared: Option<Arc<dyn LimitTable>>,
     names: Vec<String>,
     /// States refused for `dyn_max` or a `limit`.
     pub refused: u64,
@@ -199,11 +189,26 @@ impl States {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &State> {
-        self.map.values()
+        self.map.values().filter(|st| !st.is_reaped())
+    }
+
+    /// Counts `limit` states in `table`, shared with other engines, from
+    /// now on; the limited states this table holds take their places in
+    /// it, over the limit if need be (they exist already).
+    pub fn share(&mut self, table: Arc<dyn LimitTable>) {
+        for st in self.map.values_mut() {
+            if let Some(lk) = st.limit {
+                st.lease = table.take(lk, u32::MAX, 0, st.expire);
+            }
+        }
+        self.limits.clear();
+        self.shared = Some(table);
     }
 
     /// The live state of the packet's flow, refreshed by the packet; an
-    /// expired one is removed and not found.
+    /// expired one is removed and not found (so is one whose place in a
+    /// shared `limit` count another engine took back, having found it
+    /// expired).
     pub fn check(
         &mut self,
         now: Nanos,
@@ -226,7 +231,13 @@ impl States {
         }
         let st = self.map.get_mut(&key)?;
         observe(st, k, tcp);
-        st.expire = now.saturating_add(lifetime(k.proto, st.seen, s));
+        let expire = now.saturating_add(lifetime(k.proto, st.seen, s));
+        if st.lease.as_ref().is_some_and(|l| !l.refresh(expire)) {
+            // Expired, and another engine took its place back: gone (it
+            // is removed when made again or swept).
+            return None;
+        }
+        st.expire = expire;
         st.packets += 1;
         st.bytes += u64::from(len);
         Some(st)
@@ -247,17 +258,22 @@ impl States {
         s: &Settings,
     ) -> Result<(), Refused> {
         let key = Key::new(k, name);
-        if self.map.get(&key).is_some_and(|st| st.expire > now) {
-            let _ = self.check(now, k, NameSel::One(name), tcp, len, s);
+        if self.map.get(&key).is_some_and(|st| st.expire > now)
+            && self
+                .check(now, k, NameSel::One(name), tcp, len, s)
+                .is_some()
+        {
             return Ok(());
         }
         self.remove(&key);
         let max = s.dyn_value(DynSetting::Max) as usize;
         let lkey = limit.map(|(m, _)| LimitKey::new(parent.rule_id, m, k));
+        // A shared count is asked only once the state is otherwise made.
         let over_limit = |me: &Self| {
-            limit
-                .zip(lkey)
-                .is_some_and(|((_, n), lk)| me.limits.get(&lk).copied().unwrap_or(0) >= n)
+            me.shared.is_none()
+                && limit
+                    .zip(lkey)
+                    .is_some_and(|((_, n), lk)| me.limits.get(&lk).copied().unwrap_or(0) >= n)
         };
         if self.map.len() >= max || over_limit(self) {
             self.sweep(now);
@@ -270,9 +286,6 @@ impl States {
             self.refused += 1;
             return Err(Refused::Limit);
         }
-        if let Some(lk) = lkey {
-            *self.limits.entry(lk).or_default() += 1;
-        }
         let mut st = State {
             parent,
             fwd: (k.src, k.sport),
@@ -282,34 +295,50 @@ impl States {
             packets: 1,
             bytes: u64::from(len),
             limit: lkey,
+            lease: None,
             name,
         };
         observe(&mut st, k, tcp);
         st.expire = now.saturating_add(lifetime(k.proto, st.seen, s));
+        if let (Some(((_, n), lk)), Some(table)) = (limit.zip(lkey), &self.shared) {
+            let Some(lease) = table.take(lk, n, now, st.expire) else {
+                self.refused += 1;
+                return Err(Refused::Limit);
+            };
+            st.lease = Some(lease);
+        } else if let Some(lk) = lkey {
+            *self.limits.entry(lk).or_default() += 1;
+        }
         self.map.insert(key, st);
         Ok(())
     }
 
     fn remove(&mut self, key: &Key) {
         if let Some(st) = self.map.remove(key) {
-            self.release(st.limit);
+            self.release(st.limit, st.lease);
         }
     }
 
-    fn release(&mut self, lk: Option<LimitKey>) {
-        if let Some(lk) = lk {
-            if let Some(n) = self.limits.get_mut(&lk) {
-                *n -= 1;
-                if *n == 0 {
-                    self.limits.remove(&lk);
+    /// Gives back the place a removed state held in its `limit` count.
+    fn release(&mut self, lk: Option<LimitKey>, lease: Option<Arc<Lease>>) {
+        let Some(lk) = lk else { return };
+        match (lease, &self.shared) {
+            (Some(lease), Some(table)) => table.give_back(&lk, &lease),
+            _ => {
+                if let Some(n) = self.limits.get_mut(&lk) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.limits.remove(&lk);
+                    }
                 }
             }
         }
     }
 
-    /// Drops every state expired by `now`.
+    /// Drops every state expired by `now` (and those whose place in a
+    /// shared count another engine took back: expired there first).
     pub fn sweep(&mut self, now: Nanos) {
-        self.retain(|st| st.expire > now);
+        self.retain(|st| st.expire > now && !st.is_reaped());
     }
 
     /// Drops the states of rules that are gone.
@@ -318,12 +347,12 @@ impl States {
         self.map.retain(|_, st| {
             let k = keep(st);
             if !k {
-                freed.push(st.limit);
+                freed.push((st.limit, st.lease.take()));
             }
             k
         });
-        for lk in freed {
-            self.release(lk);
+        for (lk, lease) in freed {
+            self.release(lk, lease);
         }
     }
 }
