@@ -11,8 +11,8 @@ use crate::classifier::{
 };
 use crate::config::{
     Action, ArgAction, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
-    QueueLimit, RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, StateKind, TableCmd,
-    TableName, DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    QueueLimit, RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
+    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::flow::FlowKey;
@@ -511,18 +511,6 @@ impl<P: Payload> Engine<P> {
             .rules()
             .iter()
             .any(|r| matches!(r.spec.action, Action::CheckState) || r.spec.extra.state.is_some())
-    }
-
-    /// Whether some rule counts states across flows (`limit`, `set-limit`:
-    /// at most N states per value of the masked fields), which a data plane
-    /// that keeps one state table per engine would count apart.
-    pub fn has_limit_rules(&self) -> bool {
-        self.rules.rules().iter().any(|r| {
-            matches!(
-                r.spec.extra.state,
-                Some(StateKind::Limit { .. } | StateKind::SetLimit { .. })
-            )
-        })
     }
 
     /// Counts the states of `limit` and `set-limit` rules in `table`,
