@@ -263,7 +263,8 @@ fn parse_threaded(text: &str) -> Option<bool> {
 /// Runs `f` with the path of a sysfs that shows the calling thread's
 /// network namespace: on a new thread (which starts in the caller's
 /// namespaces), in a mount namespace of its own whose mounts are private,
-/// with sysfs mounted afresh over `/sys`. Both go when the thread ends.
+/// with sysfs mounted afresh over `/sys` (unless the sysfs already there
+/// is this namespace's). Both go when the thread ends.
 fn with_own_sysfs<T>(
     f: impl FnOnce(&Path) -> std::io::Result<T> + Send,
 ) -> std::result::Result<T, Errno>
@@ -287,13 +288,20 @@ where
                     MsFlags::MS_REC | MsFlags::MS_PRIVATE,
                     None::<&str>,
                 )?;
-                mount(
+                let fresh = mount(
                     Some("sysfs"),
                     "/sys",
                     Some("sysfs"),
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
                     None::<&str>,
-                )?;
+                );
+                match fresh {
+                    // The kernel refuses a filesystem on the mount point
+                    // it is already mounted on: /sys shows this namespace
+                    // already (as after `ip netns exec`).
+                    Ok(()) | Err(Errno::EBUSY) => {}
+                    Err(e) => return Err(e),
+                }
                 f(Path::new("/sys")).map_err(io_errno)
             })
             .map_err(io_errno)?;
@@ -359,6 +367,29 @@ mod tests {
         nix::unistd::geteuid().is_root()
     }
 
+    /// [`threaded`] from a thread whose /sys already shows its network
+    /// namespace (as under `ip netns exec`): the kernel refuses the same
+    /// sysfs twice on /sys, and that one is read.
+    fn seen_through_own_sysfs() -> Result<bool> {
+        use nix::mount::{mount, MsFlags};
+        let failed = |e| NetdevError::new("ndt-b", "mounting sysfs for the test", e);
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(failed)?;
+                    let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+                    mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
+                        .map_err(failed)?;
+                    let none = MsFlags::empty();
+                    mount(Some("sysfs"), "/sys", Some("sysfs"), none, None::<&str>)
+                        .map_err(failed)?;
+                    threaded("ndt-b")
+                })
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
     /// A veth pair in a namespace of its own: GRO, TSO and threaded NAPI
     /// set and read back, and the host's own /sys left as it was.
     #[test]
@@ -389,15 +420,16 @@ mod tests {
                     feature("ndt-a", Feature::Tso)?,
                 );
                 let missing = feature("ndt-zz", Feature::Gro).map_err(|e| e.kind);
-                Ok((before, early, after, missing))
+                Ok((before, early, after, missing, seen_through_own_sysfs()?))
             })
             .expect("enter the namespace")
             .expect("netdev calls");
-        let (before, early, after, missing) = got;
+        let (before, early, after, missing, through_own) = got;
         assert_eq!(before, (false, false), "a veth's defaults");
         assert_eq!(early, Err(NetdevErrorKind::NotSupported));
         assert_eq!(after, (true, true, false));
         assert_eq!(missing, Err(NetdevErrorKind::NoSuchInterface));
+        assert!(through_own, "read where /sys already shows the namespace");
         // The sysfs mounts were the helper thread's alone.
         let host_sys_after = std::fs::read_dir("/sys/class/net")
             .map(|d| d.count())

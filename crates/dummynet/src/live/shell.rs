@@ -39,6 +39,7 @@ use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
 use super::rootless::{Gateway, UserNet};
 use super::run::{spawn, Running};
+use super::shell_napi::{move_receive_work, warning, Napi};
 use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
 
@@ -107,6 +108,15 @@ pub struct ShellArgs {
     /// microsecond, spinning a core under load). See `dummynet run --help`.
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
+    /// Who runs the receiving TCP stacks of the link's endpoints:
+    /// `threaded` (default) the kernel's NAPI threads (GRO on and threaded
+    /// NAPI on the link's ends, TSO off on the emulator's ports), so the
+    /// emulator's thread only sends; `inline` leaves the ends as the kernel
+    /// makes them, and a veth then runs its receiver's stack inside each of
+    /// the emulator's sends (which makes releases late with many links).
+    /// What the kernel refuses is said once; the link works either way.
+    #[arg(long, value_enum, default_value_t = Napi::Threaded)]
+    pub napi: Napi,
     #[command(flatten)]
     pub observe: super::observer::ObserveArgs,
     /// Put this shell's link in the emulator already running behind SOCKET
@@ -572,6 +582,8 @@ pub struct ShellOptions {
     pub socket: Option<PathBuf>,
     pub gso: Gso,
     pub precision: Precision,
+    /// Who runs the ends' receiving stacks ([`super::shell_napi`]).
+    pub napi: Napi,
     /// The per-packet observer, if any (its captures hold Ethernet frames).
     pub observe: Option<super::observer::ObserveOptions>,
     /// Our end of the veth in the namespace we are started in: `dn-PID`
@@ -614,6 +626,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
         socket,
         gso,
         precision,
+        napi,
         observe,
         veth,
     } = options;
@@ -627,6 +640,9 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         build_path(&app, &here, &veth.name, gso)?
     };
+    if napi == Napi::Threaded {
+        say_unset(&move_receive_work(&path, [APP_IF, PEER_IF]));
+    }
     let way_out = WayOut::open(
         nat,
         &Inside {
@@ -666,6 +682,7 @@ pub fn start_joined(
     request: super::join::JoinRequest,
     nat: Nat,
     gso: Gso,
+    napi: Napi,
     veth: String,
 ) -> Result<ShellLink, String> {
     let mut session = super::join::Session::request(socket, request)?;
@@ -692,6 +709,12 @@ pub fn start_joined(
             gso,
         )?
     };
+    if napi == Napi::Threaded {
+        say_unset(&move_receive_work(
+            &path,
+            [offer.app_if.as_str(), offer.peer_if.as_str()],
+        ));
+    }
     let way_out = WayOut::open(
         nat,
         &Inside {
@@ -886,6 +909,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         socket: Some(socket),
         gso: args.gso,
         precision: args.precision,
+        napi: args.napi,
         observe,
         veth: format!("dn-{me}"),
     };
@@ -907,7 +931,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 down: args.down.clone(),
             };
             _gateway = None;
-            start_joined(shared, request, args.nat, args.gso, options.veth)?
+            start_joined(shared, request, args.nat, args.gso, args.napi, options.veth)?
         }
         None if super::rootless::is_rootless() => {
             let (link, gateway) = start_rootless(options, args.user_net)?;
@@ -1050,6 +1074,13 @@ fn start_rootless(
         .run(|| start(options))
         .map_err(|e| format!("entering our namespace: {e}"))??;
     Ok((link, gateway))
+}
+
+/// Says once what [`move_receive_work`] could not set, if anything.
+fn say_unset(failed: &[String]) {
+    if let Some(line) = warning(failed) {
+        say!("{line}");
+    }
 }
 
 /// Our end of the veth in the namespace we were started in. The kernel
