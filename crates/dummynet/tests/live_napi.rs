@@ -2,8 +2,9 @@
 //! turns GRO on and makes NAPI threaded on the ends it creates for the
 //! endpoints (`dn0` in the command's namespace, `dn-PID` where it was
 //! started), and TSO off on the emulator's ports (`app`/`peer`, or a
-//! joined link's `app-K`/`peer-K`), so the kernel's NAPI threads, not the
-//! emulator's, run the receiving TCP stacks. Each state is read back from
+//! joined link's `app-K`/`peer-K`) while the ends segment (a rate here),
+//! so the kernel's NAPI threads, not the emulator's, run the receiving TCP
+//! stacks; with delays only (super-packets cross whole) TSO stays on. Each state is read back from
 //! the kernel (ethtool ioctls, and each namespace's own sysfs); with
 //! `--napi inline` the same ends are left as the kernel makes a veth.
 //! Either way a 4 MiB TCP transfer crosses the link byte for byte.
@@ -31,6 +32,9 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 /// Bytes sent through each link.
 const PAYLOAD: usize = 4 << 20;
+
+/// Each link's pipes in the tests: a rate, so the ends segment.
+const RATE: &str = "bw 200Mbit/s delay 2ms";
 
 /// What the kernel says about a link's ends.
 #[derive(Debug, PartialEq, Eq)]
@@ -156,7 +160,7 @@ struct Run {
     received: JoinHandle<Option<Vec<u8>>>,
 }
 
-fn start(ns: &TestNs, scratch: &Scratch, tag: &str, shell_args: &[&str]) -> Run {
+fn start(ns: &TestNs, scratch: &Scratch, tag: &str, link: &str, shell_args: &[&str]) -> Run {
     let port = unique_port();
     let received = sink(ns, port);
     let data = scratch.path("payload");
@@ -167,15 +171,7 @@ fn start(ns: &TestNs, scratch: &Scratch, tag: &str, shell_args: &[&str]) -> Run 
         pid = pid.display(),
         data = data.display(),
     );
-    let mut args = vec![
-        "shell",
-        "--nat",
-        "off",
-        "--up",
-        "delay 2ms",
-        "--down",
-        "delay 2ms",
-    ];
+    let mut args = vec!["shell", "--nat", "off", "--up", link, "--down", link];
     args.extend_from_slice(shell_args);
     args.extend_from_slice(&["--", "bash", "-c", &script]);
     let shell = Proc::spawn(ns.command(DUMMYNET, &args), tag);
@@ -225,11 +221,19 @@ fn a_shell_moves_receive_work_to_napi_threads_unless_told_inline() {
     let scratch = Scratch::new();
     let sent = payload();
     std::fs::write(scratch.path("payload"), &sent).expect("the payload file");
-    for (tag, args, expected) in [
-        ("default", &[][..], THREADED),
-        ("inline", &["--napi", "inline"][..], KERNEL_DEFAULTS),
+    // A rate: the ends segment, and TSO is off on the emulator's ports.
+    // Delays only: super-packets cross whole, and TSO stays on (splitting
+    // them on the emulator's thread would cost more than it saves).
+    let whole = Ends {
+        ports_tso: (true, true),
+        ..THREADED
+    };
+    for (tag, link, args, expected) in [
+        ("rate", RATE, &[][..], THREADED),
+        ("delays only", "delay 2ms", &[][..], whole),
+        ("inline", RATE, &["--napi", "inline"][..], KERNEL_DEFAULTS),
     ] {
-        let run = start(&ns, &scratch, tag, args);
+        let run = start(&ns, &scratch, tag, link, args);
         let emulator = emulator_ns(run.shell.pid());
         assert_eq!(run.ends(&ns, &emulator, ["app", "peer"]), expected, "{tag}");
         run.crossed(&sent, tag);
@@ -261,8 +265,8 @@ fn a_joined_shell_sets_up_its_own_ends_and_the_shared_emulators_ports() {
     let emulator = emulator_ns(first.pid());
     assert_eq!(
         (tso(&emulator, "app"), tso(&emulator, "peer")),
-        (false, false),
-        "the first shell's own ports"
+        (true, true),
+        "the first shell's own ports: unlimited, super-packets cross whole"
     );
     // One after the other, both kept until the end: links 1 and 2.
     let mut runs = Vec::new();
@@ -277,7 +281,7 @@ fn a_joined_shell_sets_up_its_own_ends_and_the_shared_emulators_ports() {
     ] {
         let mut args = args.to_vec();
         args.extend_from_slice(&["--join", &sock]);
-        let run = start(&ns, &scratch, tag, &args);
+        let run = start(&ns, &scratch, tag, RATE, &args);
         assert_eq!(run.ends(&ns, &emulator, ports), expected, "{tag}");
         runs.push((tag, run));
     }

@@ -160,6 +160,10 @@ pub struct Path {
     /// The same for IPv6 (a /64 of fd64:646e::/32), unless IPv6 could not
     /// be set up (disabled on the host, say).
     pub v6: Option<V6Link>,
+    /// With `--napi threaded`: the emulator's two ports, whose TSO follows
+    /// the ends' segmentation ([`super::shell_napi`]): off while the ends
+    /// segment, on while super-packets cross whole.
+    pub tso_follows: Option<[String; 2]>,
 }
 
 /// The IPv6 side of a [`Path`].
@@ -271,6 +275,7 @@ pub fn build_path_in(
         far_addr,
         subnet,
         v6,
+        tso_follows: None,
     })
 }
 
@@ -300,6 +305,12 @@ impl Path {
         for (mut rtnl, name) in [(near, NEAR_IF), (far, self.far_if.as_str())] {
             rtnl.set_gso_max_segs(name, segs)
                 .map_err(|e| e.to_string())?;
+        }
+        if let Some(ports) = &self.tso_follows {
+            // Not fatal: the link works either way (see shell_napi).
+            for e in super::shell_napi::follow_segmentation(self, ports, whole) {
+                say!("dummynet shell: {e}");
+            }
         }
         Ok(())
     }
@@ -636,12 +647,18 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
         name: veth,
         ns: here.clone(),
     };
-    let path = {
+    let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         build_path(&app, &here, &veth.name, gso)?
     };
     if napi == Napi::Threaded {
-        say_unset(&move_receive_work(&path, [APP_IF, PEER_IF]));
+        // With --gso auto, super-packets cross whole until the emulator's
+        // first word says otherwise (and TSO follows it from then on).
+        say_unset(&move_receive_work(
+            &mut path,
+            [APP_IF, PEER_IF],
+            gso != Gso::Off,
+        ));
     }
     let way_out = WayOut::open(
         nat,
@@ -698,7 +715,7 @@ pub fn start_joined(
     // Segments are split unless asked otherwise: nobody follows the
     // configuration for this link's ends.
     let gso = if gso == Gso::On { Gso::On } else { Gso::Off };
-    let path = {
+    let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         build_path_in(
             mid,
@@ -711,8 +728,9 @@ pub fn start_joined(
     };
     if napi == Napi::Threaded {
         say_unset(&move_receive_work(
-            &path,
+            &mut path,
             [offer.app_if.as_str(), offer.peer_if.as_str()],
+            gso == Gso::On,
         ));
     }
     let way_out = WayOut::open(
