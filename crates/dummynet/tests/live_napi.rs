@@ -240,6 +240,41 @@ fn a_shell_moves_receive_work_to_napi_threads_unless_told_inline() {
     }
 }
 
+/// With `--gso auto`, TSO on the emulator's ports follows the
+/// configuration: on while the pipes only delay, off once a rate makes the
+/// ends segment, on again when it goes.
+#[test]
+fn the_emulators_tso_follows_the_configuration() {
+    if !ready("shell --napi, TSO following ipfw", &["ip", "bash"]) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("payload"), payload()).expect("the payload file");
+    let socket = scratch.path("follow.sock");
+    let sock = socket.to_string_lossy().into_owned();
+    let run = start(&ns, &scratch, "follow", "delay 2ms", &["--socket", &sock]);
+    let emulator = emulator_ns(run.shell.pid());
+    let ports_tso = || (tso(&emulator, "app"), tso(&emulator, "peer"));
+    let wait_for = |want: (bool, bool), what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ports_tso() != want {
+            assert!(Instant::now() < deadline, "{what}: TSO {:?}", ports_tso());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(ports_tso(), (true, true), "delays only");
+    ipfw(
+        &socket,
+        &["pipe", "1", "config", "bw", "100Mbit/s", "delay", "2ms"],
+    );
+    wait_for((false, false), "after a rate");
+    ipfw(&socket, &["pipe", "1", "config", "delay", "2ms"]);
+    wait_for((true, true), "after the rate went");
+    drop(run);
+}
+
 #[test]
 fn a_joined_shell_sets_up_its_own_ends_and_the_shared_emulators_ports() {
     if !ready("shell --join --napi", &["ip", "bash"]) {
