@@ -110,8 +110,8 @@ pub struct ShellArgs {
     pub precision: Precision,
     /// Who runs the receiving TCP stacks of the link's endpoints:
     /// `threaded` (default) the kernel's NAPI threads (GRO on and threaded
-    /// NAPI on the link's ends, TSO off on the emulator's ports), so the
-    /// emulator's thread only sends; `inline` leaves the ends as the kernel
+    /// NAPI on the link's ends, TSO off on the emulator's ports while the
+    /// ends segment, as --gso decides), so the emulator's thread only sends; `inline` leaves the ends as the kernel
     /// makes them, and a veth then runs its receiver's stack inside each of
     /// the emulator's sends (which makes releases late with many links).
     /// What the kernel refuses is said once; the link works either way.

@@ -28,7 +28,7 @@ use super::shell::{Path, NEAR_IF};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Napi {
     /// The kernel's NAPI threads: GRO on and threaded NAPI on the ends,
-    /// TSO off on the emulator's ports.
+    /// TSO off on the emulator's ports while the ends segment.
     #[default]
     Threaded,
     /// The emulator's thread, inside its sends: the ends as the kernel
