@@ -19,14 +19,15 @@
 # Bounded: every shell's command ends within SETUP + DURATION + 40 s, where
 # SETUP (60 s + N/2 s) bounds the wait for every link to come up.
 #
-# NAPI=threaded (shared form only; needs ethtool and nsenter) moves the TCP
-# endpoints' receive work off the emulator's thread: GRO and threaded NAPI
-# on every far end and every shell's dn0, and TSO off on the daemon's
-# app-K/peer-K ports (a veth hands frames to its peer's stack inline, on
-# the sender's thread, unless the peer has NAPI and the sender no TSO).
+# NAPI=inline|threaded is passed to every shell as `--napi`: by default
+# (threaded) each shell moves its link's receiving TCP stacks off the
+# emulator's thread by itself (GRO and threaded NAPI on its ends, TSO off on
+# the emulator's ports); NAPI=inline leaves the veths as the kernel makes
+# them, so the emulator's sends run the receivers' stacks inline. A shell
+# that could not set all of it says so (counted below).
 #
 # Needs root, ip, iperf3, ping. Usage:
-#   sudo [DURATION=10] [GSO=on] [NAPI=threaded] scripts/bench-density.sh N [--shared] [path/to/dummynet]
+#   sudo [DURATION=10] [GSO=on] [NAPI=inline] scripts/bench-density.sh N [--shared] [path/to/dummynet]
 set -euo pipefail
 
 N=${1:?usage: bench-density.sh N [--shared] [path/to/dummynet]}
@@ -67,13 +68,7 @@ done
 
 # Inside each shell: wait for the start, TCP for DURATION s, then ping.
 cat > "$WORK/inner.sh" <<'EOF'
-i=$1; work=$2; duration=$3; setup=$4; napi=$5
-if [ "$napi" = threaded ]; then
-    # sysfs as this namespace sees it, in a mount namespace of its own.
-    ethtool -K dn0 gro on >/dev/null 2>&1 &&
-        unshare -m sh -c 'mount -t sysfs none /sys && echo 1 > /sys/class/net/dn0/threaded' ||
-        echo "link $i: threaded NAPI not set" >&2
-fi
+i=$1; work=$2; duration=$3; setup=$4
 n=0; while [ ! -e "$work/go" ] && [ $n -lt $((setup * 10)) ]; do sleep 0.1; n=$((n+1)); done
 bps=$(iperf3 -c "$DUMMYNET_PEER" -p $((20000 + i)) -t "$duration" -f m 2>/dev/null \
       | awk '/receiver/ {print $7}')
@@ -105,11 +100,14 @@ LINK=(--nat off --up "bw 16Mbit/s delay 10ms" --down "bw 16Mbit/s delay 10ms")
 # GSO=on: TCP's super-packets cross whole (`--gso on`), one frame for up to
 # 64 KB, billed for their segments' bytes but taking one queue slot each.
 [ -n "${GSO:-}" ] && LINK+=(--gso "$GSO")
+NAPI_ARGS=()
+[ -n "${NAPI:-}" ] && NAPI_ARGS=(--napi "$NAPI")
+LINK+=("${NAPI_ARGS[@]}")
 SETUP=$((60 + N / 2))
-cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP ${NAPI:-}"; }
+cmd_for() { echo "sh $WORK/inner.sh $1 $WORK $DURATION $SETUP"; }
 idle_kb=
 if [ "$MODE" = shared ]; then
-    ip netns exec "$NS" "$DN" shell --nat off --socket "$WORK/shared.sock" \
+    ip netns exec "$NS" "$DN" shell --nat off "${NAPI_ARGS[@]}" --socket "$WORK/shared.sock" \
         -- sleep $((SETUP + DURATION + 120)) > "$WORK/log.0" 2>&1 &
     echo $! > "$WORK/pid.0"
     for _ in $(seq 50); do [ -S "$WORK/shared.sock" ] && break; sleep 0.1; done
@@ -137,16 +135,6 @@ if [ "$up" -lt "$N" ]; then
     grep -h -i -E "error|cannot|busy|refused|failed" "$WORK"/log.[1-9]* 2>/dev/null | sort | uniq -c | head -5 >&2 || true
 fi
 sleep 1
-if [ "${NAPI:-}" = threaded ] && [ "$MODE" = shared ]; then
-    ip netns exec "$NS" sh -c 'for d in /sys/class/net/*; do n=${d##*/}; [ $n = lo ] && continue
-        ethtool -K $n gro on >/dev/null && echo 1 > $d/threaded; done'
-    for t in /proc/"$(cat "$WORK/pid.0")"/task/*; do
-        [ "$(cat "$t/comm")" = dummynet-datapl ] && dpns=$t/ns/net
-    done
-    for dev in $(nsenter --net="$dpns" ip -br link | awk '{print $1}' | cut -d@ -f1 | grep -E '^(app|peer)-'); do
-        nsenter --net="$dpns" ethtool -K "$dev" tso off >/dev/null
-    done
-fi
 if [ "$MODE" = shared ]; then
     idle_kb=$(( ($(rss_kb "$(cat "$WORK/pid.0")") - base_kb) / N ))
 fi
@@ -170,14 +158,16 @@ for i in $(seq 1 "$N"); do
 done
 hz=$(getconf CLK_TCK)
 awk -v n="$N" -v mode="$MODE" -v gso="${GSO:+ (--gso $GSO)}" -v cpu="$cpu" -v hz="$hz" -v dur="$(awk -v m="$window_ms" 'BEGIN {print m / 1000}')" \
-    -v rss="$load_rss" -v idle="${idle_kb:-}" '
+    -v rss="$load_rss" -v idle="${idle_kb:-}" -v napi="${NAPI:-threaded}" \
+    -v unset="$(cat "$WORK"/log.* 2>/dev/null | grep -c "receiving TCP stacks may run" || true)" '
     { got++; tput = $2 * 1500 / 1448; te[got] = (tput > 16 ? tput - 16 : 16 - tput) / 16 * 100;
       re[got] = ($3 > 20 ? $3 - 20 : 20 - $3); if ($2 == 0 || $3 == 0) bad++ }
     function median(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
         if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }
     END {
-        printf "%-8s N=%d links measured=%d failed=%d%s\n", mode, n, got, bad + 0, gso
+        printf "%-8s N=%d links measured=%d failed=%d%s --napi %s\n", mode, n, got, bad + 0, gso, napi
+        if (unset > 0) printf "  shells that could not set up threaded NAPI: %d\n", unset
         printf "  throughput error: median %.2f%%  max %.2f%%\n", median(te, got), te[got]
         printf "  RTT error:        median %.2f ms  max %.2f ms\n", median(re, got), re[got]
         printf "  CPU (all dummynet processes, TCP window of %.1f s): %.0f%% of a core (%.2f%% per link)\n", \

@@ -118,7 +118,9 @@ fn a_user_gets_a_delayed_link_and_its_control_socket() {
          ping -c 3 -i 0.2 -W 2 $DUMMYNET_PEER > $OUT/ping.txt; \
          echo \"$DUMMYNET_SOCKET\" > $OUT/socket; \
          dummynet ipfw pipe 1 show > $OUT/show.txt; \
-         dummynet ps --json > $OUT/ps.json",
+         dummynet ps --json > $OUT/ps.json; \
+         unshare -m sh -c 'mount -t sysfs none /sys && \
+             cat /sys/class/net/dn0/threaded' > $OUT/threaded",
     );
     let stderr = text(&out.stderr);
     expect_success(&out, "the shell as a user");
@@ -158,6 +160,14 @@ fn a_user_gets_a_delayed_link_and_its_control_socket() {
     assert!(
         stderr.contains("without root") && stderr.contains("reaches only $DUMMYNET_PEER"),
         "the shell says it has no way out: {stderr}"
+    );
+    // `--napi threaded` (the default) works in the user's namespaces too:
+    // dn0's NAPI is threaded (read through a sysfs of the command's own
+    // namespace), and nothing was refused.
+    assert_eq!(scratch.read("threaded").trim(), "1", "dn0's threaded NAPI");
+    assert!(
+        !stderr.contains("receiving TCP stacks may run"),
+        "threaded NAPI set up without root: {stderr}"
     );
 }
 

@@ -13,6 +13,8 @@
 //!   table of our own, or an iptables chain where nftables is missing.
 //! - [`portlock`]: one daemon per interface or queue: flock under
 //!   `/run/dummynet`, released when the process ends.
+//! - [`netdev`]: an interface's GRO and TSO, and threaded NAPI (so a
+//!   veth's receiving stack runs in the kernel's NAPI threads).
 //! - [`rawip`]: whole IP packets sent back into the host's output path.
 //! - [`xdp`]: AF_XDP ports for the bridge: one UMEM, frames held in place.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
@@ -26,6 +28,7 @@ pub mod afpacket;
 pub mod firewall;
 pub mod fsident;
 pub mod hugealloc;
+pub mod netdev;
 pub mod netns;
 pub mod nfqueue;
 pub mod portlock;

@@ -70,6 +70,8 @@ use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
 
+use crate::netdev::{ethtool, probe_socket};
+
 /// What went wrong opening or using the ports.
 #[derive(Debug, thiserror::Error)]
 pub enum XdpError {
@@ -931,41 +933,9 @@ fn rx_queues(fd: &OwnedFd, ifname: &str) -> Option<u32> {
     let mut ch = [0u32; 9];
     ch[0] = ETHTOOL_GCHANNELS;
     // SAFETY: struct ethtool_channels is nine u32s, all of `ch`.
-    unsafe { ethtool(fd, ifname, &mut ch) }?;
+    unsafe { ethtool(fd, ifname, &mut ch) }.ok()?;
     // rx_count + combined_count
     Some(ch[5] + ch[8])
-}
-
-/// Runs the ethtool command `buf[0]` on `ifname` (`SIOCETHTOOL` on `fd`,
-/// a socket in the interface's network namespace), with `buf` as its
-/// struct, which the kernel fills. `None` when the name does not fit or
-/// the kernel refuses.
-///
-/// # Safety
-///
-/// `buf` must be at least as large as the struct the kernel reads and
-/// writes for that command.
-unsafe fn ethtool(fd: &OwnedFd, ifname: &str, buf: &mut [u32]) -> Option<()> {
-    // SAFETY: plain old data; all zeroes is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    if ifname.len() >= req.ifr_name.len() {
-        return None;
-    }
-    for (dst, src) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
-        *dst = src as libc::c_char;
-    }
-    req.ifr_ifru.ifru_data = buf.as_mut_ptr().cast();
-    // SAFETY: SIOCETHTOOL with `ifru_data` pointing at `buf`, live and
-    // writable for the whole call and as large as the command's struct
-    // (the caller's promise); the kernel keeps no pointer.
-    let r = unsafe {
-        libc::ioctl(
-            fd.as_raw_fd(),
-            libc::SIOCETHTOOL as _,
-            &mut req as *mut libc::ifreq,
-        )
-    };
-    (r >= 0).then_some(())
 }
 
 /// The name of `ifname`'s driver (`ETHTOOL_GDRVINFO`: "veth", "mlx5_core",
@@ -979,7 +949,7 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     let mut info = [0u32; 49];
     info[0] = ETHTOOL_GDRVINFO;
     // SAFETY: struct ethtool_drvinfo is 196 bytes, all of `info`.
-    unsafe { ethtool(&probe, ifname, &mut info) }?;
+    unsafe { ethtool(&probe, ifname, &mut info) }.ok()?;
     let bytes: Vec<u8> = info[1..9].iter().flat_map(|w| w.to_ne_bytes()).collect();
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let name = String::from_utf8_lossy(&bytes[..end]).into_owned();
@@ -995,11 +965,7 @@ fn mtu_of(fd: &OwnedFd, ifname: &str) -> Option<u32> {
 /// A plain datagram socket, for interface `ioctl`s in this thread's
 /// network namespace.
 fn open_probe(what: &str) -> Result<OwnedFd, XdpError> {
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    let raw = Errno::result(raw).map_err(|e| sys(what, "socket(AF_INET)", e))?;
-    // SAFETY: the kernel just made this descriptor for us alone.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    probe_socket().map_err(|e| sys(what, "socket(AF_INET)", e))
 }
 
 /// Two interfaces joined by AF_XDP sockets over one UMEM.

@@ -10,6 +10,7 @@ use super::{Emulator, Error, Nat, Report};
 use crate::live::dataplane::Precision;
 use crate::live::observer::ObserveOptions;
 use crate::live::shell::{self as cli, Gso, ShellLink, ShellOptions};
+use crate::live::shell_napi::Napi;
 
 /// Links this process has started: each gets a veth end of its own here.
 static LINKS: AtomicU32 = AtomicU32::new(0);
@@ -274,6 +275,9 @@ impl ShellBuilder {
             socket: self.socket,
             gso: Gso::Auto,
             precision: self.precision.unwrap_or(Precision::Timer),
+            // The endpoints' receiving stacks in the kernel's NAPI threads,
+            // as the command line's default.
+            napi: Napi::Threaded,
             // An observer with no files: the events cost nothing until
             // someone subscribes.
             observe: Some(ObserveOptions::default()),

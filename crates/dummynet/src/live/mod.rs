@@ -82,6 +82,7 @@ pub mod rulelog;
 pub mod run;
 pub mod sharded;
 pub mod shell;
+pub mod shell_napi;
 pub mod shell_nat;
 pub mod stats_json;
 pub mod views;

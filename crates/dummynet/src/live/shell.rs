@@ -39,6 +39,7 @@ use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
 use super::rootless::{Gateway, UserNet};
 use super::run::{spawn, Running};
+use super::shell_napi::{move_receive_work, warning, Napi};
 use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
 
@@ -107,6 +108,15 @@ pub struct ShellArgs {
     /// microsecond, spinning a core under load). See `dummynet run --help`.
     #[arg(long, value_enum, default_value_t = Precision::Timer)]
     pub precision: Precision,
+    /// Who runs the receiving TCP stacks of the link's endpoints:
+    /// `threaded` (default) the kernel's NAPI threads (GRO on and threaded
+    /// NAPI on the link's ends, TSO off on the emulator's ports while the
+    /// ends segment, as --gso decides), so the emulator's thread only sends; `inline` leaves the ends as the kernel
+    /// makes them, and a veth then runs its receiver's stack inside each of
+    /// the emulator's sends (which makes releases late with many links).
+    /// What the kernel refuses is said once; the link works either way.
+    #[arg(long, value_enum, default_value_t = Napi::Threaded)]
+    pub napi: Napi,
     #[command(flatten)]
     pub observe: super::observer::ObserveArgs,
     /// Put this shell's link in the emulator already running behind SOCKET
@@ -150,6 +160,10 @@ pub struct Path {
     /// The same for IPv6 (a /64 of fd64:646e::/32), unless IPv6 could not
     /// be set up (disabled on the host, say).
     pub v6: Option<V6Link>,
+    /// With `--napi threaded`: the emulator's two ports, whose TSO follows
+    /// the ends' segmentation ([`super::shell_napi`]): off while the ends
+    /// segment, on while super-packets cross whole.
+    pub tso_follows: Option<[String; 2]>,
 }
 
 /// The IPv6 side of a [`Path`].
@@ -261,6 +275,7 @@ pub fn build_path_in(
         far_addr,
         subnet,
         v6,
+        tso_follows: None,
     })
 }
 
@@ -290,6 +305,12 @@ impl Path {
         for (mut rtnl, name) in [(near, NEAR_IF), (far, self.far_if.as_str())] {
             rtnl.set_gso_max_segs(name, segs)
                 .map_err(|e| e.to_string())?;
+        }
+        if let Some(ports) = &self.tso_follows {
+            // Not fatal: the link works either way (see shell_napi).
+            for e in super::shell_napi::follow_segmentation(self, ports, whole) {
+                say!("dummynet shell: {e}");
+            }
         }
         Ok(())
     }
@@ -572,6 +593,8 @@ pub struct ShellOptions {
     pub socket: Option<PathBuf>,
     pub gso: Gso,
     pub precision: Precision,
+    /// Who runs the ends' receiving stacks ([`super::shell_napi`]).
+    pub napi: Napi,
     /// The per-packet observer, if any (its captures hold Ethernet frames).
     pub observe: Option<super::observer::ObserveOptions>,
     /// Our end of the veth in the namespace we are started in: `dn-PID`
@@ -614,6 +637,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
         socket,
         gso,
         precision,
+        napi,
         observe,
         veth,
     } = options;
@@ -623,10 +647,19 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
         name: veth,
         ns: here.clone(),
     };
-    let path = {
+    let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         build_path(&app, &here, &veth.name, gso)?
     };
+    if napi == Napi::Threaded {
+        // With --gso auto, super-packets cross whole until the emulator's
+        // first word says otherwise (and TSO follows it from then on).
+        say_unset(&move_receive_work(
+            &mut path,
+            [APP_IF, PEER_IF],
+            gso != Gso::Off,
+        ));
+    }
     let way_out = WayOut::open(
         nat,
         &Inside {
@@ -666,6 +699,7 @@ pub fn start_joined(
     request: super::join::JoinRequest,
     nat: Nat,
     gso: Gso,
+    napi: Napi,
     veth: String,
 ) -> Result<ShellLink, String> {
     let mut session = super::join::Session::request(socket, request)?;
@@ -681,7 +715,7 @@ pub fn start_joined(
     // Segments are split unless asked otherwise: nobody follows the
     // configuration for this link's ends.
     let gso = if gso == Gso::On { Gso::On } else { Gso::Off };
-    let path = {
+    let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
         build_path_in(
             mid,
@@ -692,6 +726,13 @@ pub fn start_joined(
             gso,
         )?
     };
+    if napi == Napi::Threaded {
+        say_unset(&move_receive_work(
+            &mut path,
+            [offer.app_if.as_str(), offer.peer_if.as_str()],
+            gso == Gso::On,
+        ));
+    }
     let way_out = WayOut::open(
         nat,
         &Inside {
@@ -886,6 +927,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         socket: Some(socket),
         gso: args.gso,
         precision: args.precision,
+        napi: args.napi,
         observe,
         veth: format!("dn-{me}"),
     };
@@ -907,7 +949,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 down: args.down.clone(),
             };
             _gateway = None;
-            start_joined(shared, request, args.nat, args.gso, options.veth)?
+            start_joined(shared, request, args.nat, args.gso, args.napi, options.veth)?
         }
         None if super::rootless::is_rootless() => {
             let (link, gateway) = start_rootless(options, args.user_net)?;
@@ -1050,6 +1092,13 @@ fn start_rootless(
         .run(|| start(options))
         .map_err(|e| format!("entering our namespace: {e}"))??;
     Ok((link, gateway))
+}
+
+/// Says once what [`move_receive_work`] could not set, if anything.
+fn say_unset(failed: &[String]) {
+    if let Some(line) = warning(failed) {
+        say!("{line}");
+    }
 }
 
 /// Our end of the veth in the namespace we were started in. The kernel
