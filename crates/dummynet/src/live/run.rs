@@ -82,13 +82,14 @@ pub struct RunArgs {
     /// ports (the kernel spreads frames by flow hash, PACKET_FANOUT) and
     /// owning a share of the pipes (pipe N on worker N mod WORKERS; a
     /// masked pipe's instances by flow hash), with a frame for another
-    /// worker's pipe handed over a lock-free ring. 1 (the default) is the
-    /// single data-plane thread, with no sharding cost: on two cores the
-    /// second worker competes with the traffic's own senders. Rules with
-    /// dynamic state (keep-state, limit) and `one_pass 0` need 1. AF_PACKET
-    /// only (not --xdp). See README "Workers".
-    #[arg(long, requires = "bridge", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: u16,
+    /// worker's pipe handed over a lock-free ring. `auto` (the default):
+    /// one per CPU this process may run on (its affinity mask) less one
+    /// for the control plane and the kernel's own work, at least 1 (so 1
+    /// on two cores); 1 where workers do not apply (--xdp, host mode, a
+    /// configuration with `one_pass 0`), said at start. AF_PACKET bridge
+    /// only. See README "Workers".
+    #[arg(long, default_value = "auto", value_parser = parse_workers)]
+    pub workers: Workers,
     /// Shape this machine's own traffic: a netfilter table of the daemon's
     /// own (see --firewall) sends its packets to an NFQUEUE.
     #[arg(long)]
@@ -683,6 +684,84 @@ pub fn open_bridge(
     }
 }
 
+/// `run --workers`: a number of data-plane workers, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// One per CPU of the affinity mask less one, where workers apply.
+    Auto,
+    Exactly(u16),
+}
+
+impl std::fmt::Display for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Workers::Auto => f.write_str("auto"),
+            Workers::Exactly(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The most workers `--workers` takes (each holds two sockets per port
+/// and an engine replica).
+const MAX_WORKERS: u16 = 64;
+
+fn parse_workers(s: &str) -> Result<Workers, String> {
+    if s == "auto" {
+        return Ok(Workers::Auto);
+    }
+    match s.parse::<u16>() {
+        Ok(n @ 1..=MAX_WORKERS) => Ok(Workers::Exactly(n)),
+        _ => Err(format!(
+            "`{s}` is not a number of workers: give 1 to {MAX_WORKERS}, or auto"
+        )),
+    }
+}
+
+/// How many data-plane workers this daemon runs: `--workers N` as given
+/// (refused, saying why, where workers do not apply), or for `auto` the
+/// CPUs of this process's affinity mask less one (the control plane and
+/// the kernel's own work need a core), at least 1, and 1 wherever workers
+/// do not apply.
+fn workers_for(args: &RunArgs, checked: &Engine<()>) -> Result<usize, Failure> {
+    let applies = if args.bridge.is_none() {
+        Err("workers shard the bridge only (--bridge)".to_string())
+    } else if args.xdp {
+        Err("workers shard the AF_PACKET bridge only; leave out --xdp".to_string())
+    } else {
+        Ok(())
+    };
+    match args.workers {
+        Workers::Exactly(1) => Ok(1),
+        Workers::Exactly(n) => {
+            applies.map_err(|why| format!("--workers {n}: {why}, or use --workers 1"))?;
+            let n = usize::from(n);
+            if let Some(why) = crate::workers::check_shardable(checked, n) {
+                return Err(format!("--workers {n}: the configuration: {why}").into());
+            }
+            Ok(n)
+        }
+        Workers::Auto => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let n = cpus.saturating_sub(1).clamp(1, usize::from(MAX_WORKERS));
+            if n == 1 || applies.is_err() {
+                return Ok(1);
+            }
+            if let Some(why) = crate::workers::check_shardable(checked, n) {
+                say!("dummynet: one data-plane worker, not {n} (--workers auto): {why}");
+                return Ok(1);
+            }
+            if args.observe.any() {
+                say!(
+                    "dummynet: one data-plane worker, not {n} (--workers auto): per-packet \
+                     logs and captures see one worker's packets"
+                );
+                return Ok(1);
+            }
+            Ok(n)
+        }
+    }
+}
+
 /// A group for `--socket-group`: a number, or a name from the group
 /// database.
 fn parse_group(s: &str) -> Result<u32, String> {
@@ -841,14 +920,11 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     }
     let checked: Engine<()> = crate::sim::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
-    if let Some(why) = crate::workers::check_shardable(&checked, usize::from(args.workers)) {
-        return Err(format!("--workers {}: the configuration: {why}", args.workers).into());
-    }
-    if args.workers > 1 && args.observe.any() {
+    let workers = workers_for(args, &checked)?;
+    if workers > 1 && args.observe.any() {
         return Err(format!(
-            "--workers {}: per-packet logs and captures see one worker's packets; use \
-             --workers 1 with them",
-            args.workers
+            "--workers {workers}: per-packet logs and captures see one worker's packets; use \
+             --workers 1 with them"
         )
         .into());
     }
@@ -883,17 +959,9 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
         }
         let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
-        if args.workers > 1 {
-            if args.xdp {
-                return Err(format!(
-                    "--workers {} works with the AF_PACKET bridge only; leave out --xdp or \
-                     use --workers 1",
-                    args.workers
-                )
-                .into());
-            }
+        if workers > 1 {
             let (first, rest) = open_sharded_bridge(a, b, args.exit_on_link_loss);
-            sharded = Some((usize::from(args.workers), rest));
+            sharded = Some((workers, rest));
             first
         } else if args.xdp {
             let opts = super::bridge_xdp::options(args.xdp_frames);
