@@ -895,6 +895,8 @@ impl DataPlane {
     pub fn with_worker(mut self, worker: Option<Worker>) -> Self {
         if let Some(w) = &worker {
             self.clock = w.clock();
+            // Ids unique across the workers ([`observer::ID_WORKER_SHIFT`]).
+            self.next_id = observer::first_id(w.index());
         }
         self.worker = worker;
         self
@@ -963,6 +965,10 @@ impl DataPlane {
                 self.rule_log
                     .get_or_insert_with(super::rulelog::RuleLog::start)
                     .take(&mut self.engine);
+            }
+            if let (Some(tap), Some(_)) = (&self.tap, &self.worker) {
+                // What the merge of the workers' records waits for.
+                tap.floor(self.engine.now(), self.late.active.is_some());
             }
             if let Some(d) = self.wait() {
                 self.stage(d);
@@ -1643,22 +1649,18 @@ impl DataPlane {
     /// pipes say at once (a drop at the entry).
     fn take_handoffs(&mut self, w: &mut Worker) {
         let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
-        w.links.receive(&mut self.engine, |engine, at, info, v| {
-            let id = match &v {
-                Verdict::Drop { payload, .. } | Verdict::Pass { payload, .. } => {
-                    (payload.id, payload.copy)
-                }
-                Verdict::Queued { .. } => (0, false),
-            };
-            let mut s = Settle {
-                engine,
-                backends,
-                targets,
-                tap,
-                worker: None,
-            };
-            s.settle(at, info, v, None, id);
-        });
+        let id = |c: &Carrier| (c.id, c.copy);
+        w.links
+            .receive_tagged(&mut self.engine, id, |engine, at, info, v, id| {
+                let mut s = Settle {
+                    engine,
+                    backends,
+                    targets,
+                    tap,
+                    worker: None,
+                };
+                s.settle(at, info, v, None, id);
+            });
     }
 
     /// Every worker, stopped for a job, drains its rings into its pipes,
