@@ -104,7 +104,7 @@ use std::time::{Duration, Instant};
 
 use dummynet_engine::config::Trace;
 use dummynet_engine::impair::trace::{TraceCursor, OPPORTUNITY_BYTES};
-use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Target};
+use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Payload, Target};
 
 use super::Carrier;
 use crate::capture;
@@ -918,7 +918,7 @@ impl Tap {
 
     /// Hands `r` over, with `frame`'s first bytes if `capture` (the
     /// buffer's copy is the only per-packet work a capture adds).
-    pub fn push(&mut self, engine: &Engine<Carrier>, r: Record, frame: Option<&[u8]>) {
+    pub fn push<P: Payload>(&mut self, engine: &Engine<P>, r: Record, frame: Option<&[u8]>) {
         for i in [r.iface, r.bridge_to].into_iter().flatten() {
             self.name(engine, i);
         }
@@ -965,7 +965,7 @@ impl Tap {
 
     /// Sends an interface's name the first time a record names it (and
     /// again later if the channel could not take it).
-    fn name(&mut self, engine: &Engine<Carrier>, i: IfaceId) {
+    fn name<P: Payload>(&mut self, engine: &Engine<P>, i: IfaceId) {
         let at = usize::from(i.0);
         if self.named.get(at).copied().unwrap_or(false) {
             return;
@@ -1730,7 +1730,7 @@ mod tests {
     /// kind, without ever waiting.
     #[test]
     fn a_full_buffer_sheds_and_counts_by_kind() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let o = ObserveOptions {
             log: Some(PathBuf::from("unused")),
             buffer: 4,
@@ -1772,7 +1772,7 @@ mod tests {
     /// ends every subscription.
     #[test]
     fn a_capture_takes_buffers_from_a_pool_made_at_start_and_counts_frames_it_misses() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         // A 1 MiB snap length: the 16 MiB pool holds 16 buffers.
         let o = ObserveOptions {
             capture_in: Some(PathBuf::from("unused")),
@@ -1813,7 +1813,7 @@ mod tests {
 
     #[test]
     fn subscribers_get_filtered_events_and_a_slow_one_loses_some() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let (observer, mut tap, thread) = Observer::start(&ObserveOptions::default()).unwrap();
         tap.refresh();
         assert!(!tap.on, "nobody listens");
@@ -1889,7 +1889,7 @@ mod tests {
             snaplen: 20,
             ..ObserveOptions::default()
         };
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let (_observer, mut tap, thread) = Observer::start(&o).unwrap();
         const WALL: u64 = 1_700_000_000_123_456_789;
         tap.start(WALL);
@@ -1959,7 +1959,7 @@ mod tests {
             log: Some(dir.join("log.jsonl")),
             ..ObserveOptions::default()
         };
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let (observer, mut taps, thread) = Observer::start_workers(&o, 2).unwrap();
         let sub = observer.subscribe(EventFilter::default(), 1000);
         let mut w1 = taps.pop().unwrap();
