@@ -936,7 +936,7 @@ impl DataPlane {
         };
         if let Some(tap) = &mut self.tap {
             let r = self.clock.realtime();
-            tap.start(r.wall.saturating_sub(r.clock));
+            tap.start_clock(r.wall.saturating_sub(r.clock), self.clock);
         }
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(tap) = &mut self.tap {
@@ -1327,6 +1327,11 @@ impl DataPlane {
                 return None;
             }
             fds.push(w.bell_fd());
+            // Every port watched: whatever comes wakes it, and the merge of
+            // the workers' records need not wait for it meanwhile.
+            if let (Some(tap), None) = (&self.tap, late) {
+                tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
+            }
         }
         let now = self.clock.now();
         let look = self.options.precision == Precision::Max || now >= self.next_pace;
@@ -1382,6 +1387,9 @@ impl DataPlane {
         };
         drop(fds);
         if let Some(w) = &mut self.worker {
+            if let Some(tap) = &self.tap {
+                tap.woke();
+            }
             w.woke();
         }
         for fd in failed {

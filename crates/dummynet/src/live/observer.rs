@@ -63,19 +63,25 @@
 //! means there:
 //!
 //! - Each worker says, once a turn, its floor: its engine's time, before
-//!   which it will send nothing more. A record is written once it is older
-//!   than every worker's floor, or, for a worker with nothing to do (whose
-//!   floor stays where its last packet left it), older than
-//!   [`MERGE_WINDOW`] before now (unless that worker reads late: then its
-//!   exact floor, up to [`MERGE_HOLD_MAX`]). What is written is in order of
-//!   time, and among records of one time by the step of a packet's way
-//!   (arrival, into a pipe, forward, into the `out` pass's pipe, departure
-//!   or drop), then by worker, then as the worker sent them.
+//!   which it will send nothing more. A worker with nothing to do keeps an
+//!   old one, so it also says when it goes to sleep with every port
+//!   watched: anything that comes then wakes it, and until it is awake
+//!   again its floor is the time the observer looks, less [`SLEEP_SLACK`]
+//!   (the kernel's time to wake it), up to its next deadline. A worker
+//!   awake with an old floor (a change being applied) is waited for
+//!   [`MERGE_WINDOW`] at most, one that reads late (leaves arrivals in the
+//!   kernel, under a long pipe) [`MERGE_HOLD_MAX`]. A record is written
+//!   once it is older than every worker's floor, as the observer sees them
+//!   now and saw them at its last look (a packet handed over just before
+//!   may still be in its ring). What is written is in order of time, and
+//!   among records of one time by the step of a packet's way (arrival,
+//!   into a pipe, forward, into the `out` pass's pipe, departure or drop),
+//!   then by worker, then as the worker sent them.
 //! - A record that reaches the observer when a later one has been written
-//!   already (more than the window after its time: an observer that fell
-//!   far behind, or a worker held off its core that long) is written as it
-//!   comes and counted ([`ObserverStats::out_of_order`]): the stream is in
-//!   time order exactly when that count is 0.
+//!   already (a worker that took longer than [`SLEEP_SLACK`] to wake, or
+//!   was held off its core longer than the window) is written as it comes
+//!   and counted ([`ObserverStats::out_of_order`]): the stream is in time
+//!   order exactly when that count is 0.
 //! - A packet's own events are never out of order with each other: along
 //!   its way the time never goes back and the step always goes on, and a
 //!   record is written only after a whole sweep of every channel has ended
@@ -106,6 +112,7 @@ use dummynet_engine::config::Trace;
 use dummynet_engine::impair::trace::{TraceCursor, OPPORTUNITY_BYTES};
 use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Payload, Target};
 
+use super::clock::Clock;
 use super::Carrier;
 use crate::capture;
 use crate::events::{dir_str, split_target, Event, DUPLICATE};
@@ -139,11 +146,11 @@ pub const DEFAULT_BUFFER: usize = 1 << 16;
 pub const DEFAULT_SNAPLEN: u32 = 256;
 
 /// How far back the merge of several workers' records (`run --workers N`)
-/// waits for a worker whose floor stays behind: one with nothing to do
-/// keeps its engine's time of its last packet, and the others' records
-/// would wait for it forever. A record that reaches the observer later
-/// than this after its time is written when it comes, out of time order,
-/// and counted ([`ObserverStats::out_of_order`]).
+/// waits for a worker awake whose floor stays behind (one asleep is
+/// [`SLEEP_SLACK`]'s): its engine keeps the time of its last packet, and
+/// the others' records would wait for it forever. A record that reaches
+/// the observer later than this after its time is written when it comes,
+/// out of time order, and counted ([`ObserverStats::out_of_order`]).
 pub const MERGE_WINDOW: Nanos = 50_000_000;
 
 /// ... and for a worker that reads late (leaves arrivals in the kernel
@@ -151,6 +158,13 @@ pub const MERGE_WINDOW: Nanos = 50_000_000;
 /// and it moves on by its next departure, but nothing waits longer than
 /// this.
 pub const MERGE_HOLD_MAX: Nanos = 1_000_000_000;
+
+/// While a worker sleeps with every port watched, anything that comes
+/// wakes it: a frame it reads then arrived after the merge last looked,
+/// less the time the kernel takes to wake it. The merge takes the time it
+/// looks, less this, as that worker's floor (and the previous look's
+/// floors as the horizon, for a packet handed to it just before).
+pub const SLEEP_SLACK: Nanos = 1_000_000;
 
 /// Messages taken from one worker's channel in one sweep at most.
 const SWEEP_MAX: usize = 1 << 16;
@@ -362,6 +376,9 @@ enum Msg {
     /// The wall-clock time of the data plane's t = 0 (first, always).
     Start {
         wall_ns: u64,
+        /// The data plane's clock itself (the merge of several workers
+        /// reads it for its window; without it, the wall clock stands in).
+        clock: Option<Clock>,
     },
     Packet(Record),
     /// A record with the frame's first bytes, for a capture, and its
@@ -509,6 +526,10 @@ struct PlaneCounters {
     /// the data plane's `LatePlan`): they may come older than the merge
     /// window, so the merge waits for its floor however old.
     reads_late: AtomicBool,
+    /// The worker sleeps, every port watched, until `sleep_until` at most
+    /// ([`Tap::sleeping`]).
+    asleep: AtomicBool,
+    sleep_until: AtomicU64,
 }
 
 /// The observer's counters, for `dummynet stats`.
@@ -913,7 +934,39 @@ impl Tap {
     /// First, before any packet: the wall clock of the data plane's t = 0.
     pub fn start(&mut self, wall_ns: u64) {
         self.shared.wall_ns.store(wall_ns, Ordering::Relaxed);
-        let _ = self.tx.try_send(Msg::Start { wall_ns });
+        let _ = self.tx.try_send(Msg::Start {
+            wall_ns,
+            clock: None,
+        });
+    }
+
+    /// [`Self::start`] with the data plane's clock, which `t_ns` counts:
+    /// the merge of several workers' records tells how old a record is by
+    /// it (the wall clock may be stepped or slewed meanwhile).
+    pub fn start_clock(&mut self, wall_ns: u64, clock: Clock) {
+        self.shared.wall_ns.store(wall_ns, Ordering::Relaxed);
+        let _ = self.tx.try_send(Msg::Start {
+            wall_ns,
+            clock: Some(clock),
+        });
+    }
+
+    /// The worker goes to sleep until its ports, its bell or `deadline`
+    /// (its engine's next) wake it, every port watched (not reading
+    /// late): while it sleeps, the merge takes its floor to be the time
+    /// then, less [`SLEEP_SLACK`], up to `deadline`. Only with several
+    /// workers.
+    #[inline]
+    pub fn sleeping(&self, deadline: Nanos) {
+        let c = self.counters();
+        c.sleep_until.store(deadline, Ordering::Relaxed);
+        c.asleep.store(true, Ordering::Release);
+    }
+
+    /// Awake, before anything is done.
+    #[inline]
+    pub fn woke(&self) {
+        self.counters().asleep.store(false, Ordering::Release);
     }
 
     /// Hands `r` over, with `frame`'s first bytes if `capture` (the
@@ -1268,8 +1321,9 @@ impl Worker {
         match msg {
             // Each worker says; the first is written.
             Msg::Start { .. } if self.wall_ns != 0 => {}
-            Msg::Start { wall_ns } => {
+            Msg::Start { wall_ns, clock } => {
                 self.wall_ns = wall_ns;
+                self.merge.clock = clock;
                 let start: Event<String> = Event::Start { t_ns: 0, wall_ns };
                 if let Some(mm) = &mut self.writers.mm {
                     let r = mm.header(wall_ns);
@@ -1488,6 +1542,24 @@ fn step(r: &Record) -> u8 {
     }
 }
 
+/// Worker `p`'s floor as the merge takes it at `now`: what it said
+/// ([`Tap::floor`]), and, for a worker that keeps an old one because it
+/// has nothing to do, more: while it sleeps with every port watched, `now`
+/// less [`SLEEP_SLACK`] up to its next deadline; awake, `now` less
+/// [`MERGE_WINDOW`] (or [`MERGE_HOLD_MAX`] if it reads late).
+fn worker_floor(p: &PlaneCounters, now: Nanos) -> Nanos {
+    let floor = p.floor.load(Ordering::Acquire);
+    let later = if p.asleep.load(Ordering::Acquire) {
+        now.saturating_sub(SLEEP_SLACK)
+            .min(p.sleep_until.load(Ordering::Relaxed))
+    } else if p.reads_late.load(Ordering::Relaxed) {
+        now.saturating_sub(MERGE_HOLD_MAX)
+    } else {
+        now.saturating_sub(MERGE_WINDOW)
+    };
+    floor.max(later)
+}
+
 /// A record waiting in the merge, with its frame's bytes if it has them,
 /// or a change of the `--mm-log` pipe's trace (ordered by its time too).
 enum Item {
@@ -1541,6 +1613,10 @@ struct Merge {
     last: Nanos,
     /// Workers whose channel has closed (they stopped).
     ended: Vec<bool>,
+    /// The workers' floors at the last look.
+    floors: Vec<Nanos>,
+    /// The data plane's clock, once the start has brought it.
+    clock: Option<Clock>,
 }
 
 impl Worker {
@@ -1557,18 +1633,13 @@ impl Worker {
             self.prune();
             // The floors before the channels: whatever a worker sends after
             // it set its floor is in its channel now or no older than it.
-            let floors: Vec<(Nanos, bool)> = self
+            let now = self.merge_now();
+            let floors: Vec<Nanos> = self
                 .shared
                 .plane
                 .iter()
-                .map(|p| {
-                    (
-                        p.floor.load(Ordering::Acquire),
-                        p.reads_late.load(Ordering::Relaxed),
-                    )
-                })
+                .map(|p| worker_floor(p, now))
                 .collect();
-            let now = self.engine_now();
             let mut got = 0usize;
             let mut complete = true;
             for w in 0..n {
@@ -1602,7 +1673,7 @@ impl Worker {
             let horizon = if ended {
                 Nanos::MAX
             } else {
-                self.horizon(&floors, now)
+                self.horizon(&floors)
             };
             dirty |= self.emit(horizon, ended) > 0;
             if ended {
@@ -1650,24 +1721,33 @@ impl Worker {
     }
 
     /// The time before which no worker will send a record: the least of
-    /// their floors, each no further back than [`MERGE_WINDOW`] (a worker
-    /// with nothing to do keeps an old floor) unless it reads late, and
-    /// none further back than [`MERGE_HOLD_MAX`]. Nothing before the
-    /// start line.
-    fn horizon(&self, floors: &[(Nanos, bool)], now: Nanos) -> Nanos {
+    /// the workers' floors ([`worker_floor`]), as they are now and as
+    /// they were at the last look (a packet handed over just before that
+    /// look may still be in its ring, and its record carries the time it
+    /// was handed at); the workers that have stopped left out. Nothing
+    /// before the start line.
+    fn horizon(&mut self, floors: &[Nanos]) -> Nanos {
+        let before = std::mem::replace(&mut self.merge.floors, floors.to_vec());
         if self.wall_ns == 0 {
             return 0;
         }
         floors
             .iter()
+            .zip(before.iter().chain(std::iter::repeat(&0)))
             .zip(&self.merge.ended)
             .filter(|(_, ended)| !**ended)
-            .map(|(&(floor, late), _)| {
-                let window = if late { MERGE_HOLD_MAX } else { MERGE_WINDOW };
-                floor.max(now.saturating_sub(window))
-            })
+            .map(|((now, then), _)| (*now).min(*then))
             .min()
             .unwrap_or(Nanos::MAX)
+    }
+
+    /// The data plane's clock now, for the merge: its own clock once the
+    /// start has brought it, else from the wall clock.
+    fn merge_now(&self) -> Nanos {
+        match &self.merge.clock {
+            Some(c) if self.wall_ns != 0 => c.now(),
+            _ => self.engine_now(),
+        }
     }
 
     /// Writes what is held from before `horizon` (all of it if `all`),
