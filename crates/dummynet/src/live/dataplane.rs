@@ -1304,6 +1304,7 @@ impl DataPlane {
         let deadline = self.engine.next_output_deadline();
         let late = self.late_until(deadline);
         self.late.active = late;
+        let sharded = self.worker.is_some();
         // The control socket first, so that its readiness is always among
         // the 64 bits `Woke::Ready` carries (with more than 63 backend
         // descriptors, a joined shell's ports, it would otherwise have to
@@ -1327,11 +1328,6 @@ impl DataPlane {
                 return None;
             }
             fds.push(w.bell_fd());
-            // Every port watched: whatever comes wakes it, and the merge of
-            // the workers' records need not wait for it meanwhile.
-            if let (Some(tap), None) = (&self.tap, late) {
-                tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
-            }
         }
         let now = self.clock.now();
         let look = self.options.precision == Precision::Max || now >= self.next_pace;
@@ -1358,6 +1354,14 @@ impl DataPlane {
         if look {
             self.next_pace = now + PACE_EVERY;
         }
+        // A worker of several, every port watched: whatever comes wakes it,
+        // and the merge of the workers' records need not wait for it
+        // meanwhile (said only here, around the wait itself: not while it
+        // rests, ports unwatched).
+        let tap = self.tap.as_ref().filter(|_| sharded && late.is_none());
+        if let Some(tap) = tap {
+            tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
+        }
         let woke = clock::wait(
             &self.clock,
             &fds,
@@ -1366,6 +1370,9 @@ impl DataPlane {
             plan.busy,
             &mut self.timer,
         );
+        if let Some(tap) = tap {
+            tap.woke();
+        }
         // The control socket, when there is one, is the first descriptor.
         if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
             self.inbox_ready |= any & 1 != 0;
@@ -1387,9 +1394,6 @@ impl DataPlane {
         };
         drop(fds);
         if let Some(w) = &mut self.worker {
-            if let Some(tap) = &self.tap {
-                tap.woke();
-            }
             w.woke();
         }
         for fd in failed {
