@@ -97,8 +97,7 @@
 //! released it to its port's send batch (handed to the kernel within
 //! microseconds: `dummynet stats` gives the lateness).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -1570,40 +1569,23 @@ enum Item {
     },
 }
 
-/// One [`Item`] held by the merge: ordered by (time, [`step`], worker, the
-/// order it came in), so that one worker's records of a time keep their
-/// order.
+/// One [`Item`] held by the merge, with its place: (time, [`step`]).
 struct Held {
-    key: (Nanos, u8, usize, u64),
+    key: (Nanos, u8),
     /// The sweep of the channels that took it ([`Merge::sweeps`]).
     sweep: u64,
     item: Item,
 }
 
-impl PartialEq for Held {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Held {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&o.key)
-    }
-}
-
-/// The merge of several workers' records (`run --workers N`): held, the
-/// earliest first, until no worker can send an earlier one.
+/// The merge of several workers' records (`run --workers N`): one queue
+/// per worker, each in order of (time, [`step`]) (a worker sends in time
+/// order; one that did not would be put in its place), held until no
+/// worker can send an earlier one, then written by taking the least of
+/// the queues' heads, (time, step, worker): a few comparisons a record,
+/// where a heap of all would move each record at every level.
 #[derive(Default)]
 struct Merge {
-    held: BinaryHeap<Reverse<Held>>,
-    /// Items taken so far (the last part of [`Held::key`]).
-    taken: u64,
+    queues: Vec<VecDeque<Held>>,
     /// Sweeps that emptied every channel. A record taken in sweep `k` is
     /// written only once sweep `k + 1` has ended: a packet's earlier event
     /// was sent (by whichever worker) before its later one, so by then it
@@ -1626,6 +1608,7 @@ impl Worker {
     fn run_merged(mut self) {
         let n = self.rx.len();
         self.merge.ended = vec![false; n];
+        self.merge.queues = (0..n).map(|_| VecDeque::new()).collect();
         let mut flushed = Instant::now();
         let mut dirty = false;
         loop {
@@ -1686,7 +1669,9 @@ impl Worker {
             }
             if got == 0 {
                 // The trace's opportunities before anything still held.
-                let held = self.merge.held.peek().map_or(Nanos::MAX, |h| h.0.key.0);
+                let held = self.first().map_or(Nanos::MAX, |w| {
+                    self.merge.queues[w].front().map_or(Nanos::MAX, |h| h.key.0)
+                });
                 let until = now.saturating_sub(MM_IDLE_MARGIN).min(horizon).min(held);
                 self.mm(|mm, wall| mm.opportunities(until, wall));
                 let idle = !self.shared.files && self.subscribers.is_empty();
@@ -1708,16 +1693,35 @@ impl Worker {
             Msg::Trace { at, trace } => Item::Trace { at, trace },
             other => return self.handle(w, other),
         };
-        let (t, step) = match &item {
+        let key = match &item {
             Item::Packet(r, _) => (r.t_ns, step(r)),
             Item::Trace { at, .. } => (*at, 0),
         };
-        self.merge.taken += 1;
-        self.merge.held.push(Reverse(Held {
-            key: (t, step, w, self.merge.taken),
+        let held = Held {
+            key,
             sweep: self.merge.sweeps,
             item,
-        }));
+        };
+        let Some(q) = self.merge.queues.get_mut(w) else {
+            return;
+        };
+        match q.back() {
+            Some(last) if last.key > key => {
+                // After those of its place already there.
+                let at = q.partition_point(|h| h.key <= key);
+                q.insert(at, held);
+            }
+            _ => q.push_back(held),
+        }
+    }
+
+    /// The worker whose queue's head comes first, (time, step, worker).
+    fn first(&self) -> Option<usize> {
+        let heads = self.merge.queues.iter().enumerate();
+        heads
+            .filter_map(|(w, q)| q.front().map(|h| (h.key, w)))
+            .min()
+            .map(|(_, w)| w)
     }
 
     /// The time before which no worker will send a record: the least of
@@ -1754,14 +1758,17 @@ impl Worker {
     /// in order; how many.
     fn emit(&mut self, horizon: Nanos, all: bool) -> usize {
         let mut n = 0;
-        while let Some(Reverse(top)) = self.merge.held.peek() {
+        while let Some(w) = self.first() {
+            let Some(top) = self.merge.queues[w].front() else {
+                break;
+            };
             if !all && (top.key.0 >= horizon || top.sweep + 2 > self.merge.sweeps) {
                 break;
             }
-            let Some(Reverse(h)) = self.merge.held.pop() else {
+            let Some(h) = self.merge.queues[w].pop_front() else {
                 break;
             };
-            let (t, w) = (h.key.0, h.key.2);
+            let t = h.key.0;
             if t < self.merge.last {
                 self.shared.out_of_order.fetch_add(1, Ordering::Relaxed);
             }
