@@ -472,7 +472,12 @@ where
         }
         None => (None, (0..n).map(|_| None).collect::<Vec<_>>(), None),
     };
-    let tap = taps.remove(0);
+    // Worker 0's (the leader's); the others' go to their threads.
+    let tap = if taps.is_empty() {
+        None
+    } else {
+        taps.remove(0)
+    };
     let flag = stop.clone();
     let body = move || {
         // In the namespace the data plane runs in: its addresses are `me`,
