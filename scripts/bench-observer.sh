@@ -10,7 +10,12 @@
 #
 #   ns A (10.203.0.1) --veth-- ns M (dummynet) --veth-- ns B (10.203.0.2)
 #
-# Needs root, ip and curl. Usage: [RATE=frames/s] [ROUNDS=N] scripts/bench-observer.sh [path/to/dummynet]
+# WORKERS="1 2" runs the set with each number of data-plane workers (`run
+# --workers N`; default 1), FLOWS=N floods N flows (default 1; the kernel's
+# fanout spreads flows, not frames, over the workers).
+#
+# Needs root, ip and curl. Usage: [RATE=frames/s] [ROUNDS=N] [WORKERS="1 2"] [FLOWS=N]
+#   scripts/bench-observer.sh [path/to/dummynet]
 # (RATE: the flood's rate; default 0, as fast as it goes.)
 set -euo pipefail
 
@@ -43,7 +48,7 @@ RT=$(command -v chrt >/dev/null && echo "chrt -f 5" || true)
 
 one() { # $1 = label, then extra `run` options
     local label=$1; shift
-    ip netns exec $M "$DN" run --bridge m-a m-b --config "$OUT/dn.conf" --socket "$SOCK" "$@" \
+    ip netns exec $M "$DN" run --bridge m-a m-b --config "$OUT/dn.conf" --socket "$SOCK" --workers "$W" "$@" \
         >"$OUT/daemon.log" 2>&1 &
     DNPID=$!
     for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
@@ -54,15 +59,17 @@ one() { # $1 = label, then extra `run` options
         SUBPID=$!
         sleep 0.3 ;;
     esac
-    $RT ip netns exec $A "$DN" flood va --seconds 3 --size 64 --rate "${RATE:-0}" >"$OUT/flood" 2>&1 || true
+    $RT ip netns exec $A "$DN" flood va --seconds 3 --size 64 --rate "${RATE:-0}" --flows "${FLOWS:-1}" \
+        >"$OUT/flood" 2>&1 || true
     sleep 0.5
     "$DN" stats --json --socket "$SOCK" | python3 -c "
 import json, sys
 s = json.load(sys.stdin)
 l, t, o = s['lateness_ns'], s['totals'], s['observer']
-print('%-26s lateness p50 %6.1f us, p99 %7.1f us, max %8.1f us; %d frames in; %s' % (
-    '$label', l['p50'] / 1e3, l['p99'] / 1e3, l['max'] / 1e3, t['arrived'] // 2,
-    'no observer' if o is None else '%d records, %d lost, %d log lines' % (o['records'], o['lost'], o['log_lines'])))"
+print('w%s %-26s lateness p50 %6.1f us, p99 %7.1f us, max %8.1f us; %d frames in; %s' % (
+    '$W', '$label', l['p50'] / 1e3, l['p99'] / 1e3, l['max'] / 1e3, t['arrived'] // 2,
+    'no observer' if o is None else '%d records, %d lost %s, %d log lines, %d out of order' % (
+        o['records'], o['lost'], o['lost_by_worker'], o['log_lines'], o['out_of_order'])))"
     [ -n "$SUBPID" ] && { kill "$SUBPID" 2>/dev/null || true; SUBPID=; }
     kill -INT "$DNPID"; wait "$DNPID" || true; DNPID=
     echo "  (offered: $(sed -nE 's/.*: ([0-9]+) frames\/s.*/\1/p' "$OUT/flood") frames/s; files: $(du -sh "$OUT" | cut -f1))"
@@ -70,8 +77,11 @@ print('%-26s lateness p50 %6.1f us, p99 %7.1f us, max %8.1f us; %d frames in; %s
 }
 
 for _ in $(seq "${ROUNDS:-1}"); do
-    one "plain"
-    one "--log + captures" --log "$OUT/e.jsonl" --capture-in "$OUT/in.pcap" --capture-out "$OUT/out.pcap"
-    one "http + events + --log" --http 127.0.0.1:8799 --log "$OUT/e.jsonl"
-    one "plain, again"
+    for W in ${WORKERS:-1}; do
+        one "plain"
+        one "--log" --log "$OUT/e.jsonl"
+        one "--log + captures" --log "$OUT/e.jsonl" --capture-in "$OUT/in.pcap" --capture-out "$OUT/out.pcap"
+        one "http + events + --log" --http 127.0.0.1:8799 --log "$OUT/e.jsonl"
+        one "plain, again"
+    done
 done

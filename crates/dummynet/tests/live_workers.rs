@@ -10,6 +10,12 @@
 //! state their `out` pass made, and `ipfw -d show` lists each state once;
 //! `limit src-addr 3` lets exactly 3 of 16 flows from one address through
 //! (the workers count together), and 3 again once their states expired.
+//! The per-packet log and captures read as one system with 2 workers: a
+//! bounded flood of 16 flows through a masked pipe (handed between the
+//! workers) appears whole in `--log`, in time order, each packet once with
+//! an id of its own, arrival first and departure last, in numbers that
+//! match the daemon's books; the captures hold the same packets in time
+//! order.
 //!
 //! Without root or `ip`/`ping`, it prints `skipped: ...` and passes.
 
@@ -420,4 +426,176 @@ fn two_workers_keep_state_both_ways() {
         status.success(),
         "daemon exit status after SIGTERM: {status}"
     );
+}
+
+/// `run --workers 2 --log --capture-in --capture-out`: every worker's
+/// packets in one log, in time order, each with its own id (the worker
+/// that read it in the high bits), every one accounted for.
+#[test]
+fn two_workers_log_and_capture_every_packet_in_time_order() {
+    if !ready(
+        "two_workers_log_and_capture_every_packet_in_time_order",
+        TOOLS,
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let path = BridgePath::new();
+    let (log, cap_in, cap_out) = (
+        path.scratch.path("events.jsonl"),
+        path.scratch.path("in.pcap"),
+        path.scratch.path("out.pcap"),
+    );
+    // 16 flows, each its own instance of pipe 3 (spread over both workers
+    // by hash, while the kernel's fanout spreads their reading): most
+    // frames are read by one worker and queued by the other.
+    let mut daemon = path.daemon(
+        "workers-log",
+        Some(
+            "pipe 3 config delay 2ms mask src-port 0xffff\n\
+             add 50 pipe 3 udp from any to any in recv m-a\n\
+             add 65000 allow ip from any to any\n",
+        ),
+        &[
+            "--workers",
+            "2",
+            "--log",
+            log.to_str().unwrap(),
+            "--capture-in",
+            cap_in.to_str().unwrap(),
+            "--capture-out",
+            cap_out.to_str().unwrap(),
+        ],
+    );
+    let flood = run_bounded(
+        &mut path.a.command(
+            DUMMYNET,
+            &[
+                "flood",
+                "a0",
+                "--seconds",
+                "1",
+                "--rate",
+                "5000",
+                "--flows",
+                "16",
+                "--src",
+                A_ADDR,
+                "--dst",
+                B_ADDR,
+            ],
+        ),
+        Duration::from_secs(10),
+        "dummynet flood",
+    );
+    let flooded = expect_success(&flood, "dummynet flood");
+    println!("{flooded}");
+    let sent: u64 = flooded
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {flooded:?}"));
+    assert!(sent >= 4000, "{flooded}");
+    std::thread::sleep(Duration::from_millis(300));
+    let json = daemon.stats_json();
+    let obs = &json["observer"];
+    println!("observer: {obs}");
+    assert_eq!(obs["lost"], 0, "{obs}");
+    assert_eq!(obs["lost_by_worker"], serde_json::json!([0, 0]), "{obs}");
+    assert_eq!(obs["capture_lost"], 0, "{obs}");
+    let status = daemon.proc.terminate(Duration::from_secs(5));
+    assert!(status.success(), "daemon exit status: {status}");
+    // The books at the end, from the report the daemon printed as it
+    // stopped (after the last frame).
+    let report = daemon.log();
+    let books = PacketTotals::parse(&report);
+    let observer_line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("observer:"))
+        .unwrap_or_else(|| panic!("no observer line in:\n{report}"));
+    assert!(observer_line.contains(" 0 lost"), "{observer_line}");
+    assert!(
+        !observer_line.contains("out of time order"),
+        "{observer_line}"
+    );
+
+    let text = std::fs::read_to_string(&log).expect("the log");
+    let mut lines = text.lines().map(|l| {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))
+    });
+    let start = lines.next().expect("a start line");
+    assert_eq!(start["event"], "start", "{start}");
+    let events: Vec<serde_json::Value> = lines.collect();
+    // One stream, in time order.
+    let times: Vec<u64> = events.iter().map(|e| e["t_ns"].as_u64().unwrap()).collect();
+    if let Some(i) = times.windows(2).position(|w| w[0] > w[1]) {
+        panic!(
+            "out of time order at {i}: {} then {}",
+            events[i],
+            events[i + 1]
+        );
+    }
+    // Each packet: one arrival, first; one departure or drop, last.
+    let mut by_id: std::collections::BTreeMap<u64, Vec<&str>> = Default::default();
+    for e in &events {
+        assert!(e.get("note").is_none(), "no duplicates here: {e}");
+        let id = e["id"].as_u64().unwrap();
+        by_id
+            .entry(id)
+            .or_default()
+            .push(e["event"].as_str().unwrap());
+    }
+    for (id, steps) in &by_id {
+        let last = steps[steps.len() - 1];
+        assert!(
+            steps[0] == "arrival"
+                && steps[1..].iter().all(|s| *s != "arrival")
+                && (last == "departure" || last == "drop")
+                && steps[..steps.len() - 1]
+                    .iter()
+                    .all(|s| *s == "arrival" || *s == "forward"),
+            "packet {id}: {steps:?}"
+        );
+    }
+    let count = |kind: &str| events.iter().filter(|e| e["event"] == kind).count() as u64;
+    let (arrivals, departures, drops) = (count("arrival"), count("departure"), count("drop"));
+    println!(
+        "log: {arrivals} arrivals, {departures} departures, {drops} drops; books: {} arrived, \
+         {} delivered, {} dropped",
+        books.arrived, books.delivered, books.dropped
+    );
+    assert_eq!(arrivals, by_id.len() as u64);
+    // A bridged frame goes through the engine twice, its `in` pass and its
+    // `out` pass (which a forward starts), and the books count each pass.
+    let forwards = count("forward");
+    assert_eq!(
+        (arrivals + forwards, departures + forwards, drops),
+        (books.arrived, books.delivered, books.dropped)
+    );
+    // Every frame the flood sent came in by m-a, and left by m-b.
+    let from_a = events
+        .iter()
+        .filter(|e| e["event"] == "arrival" && e["iface"] == "m-a")
+        .count() as u64;
+    assert!(from_a >= sent, "{from_a} arrivals from m-a, {sent} sent");
+    // Both workers read some: ids carry the reader in bit 47 up.
+    let worker1 = by_id.keys().filter(|id| **id >> 47 == 1).count();
+    assert!(
+        worker1 > 0 && worker1 < by_id.len(),
+        "{worker1} of {} packets read by worker 1",
+        by_id.len()
+    );
+    // Every flooded frame passed its pipe and went on to its `out` pass.
+    assert!(forwards >= sent, "{forwards} forwards");
+
+    // The captures: the same packets, in time order.
+    for (file, n) in [(&cap_in, arrivals), (&cap_out, departures)] {
+        let cap = dummynet::capture::read_file(file).expect("a capture");
+        assert_eq!(cap.frames.len() as u64, n, "{}", file.display());
+        assert!(
+            cap.frames.windows(2).all(|w| w[0].ts <= w[1].ts),
+            "{}: out of time order",
+            file.display()
+        );
+    }
 }

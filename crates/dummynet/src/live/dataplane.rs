@@ -897,6 +897,8 @@ impl DataPlane {
         if let Some(w) = &worker {
             self.clock = w.clock();
             self.engine.share_limits(w.limits());
+            // Ids unique across the workers ([`observer::ID_WORKER_SHIFT`]).
+            self.next_id = observer::first_id(w.index());
         }
         self.worker = worker;
         self
@@ -936,7 +938,7 @@ impl DataPlane {
         };
         if let Some(tap) = &mut self.tap {
             let r = self.clock.realtime();
-            tap.start(r.wall.saturating_sub(r.clock));
+            tap.start_clock(r.wall.saturating_sub(r.clock), self.clock);
         }
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(tap) = &mut self.tap {
@@ -965,6 +967,10 @@ impl DataPlane {
                 self.rule_log
                     .get_or_insert_with(super::rulelog::RuleLog::start)
                     .take(&mut self.engine);
+            }
+            if let (Some(tap), Some(_)) = (&self.tap, &self.worker) {
+                // What the merge of the workers' records waits for.
+                tap.floor(self.engine.now(), self.late.active.is_some());
             }
             if let Some(d) = self.wait() {
                 self.stage(d);
@@ -1300,6 +1306,7 @@ impl DataPlane {
         let deadline = self.engine.next_output_deadline();
         let late = self.late_until(deadline);
         self.late.active = late;
+        let sharded = self.worker.is_some();
         // The control socket first, so that its readiness is always among
         // the 64 bits `Woke::Ready` carries (with more than 63 backend
         // descriptors, a joined shell's ports, it would otherwise have to
@@ -1349,6 +1356,14 @@ impl DataPlane {
         if look {
             self.next_pace = now + PACE_EVERY;
         }
+        // A worker of several, every port watched: whatever comes wakes it,
+        // and the merge of the workers' records need not wait for it
+        // meanwhile (said only here, around the wait itself: not while it
+        // rests, ports unwatched).
+        let tap = self.tap.as_ref().filter(|_| sharded && late.is_none());
+        if let Some(tap) = tap {
+            tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
+        }
         let woke = clock::wait(
             &self.clock,
             &fds,
@@ -1357,6 +1372,9 @@ impl DataPlane {
             plan.busy,
             &mut self.timer,
         );
+        if let Some(tap) = tap {
+            tap.woke();
+        }
         // The control socket, when there is one, is the first descriptor.
         if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
             self.inbox_ready |= any & 1 != 0;
@@ -1645,22 +1663,18 @@ impl DataPlane {
     /// pipes say at once (a drop at the entry).
     fn take_handoffs(&mut self, w: &mut Worker) {
         let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
-        w.links.receive(&mut self.engine, |engine, at, info, v| {
-            let id = match &v {
-                Verdict::Drop { payload, .. } | Verdict::Pass { payload, .. } => {
-                    (payload.id, payload.copy)
-                }
-                Verdict::Queued { .. } => (0, false),
-            };
-            let mut s = Settle {
-                engine,
-                backends,
-                targets,
-                tap,
-                worker: None,
-            };
-            s.settle(at, info, v, None, id);
-        });
+        let id = |c: &Carrier| (c.id, c.copy);
+        w.links
+            .receive_tagged(&mut self.engine, id, |engine, at, info, v, id| {
+                let mut s = Settle {
+                    engine,
+                    backends,
+                    targets,
+                    tap,
+                    worker: None,
+                };
+                s.settle(at, info, v, None, id);
+            });
     }
 
     /// Every worker, stopped for a job, drains its rings into its pipes,

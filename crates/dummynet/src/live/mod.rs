@@ -99,8 +99,10 @@ pub struct Carrier {
     /// once on the way out).
     pub out_pass: Option<IfaceId>,
     /// The packet's number, set by the data plane as it reads it (the
-    /// per-packet log's `id`); a copy made by `duplicate` keeps its
-    /// original's, and is marked `copy`.
+    /// per-packet log's `id`; with `--workers N`, the reader's number in
+    /// the high bits: [`observer::ID_WORKER_SHIFT`]), kept as it is handed
+    /// between workers; a copy made by `duplicate` keeps its original's,
+    /// and is marked `copy`.
     pub id: u64,
     pub copy: bool,
     /// The data-plane worker that read it (`run --workers N`; 0 with one):

@@ -50,6 +50,46 @@
 //! wall clock of `t_ns` 0) is sent to each new subscriber first. Dropping
 //! the [`Subscription`] unsubscribes.
 //!
+//! # Several workers (`run --workers N`)
+//!
+//! Each data-plane worker has a [`Tap`] of its own (its channel, its
+//! counters on a cache line of their own, its pool of frame buffers), and
+//! sheds what its channel cannot take, counted per worker
+//! ([`ObserverStats::lost_by_worker`]) and summed. A packet's id carries
+//! the worker that read it ([`ID_WORKER_SHIFT`]), so its events can be
+//! followed as it is handed to the worker that owns its pipe and back.
+//! The observer thread merges the workers' records into one stream, the
+//! one the log, the captures and the subscribers get. What "in order"
+//! means there:
+//!
+//! - Each worker says, once a turn, its floor: its engine's time, before
+//!   which it will send nothing more. A worker with nothing to do keeps an
+//!   old one, so it also says when it goes to sleep with every port
+//!   watched: anything that comes then wakes it, and until it is awake
+//!   again its floor is the time the observer looks, less [`SLEEP_SLACK`]
+//!   (the kernel's time to wake it), up to its next deadline. A worker
+//!   awake with an old floor (a change being applied) is waited for
+//!   [`MERGE_WINDOW`] at most, one that reads late (leaves arrivals in the
+//!   kernel, under a long pipe) [`MERGE_HOLD_MAX`]. A record is written
+//!   once it is older than every worker's floor, as the observer sees them
+//!   now and saw them at its last look (a packet handed over just before
+//!   may still be in its ring). What is written is in order of time, and
+//!   among records of one time by the step of a packet's way (arrival,
+//!   into a pipe, forward, into the `out` pass's pipe, departure or drop),
+//!   then by worker, then as the worker sent them.
+//! - A record that reaches the observer when a later one has been written
+//!   already (a worker that took longer than [`SLEEP_SLACK`] to wake, or
+//!   was held off its core longer than the window) is written as it comes
+//!   and counted ([`ObserverStats::out_of_order`]): the stream is in time
+//!   order exactly when that count is 0.
+//! - A packet's own events are never out of order with each other: along
+//!   its way the time never goes back and the step always goes on, and a
+//!   record is written only after a whole sweep of every channel has ended
+//!   since it was taken, by when the packet's earlier events (sent before
+//!   it, by whichever worker) have been taken too.
+//!
+//! With one worker the records are written as they come, as before.
+//!
 //! Times: `t_ns` is the data plane's clock, ns since it started; the start
 //! line gives the wall clock of that moment, and the captures' stamps are
 //! wall-clock (nanosecond pcap). An arrival's time is the kernel's receive
@@ -57,7 +97,7 @@
 //! released it to its port's send batch (handed to the kernel within
 //! microseconds: `dummynet stats` gives the lateness).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -69,11 +109,31 @@ use std::time::{Duration, Instant};
 
 use dummynet_engine::config::Trace;
 use dummynet_engine::impair::trace::{TraceCursor, OPPORTUNITY_BYTES};
-use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Target};
+use dummynet_engine::{Direction, DropReason, Engine, IfaceId, Nanos, Payload, Target};
 
+use super::clock::Clock;
 use super::Carrier;
 use crate::capture;
 use crate::events::{dir_str, split_target, Event, DUPLICATE};
+
+/// A packet's id (`Carrier::id`, the log's `id`) with `run --workers N`:
+/// the worker that read it in the bits from this one up, its count of the
+/// packets it read below. Unique across workers at no cost to the data
+/// plane (a shared counter would pass its cache line between the workers'
+/// cores for every packet), stable across a packet's hand-overs (the id
+/// travels with it), worker 0's ids those of a single data plane, and
+/// every id below 2^53 with up to 64 workers (a JSON number JavaScript
+/// reads exactly). A worker's count runs into the next worker's ids after
+/// 2^47 packets (163 days at 10 Mpps).
+pub const ID_WORKER_SHIFT: u32 = 47;
+
+/// The count part of an id ([`ID_WORKER_SHIFT`]).
+pub const ID_COUNT_MASK: u64 = (1 << ID_WORKER_SHIFT) - 1;
+
+/// The first id worker `index` gives ([`ID_WORKER_SHIFT`]).
+pub fn first_id(index: usize) -> u64 {
+    (index as u64) << ID_WORKER_SHIFT
+}
 
 /// Records the channel between the data plane and the observer holds. At
 /// about 100 bytes each, 64 K records are about 6.5 MB, and the observer
@@ -83,6 +143,30 @@ pub const DEFAULT_BUFFER: usize = 1 << 16;
 
 /// `--capture-snaplen`'s default: headers, and the start of the payload.
 pub const DEFAULT_SNAPLEN: u32 = 256;
+
+/// How far back the merge of several workers' records (`run --workers N`)
+/// waits for a worker awake whose floor stays behind (one asleep is
+/// [`SLEEP_SLACK`]'s): its engine keeps the time of its last packet, and
+/// the others' records would wait for it forever. A record that reaches
+/// the observer later than this after its time is written when it comes,
+/// out of time order, and counted ([`ObserverStats::out_of_order`]).
+pub const MERGE_WINDOW: Nanos = 50_000_000;
+
+/// ... and for a worker that reads late (leaves arrivals in the kernel
+/// until a pipe's least transit would make them due): its floor is exact,
+/// and it moves on by its next departure, but nothing waits longer than
+/// this.
+pub const MERGE_HOLD_MAX: Nanos = 1_000_000_000;
+
+/// While a worker sleeps with every port watched, anything that comes
+/// wakes it: a frame it reads then arrived after the merge last looked,
+/// less the time the kernel takes to wake it. The merge takes the time it
+/// looks, less this, as that worker's floor (and the previous look's
+/// floors as the horizon, for a packet handed to it just before).
+pub const SLEEP_SLACK: Nanos = 1_000_000;
+
+/// Messages taken from one worker's channel in one sweep at most.
+const SWEEP_MAX: usize = 1 << 16;
 
 /// How long the observer sleeps when the channel is empty.
 const IDLE_NAP: Duration = Duration::from_millis(2);
@@ -291,6 +375,9 @@ enum Msg {
     /// The wall-clock time of the data plane's t = 0 (first, always).
     Start {
         wall_ns: u64,
+        /// The data plane's clock itself (the merge of several workers
+        /// reads it for its window; without it, the wall clock stands in).
+        clock: Option<Clock>,
     },
     Packet(Record),
     /// A record with the frame's first bytes, for a capture, and its
@@ -325,7 +412,9 @@ impl EventFilter {
             return true;
         };
         if let Some(n) = self.sample.filter(|n| *n > 1) {
-            if id % u64::from(n) != 0 {
+            // The worker's count, not its number in the high bits: one in
+            // n of each worker's packets.
+            if !(id & ID_COUNT_MASK).is_multiple_of(u64::from(n)) {
                 return false;
             }
         }
@@ -392,8 +481,13 @@ struct Shared {
     joining: Mutex<Vec<Subscriber>>,
     /// Subscribers there are (joining or taken up).
     subscribers: AtomicUsize,
-    /// Written by the data plane only.
-    plane: PlaneCounters,
+    /// One per data-plane worker (`run --workers N`; one otherwise), each
+    /// written by its worker only.
+    plane: Vec<PlaneCounters>,
+    /// Records the merge of several workers' streams met after it had
+    /// already written a later one (see [`MERGE_WINDOW`]): written where
+    /// they came, out of time order, and counted here.
+    out_of_order: AtomicU64,
     /// Events written to the log, frames to the captures.
     logged: AtomicU64,
     captured_in: AtomicU64,
@@ -423,6 +517,18 @@ struct PlaneCounters {
     /// Frames a capture missed: no spare buffer was at hand (the record
     /// still went, without its bytes).
     frames_lost: AtomicU64,
+    /// The worker's floor: no record it sends from now on is older (its
+    /// engine's time, which an arrival's is never before), set once a turn
+    /// ([`Tap::floor`]); what the merge of several workers waits for.
+    floor: AtomicU64,
+    /// The worker leaves arrivals in the kernel for a while (late reading,
+    /// the data plane's `LatePlan`): they may come older than the merge
+    /// window, so the merge waits for its floor however old.
+    reads_late: AtomicBool,
+    /// The worker sleeps, every port watched, until `sleep_until` at most
+    /// ([`Tap::sleeping`]).
+    asleep: AtomicBool,
+    sleep_until: AtomicU64,
 }
 
 /// The observer's counters, for `dummynet stats`.
@@ -430,8 +536,14 @@ struct PlaneCounters {
 pub struct ObserverStats {
     /// Records the data plane handed over.
     pub sent: u64,
-    /// Records the channel could not take, by kind (non-zero only).
+    /// Records the channel could not take, by kind (non-zero only),
+    /// summed over the workers.
     pub lost: Vec<(&'static str, u64)>,
+    /// The same, by data-plane worker (one entry with `--workers 1`).
+    pub lost_by_worker: Vec<u64>,
+    /// Records the merge of several workers' streams wrote out of time
+    /// order (they came later than [`MERGE_WINDOW`] after their time).
+    pub out_of_order: u64,
     pub logged: u64,
     pub captured_in: u64,
     pub captured_out: u64,
@@ -468,6 +580,17 @@ impl std::fmt::Display for ObserverStats {
         if !self.lost.is_empty() {
             let list: Vec<String> = self.lost.iter().map(|(k, n)| format!("{k} {n}")).collect();
             write!(f, " (lost: {})", list.join(", "))?;
+        }
+        if self.lost_by_worker.len() > 1 && self.lost_total() > 0 {
+            let list: Vec<String> = self.lost_by_worker.iter().map(u64::to_string).collect();
+            write!(f, " (lost by worker: {})", list.join(", "))?;
+        }
+        if self.out_of_order > 0 {
+            write!(
+                f,
+                "; {} written out of time order (late to the merge)",
+                self.out_of_order
+            )?;
         }
         if let Some(e) = &self.error {
             write!(f, "; stopped writing: {e}")?;
@@ -506,6 +629,20 @@ impl Observer {
     /// Creates the files (an error names the one that could not be) and
     /// starts the observer thread. The [`Tap`] goes to the data plane.
     pub fn start(o: &ObserveOptions) -> Result<(Observer, Tap, ObserverThread), String> {
+        let (observer, taps, thread) = Observer::start_workers(o, 1)?;
+        match taps.into_iter().next() {
+            Some(tap) => Ok((observer, tap, thread)),
+            None => Err("the observer made no tap".into()),
+        }
+    }
+
+    /// [`Self::start`] for a data plane of `workers` workers (`run
+    /// --workers N`): one [`Tap`] each, in worker order, whose streams the
+    /// observer thread merges by time (see [`MERGE_WINDOW`]).
+    pub fn start_workers(
+        o: &ObserveOptions,
+        workers: usize,
+    ) -> Result<(Observer, Vec<Tap>, ObserverThread), String> {
         let create = |p: &Path| {
             File::create(p)
                 .map(|f| BufWriter::with_capacity(1 << 16, f))
@@ -532,23 +669,30 @@ impl Observer {
                 None => None,
             },
         };
-        let (tap, rx, spare_tx) = Tap::new(o);
-        let shared = tap.shared.clone();
+        let shared = Shared::new(o, workers);
+        let (mut taps, mut rx, mut spare) = (Vec::new(), Vec::new(), Vec::new());
+        for index in 0..workers.max(1) {
+            let (tap, r, s) = Tap::join(shared.clone(), index, o);
+            taps.push(tap);
+            rx.push(r);
+            spare.push(s);
+        }
         let worker = Worker {
             rx,
-            spare: spare_tx,
+            spare,
             shared: shared.clone(),
             writers,
             names: HashMap::new(),
             subscribers: Vec::new(),
             wall_ns: 0,
             failed: false,
+            merge: Merge::default(),
         };
         let thread = std::thread::Builder::new()
             .name("dummynet-observer".into())
             .spawn(move || worker.run())
             .map_err(|e| format!("cannot start the observer thread: {e}"))?;
-        Ok((Observer { shared }, tap, ObserverThread(Some(thread))))
+        Ok((Observer { shared }, taps, ObserverThread(Some(thread))))
     }
 
     /// Subscribes to the events that pass `filter`, through a channel of
@@ -586,18 +730,28 @@ impl Observer {
 impl Shared {
     fn stats(&self) -> ObserverStats {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let sum = |f: fn(&PlaneCounters) -> &AtomicU64| self.plane.iter().map(|p| n(f(p))).sum();
         ObserverStats {
-            sent: n(&self.plane.sent),
+            sent: sum(|p| &p.sent),
             lost: Kind::ALL
                 .iter()
-                .zip(&self.plane.lost)
-                .map(|(k, a)| (k.as_str(), n(a)))
+                .enumerate()
+                .map(|(i, k)| {
+                    let v: u64 = self.plane.iter().map(|p| n(&p.lost[i])).sum();
+                    (k.as_str(), v)
+                })
                 .filter(|(_, v)| *v > 0)
                 .collect(),
+            lost_by_worker: self
+                .plane
+                .iter()
+                .map(|p| p.lost.iter().map(n).sum())
+                .collect(),
+            out_of_order: n(&self.out_of_order),
             logged: n(&self.logged),
             captured_in: n(&self.captured_in),
             captured_out: n(&self.captured_out),
-            capture_lost: n(&self.plane.frames_lost),
+            capture_lost: sum(|p| &p.frames_lost),
             mm_lines: n(&self.mm_lines),
             subscribers: self.subscribers.load(Ordering::Relaxed) as u64,
             subscriber_lost: n(&self.subscriber_lost),
@@ -618,6 +772,8 @@ const SPARE_BYTES: usize = 16 << 20;
 
 /// The data plane's half ([`super::dataplane::DataPlane::with_tap`]).
 pub struct Tap {
+    /// The data-plane worker this tap is on (0 with `--workers 1`).
+    index: usize,
     tx: SyncSender<Msg>,
     /// Frame buffers the observer is done with.
     spare: Receiver<Vec<u8>>,
@@ -640,25 +796,20 @@ pub struct Tap {
 impl Tap {
     /// A tap for `o`, the receiving end of its channel and the way back
     /// for its buffers.
+    #[cfg(test)]
     fn new(o: &ObserveOptions) -> (Tap, Receiver<Msg>, SyncSender<Vec<u8>>) {
-        let files = o.log.is_some()
-            || o.capture_in.is_some()
-            || o.capture_out.is_some()
-            || o.mm_log.is_some();
-        let shared = Arc::new(Shared {
-            joining: Mutex::new(Vec::new()),
-            subscribers: AtomicUsize::new(0),
-            plane: PlaneCounters::default(),
-            logged: AtomicU64::new(0),
-            captured_in: AtomicU64::new(0),
-            captured_out: AtomicU64::new(0),
-            mm_lines: AtomicU64::new(0),
-            subscriber_lost: AtomicU64::new(0),
-            error: Mutex::new(None),
-            wall_ns: AtomicU64::new(0),
-            files,
-            stopped: AtomicBool::new(false),
-        });
+        Tap::join(Shared::new(o, 1), 0, o)
+    }
+
+    /// Worker `index`'s tap of the observer `shared` is (each worker has a
+    /// channel, counters and a pool of frame buffers of its own: workers
+    /// never share a cache line for a record).
+    fn join(
+        shared: Arc<Shared>,
+        index: usize,
+        o: &ObserveOptions,
+    ) -> (Tap, Receiver<Msg>, SyncSender<Vec<u8>>) {
+        let files = shared.files;
         let (tx, rx) = mpsc::sync_channel(o.buffer.max(1));
         let (spare_tx, spare_rx) = mpsc::sync_channel(SPARE_BUFFERS);
         if o.capture_in.is_some() || o.capture_out.is_some() {
@@ -670,6 +821,7 @@ impl Tap {
             }
         }
         let tap = Tap {
+            index,
             tx,
             spare: spare_rx,
             shared,
@@ -678,13 +830,65 @@ impl Tap {
             snaplen: o.snaplen as usize,
             on: files,
             named: Vec::new(),
-            mm_pipe: o.mm_log.as_ref().map(|(_, pipe)| *pipe),
+            // The pipe's trace changes on every replica alike: one worker
+            // tells.
+            mm_pipe: o
+                .mm_log
+                .as_ref()
+                .map(|(_, pipe)| *pipe)
+                .filter(|_| index == 0),
             mm_trace: None,
             mm_pending: None,
         };
         (tap, rx, spare_tx)
     }
 
+    /// The counters this tap's worker writes.
+    #[inline]
+    fn counters(&self) -> &PlaneCounters {
+        &self.shared.plane[self.index]
+    }
+
+    /// Once a turn, after the records of the turn: none this worker sends
+    /// from now on is older than `floor` (its engine's time); `reads_late`
+    /// if it leaves arrivals in the kernel for a while. Two stores to this
+    /// worker's own cache line, which the observer reads every few ms.
+    #[inline]
+    pub fn floor(&self, floor: Nanos, reads_late: bool) {
+        let c = self.counters();
+        c.reads_late.store(reads_late, Ordering::Relaxed);
+        c.floor.store(floor, Ordering::Release);
+    }
+}
+
+impl Shared {
+    /// What an observer of `workers` data-plane workers shares.
+    fn new(o: &ObserveOptions, workers: usize) -> Arc<Shared> {
+        let files = o.log.is_some()
+            || o.capture_in.is_some()
+            || o.capture_out.is_some()
+            || o.mm_log.is_some();
+        Arc::new(Shared {
+            joining: Mutex::new(Vec::new()),
+            subscribers: AtomicUsize::new(0),
+            plane: (0..workers.max(1))
+                .map(|_| PlaneCounters::default())
+                .collect(),
+            out_of_order: AtomicU64::new(0),
+            logged: AtomicU64::new(0),
+            captured_in: AtomicU64::new(0),
+            captured_out: AtomicU64::new(0),
+            mm_lines: AtomicU64::new(0),
+            subscriber_lost: AtomicU64::new(0),
+            error: Mutex::new(None),
+            wall_ns: AtomicU64::new(0),
+            files,
+            stopped: AtomicBool::new(false),
+        })
+    }
+}
+
+impl Tap {
     /// Once a turn: are records wanted?
     #[inline]
     pub fn refresh(&mut self) {
@@ -729,12 +933,44 @@ impl Tap {
     /// First, before any packet: the wall clock of the data plane's t = 0.
     pub fn start(&mut self, wall_ns: u64) {
         self.shared.wall_ns.store(wall_ns, Ordering::Relaxed);
-        let _ = self.tx.try_send(Msg::Start { wall_ns });
+        let _ = self.tx.try_send(Msg::Start {
+            wall_ns,
+            clock: None,
+        });
+    }
+
+    /// [`Self::start`] with the data plane's clock, which `t_ns` counts:
+    /// the merge of several workers' records tells how old a record is by
+    /// it (the wall clock may be stepped or slewed meanwhile).
+    pub fn start_clock(&mut self, wall_ns: u64, clock: Clock) {
+        self.shared.wall_ns.store(wall_ns, Ordering::Relaxed);
+        let _ = self.tx.try_send(Msg::Start {
+            wall_ns,
+            clock: Some(clock),
+        });
+    }
+
+    /// The worker goes to sleep until its ports, its bell or `deadline`
+    /// (its engine's next) wake it, every port watched (not reading
+    /// late): while it sleeps, the merge takes its floor to be the time
+    /// then, less [`SLEEP_SLACK`], up to `deadline`. Only with several
+    /// workers.
+    #[inline]
+    pub fn sleeping(&self, deadline: Nanos) {
+        let c = self.counters();
+        c.sleep_until.store(deadline, Ordering::Relaxed);
+        c.asleep.store(true, Ordering::Release);
+    }
+
+    /// Awake, before anything is done.
+    #[inline]
+    pub fn woke(&self) {
+        self.counters().asleep.store(false, Ordering::Release);
     }
 
     /// Hands `r` over, with `frame`'s first bytes if `capture` (the
     /// buffer's copy is the only per-packet work a capture adds).
-    pub fn push(&mut self, engine: &Engine<Carrier>, r: Record, frame: Option<&[u8]>) {
+    pub fn push<P: Payload>(&mut self, engine: &Engine<P>, r: Record, frame: Option<&[u8]>) {
         for i in [r.iface, r.bridge_to].into_iter().flatten() {
             self.name(engine, i);
         }
@@ -749,7 +985,7 @@ impl Tap {
                     Msg::Frame(r, buf, len32(bytes))
                 }
                 Err(_) => {
-                    let lost = &self.shared.plane.frames_lost;
+                    let lost = &self.counters().frames_lost;
                     lost.store(lost.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     Msg::Packet(r)
                 }
@@ -759,10 +995,10 @@ impl Tap {
         // Only this thread writes these: a load and a store, no locked
         // instruction.
         let count = match self.tx.try_send(msg) {
-            Ok(()) => &self.shared.plane.sent,
+            Ok(()) => &self.counters().sent,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 let i = Kind::ALL.iter().position(|k| *k == r.kind).unwrap_or(0);
-                &self.shared.plane.lost[i]
+                &self.counters().lost[i]
             }
         };
         count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -781,7 +1017,7 @@ impl Tap {
 
     /// Sends an interface's name the first time a record names it (and
     /// again later if the channel could not take it).
-    fn name(&mut self, engine: &Engine<Carrier>, i: IfaceId) {
+    fn name<P: Payload>(&mut self, engine: &Engine<P>, i: IfaceId) {
         let at = usize::from(i.0);
         if self.named.get(at).copied().unwrap_or(false) {
             return;
@@ -964,19 +1200,27 @@ impl MmLog {
 
 /// The observer thread's state.
 struct Worker {
-    rx: Receiver<Msg>,
-    spare: SyncSender<Vec<u8>>,
+    /// Each data-plane worker's channel, and the way back for its frame
+    /// buffers, in worker order.
+    rx: Vec<Receiver<Msg>>,
+    spare: Vec<SyncSender<Vec<u8>>>,
     shared: Arc<Shared>,
     writers: Writers,
-    names: HashMap<IfaceId, String>,
+    /// Interfaces' names by worker (each names its replica's).
+    names: HashMap<(usize, IfaceId), String>,
     subscribers: Vec<Subscriber>,
     wall_ns: u64,
     /// A write failed: files are no longer written.
     failed: bool,
+    /// Several workers' records on their way to the files, in time order.
+    merge: Merge,
 }
 
 impl Worker {
     fn run(mut self) {
+        if self.rx.len() > 1 {
+            return self.run_merged();
+        }
         let mut flushed = Instant::now();
         let mut dirty = false;
         loop {
@@ -985,9 +1229,9 @@ impl Worker {
             let mut got = 0usize;
             let mut ended = false;
             loop {
-                match self.rx.try_recv() {
+                match self.rx[0].try_recv() {
                     Ok(msg) => {
-                        self.handle(msg);
+                        self.handle(0, msg);
                         got += 1;
                         // Look for new subscribers now and then under load.
                         if got >= 4096 {
@@ -1072,10 +1316,13 @@ impl Worker {
         wall.saturating_sub(self.wall_ns)
     }
 
-    fn handle(&mut self, msg: Msg) {
+    fn handle(&mut self, w: usize, msg: Msg) {
         match msg {
-            Msg::Start { wall_ns } => {
+            // Each worker says; the first is written.
+            Msg::Start { .. } if self.wall_ns != 0 => {}
+            Msg::Start { wall_ns, clock } => {
                 self.wall_ns = wall_ns;
+                self.merge.clock = clock;
                 let start: Event<String> = Event::Start { t_ns: 0, wall_ns };
                 if let Some(mm) = &mut self.writers.mm {
                     let r = mm.header(wall_ns);
@@ -1087,18 +1334,21 @@ impl Worker {
                 }
             }
             Msg::Iface(i, name) => {
-                self.names.insert(i, name);
+                self.names.insert((w, i), name);
             }
             Msg::Trace { at, trace } => self.mm(|mm, wall| mm.retrace(at, trace, wall)),
-            Msg::Packet(r) => self.packet(&r, None),
+            Msg::Packet(r) => self.packet(w, &r, None),
             Msg::Frame(r, buf, orig_len) => {
-                self.packet(&r, Some((&buf, orig_len)));
-                let _ = self.spare.try_send(buf);
+                self.packet(w, &r, Some((&buf, orig_len)));
+                if let Some(spare) = self.spare.get(w) {
+                    let _ = spare.try_send(buf);
+                }
             }
         }
     }
 
-    fn packet(&mut self, r: &Record, frame: Option<(&[u8], u32)>) {
+    /// Worker `w`'s record `r` written and handed out.
+    fn packet(&mut self, w: usize, r: &Record, frame: Option<(&[u8], u32)>) {
         if let Some((bytes, orig_len)) = frame {
             let ts = self.wall_ns.saturating_add(r.t_ns);
             let (w, n) = match r.kind {
@@ -1120,7 +1370,7 @@ impl Worker {
         if self.writers.log.is_none() && self.subscribers.is_empty() {
             return;
         }
-        let e = self.event(r);
+        let e = self.event(w, r);
         self.log(&e);
         if !self.subscribers.is_empty() {
             self.fan_out(e);
@@ -1128,8 +1378,9 @@ impl Worker {
     }
 
     /// The log's event for a record.
-    fn event(&self, r: &Record) -> Event<String> {
-        let name = |i: Option<IfaceId>| i.map(|i| self.names.get(&i).cloned().unwrap_or_default());
+    fn event(&self, w: usize, r: &Record) -> Event<String> {
+        let name =
+            |i: Option<IfaceId>| i.map(|i| self.names.get(&(w, i)).cloned().unwrap_or_default());
         let note = r.copy.then(|| DUPLICATE.to_string());
         let (pipe, queue) = split_target(r.target);
         match r.kind {
@@ -1273,6 +1524,271 @@ impl Worker {
     }
 }
 
+/// A record's place among others of the same time, by the step of a
+/// packet's way it is: arrival, into a pipe on the `in` pass, out of it
+/// (forward), into a pipe on the `out` pass, gone (departure or drop).
+/// Along one packet's way the time never goes back (a packet handed to
+/// another worker enters its pipe at its classification time or later) and
+/// the step always goes on, so ordering by (time, step) keeps every
+/// packet's events in the order they happened, whichever workers made them.
+fn step(r: &Record) -> u8 {
+    match (r.kind, r.dir) {
+        (Kind::Arrival, _) => 1,
+        (Kind::Enqueue, Direction::In) => 2,
+        (Kind::Forward, _) => 3,
+        (Kind::Enqueue, Direction::Out) => 4,
+        (Kind::Departure | Kind::Drop, _) => 5,
+    }
+}
+
+/// Worker `p`'s floor as the merge takes it at `now`: what it said
+/// ([`Tap::floor`]), and, for a worker that keeps an old one because it
+/// has nothing to do, more: while it sleeps with every port watched, `now`
+/// less [`SLEEP_SLACK`] up to its next deadline; awake, `now` less
+/// [`MERGE_WINDOW`] (or [`MERGE_HOLD_MAX`] if it reads late).
+fn worker_floor(p: &PlaneCounters, now: Nanos) -> Nanos {
+    let floor = p.floor.load(Ordering::Acquire);
+    let later = if p.asleep.load(Ordering::Acquire) {
+        now.saturating_sub(SLEEP_SLACK)
+            .min(p.sleep_until.load(Ordering::Relaxed))
+    } else if p.reads_late.load(Ordering::Relaxed) {
+        now.saturating_sub(MERGE_HOLD_MAX)
+    } else {
+        now.saturating_sub(MERGE_WINDOW)
+    };
+    floor.max(later)
+}
+
+/// A record waiting in the merge, with its frame's bytes if it has them,
+/// or a change of the `--mm-log` pipe's trace (ordered by its time too).
+enum Item {
+    Packet(Record, Option<(Vec<u8>, u32)>),
+    Trace {
+        at: Nanos,
+        trace: Option<(Arc<Trace>, Nanos)>,
+    },
+}
+
+/// One [`Item`] held by the merge, with its place: (time, [`step`]).
+struct Held {
+    key: (Nanos, u8),
+    /// The sweep of the channels that took it ([`Merge::sweeps`]).
+    sweep: u64,
+    item: Item,
+}
+
+/// The merge of several workers' records (`run --workers N`): one queue
+/// per worker, each in order of (time, [`step`]) (a worker sends in time
+/// order; one that did not would be put in its place), held until no
+/// worker can send an earlier one, then written by taking the least of
+/// the queues' heads, (time, step, worker): a few comparisons a record,
+/// where a heap of all would move each record at every level.
+#[derive(Default)]
+struct Merge {
+    queues: Vec<VecDeque<Held>>,
+    /// Sweeps that emptied every channel. A record taken in sweep `k` is
+    /// written only once sweep `k + 1` has ended: a packet's earlier event
+    /// was sent (by whichever worker) before its later one, so by then it
+    /// has been taken too, and the order puts it first.
+    sweeps: u64,
+    /// The latest time written.
+    last: Nanos,
+    /// Workers whose channel has closed (they stopped).
+    ended: Vec<bool>,
+    /// The workers' floors at the last look.
+    floors: Vec<Nanos>,
+    /// The data plane's clock, once the start has brought it.
+    clock: Option<Clock>,
+}
+
+impl Worker {
+    /// The observer of several workers: each sweep empties every channel
+    /// into the merge, and what is older than every worker's floor (or
+    /// than [`MERGE_WINDOW`]) goes out in time order.
+    fn run_merged(mut self) {
+        let n = self.rx.len();
+        self.merge.ended = vec![false; n];
+        self.merge.queues = (0..n).map(|_| VecDeque::new()).collect();
+        let mut flushed = Instant::now();
+        let mut dirty = false;
+        loop {
+            self.adopt();
+            self.prune();
+            // The floors before the channels: whatever a worker sends after
+            // it set its floor is in its channel now or no older than it.
+            let now = self.merge_now();
+            let floors: Vec<Nanos> = self
+                .shared
+                .plane
+                .iter()
+                .map(|p| worker_floor(p, now))
+                .collect();
+            let mut got = 0usize;
+            let mut complete = true;
+            for w in 0..n {
+                if self.merge.ended[w] {
+                    continue;
+                }
+                let mut taken = 0usize;
+                loop {
+                    match self.rx[w].try_recv() {
+                        Ok(msg) => {
+                            self.take(w, msg);
+                            taken += 1;
+                            if taken >= SWEEP_MAX {
+                                complete = false;
+                                break;
+                            }
+                        }
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            self.merge.ended[w] = true;
+                            break;
+                        }
+                    }
+                }
+                got += taken;
+            }
+            if complete {
+                self.merge.sweeps += 1;
+            }
+            let ended = self.merge.ended.iter().all(|e| *e);
+            let horizon = if ended {
+                Nanos::MAX
+            } else {
+                self.horizon(&floors)
+            };
+            dirty |= self.emit(horizon, ended) > 0;
+            if ended {
+                break;
+            }
+            if dirty && flushed.elapsed() >= FLUSH_EVERY {
+                self.flush();
+                flushed = Instant::now();
+                dirty = false;
+            }
+            if got == 0 {
+                // The trace's opportunities before anything still held.
+                let held = self.first().map_or(Nanos::MAX, |w| {
+                    self.merge.queues[w].front().map_or(Nanos::MAX, |h| h.key.0)
+                });
+                let until = now.saturating_sub(MM_IDLE_MARGIN).min(horizon).min(held);
+                self.mm(|mm, wall| mm.opportunities(until, wall));
+                let idle = !self.shared.files && self.subscribers.is_empty();
+                std::thread::sleep(if idle { IDLE_LONG_NAP } else { IDLE_NAP });
+            }
+        }
+        let end = self.engine_now();
+        self.mm(|mm, wall| mm.opportunities(end, wall));
+        self.flush();
+        self.shared.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// Worker `w`'s message: the start and names at once, records into
+    /// the merge.
+    fn take(&mut self, w: usize, msg: Msg) {
+        let item = match msg {
+            Msg::Packet(r) => Item::Packet(r, None),
+            Msg::Frame(r, buf, len) => Item::Packet(r, Some((buf, len))),
+            Msg::Trace { at, trace } => Item::Trace { at, trace },
+            other => return self.handle(w, other),
+        };
+        let key = match &item {
+            Item::Packet(r, _) => (r.t_ns, step(r)),
+            Item::Trace { at, .. } => (*at, 0),
+        };
+        let held = Held {
+            key,
+            sweep: self.merge.sweeps,
+            item,
+        };
+        let Some(q) = self.merge.queues.get_mut(w) else {
+            return;
+        };
+        match q.back() {
+            Some(last) if last.key > key => {
+                // After those of its place already there.
+                let at = q.partition_point(|h| h.key <= key);
+                q.insert(at, held);
+            }
+            _ => q.push_back(held),
+        }
+    }
+
+    /// The worker whose queue's head comes first, (time, step, worker).
+    fn first(&self) -> Option<usize> {
+        let heads = self.merge.queues.iter().enumerate();
+        heads
+            .filter_map(|(w, q)| q.front().map(|h| (h.key, w)))
+            .min()
+            .map(|(_, w)| w)
+    }
+
+    /// The time before which no worker will send a record: the least of
+    /// the workers' floors ([`worker_floor`]), as they are now and as
+    /// they were at the last look (a packet handed over just before that
+    /// look may still be in its ring, and its record carries the time it
+    /// was handed at); the workers that have stopped left out. Nothing
+    /// before the start line.
+    fn horizon(&mut self, floors: &[Nanos]) -> Nanos {
+        let before = std::mem::replace(&mut self.merge.floors, floors.to_vec());
+        if self.wall_ns == 0 {
+            return 0;
+        }
+        floors
+            .iter()
+            .zip(before.iter().chain(std::iter::repeat(&0)))
+            .zip(&self.merge.ended)
+            .filter(|(_, ended)| !**ended)
+            .map(|((now, then), _)| (*now).min(*then))
+            .min()
+            .unwrap_or(Nanos::MAX)
+    }
+
+    /// The data plane's clock now, for the merge: its own clock once the
+    /// start has brought it, else from the wall clock.
+    fn merge_now(&self) -> Nanos {
+        match &self.merge.clock {
+            Some(c) if self.wall_ns != 0 => c.now(),
+            _ => self.engine_now(),
+        }
+    }
+
+    /// Writes what is held from before `horizon` (all of it if `all`),
+    /// in order; how many.
+    fn emit(&mut self, horizon: Nanos, all: bool) -> usize {
+        let mut n = 0;
+        while let Some(w) = self.first() {
+            let Some(top) = self.merge.queues[w].front() else {
+                break;
+            };
+            if !all && (top.key.0 >= horizon || top.sweep + 2 > self.merge.sweeps) {
+                break;
+            }
+            let Some(h) = self.merge.queues[w].pop_front() else {
+                break;
+            };
+            let t = h.key.0;
+            if t < self.merge.last {
+                self.shared.out_of_order.fetch_add(1, Ordering::Relaxed);
+            }
+            self.merge.last = self.merge.last.max(t);
+            match h.item {
+                Item::Packet(r, None) => self.packet(w, &r, None),
+                Item::Packet(r, Some((buf, len))) => {
+                    self.packet(w, &r, Some((&buf, len)));
+                    if let Some(spare) = self.spare.get(w) {
+                        let _ = spare.try_send(buf);
+                    }
+                }
+                Item::Trace { at, trace } => self.mm(|mm, wall| mm.retrace(at, trace, wall)),
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
 fn len32(b: &[u8]) -> u32 {
     u32::try_from(b.len()).unwrap_or(u32::MAX)
 }
@@ -1301,7 +1817,7 @@ mod tests {
     /// kind, without ever waiting.
     #[test]
     fn a_full_buffer_sheds_and_counts_by_kind() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let o = ObserveOptions {
             log: Some(PathBuf::from("unused")),
             buffer: 4,
@@ -1343,7 +1859,7 @@ mod tests {
     /// ends every subscription.
     #[test]
     fn a_capture_takes_buffers_from_a_pool_made_at_start_and_counts_frames_it_misses() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         // A 1 MiB snap length: the 16 MiB pool holds 16 buffers.
         let o = ObserveOptions {
             capture_in: Some(PathBuf::from("unused")),
@@ -1384,7 +1900,7 @@ mod tests {
 
     #[test]
     fn subscribers_get_filtered_events_and_a_slow_one_loses_some() {
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let (observer, mut tap, thread) = Observer::start(&ObserveOptions::default()).unwrap();
         tap.refresh();
         assert!(!tap.on, "nobody listens");
@@ -1460,7 +1976,7 @@ mod tests {
             snaplen: 20,
             ..ObserveOptions::default()
         };
-        let engine = Engine::new(1);
+        let engine: Engine<()> = Engine::new(1);
         let (_observer, mut tap, thread) = Observer::start(&o).unwrap();
         const WALL: u64 = 1_700_000_000_123_456_789;
         tap.start(WALL);
@@ -1512,6 +2028,103 @@ mod tests {
                 format!("{} + 84", base + 30),
             ]
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two workers' streams (`run --workers 2`) read as one: written in
+    /// time order once both floors have passed, a packet handed from one
+    /// worker to the other and back keeps its steps in order even where
+    /// they share a time (the later step sent first, by the other worker),
+    /// a record no older than its worker's floor waits for it, ids keep
+    /// their worker, and a record older than what was written is written
+    /// when it comes and counted.
+    #[test]
+    fn two_workers_records_merge_in_time_order_and_keep_each_packets_steps() {
+        let dir = std::env::temp_dir().join(format!("dummynet-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = ObserveOptions {
+            log: Some(dir.join("log.jsonl")),
+            ..ObserveOptions::default()
+        };
+        let engine: Engine<()> = Engine::new(1);
+        let (observer, mut taps, thread) = Observer::start_workers(&o, 2).unwrap();
+        let sub = observer.subscribe(EventFilter::default(), 1000);
+        let mut w1 = taps.pop().unwrap();
+        let mut w0 = taps.pop().unwrap();
+        // The start an hour ahead: the merge window never passes anything,
+        // only the floors do.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            + 3_600_000_000_000;
+        w0.start(wall);
+        w1.start(wall);
+        let ms = 1_000_000;
+        let (a, b) = (first_id(0), first_id(1));
+        let (c, e, f) = (a + 1, b + 1, a + 2);
+        let step = |kind, id, t, dir| Record {
+            dir,
+            target: Some(Target::Pipe(1)),
+            ..Record::new(kind, t * ms, (id, false))
+        };
+        let into_pipe = |kind, id, t| step(kind, id, t, Direction::In);
+        // A: read by worker 0 at 10 ms, queued by worker 1, out at 20 ms,
+        // back to worker 0 for its `out` pass, gone at 20 ms. Worker 0
+        // says so first.
+        w0.push(&engine, arrival(a, 10 * ms), None);
+        w0.push(&engine, step(Kind::Departure, a, 20, Direction::Out), None);
+        w0.push(&engine, arrival(c, 30 * ms), None);
+        w1.push(&engine, into_pipe(Kind::Enqueue, a, 10), None);
+        w1.push(&engine, into_pipe(Kind::Forward, a, 20), None);
+        // B: read by worker 1 at 15 ms, refused by its pipe.
+        w1.push(&engine, arrival(b, 15 * ms), None);
+        w1.push(&engine, into_pipe(Kind::Drop, b, 15), None);
+        w0.floor(25 * ms, false);
+        w1.floor(16 * ms, false);
+        let kind = |ev: &Event<String>| match ev {
+            Event::Start { .. } => "start",
+            Event::Arrival { .. } => "arrival",
+            Event::Forward { .. } => "forward",
+            Event::Departure { .. } => "departure",
+            Event::Drop { .. } => "drop",
+        };
+        let next = || match sub.recv_timeout(Duration::from_secs(10)) {
+            Ok(ev) => (kind(&ev), ev.id(), ev.t_ns() / ms),
+            Err(e) => panic!("no event: {e}"),
+        };
+        assert_eq!(next().0, "start");
+        assert_eq!(next(), ("arrival", Some(a), 10));
+        assert_eq!(next(), ("arrival", Some(b), 15));
+        assert_eq!(next(), ("drop", Some(b), 15));
+        // Worker 1 may still send from 16 ms on: what is later waits.
+        w1.push(&engine, arrival(e, 17 * ms), None);
+        w1.floor(40 * ms, false);
+        assert_eq!(next(), ("arrival", Some(e), 17));
+        assert_eq!(next(), ("forward", Some(a), 20));
+        assert_eq!(next(), ("departure", Some(a), 20));
+        // A record older than what was written: written as it comes, and
+        // counted. (C, at 30 ms, is past worker 0's floor: it waits.)
+        w0.push(&engine, arrival(f, 5 * ms), None);
+        assert_eq!(next(), ("arrival", Some(f), 5));
+        drop((w0, w1));
+        assert_eq!(next(), ("arrival", Some(c), 30));
+        thread.join();
+        let stats = observer.stats();
+        assert_eq!(stats.out_of_order, 1);
+        assert_eq!(stats.lost_by_worker, [0, 0]);
+        assert_eq!(stats.sent, 9);
+        let log = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
+        let ids: Vec<u64> = log
+            .lines()
+            .skip(1)
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [a, b, b, e, a, a, f, c]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

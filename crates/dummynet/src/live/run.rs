@@ -23,7 +23,7 @@ use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
 use super::host::Host;
 use super::netns_target::Target;
-use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread};
+use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread, Tap};
 use super::registry;
 use super::{Backend, Carrier};
 
@@ -460,12 +460,24 @@ where
     let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
     // The files are created here, so that one that cannot be is an error
     // before anything starts.
-    let (observer, tap, observer_thread) = match &observe {
+    // One tap per worker, their records merged by time off the data plane.
+    let n = workers.as_ref().map_or(1, |(n, _)| *n);
+    let (observer, mut taps, observer_thread) = match &observe {
         Some(o) => {
-            let (obs, tap, thread) = Observer::start(o)?;
-            (Some(obs), Some(tap), Some(thread))
+            let (obs, taps, thread) = Observer::start_workers(o, n)?;
+            (
+                Some(obs),
+                taps.into_iter().map(Some).collect(),
+                Some(thread),
+            )
         }
-        None => (None, None, None),
+        None => (None, (0..n).map(|_| None).collect::<Vec<_>>(), None),
+    };
+    // Worker 0's (the leader's); the others' go to their threads.
+    let tap = if taps.is_empty() {
+        None
+    } else {
+        taps.remove(0)
     };
     let flag = stop.clone();
     let body = move || {
@@ -486,7 +498,8 @@ where
         let leader = match workers {
             None => None,
             Some((n, open_worker)) => {
-                match start_followers(n, &replicas_config(&replicas), seed, options, open_worker) {
+                let config = replicas_config(&replicas);
+                match start_followers(n, &config, seed, options, open_worker, taps) {
                     Ok(leader) => leader,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -579,8 +592,10 @@ fn start_followers(
     seed: u64,
     options: PlaneOptions,
     open_worker: OpenWorker,
+    taps: Vec<Option<Tap>>,
 ) -> Result<Option<super::sharded::Worker>, String> {
     let mut parts = super::sharded::workers(n)?.into_iter();
+    let mut taps = taps.into_iter();
     let Some(mut leader) = parts.next() else {
         return Ok(None);
     };
@@ -597,6 +612,7 @@ fn start_followers(
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let (config, open_worker, worker_stop) =
             (config.to_vec(), open_worker.clone(), stop.clone());
+        let tap = taps.next().flatten();
         let body = move || {
             let made = crate::sim::configure(&config, seed)
                 .map_err(|(line, e)| format!("config line {line}: {e}"))
@@ -610,6 +626,7 @@ fn start_followers(
                     let _ = ready_tx.send(Ok(()));
                     DataPlane::new(engine, backends, None, worker_stop)
                         .with_options(options)
+                        .with_tap(tap)
                         .with_worker(Some(part))
                         .run()
                 }
@@ -748,13 +765,6 @@ fn workers_for(args: &RunArgs, checked: &Engine<()>) -> Result<usize, Failure> {
             }
             if let Some(why) = crate::workers::check_shardable(checked, n) {
                 say!("dummynet: one data-plane worker, not {n} (--workers auto): {why}");
-                return Ok(1);
-            }
-            if args.observe.any() {
-                say!(
-                    "dummynet: one data-plane worker, not {n} (--workers auto): per-packet \
-                     logs and captures see one worker's packets"
-                );
                 return Ok(1);
             }
             Ok(n)
@@ -921,13 +931,6 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     let checked: Engine<()> = crate::sim::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let workers = workers_for(args, &checked)?;
-    if workers > 1 && args.observe.any() {
-        return Err(format!(
-            "--workers {workers}: per-packet logs and captures see one worker's packets; use \
-             --workers 1 with them"
-        )
-        .into());
-    }
     if checked.drops_by_default() {
         say!("dummynet: warning: {}", default_deny_warning(args.host));
     }

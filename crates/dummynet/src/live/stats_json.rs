@@ -40,6 +40,13 @@ pub struct Observer<'a> {
     /// dropped from the observer, never from the traffic.
     pub lost: u64,
     pub lost_by_kind: BTreeMap<&'static str, u64>,
+    /// The same sum by data-plane worker (`run --workers N`; one entry
+    /// otherwise): each worker has a buffer of its own.
+    pub lost_by_worker: Vec<u64>,
+    /// Records the merge of the workers' streams wrote out of time order:
+    /// they reached it more than its window after their time (0 with one
+    /// worker, whose records are written as they come).
+    pub out_of_order: u64,
     /// Lines written to `--log`, frames to the captures, lines to `--mm-log`.
     pub log_lines: u64,
     pub captured_in: u64,
@@ -207,6 +214,8 @@ impl<'a> StatsJson<'a> {
                         (k.as_str(), n.map_or(0, |(_, n)| *n))
                     })
                     .collect(),
+                lost_by_worker: o.lost_by_worker.clone(),
+                out_of_order: o.out_of_order,
                 log_lines: o.logged,
                 captured_in: o.captured_in,
                 captured_out: o.captured_out,

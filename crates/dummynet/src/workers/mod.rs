@@ -342,6 +342,18 @@ impl<P: Payload> Links<P> {
         engine: &mut Engine<P>,
         mut settle: impl FnMut(&mut Engine<P>, Nanos, PacketInfo, Verdict<P>),
     ) -> usize {
+        self.receive_tagged(engine, |_| (), |e, at, info, v, ()| settle(e, at, info, v))
+    }
+
+    /// [`Self::receive`], `settle` also given `tag` of each packet, taken
+    /// before it goes in (a `Queued` verdict no longer has it): the live
+    /// data plane's packet id, for the observer.
+    pub fn receive_tagged<T>(
+        &mut self,
+        engine: &mut Engine<P>,
+        tag: impl Fn(&P) -> T,
+        mut settle: impl FnMut(&mut Engine<P>, Nanos, PacketInfo, Verdict<P>, T),
+    ) -> usize {
         let mut n = 0;
         for r in 0..self.from.len() {
             while let Ok(sent) = self.from[r].pop() {
@@ -350,13 +362,15 @@ impl<P: Payload> Links<P> {
                     Sent::Queue(Handoff { at, shaped }) => {
                         let at = at.max(engine.now());
                         let info = *shaped.info();
+                        let t = tag(shaped.payload());
                         let v = engine.enqueue(at, shaped);
-                        settle(engine, at, info, v);
+                        settle(engine, at, info, v, t);
                     }
                     Sent::Pass { at, info, payload } => {
                         let at = at.max(engine.now());
+                        let t = tag(&payload);
                         if let Routed::Here(v) = self.input(engine, at, info, payload) {
-                            settle(engine, at, info, v);
+                            settle(engine, at, info, v, t);
                         }
                     }
                 }
