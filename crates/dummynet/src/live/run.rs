@@ -1103,6 +1103,19 @@ fn default_deny_warning(host: bool) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn workers_are_a_number_from_1_to_64_or_auto() {
+        use super::{parse_workers, Workers};
+        assert_eq!(parse_workers("auto"), Ok(Workers::Auto));
+        assert_eq!(parse_workers("1"), Ok(Workers::Exactly(1)));
+        assert_eq!(parse_workers("64"), Ok(Workers::Exactly(64)));
+        for bad in ["0", "65", "-1", "two", ""] {
+            let e = parse_workers(bad).unwrap_err();
+            assert!(e.contains("give 1 to 64, or auto"), "{bad}: {e}");
+        }
+        assert_eq!(Workers::Auto.to_string(), "auto");
+    }
+
+    #[test]
     fn memory_limit_sizes() {
         assert_eq!(super::parse_size("0"), Ok(0));
         assert_eq!(super::parse_size("1500"), Ok(1500));
