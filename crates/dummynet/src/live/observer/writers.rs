@@ -1,0 +1,154 @@
+//! The observer's files: the per-packet log, the captures (pcap) and
+//! mahimahi's link log of one pipe, written on the observer thread only.
+
+use super::*;
+
+/// The files.
+pub(super) struct Writers {
+    pub(super) log: Option<BufWriter<File>>,
+    pub(super) capture_in: Option<Pcap>,
+    pub(super) capture_out: Option<Pcap>,
+    pub(super) mm: Option<MmLog>,
+}
+
+/// A capture: the pcap writer, over a buffer this side can also flush
+/// (the writer does not give its output back until it is dropped).
+pub(super) struct Pcap {
+    pub(super) writer: capture::Writer<SharedFile>,
+    pub(super) out: SharedFile,
+}
+
+/// A buffered file two owners write through; only the observer thread
+/// ever locks it, so the lock is never contended.
+#[derive(Clone)]
+pub(super) struct SharedFile(pub(super) Arc<Mutex<BufWriter<File>>>);
+
+impl SharedFile {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, BufWriter<File>> {
+        match self.0.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl Write for SharedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lock().flush()
+    }
+}
+
+/// mahimahi's link log of one pipe.
+pub(super) struct MmLog {
+    pub(super) out: BufWriter<File>,
+    pub(super) pipe: u32,
+    /// The start, ms since the Unix epoch.
+    pub(super) base_ms: u64,
+    /// When each packet inside the pipe entered it (ms), by (id, copy).
+    pub(super) entered: HashMap<(u64, bool), u64>,
+    /// The pipe's trace while it is trace-driven.
+    pub(super) trace: Option<Opportunities>,
+}
+
+/// A trace's delivery opportunities, walked in time order.
+pub(super) struct Opportunities {
+    pub(super) trace: Arc<Trace>,
+    pub(super) start: Nanos,
+    /// The next opportunity not yet logged; none once a `once` trace ends.
+    pub(super) next: Option<TraceCursor>,
+}
+
+impl MmLog {
+    pub(super) fn header(&mut self, wall_ns: u64) -> std::io::Result<()> {
+        self.base_ms = wall_ns / 1_000_000;
+        writeln!(
+            self.out,
+            "# dummynet mm-log of pipe {} (times in ms since the Unix epoch)",
+            self.pipe
+        )?;
+        writeln!(self.out, "# base timestamp: {}", self.base_ms)
+    }
+
+    /// Logs the trace's opportunities before `until` (engine time), one
+    /// `T # 1504` line each, as mahimahi's link does; how many.
+    pub(super) fn opportunities(&mut self, until: Nanos, wall_ns: u64) -> std::io::Result<u64> {
+        let Some(o) = &mut self.trace else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        while let Some(c) = o.next {
+            let at = o.trace.at(o.start, c);
+            if at >= until {
+                break;
+            }
+            let ms = wall_ns.saturating_add(at) / 1_000_000;
+            writeln!(self.out, "{ms} # {OPPORTUNITY_BYTES}")?;
+            n += 1;
+            o.next = o.trace.next(c);
+        }
+        Ok(n)
+    }
+
+    /// The pipe's trace changed at `at`: the old one's opportunities
+    /// before then are logged, and the new one's follow from its start.
+    pub(super) fn retrace(
+        &mut self,
+        at: Nanos,
+        trace: Option<(Arc<Trace>, Nanos)>,
+        wall_ns: u64,
+    ) -> std::io::Result<u64> {
+        let n = self.opportunities(at, wall_ns)?;
+        self.trace = trace.map(|(trace, start)| Opportunities {
+            trace,
+            start,
+            next: Some(TraceCursor::default()),
+        });
+        Ok(n)
+    }
+
+    /// The lines `r` makes, if it concerns the pipe (the opportunities
+    /// up to it first, those at its very time included: a packet leaves
+    /// at the opportunity that carries it); how many.
+    pub(super) fn record(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
+        let n = self.opportunities(r.t_ns.saturating_add(1), wall_ns)?;
+        if r.target != Some(Target::Pipe(self.pipe)) {
+            return Ok(n);
+        }
+        self.event(r, wall_ns).map(|m| m + n)
+    }
+
+    /// The `+` and `-` lines of a record of the pipe.
+    pub(super) fn event(&mut self, r: &Record, wall_ns: u64) -> std::io::Result<u64> {
+        let ms = wall_ns.saturating_add(r.t_ns) / 1_000_000;
+        match r.kind {
+            Kind::Enqueue => {
+                self.entered.insert((r.id, r.copy), ms);
+                writeln!(self.out, "{ms} + {}", r.len)?;
+                Ok(1)
+            }
+            Kind::Drop if r.at_entry => {
+                writeln!(self.out, "{ms} + {}", r.len)?;
+                Ok(1)
+            }
+            Kind::Drop => {
+                self.entered.remove(&(r.id, r.copy));
+                Ok(0)
+            }
+            Kind::Departure | Kind::Forward => {
+                // A copy made inside the pipe entered with its original.
+                let since = self
+                    .entered
+                    .remove(&(r.id, r.copy))
+                    .or_else(|| self.entered.get(&(r.id, false)).copied())
+                    .unwrap_or(ms)
+                    .min(ms);
+                writeln!(self.out, "{ms} - {} {}", r.len, ms - since)?;
+                Ok(1)
+            }
+            Kind::Arrival => Ok(0),
+        }
+    }
+}
