@@ -15,7 +15,8 @@
 //! workers) appears whole in `--log`, in time order, each packet once with
 //! an id of its own, arrival first and departure last, in numbers that
 //! match the daemon's books; the captures hold the same packets in time
-//! order.
+//! order; the HTTP event stream gives the log's records in the log's order
+//! (what a slow client lost, it is told, and the two add up).
 //!
 //! Without root or `ip`/`ping`, it prints `skipped: ...` and passes.
 
@@ -441,6 +442,7 @@ fn two_workers_log_and_capture_every_packet_in_time_order() {
     }
     let _serial = serial();
     let path = BridgePath::new();
+    let port = unique_port();
     let (log, cap_in, cap_out) = (
         path.scratch.path("events.jsonl"),
         path.scratch.path("in.pcap"),
@@ -465,8 +467,13 @@ fn two_workers_log_and_capture_every_packet_in_time_order() {
             cap_in.to_str().unwrap(),
             "--capture-out",
             cap_out.to_str().unwrap(),
+            "--http",
+            &format!("127.0.0.1:{port}"),
         ],
     );
+    // The HTTP event stream, read while the flood runs (in M, where the
+    // daemon listens), until 1.5 s after it ends.
+    let stream = event_stream(&path.m, port, Duration::from_millis(2500));
     let flood = run_bounded(
         &mut path.a.command(
             DUMMYNET,
@@ -598,4 +605,134 @@ fn two_workers_log_and_capture_every_packet_in_time_order() {
             file.display()
         );
     }
+
+    // The HTTP event stream: the `start` line, then the log's own records
+    // from where the subscription began, in the log's order. A client too
+    // slow for its events (the stream's task starved on a loaded machine)
+    // is told how many it lost (`lost` notices, before the next event it
+    // gets): what it got and what it was told it lost add up to the log's
+    // records over the same span.
+    let streamed = stream.join().expect("the event stream's reader");
+    let (first, rest) = streamed.split_first().expect("a start event on the stream");
+    assert_eq!(first["event"], "start", "{first}");
+    let key = |e: &serde_json::Value| (e["id"].as_u64(), e["event"].clone(), e["t_ns"].as_u64());
+    let (mut got, mut lost, mut lost_before_last) = (Vec::new(), 0u64, 0u64);
+    for e in rest {
+        if e["event"] == "lost" {
+            lost += e["count"].as_u64().expect("a lost count");
+        } else {
+            got.push(key(e));
+            lost_before_last = lost;
+        }
+    }
+    let head = got.first().expect("events on the stream");
+    let at = events
+        .iter()
+        .position(|e| key(e) == *head)
+        .unwrap_or_else(|| panic!("the stream's first event {head:?} is not in the log"));
+    // In the log's order: each streamed event is found after the one before.
+    let mut next = at;
+    for (i, k) in got.iter().enumerate() {
+        let found = events[next..].iter().position(|e| key(e) == *k);
+        let Some(skip) = found else {
+            panic!(
+                "the stream's event {i} of {}, {k:?}, is not in the log after its last",
+                got.len()
+            );
+        };
+        next += skip + 1;
+    }
+    assert_eq!(
+        (next - at) as u64,
+        got.len() as u64 + lost_before_last,
+        "the log's records over the stream's span against those streamed and told lost"
+    );
+    let streamed_from_a = rest
+        .iter()
+        .filter(|e| e["event"] == "arrival" && e["iface"] == "m-a")
+        .count() as u64;
+    println!(
+        "stream: {} events, {streamed_from_a} arrivals from m-a, {lost} told lost",
+        got.len()
+    );
+    assert!(
+        streamed_from_a + lost >= sent,
+        "{streamed_from_a} streamed arrivals from m-a and {lost} lost, {sent} sent"
+    );
+}
+
+/// `GET /v1/events` from the daemon listening on 127.0.0.1:`port` in
+/// `ns`, read for `limit` on a thread of its own: the events (the JSON of
+/// each `data:` line), with the response's chunked encoding undone.
+fn event_stream(
+    ns: &TestNs,
+    port: u16,
+    limit: Duration,
+) -> std::thread::JoinHandle<Vec<serde_json::Value>> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let netns = dummynet_io::netns::Netns::open_named(&ns.name).expect("the daemon's namespace");
+    let conn = netns
+        .run(|| std::net::TcpStream::connect(("127.0.0.1", port)))
+        .expect("entering the daemon's namespace")
+        .expect("connecting to the HTTP API");
+    let deadline = std::time::Instant::now() + limit;
+    std::thread::spawn(move || {
+        let mut conn = conn;
+        let ask = format!("GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+        conn.write_all(ask.as_bytes())
+            .expect("asking for the stream");
+        conn.set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("a read timeout");
+        // Everything that comes until the deadline (a read that times out
+        // just tries again).
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 65536];
+        while std::time::Instant::now() < deadline {
+            match conn.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => raw.extend_from_slice(&buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("reading the stream: {e}"),
+            }
+        }
+        let end = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("the response's header");
+        let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "{head}");
+        // Undo the chunked encoding: SIZE (hex) CRLF, SIZE bytes, CRLF; the
+        // last chunk may be cut by the deadline.
+        let mut body = Vec::new();
+        let mut rest = BufReader::new(&raw[end + 4..]);
+        let mut size_line = String::new();
+        while rest.read_line(&mut size_line).unwrap_or(0) > 0 {
+            let Ok(size) = usize::from_str_radix(size_line.trim(), 16) else {
+                break;
+            };
+            size_line.clear();
+            let got = (&mut rest)
+                .take(size as u64)
+                .read_to_end(&mut body)
+                .unwrap_or(0);
+            if got < size {
+                break;
+            }
+            let mut crlf = String::new();
+            let _ = rest.read_line(&mut crlf);
+        }
+        // Whole lines only: the deadline may cut the last one.
+        let text = String::from_utf8_lossy(&body);
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+            .collect()
+    })
 }
