@@ -23,6 +23,6 @@ pub mod tracegen;
 pub mod workers;
 
 pub use embed::{
-    Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Pipe, Reply, Report,
-    Shell, ShellBuilder, Subscription,
+    Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, Pipe, Reply,
+    Report, Shell, ShellBuilder, Subscription,
 };

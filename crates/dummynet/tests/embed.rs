@@ -17,7 +17,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use dummynet::events::Event;
-use dummynet::{Bridge, ErrorKind, EventFilter, Shell, Subscription};
+use dummynet::{Bridge, ErrorKind, EventFilter, Napi, Shell, Subscription};
 use live_common::*;
 
 const TOOLS: &[&str] = &["ip", "ping"];
@@ -298,4 +298,44 @@ fn a_test_that_panics_leaves_nothing_behind() {
     let interface = rx.recv().expect("the shell was up");
     assert!(!ns.links().contains(&interface));
     assert_eq!(ns.links(), before, "left behind by the panic");
+}
+
+/// The builder's `napi` reaches the link: by default the inside's `dn0`
+/// has GRO on and threaded NAPI, as `dummynet shell`'s; with
+/// `Napi::Inline` it is as the kernel made it.
+#[test]
+fn a_shells_napi_choice_reaches_its_ends() {
+    if !ready("a_shells_napi_choice_reaches_its_ends", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let read = |shell: &Shell| {
+        shell
+            .netns()
+            .run(|| {
+                (
+                    dummynet_io::netdev::feature("dn0", dummynet_io::netdev::Feature::Gro),
+                    dummynet_io::netdev::threaded("dn0"),
+                )
+            })
+            .map(|(g, t)| (g.expect("GRO of dn0"), t.expect("threaded of dn0")))
+            .expect("entering the shell's namespace")
+    };
+    for (napi, want) in [(None, (true, true)), (Some(Napi::Inline), (false, false))] {
+        let mut b = Shell::builder()
+            .up("delay 1ms")
+            .netns(format!("/run/netns/{}", ns.name));
+        if let Some(n) = napi {
+            b = b.napi(n);
+        }
+        let shell = b.start().expect("the shell starts");
+        assert_eq!(read(&shell), want, "napi {napi:?}: (GRO, threaded) of dn0");
+        let peer = shell.peer().to_string();
+        let mut cmd = shell.command("ping");
+        cmd.args(PING_ARGS).arg(&peer);
+        let p = ping(cmd, "ping through the shell");
+        assert_eq!(p.lost(), 0, "napi {napi:?}: {p:?}");
+        shell.stop().expect("the shell stops");
+    }
 }

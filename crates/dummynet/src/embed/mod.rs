@@ -48,6 +48,7 @@ use crate::live::views;
 pub use crate::live::dataplane::Report;
 pub use crate::live::observer::{EventFilter, Subscription};
 pub use crate::live::protocol::{ErrorAt, ErrorKind, Reply};
+pub use crate::live::shell_napi::Napi;
 pub use crate::live::shell_nat::Nat;
 
 mod bridge;

@@ -155,6 +155,7 @@ pub struct ShellBuilder {
     nat: bool,
     socket: Option<PathBuf>,
     precision: Option<Precision>,
+    napi: Napi,
     netns: Option<PathBuf>,
 }
 
@@ -233,6 +234,15 @@ impl ShellBuilder {
         self
     }
 
+    /// Who runs the link's receiving stacks (`--napi`): the kernel's NAPI
+    /// threads (the default, as the command line's), or the emulator's
+    /// thread inside its sends ([`Napi::Inline`]: the veths as the kernel
+    /// makes them; what `duplicate` needs to reach a NAT'd inside twice).
+    pub fn napi(mut self, napi: Napi) -> Self {
+        self.napi = napi;
+        self
+    }
+
     /// Builds the link and starts the emulator; returns once it forwards.
     pub fn start(self) -> Result<Shell, Error> {
         // `dummynet shell` runs without root by moving itself into a user
@@ -275,9 +285,7 @@ impl ShellBuilder {
             socket: self.socket,
             gso: Gso::Auto,
             precision: self.precision.unwrap_or(Precision::Timer),
-            // The endpoints' receiving stacks in the kernel's NAPI threads,
-            // as the command line's default.
-            napi: Napi::Threaded,
+            napi: self.napi,
             // An observer with no files: the events cost nothing until
             // someone subscribes.
             observe: Some(ObserveOptions::default()),
