@@ -140,28 +140,7 @@ fn two_workers_bridge_shape_reconfigure_and_keep_their_books() {
     );
 
     // 16 flows, 2 s at 20 000 frames/s, through pipe 3.
-    let flood = run_bounded(
-        &mut a.command(
-            DUMMYNET,
-            &[
-                "flood",
-                "a0",
-                "--seconds",
-                "2",
-                "--rate",
-                "20000",
-                "--flows",
-                "16",
-                "--src",
-                "192.0.2.1",
-                "--dst",
-                "192.0.2.2",
-            ],
-        ),
-        Duration::from_secs(10),
-        "dummynet flood",
-    );
-    println!("{}", expect_success(&flood, "dummynet flood"));
+    println!("{}", flood16(&a, 2, 20_000));
     std::thread::sleep(Duration::from_millis(300));
 
     let s = stats(&socket);
@@ -269,30 +248,7 @@ fn two_workers_count_a_limit_together() {
     );
     let socket = scratch.path("ctl.sock");
     let mut daemon = two_workers(&m, &config, &socket, "dummynet run --workers 2 (limit)");
-    let flood = || {
-        let out = run_bounded(
-            &mut a.command(
-                DUMMYNET,
-                &[
-                    "flood",
-                    "a0",
-                    "--seconds",
-                    "1",
-                    "--rate",
-                    "3200",
-                    "--flows",
-                    "16",
-                    "--src",
-                    "192.0.2.1",
-                    "--dst",
-                    "192.0.2.2",
-                ],
-            ),
-            Duration::from_secs(10),
-            "dummynet flood",
-        );
-        println!("{}", expect_success(&out, "dummynet flood"));
-    };
+    let flood = || println!("{}", flood16(&a, 1, 3200));
     flood();
     let s = stats(&socket);
     println!("{s}");
@@ -474,28 +430,7 @@ fn two_workers_log_and_capture_every_packet_in_time_order() {
     // The HTTP event stream, read while the flood runs (in M, where the
     // daemon listens), until 1.5 s after it ends.
     let stream = event_stream(&path.m, port, Duration::from_millis(2500));
-    let flood = run_bounded(
-        &mut path.a.command(
-            DUMMYNET,
-            &[
-                "flood",
-                "a0",
-                "--seconds",
-                "1",
-                "--rate",
-                "5000",
-                "--flows",
-                "16",
-                "--src",
-                A_ADDR,
-                "--dst",
-                B_ADDR,
-            ],
-        ),
-        Duration::from_secs(10),
-        "dummynet flood",
-    );
-    let flooded = expect_success(&flood, "dummynet flood");
+    let flooded = flood16(&path.a, 1, 5000);
     println!("{flooded}");
     let sent: u64 = flooded
         .split_whitespace()
@@ -659,6 +594,34 @@ fn two_workers_log_and_capture_every_packet_in_time_order() {
         streamed_from_a + lost >= sent,
         "{streamed_from_a} streamed arrivals from m-a and {lost} lost, {sent} sent"
     );
+}
+
+/// `dummynet flood` from A's `a0` to B: 16 flows of 64-byte frames for
+/// `seconds` at `rate` frames/s (bounded by 10 s); what it printed.
+fn flood16(a: &TestNs, seconds: u32, rate: u32) -> String {
+    let (seconds, rate) = (seconds.to_string(), rate.to_string());
+    let out = run_bounded(
+        &mut a.command(
+            DUMMYNET,
+            &[
+                "flood",
+                "a0",
+                "--seconds",
+                &seconds,
+                "--rate",
+                &rate,
+                "--flows",
+                "16",
+                "--src",
+                A_ADDR,
+                "--dst",
+                B_ADDR,
+            ],
+        ),
+        Duration::from_secs(10),
+        "dummynet flood",
+    );
+    expect_success(&out, "dummynet flood")
 }
 
 /// `GET /v1/events` from the daemon listening on 127.0.0.1:`port` in
