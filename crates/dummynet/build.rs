@@ -24,15 +24,17 @@ fn main() {
         .or_else(|| {
             // Rebuild when HEAD moves: HEAD itself (a branch switch) and the
             // file of the branch it names (a commit), wherever this
-            // checkout (or worktree) keeps them.
-            for name in ["HEAD", "packed-refs"] {
-                if let Some(p) = git(&["rev-parse", "--git-path", name]) {
-                    println!("cargo:rerun-if-changed={}", PathBuf::from(p).display());
-                }
-            }
-            if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-                if let Some(p) = git(&["rev-parse", "--git-path", &branch]) {
-                    println!("cargo:rerun-if-changed={}", PathBuf::from(p).display());
+            // checkout (or worktree) keeps them. Only files that exist: cargo
+            // reruns a script whose watched file is missing at every build.
+            let branch = git(&["symbolic-ref", "-q", "HEAD"]);
+            let watched = ["HEAD", "packed-refs"]
+                .into_iter()
+                .chain(branch.as_deref());
+            for name in watched {
+                if let Some(p) = git(&["rev-parse", "--git-path", name]).map(PathBuf::from) {
+                    if p.exists() {
+                        println!("cargo:rerun-if-changed={}", p.display());
+                    }
                 }
             }
             let hash = git(&["rev-parse", "--short=10", "HEAD"])?;
