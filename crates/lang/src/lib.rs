@@ -69,6 +69,7 @@ mod ruleopt;
 mod sets;
 mod show;
 mod tables;
+pub mod tc;
 mod units;
 
 pub use error::{ErrorKind, FileError, ParseError};
