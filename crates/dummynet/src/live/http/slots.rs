@@ -321,11 +321,7 @@ mod tests {
         a.conn.request_read();
         // B is the oldest whose request is unread: it is evicted.
         let d = admitted(table.admit_ip(ip(4)));
-        assert_eq!(
-            b.conn.evict.notified().now_or_never_is_ready(),
-            true,
-            "B evicted"
-        );
+        assert!(b.conn.evict.notified().now_or_never_is_ready(), "B evicted");
         c.conn.request_read();
         d.conn.request_read();
         // Every slot's request was read and no write waits: wait.
