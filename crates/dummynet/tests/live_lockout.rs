@@ -2,7 +2,8 @@
 //! 64 idle connections, 32 that sent half a request and 32 that sent a
 //! whole one and never read the answer (each reopened as soon as the
 //! daemon drops it), a client's `GET /v1/stats` and `ipfw show` over the
-//! control socket each answer within a second, every time, for ten seconds.
+//! control socket each answer within a second, every time, for ten seconds;
+//! and an event stream opened before the crowd came is still open after it.
 
 #[allow(dead_code)]
 mod live_common;
@@ -256,9 +257,60 @@ fn idle_and_slow_clients_do_not_lock_out_the_http_api() {
         assert!(Instant::now() < up, "no HTTP API after {SETUP_WAIT:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A long-lived stream, read all along: never evicted for being long.
+    let stream = ns
+        .run(|| TcpStream::connect(("127.0.0.1", PORT)))
+        .expect("entering the daemon's namespace")
+        .expect("connecting for the event stream");
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let answered = answered.clone();
+        let mut stream = stream;
+        std::thread::spawn(move || -> Result<String, String> {
+            stream
+                .write_all(b"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .map_err(|e| e.to_string())?;
+            stream
+                .set_read_timeout(Some(Duration::from_millis(200)))
+                .map_err(|e| e.to_string())?;
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            let end = Instant::now() + WINDOW + Duration::from_secs(10);
+            while !stop.load(Ordering::Acquire) && Instant::now() < end {
+                match stream.read(&mut buf) {
+                    Ok(0) => return Err("the stream ended".into()),
+                    Ok(n) => {
+                        head.extend_from_slice(&buf[..n.min(4096 - head.len().min(4096))]);
+                        answered.store(true, Ordering::Release);
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(e) => return Err(format!("the stream broke: {e}")),
+                }
+            }
+            Ok(String::from_utf8_lossy(&head).into_owned())
+        })
+    };
+    let deadline = Instant::now() + SETUP_WAIT;
+    while !answered.load(Ordering::Acquire) {
+        assert!(Instant::now() < deadline, "the event stream never answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let crowd = Crowd::start(Some(&ns), Box::new(http_connect));
     measure("GET /v1/stats", &crowd, stats);
     drop(crowd);
+    stop.store(true, Ordering::Release);
+    let head = reader
+        .join()
+        .expect("the stream's reader")
+        .unwrap_or_else(|e| panic!("the event stream did not outlast the crowd: {e}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
     daemon.proc.assert_running();
 }
 
