@@ -1,9 +1,10 @@
 //! The control socket: moves the protocol's requests and replies
 //! ([`super::protocol`]) over a Unix socket, one JSON object per line each
 //! way and one request per connection, with the limits that bound what a
-//! client may cost (size, deadlines, clients at once, in slots that idle
-//! and slow clients cannot exhaust) and a thread per client; plus the client side that `dummynet ipfw`, `dummynet dnctl` and
-//! the `ipfw`/`dnctl` names of the binary use. What a request means and
+//! client may cost (size, deadlines, clients at once, in places that idle
+//! and slow clients cannot exhaust) and a thread per client; plus the
+//! client side that `dummynet ipfw`, `dummynet dnctl` and the
+//! `ipfw`/`dnctl` names of the binary use. What a request means and
 //! how it is answered is the protocol module's.
 
 use std::io::{BufRead, BufReader, Write};
@@ -296,23 +297,13 @@ impl Clients {
         };
         let clone = conn.try_clone().ok()?;
         if let Some(i) = evict {
-            // Told `busy` (so a real client asks again, as it would have
-            // been told at the door), without waiting on it, and cut off.
+            // One still sending is told `busy` (so a real client asks
+            // again, as it would have been told at the door); one not
+            // reading its answer is not (that would land inside the
+            // answer). Both are cut off.
             let gone = self.list.swap_remove(i);
-            let busy = Reply::err(
-                ErrorKind::Busy,
-                EX_UNAVAILABLE,
-                "dummynet: busy: your request was too slow to arrive and a newer client \
-                 took its place; try again\n",
-            );
-            if let Ok(mut text) = serde_json::to_string(&busy) {
-                text.push('\n');
-                let _ = nix::sys::socket::send(
-                    std::os::fd::AsRawFd::as_raw_fd(&gone.conn),
-                    text.as_bytes(),
-                    nix::sys::socket::MsgFlags::MSG_DONTWAIT
-                        | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
-                );
+            if gone.stage == Stage::Reading {
+                tell_busy(&gone.conn);
             }
             let _ = gone.conn.shutdown(std::net::Shutdown::Both);
         }
@@ -326,6 +317,24 @@ impl Clients {
             conn: clone,
         });
         Some(id)
+    }
+}
+
+/// Tells an evicted client `busy`, if its socket takes it at once.
+fn tell_busy(conn: &UnixStream) {
+    let busy = Reply::err(
+        ErrorKind::Busy,
+        EX_UNAVAILABLE,
+        "dummynet: busy: your request was too slow to arrive and a newer client \
+         took its place; try again\n",
+    );
+    if let Ok(mut text) = serde_json::to_string(&busy) {
+        text.push('\n');
+        let _ = nix::sys::socket::send(
+            std::os::fd::AsRawFd::as_raw_fd(conn),
+            text.as_bytes(),
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        );
     }
 }
 
