@@ -11,9 +11,10 @@
 //! The server runs on a thread of its own, on a current-thread tokio
 //! runtime (axum's routing on hyper). Whatever waits for the data plane or
 //! parses runs on tokio's blocking pool, bounded like the connections. Its
-//! costs are bounded: connections served at once (more wait in the kernel's
-//! backlog), one request per connection, the time to send the headers and
-//! to finish the whole exchange, and the body's size.
+//! costs are bounded: connections at once, and per peer, in slots that idle
+//! and slow clients cannot exhaust ([`slots`]); one request per connection;
+//! the time to send the head, the body, to read the answer, and to finish
+//! the whole exchange; and the body's size.
 //!
 //! Off loopback a bearer token is required (`--http-token FILE`), compared
 //! in constant time. There is no TLS: a TLS proxy goes in front.
@@ -48,6 +49,7 @@ mod errors;
 mod events;
 mod objects;
 mod rules;
+mod slots;
 
 use commands::commands;
 use counters::{metrics, reset, stats};
@@ -69,12 +71,24 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// Bounds on what HTTP clients may cost the daemon.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections held at once. When all are taken a new one takes the
+    /// place of the oldest that has not sent its whole request (or whose
+    /// answer waits on it); only if none has does it wait.
     pub max_connections: usize,
+    /// Connections one peer (IP address) may hold at once.
+    pub per_peer: usize,
     /// The largest request body, in bytes.
     pub max_body: usize,
-    /// How long a client may take to send its request's headers.
+    /// How long a client may take to send its request's head.
     pub header_timeout: Duration,
+    /// How long it may take to send the body after the head.
+    pub body_timeout: Duration,
+    /// How long a write of the answer may wait on a client that does not
+    /// read before the connection is reset.
+    pub write_timeout: Duration,
+    /// How long a write must have waited before its slot may be given to
+    /// a new connection.
+    pub stall: Duration,
     /// How long one connection may last, request and answer included.
     pub connection_timeout: Duration,
     /// How long a request waits for the data plane (see [`PlaneLink::ask`]).
@@ -85,9 +99,15 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_connections: 32,
+            // A dashboard's page, its stream and a few requests at once.
+            per_peer: 8,
             // A batch of commands is a few KiB; a megabyte is generous.
             max_body: 1 << 20,
-            header_timeout: Duration::from_secs(5),
+            // A head is a few hundred bytes, sent at once.
+            header_timeout: Duration::from_secs(2),
+            body_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(5),
+            stall: Duration::from_millis(250),
             // Two answer timeouts (a request the data plane took is waited
             // for twice) and room to send the answer.
             connection_timeout: Duration::from_secs(30),
@@ -327,19 +347,12 @@ async fn serve(
         return;
     };
     let routes = router(app, limits.max_body);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let table = slots::Table::new(&limits);
     loop {
-        let slot = tokio::select! {
-            _ = &mut shutdown => return,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => return,
-            },
-        };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // Out of file descriptors and the like: let it pass.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -347,18 +360,124 @@ async fn serve(
                 }
             },
         };
-        let service = hyper_util::service::TowerToHyperService::new(routes.clone());
-        let limits = limits.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(false)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(limits.connection_timeout, conn).await;
-        });
+        let slot = loop {
+            match table.admit(peer.ip(), Some(&stream)) {
+                slots::Admit::In(slot) => break Some(slot),
+                slots::Admit::Refused => break None,
+                // Every slot is doing real work: wait for one (the next
+                // connections wait in the kernel's backlog meanwhile).
+                slots::Admit::Full => tokio::select! {
+                    _ = &mut shutdown => return,
+                    _ = table.freed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                },
+            }
+        };
+        let Some(slot) = slot else {
+            slots::reset_on_close(&stream);
+            continue;
+        };
+        tokio::spawn(serve_connection(
+            stream,
+            slot,
+            routes.clone(),
+            limits.clone(),
+        ));
     }
+}
+
+/// One connection, from its slot to its close: cut short (and reset) when
+/// it is evicted, when a write has waited on the client for the write
+/// timeout, or at the connection timeout.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    slot: slots::Slot,
+    routes: Router,
+    limits: HttpLimits,
+) {
+    let conn = slot.conn.clone();
+    let io = hyper_util::rt::TokioIo::new(slots::Watched {
+        inner: stream,
+        conn: conn.clone(),
+    });
+    let service = {
+        let conn = conn.clone();
+        let limits = limits.clone();
+        hyper::service::service_fn(move |req| {
+            read_then_route(req, conn.clone(), routes.clone(), limits.clone())
+        })
+    };
+    let http = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(false)
+        .serve_connection(io, service);
+    let stalled = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if conn
+                .stalled_for(std::time::Instant::now())
+                .is_some_and(|d| d >= limits.write_timeout)
+            {
+                return;
+            }
+        }
+    };
+    let cut = tokio::select! {
+        _ = http => false,
+        _ = conn.evict.notified() => true,
+        _ = stalled => true,
+        _ = tokio::time::sleep(limits.connection_timeout) => true,
+    };
+    if cut {
+        conn.reset_on_close();
+    }
+    drop(slot);
+}
+
+/// Reads the whole request body (within the body timeout and size limit)
+/// before the request counts as read and goes to the routes: until then
+/// its connection may be evicted.
+async fn read_then_route(
+    req: axum::http::Request<hyper::body::Incoming>,
+    conn: Arc<slots::Conn>,
+    routes: Router,
+    limits: HttpLimits,
+) -> Result<Response, std::convert::Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(body);
+    let bytes = match tokio::time::timeout(
+        limits.body_timeout,
+        axum::body::to_bytes(body, limits.max_body),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Ok(ApiError::new(
+                "too_large",
+                format!(
+                    "the request body is larger than {} bytes (or was cut off)",
+                    limits.max_body
+                ),
+            )
+            .into_response())
+        }
+        Err(_) => {
+            return Ok(ApiError::new(
+                "timeout",
+                format!(
+                    "the request body did not arrive within {:?}",
+                    limits.body_timeout
+                ),
+            )
+            .into_response())
+        }
+    };
+    conn.request_read();
+    let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let service = hyper_util::service::TowerToHyperService::new(routes);
+    hyper::service::Service::call(&service, req).await
 }
 
 /// Refuses a request without the token, when there is one.
