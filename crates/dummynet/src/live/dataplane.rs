@@ -104,6 +104,10 @@ pub const LATE_NON_IP: Nanos = 5_000_000;
 /// of the kernel's room for unread arrivals fills.
 const LATE_ROOM_SHARE: u64 = 4;
 
+/// At a shutdown, ports that refused frames for lack of room get this long
+/// to take them before they are dropped.
+const SHUTDOWN_HELD: Nanos = 200_000_000;
+
 /// At [`Precision::Timer`], how often the data plane checks that it keeps
 /// the idle time its real-time budget asks for ([`Rest`]).
 const PACE_EVERY: Nanos = 1_000_000;
@@ -990,6 +994,17 @@ impl DataPlane {
         // Released ahead of time on purpose: not lateness.
         self.due = None;
         self.flush_all();
+        // Frames a port refused for lack of room get a little longer
+        // (bounded) to leave, then what is still held is dropped.
+        let give_up = self.clock.now().saturating_add(SHUTDOWN_HELD);
+        while self.backends.slots.iter().any(|b| b.holding()) && self.clock.now() < give_up {
+            std::thread::sleep(std::time::Duration::from_nanos(super::held::RETRY));
+            self.flush_all();
+        }
+        for b in self.backends.slots.iter_mut() {
+            b.drop_held();
+        }
+        self.flush_all();
         match self.worker.take() {
             Some(w) => self.shard_end(w),
             None => self.report(),
@@ -1344,7 +1359,7 @@ impl DataPlane {
             },
             None => Pace::Fine,
         };
-        let plan = plan_wait(
+        let mut plan = plan_wait(
             &self.options,
             now,
             late.map(|p| p.until).or(deadline),
@@ -1353,6 +1368,15 @@ impl DataPlane {
             self.timer.median(),
             self.timer.spin_needed(),
         );
+        // A port holds frames it refused: try them again soon, whatever
+        // else is due (a wake-up for this is not one for a departure).
+        let retry = now.saturating_add(super::held::RETRY);
+        let retrying =
+            self.backends.slots.iter().any(|b| b.holding()) && plan.until.is_none_or(|u| u > retry);
+        if retrying {
+            plan.until = Some(retry);
+            plan.spin = plan.spin.min(super::held::RETRY / 2);
+        }
         if look {
             self.next_pace = now + PACE_EVERY;
         }
@@ -1410,7 +1434,9 @@ impl DataPlane {
         }] += 1;
         // Staged only at `max`: at `timer`, what arrived meanwhile runs
         // first, at its own times (the top of the loop).
-        deadline.filter(|_| woke == Woke::Deadline && self.options.precision == Precision::Max)
+        deadline.filter(|_| {
+            woke == Woke::Deadline && !retrying && self.options.precision == Precision::Max
+        })
     }
 
     /// Releases what falls due at `d` ahead of time (the engine's work and
