@@ -1028,6 +1028,115 @@ fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }
 
+/// `--log` and `--capture-out` on a disk that fills: a 64 KiB tmpfs
+/// mounted in the daemon's own mount namespace (`unshare -m`; it goes with
+/// the daemon). Pings cross all the same; stderr says once which file
+/// could not be written and why (ENOSPC); `stats` counts the events after
+/// it as lost and only the lines and frames that reached the files; the
+/// log ends with a whole line and the capture with a whole record.
+#[test]
+fn a_full_disk_under_the_log_and_captures_is_said_counted_and_cut_whole() {
+    if !ready(
+        "a_full_disk_under_the_log_and_captures_is_said_counted_and_cut_whole",
+        &["ip", "ping", "unshare", "mount", "sh"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = BridgePath::new();
+    let dir = p.scratch.path("full");
+    fs::create_dir(&dir).expect("the mount point");
+    let dir_s = dir.to_str().expect("a UTF-8 path").to_string();
+    let (log, pcap) = (format!("{dir_s}/events.jsonl"), format!("{dir_s}/out.pcap"));
+    let socket = p.scratch.path("d.sock");
+    let errors = p.scratch.path("d.log");
+    let conf = p.scratch.write("d.conf", BRIDGE_DELAY_5MS);
+    let mut cmd = p.m.command(
+        "unshare",
+        &[
+            "-m",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=64k dnt-full \"$0\" && exec \"$@\"",
+            &dir_s,
+            DUMMYNET,
+            "run",
+            "--bridge",
+            "m-a",
+            "m-b",
+            "--config",
+            conf.to_str().expect("a UTF-8 path"),
+            "--socket",
+            socket.to_str().expect("a UTF-8 path"),
+            "--log",
+            &log,
+            "--capture-out",
+            &pcap,
+        ],
+    );
+    cmd.stdout(Stdio::null())
+        .stderr(fs::File::create(&errors).expect("the daemon's stderr"));
+    let proc = Proc::spawn(cmd, "dummynet run on a 64 KiB tmpfs");
+    let mut d = Daemon::up(proc, socket, errors);
+    // About 1,600 log lines and 800 frames: several times what fits.
+    let ping = p.ping(400, "0.005", 56);
+    assert_eq!(ping.lost(), 0, "forwarding suffered: {ping:?}\n{}", d.log());
+    // Flushed (every 200 ms) and counted.
+    std::thread::sleep(Duration::from_millis(600));
+    let stats = d.stats();
+    println!("{stats}");
+    let json = d.stats_json();
+    let n = |k: &str| {
+        json.pointer(&format!("/observer/{k}"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("observer.{k} missing: {json}"))
+    };
+    // The files, seen from the daemon's mount namespace.
+    let root = format!("/proc/{}/root", d.proc.pid());
+    let log_text = fs::read(format!("{root}{log}")).expect("the log, from the daemon's namespace");
+    let pcap_bytes = fs::read(format!("{root}{pcap}")).expect("the capture");
+    let said = d.log();
+    println!("{said}");
+    let lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("No space left"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line on stderr:\n{said}");
+    assert!(
+        lines[0].contains(&format!("writing {dir_s}/")),
+        "names the file: {}",
+        lines[0]
+    );
+    let error = json
+        .pointer("/observer/error")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_else(|| panic!("no observer error: {json}"));
+    assert!(
+        error.contains(&dir_s) && error.contains("No space left on device"),
+        "{error}"
+    );
+    assert!(n("lost") > 0, "events after the error are lost: {json}");
+    // The log: whole lines of JSON, as many as counted.
+    assert_eq!(log_text.last(), Some(&b'\n'), "the log ends mid-line");
+    let text = String::from_utf8(log_text).expect("UTF-8 log");
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not a whole line ({e}): {line}"));
+    }
+    assert_eq!(text.lines().count() as u64, n("log_lines"), "{json}");
+    // The capture: whole records, as many as counted.
+    let frames = dummynet::capture::parse(&pcap_bytes)
+        .unwrap_or_else(|e| panic!("the capture does not parse: {e}"))
+        .frames;
+    assert_eq!(frames.len() as u64, n("captured_out"), "{json}");
+    assert!(
+        n("log_lines") + n("captured_out") > 0,
+        "nothing written at all"
+    );
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
 /// `dummynet shell` with stderr on a full disk (it prints the link's
 /// configuration at start, which panicked): the command runs behind the
 /// emulated link and its status is passed on.
