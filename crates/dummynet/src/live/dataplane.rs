@@ -2096,6 +2096,90 @@ mod tests {
         (report, sent, at)
     }
 
+    /// A port whose kernel has no room for its frame the first `refusals`
+    /// times it is flushed (it holds the frame meanwhile, as the bridge
+    /// does), with nothing else to wake the data plane.
+    struct Refusing {
+        burst: Vec<Arrival>,
+        pending: u64,
+        refusals: u32,
+        sent: Arc<Mutex<Option<Instant>>>,
+    }
+
+    impl Backend for Refusing {
+        fn describe(&self) -> String {
+            "refusing port".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            Vec::new()
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+            arrivals.append(&mut self.burst);
+            false
+        }
+        fn complete(&mut self, _: Carrier, deliver: bool) {
+            self.pending += u64::from(deliver);
+        }
+        fn flush(&mut self) {
+            if self.pending == 0 {
+                return;
+            }
+            if self.refusals > 0 {
+                self.refusals -= 1;
+                return;
+            }
+            self.pending = 0;
+            *self.sent.lock().unwrap() = Some(Instant::now());
+        }
+        fn holding(&self) -> bool {
+            self.pending > 0
+        }
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    /// A port holding a refused frame is tried again every 100 us, not at
+    /// the data plane's next reason to wake (here none: it would sleep
+    /// 100 ms at a time, and 20 refusals would take 2 s).
+    #[test]
+    fn a_port_holding_frames_is_flushed_again_soon() {
+        for precision in [Precision::Timer, Precision::Max] {
+            let sent = Arc::new(Mutex::new(None));
+            let port = Refusing {
+                burst: vec![frame(1)],
+                pending: 0,
+                refusals: 20,
+                sent: sent.clone(),
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            let engine = configured(&["add 100 allow ip from any to any"]);
+            let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone())
+                .with_options(PlaneOptions {
+                    priority: Priority::Nice,
+                    precision,
+                    spin: DEFAULT_SPIN,
+                });
+            let start = Instant::now();
+            let thread = std::thread::spawn(move || plane.run());
+            let give_up = start + Duration::from_secs(5);
+            while sent.lock().unwrap().is_none() && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+            let report = thread.join().unwrap();
+            let at = sent.lock().unwrap().expect("the held frame never left");
+            let took = at.duration_since(start);
+            // 20 tries 100 us apart: 2 ms, and generous room for a loaded
+            // machine; without the retries, 2 s.
+            assert!(
+                took < Duration::from_millis(600),
+                "{precision:?}: held {took:?}"
+            );
+            assert_eq!(report.delivered, 1, "{precision:?}");
+        }
+    }
+
     #[test]
     fn a_control_plane_that_hangs_up_is_answered_then_no_longer_watched() {
         let (req_tx, req_rx) = std::sync::mpsc::channel();
