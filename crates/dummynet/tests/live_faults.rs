@@ -785,6 +785,9 @@ fn frames_the_kernel_has_no_room_for_are_held_not_lost() {
         let ping = Ping::parse(&text(&out.stdout));
         println!("{ping:?}");
         assert_eq!(ping.transmitted, 30, "{}", text(&out.stdout));
+        // Held frames leave in order: the echoes come back in order.
+        let seqs: Vec<u32> = ping.replies.iter().map(|r| r.0).collect();
+        assert!(seqs.is_sorted(), "reordered: {seqs:?}");
         lost += ping.lost();
         stats = d.stats();
         held = bridge_counter(&stats, "m-b.tx_held");
