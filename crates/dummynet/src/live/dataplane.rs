@@ -104,6 +104,10 @@ pub const LATE_NON_IP: Nanos = 5_000_000;
 /// of the kernel's room for unread arrivals fills.
 const LATE_ROOM_SHARE: u64 = 4;
 
+/// At a shutdown, ports that refused frames for lack of room get this long
+/// to take them before they are dropped.
+const SHUTDOWN_HELD: Nanos = 200_000_000;
+
 /// At [`Precision::Timer`], how often the data plane checks that it keeps
 /// the idle time its real-time budget asks for ([`Rest`]).
 const PACE_EVERY: Nanos = 1_000_000;
@@ -990,6 +994,17 @@ impl DataPlane {
         // Released ahead of time on purpose: not lateness.
         self.due = None;
         self.flush_all();
+        // Frames a port refused for lack of room get a little longer
+        // (bounded) to leave, then what is still held is dropped.
+        let give_up = self.clock.now().saturating_add(SHUTDOWN_HELD);
+        while self.backends.slots.iter().any(|b| b.holding()) && self.clock.now() < give_up {
+            std::thread::sleep(std::time::Duration::from_nanos(super::held::RETRY));
+            self.flush_all();
+        }
+        for b in self.backends.slots.iter_mut() {
+            b.drop_held();
+        }
+        self.flush_all();
         match self.worker.take() {
             Some(w) => self.shard_end(w),
             None => self.report(),
@@ -1344,7 +1359,7 @@ impl DataPlane {
             },
             None => Pace::Fine,
         };
-        let plan = plan_wait(
+        let mut plan = plan_wait(
             &self.options,
             now,
             late.map(|p| p.until).or(deadline),
@@ -1353,6 +1368,15 @@ impl DataPlane {
             self.timer.median(),
             self.timer.spin_needed(),
         );
+        // A port holds frames it refused: try them again soon, whatever
+        // else is due (a wake-up for this is not one for a departure).
+        let retry = now.saturating_add(super::held::RETRY);
+        let retrying =
+            self.backends.slots.iter().any(|b| b.holding()) && plan.until.is_none_or(|u| u > retry);
+        if retrying {
+            plan.until = Some(retry);
+            plan.spin = plan.spin.min(super::held::RETRY / 2);
+        }
         if look {
             self.next_pace = now + PACE_EVERY;
         }
@@ -1410,7 +1434,9 @@ impl DataPlane {
         }] += 1;
         // Staged only at `max`: at `timer`, what arrived meanwhile runs
         // first, at its own times (the top of the loop).
-        deadline.filter(|_| woke == Woke::Deadline && self.options.precision == Precision::Max)
+        deadline.filter(|_| {
+            woke == Woke::Deadline && !retrying && self.options.precision == Precision::Max
+        })
     }
 
     /// Releases what falls due at `d` ahead of time (the engine's work and
@@ -2068,6 +2094,90 @@ mod tests {
         let sent = *sent.lock().unwrap();
         let at = sent_at.lock().unwrap().clone();
         (report, sent, at)
+    }
+
+    /// A port whose kernel has no room for its frame the first `refusals`
+    /// times it is flushed (it holds the frame meanwhile, as the bridge
+    /// does), with nothing else to wake the data plane.
+    struct Refusing {
+        burst: Vec<Arrival>,
+        pending: u64,
+        refusals: u32,
+        sent: Arc<Mutex<Option<Instant>>>,
+    }
+
+    impl Backend for Refusing {
+        fn describe(&self) -> String {
+            "refusing port".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            Vec::new()
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+            arrivals.append(&mut self.burst);
+            false
+        }
+        fn complete(&mut self, _: Carrier, deliver: bool) {
+            self.pending += u64::from(deliver);
+        }
+        fn flush(&mut self) {
+            if self.pending == 0 {
+                return;
+            }
+            if self.refusals > 0 {
+                self.refusals -= 1;
+                return;
+            }
+            self.pending = 0;
+            *self.sent.lock().unwrap() = Some(Instant::now());
+        }
+        fn holding(&self) -> bool {
+            self.pending > 0
+        }
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    /// A port holding a refused frame is tried again every 100 us, not at
+    /// the data plane's next reason to wake (here none: it would sleep
+    /// 100 ms at a time, and 20 refusals would take 2 s).
+    #[test]
+    fn a_port_holding_frames_is_flushed_again_soon() {
+        for precision in [Precision::Timer, Precision::Max] {
+            let sent = Arc::new(Mutex::new(None));
+            let port = Refusing {
+                burst: vec![frame(1)],
+                pending: 0,
+                refusals: 20,
+                sent: sent.clone(),
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            let engine = configured(&["add 100 allow ip from any to any"]);
+            let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone())
+                .with_options(PlaneOptions {
+                    priority: Priority::Nice,
+                    precision,
+                    spin: DEFAULT_SPIN,
+                });
+            let start = Instant::now();
+            let thread = std::thread::spawn(move || plane.run());
+            let give_up = start + Duration::from_secs(5);
+            while sent.lock().unwrap().is_none() && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+            let report = thread.join().unwrap();
+            let at = sent.lock().unwrap().expect("the held frame never left");
+            let took = at.duration_since(start);
+            // 20 tries 100 us apart: 2 ms, and generous room for a loaded
+            // machine; without the retries, 2 s.
+            assert!(
+                took < Duration::from_millis(600),
+                "{precision:?}: held {took:?}"
+            );
+            assert_eq!(report.delivered, 1, "{precision:?}");
+        }
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub struct Observer<'a> {
     /// Records the data plane handed over.
     pub records: u64,
     /// Records its buffer could not take, by kind (`arrival`, `enqueue`,
-    /// `forward`, `departure`, `drop`; every kind present), and their sum:
-    /// dropped from the observer, never from the traffic.
+    /// `forward`, `departure`, `drop`; every kind present); `lost` is their
+    /// sum plus the events the files did not get after a write error
+    /// (`error`): dropped from the observer, never from the traffic.
     pub lost: u64,
     pub lost_by_kind: BTreeMap<&'static str, u64>,
     /// The same sum by data-plane worker (`run --workers N`; one entry
@@ -58,7 +59,8 @@ pub struct Observer<'a> {
     /// for (each subscription also counts its own).
     pub subscribers: u64,
     pub subscriber_lost: u64,
-    /// The first write error; files are not written after it.
+    /// The first write error, naming the file; files are not written
+    /// after it.
     pub error: Option<&'a str>,
 }
 
