@@ -27,9 +27,7 @@ fn main() {
             // checkout (or worktree) keeps them. Only files that exist: cargo
             // reruns a script whose watched file is missing at every build.
             let branch = git(&["symbolic-ref", "-q", "HEAD"]);
-            let watched = ["HEAD", "packed-refs"]
-                .into_iter()
-                .chain(branch.as_deref());
+            let watched = ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref());
             for name in watched {
                 if let Some(p) = git(&["rev-parse", "--git-path", name]).map(PathBuf::from) {
                     if p.exists() {

@@ -13,7 +13,10 @@ fn version_names_the_release_and_the_commit_built() {
     let text = String::from_utf8(out.stdout).expect("utf-8");
     let line = text.trim_end();
     let want = format!("dummynet {}", env!("CARGO_PKG_VERSION"));
-    assert!(line.starts_with(&want), "{line:?} should start with {want:?}");
+    assert!(
+        line.starts_with(&want),
+        "{line:?} should start with {want:?}"
+    );
 
     // Built from a git checkout (and not told a commit by a packager): the
     // commit must be HEAD's, not one from an earlier build.
