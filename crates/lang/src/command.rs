@@ -475,6 +475,23 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
         "delete" if cur.eat("set") => {
             Statement::Apply(Command::DeleteSet(cur.number("rule set", 0, 31)? as u8))
         }
+        // FreeBSD's ipfw deletes only while rule numbers come, so
+        // `delete pipe 1` deletes nothing (and succeeds); kept, and said.
+        "delete"
+            if cur.peek_word().is_some_and(|w| {
+                ["pipe", "queue", "sched", "flowset"]
+                    .iter()
+                    .any(|o| w.eq_ignore_ascii_case(o))
+            }) =>
+        {
+            let object = cur.take_rest().to_string();
+            let mut words = object.split_whitespace();
+            let (what, n) = (words.next().unwrap_or("pipe"), words.next().unwrap_or("N"));
+            cur.note(format!(
+                "`delete {object}` deletes nothing, as in FreeBSD's ipfw: `delete` takes rule                  numbers; `{what} {n} delete` deletes {what} {n}"
+            ));
+            Statement::Nop("`delete` without rule numbers deletes nothing")
+        }
         "delete" => {
             let numbers = rule_numbers(cur, false)?;
             if numbers.is_empty() {
