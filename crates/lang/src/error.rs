@@ -211,8 +211,15 @@ mod tests {
     fn a_huge_token_is_not_compared() {
         let huge = "n".repeat(1 << 20);
         let before = cells();
-        assert_eq!(suggest(&huge, &["delay", "net.inet.ip.dummynet.expire"]), None);
-        assert_eq!(cells() - before, 0, "distance tables filled for a 1 MiB token");
+        assert_eq!(
+            suggest(&huge, &["delay", "net.inet.ip.dummynet.expire"]),
+            None
+        );
+        assert_eq!(
+            cells() - before,
+            0,
+            "distance tables filled for a 1 MiB token"
+        );
         // A near miss still gets its suggestion, for a table of its size.
         let before = cells();
         assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
