@@ -1503,6 +1503,7 @@ impl<P: Payload> Engine<P> {
 
     fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
+        self.fill_buckets(&mut cfg.flowset);
         cfg.flowset.aqm.fill_defaults(&self.settings);
         cfg.flowset.aqm.clamp(&mut self.notes);
         self.check_link(&cfg.link)?;
@@ -1566,6 +1567,13 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
+    /// `buckets` left out (0) is `net.inet.ip.dummynet.hash_size`.
+    fn fill_buckets(&self, f: &mut FlowsetConfig) {
+        if f.buckets == 0 {
+            f.buckets = self.settings.hash_size;
+        }
+    }
+
     fn config_queue(
         &mut self,
         now: Nanos,
@@ -1573,6 +1581,7 @@ impl<P: Payload> Engine<P> {
         mut cfg: QueueConfig,
     ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
+        self.fill_buckets(&mut cfg.flowset);
         cfg.flowset.aqm.fill_defaults(&self.settings);
         cfg.flowset.aqm.clamp(&mut self.notes);
         let sched = cfg.sched.unwrap_or(1);

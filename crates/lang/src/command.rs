@@ -76,6 +76,7 @@ const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.pipe_byte_limit",
     "net.inet.ip.dummynet.held_limit",
     "net.inet.ip.dummynet.instance_limit",
+    "net.inet.ip.dummynet.hash_size",
     "net.inet.ip.fw.enable",
     "net.inet.ip.fw.dyn_ack_lifetime",
     "net.inet.ip.fw.dyn_syn_lifetime",
@@ -615,6 +616,11 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             Setting::InstanceLimit(int(u64::from(u32::MAX))? as u32)
         }
         "net.inet.ip.fw.enable" => Setting::Firewall(flag()?),
+        // FreeBSD's default size of a flowset's hash table: the `buckets`
+        // of what is configured later without one.
+        "net.inet.ip.dummynet.hash_size" => {
+            Setting::HashSize(int(u64::from(dummynet_engine::config::MAX_BUCKETS))? as u32)
+        }
         _ if name.starts_with("net.inet.ip.fw.dyn_")
             && dummynet_engine::config::DynSetting::ALL
                 .iter()

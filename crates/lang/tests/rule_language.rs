@@ -551,3 +551,38 @@ fn delete_pipe_n_deletes_nothing_as_in_freebsd_and_says_so() {
     assert_eq!(command("ipfw delete 100"), Command::DeleteRules(vec![100]));
     assert!(parse_command("ipfw delete foo").is_err());
 }
+
+/// `sysctl -w net.inet.ip.dummynet.hash_size=256` is FreeBSD's default
+/// `buckets`: pipes and queues configured after it without one get it;
+/// those before, and those that give one, keep theirs.
+#[test]
+fn hash_size_sets_the_default_buckets() {
+    assert_eq!(
+        command("sysctl -w net.inet.ip.dummynet.hash_size=256"),
+        Command::Set(Setting::HashSize(256))
+    );
+    assert!(parse_command("sysctl net.inet.ip.dummynet.hash_size=0").is_err());
+    assert!(parse_command("sysctl net.inet.ip.dummynet.hash_size=65537").is_err());
+    let mut e: dummynet_engine::Engine<()> = dummynet_engine::Engine::new(1);
+    for line in [
+        "pipe 1 config mask all",
+        "sysctl -w net.inet.ip.dummynet.hash_size=256",
+        "pipe 2 config mask all",
+        "queue 3 config pipe 2 mask dst-ip 0xff",
+        "queue 4 config pipe 2 mask dst-ip 0xff buckets 16",
+    ] {
+        e.apply(0, command(line))
+            .unwrap_or_else(|x| panic!("{line}: {x}"));
+    }
+    let buckets = |n: u32| {
+        e.snapshot()
+            .flowsets
+            .iter()
+            .find(|f| f.number == n)
+            .map(|f| f.buckets)
+    };
+    assert_eq!(buckets(131073), Some(64), "configured before the sysctl");
+    assert_eq!(buckets(131074), Some(256));
+    assert_eq!(buckets(3), Some(256));
+    assert_eq!(buckets(4), Some(16));
+}
