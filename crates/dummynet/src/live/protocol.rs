@@ -465,12 +465,16 @@ pub fn apply_batch(batch: Batch, link: &PlaneLink, timeout: Duration) -> Reply {
 
 /// The answer to an applied (or refused) command: the parser's doubts and
 /// the values the engine brought within a plug-in's bounds are warnings.
-fn applied(parser_notes: &[String], result: Result<Vec<String>, ConfigError>) -> Reply {
+fn applied(
+    parser_notes: &[String],
+    result: Result<Vec<dummynet_engine::ConfigNote>, ConfigError>,
+) -> Reply {
     match result {
         Ok(notes) => Reply {
             stderr: parser_notes
                 .iter()
-                .chain(&notes)
+                .cloned()
+                .chain(notes.iter().map(ToString::to_string))
                 .map(|n| format!("ipfw: warning: {n}\n"))
                 .collect(),
             ..Reply::ok("")
