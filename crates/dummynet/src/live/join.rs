@@ -131,10 +131,19 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
     )?;
     let ([up, down], rules) = numbers(k);
     let mut out = Vec::new();
+    // A direction with a scheduler type sends to queue N of scheduler N
+    // (see `feed_typed_schedulers`), renumbered as its pipe is.
+    let mut action = ["pipe", "pipe"];
     for (_, c) in config {
         match c {
             Command::ConfigPipe(1, cfg) => out.push(Command::ConfigPipe(up, cfg)),
             Command::ConfigPipe(2, cfg) => out.push(Command::ConfigPipe(down, cfg)),
+            Command::ConfigQueue(n @ (1 | 2), mut q) => {
+                let to = if n == 1 { up } else { down };
+                q.sched = Some(to);
+                action[n as usize - 1] = "queue";
+                out.push(Command::ConfigQueue(to, q));
+            }
             // The single shell's rules: replaced by the link's own.
             Command::AddRule(_) => {}
             other => return Err(format!("a joined link cannot take {other:?}")),
@@ -142,11 +151,11 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
     }
     let (app, peer) = (format!("app-{k}"), format!("peer-{k}"));
     let text = format!(
-        "add {} pipe {up} ip from any to any in recv {app}\n\
-         add {} pipe {down} ip from any to any in recv {peer}\n\
+        "add {} {} {up} ip from any to any in recv {app}\n\
+         add {} {} {down} ip from any to any in recv {peer}\n\
          add {} allow ip from any to any out xmit {app}\n\
          add {} allow ip from any to any out xmit {peer}\n",
-        rules[0], rules[1], rules[2], rules[3]
+        rules[0], action[0], rules[1], action[1], rules[2], rules[3]
     );
     let parsed = crate::lang::commands(&text, None)
         .map_err(|(line, e)| format!("the joined link's rule {line}: {e}"))?;
@@ -198,6 +207,8 @@ pub fn serve(
             let (pipes, rules) = numbers(k);
             snap.links.iter().any(|l| pipes.contains(&l.number))
                 || snap.rules.iter().any(|r| rules.contains(&r.number))
+                // A typed direction's queue takes its pipe's number.
+                || snap.flowsets.iter().any(|f| pipes.contains(&f.number))
         })
         .collect();
     drop(snap);
