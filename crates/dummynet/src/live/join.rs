@@ -481,3 +481,37 @@ impl Session {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dummynet_engine::config::Action;
+
+    /// A joined link with a scheduler type sends that direction to its
+    /// queue of the scheduler, renumbered with its pipe, as a lone shell does.
+    #[test]
+    fn a_typed_direction_of_a_joined_link_goes_to_its_queue() {
+        let req = JoinRequest {
+            up: Some("bw 1Mbit/s type fq_codel".into()),
+            ..JoinRequest::default()
+        };
+        let ([up, down], _) = numbers(3);
+        let cmds = link_commands(3, &req).unwrap();
+        assert!(cmds
+            .iter()
+            .any(|c| matches!(c, Command::ConfigQueue(n, q) if *n == up && q.sched == Some(up))));
+        let actions: Vec<Action> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::AddRule(r) => Some(r.action),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(actions[..2], [Action::Queue(up), Action::Pipe(down)]);
+        let mut e: dummynet_engine::Engine<()> = dummynet_engine::Engine::new(1);
+        for c in cmds {
+            e.apply(0, c).unwrap();
+        }
+        assert!(e.take_notes().is_empty());
+    }
+}
