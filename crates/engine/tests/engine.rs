@@ -8,7 +8,8 @@ use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::rng::Probability;
 use dummynet_engine::{
-    Command, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target, Verdict,
+    Command, ConfigNote, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target,
+    Verdict,
 };
 
 fn all_to_pipe(h: &mut Harness, n: u32) {
@@ -1247,7 +1248,7 @@ fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
         ..SchedConfig::default()
     };
     e.apply(0, Command::ConfigSched(1, fq)).unwrap();
-    let notes = e.take_notes();
+    let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
     assert_eq!(notes.len(), 3, "{notes:?}");
     assert!(notes[0].starts_with("fq_codel target 0"), "{notes:?}");
     assert!(notes[0].contains("below 1us"), "{notes:?}");
@@ -1277,7 +1278,7 @@ fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
         ..PipeConfig::default()
     };
     e.apply(0, Command::ConfigPipe(2, cfg)).unwrap();
-    let notes = e.take_notes();
+    let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains("codel target 9s is above 5s"),
@@ -1338,4 +1339,73 @@ fn pipe_rules_without_a_direction_are_found() {
     .unwrap();
     e.apply(0, rule(500, Action::Allow, vec![])).unwrap();
     assert_eq!(e.undirected_pipe_rules(), vec![100, 200]);
+}
+
+/// Rules that send to `pipe N` while scheduler N is FQ-CoDel bypass it, as
+/// in FreeBSD: the engine says so (a typed note), once per command that
+/// makes it so, whichever comes first; not for the default WF2Q+, not once
+/// the rule sends to a queue of the scheduler.
+#[test]
+fn a_rule_sending_to_a_pipe_whose_scheduler_it_bypasses_is_noted() {
+    let fq = || PipeConfig {
+        sched: Some(PipeSched {
+            kind: "fq_codel".into(),
+            params: Vec::new(),
+        }),
+        ..PipeConfig::default()
+    };
+    let rule = |number, action| {
+        Command::AddRule(RuleSpec {
+            number: Some(number),
+            action,
+            prob: None,
+            body: Vec::new(),
+            extra: RuleExtra::default(),
+        })
+    };
+    let mut e: Engine<()> = Engine::new(1);
+    e.apply(0, Command::ConfigPipe(1, fq())).unwrap();
+    assert!(e.take_notes().is_empty(), "no rule sends to it yet");
+    e.apply(0, rule(100, Action::Pipe(1))).unwrap();
+    let want = ConfigNote::PipeBypassesSched {
+        pipe: 1,
+        kind: "FQ_CODEL",
+        rules: vec![100],
+    };
+    assert_eq!(e.take_notes(), vec![want]);
+    e.apply(0, rule(200, Action::Allow)).unwrap();
+    assert!(e.take_notes().is_empty(), "said once, not again");
+    // The other way round: the rules first, then the type.
+    e.apply(0, rule(150, Action::Pipe(1))).unwrap();
+    e.take_notes();
+    e.apply(0, Command::ConfigPipe(1, fq())).unwrap();
+    let notes = e.take_notes();
+    assert_eq!(
+        notes,
+        vec![ConfigNote::PipeBypassesSched {
+            pipe: 1,
+            kind: "FQ_CODEL",
+            rules: vec![100, 150],
+        }]
+    );
+    assert!(notes[0]
+        .to_string()
+        .starts_with("rules 100, 150 send to pipe 1"));
+    // A pipe with the default scheduler, and a queue of FQ-CoDel: no note.
+    e.apply(0, Command::ConfigPipe(2, PipeConfig::default()))
+        .unwrap();
+    e.apply(0, rule(300, Action::Pipe(2))).unwrap();
+    e.apply(
+        0,
+        Command::ConfigQueue(
+            5,
+            QueueConfig {
+                sched: Some(1),
+                ..QueueConfig::default()
+            },
+        ),
+    )
+    .unwrap();
+    e.apply(0, rule(400, Action::Queue(5))).unwrap();
+    assert!(e.take_notes().is_empty());
 }

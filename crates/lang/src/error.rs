@@ -170,17 +170,61 @@ pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'stati
     let plausible = |d: usize, c: &str| {
         d > 0 && d < c.len() && (d <= tolerance || (d == 1 && c.starts_with(word.as_str())))
     };
+    // The distance is at least the difference in length, and costs the
+    // product of the lengths: a candidate out of reach is not compared, so
+    // a huge token (a 1 MiB sysctl name) costs one pass over it, not a
+    // table of a million rows per candidate.
+    let len = word.chars().count();
     candidates
         .iter()
-        .map(|c| (strsim::damerau_levenshtein(&word, c), *c))
+        .filter(|c| len <= c.len() + tolerance.max(1))
+        .map(|c| (distance(&word, c), *c))
         .filter(|&(d, c)| plausible(d, c))
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
 }
 
+/// Damerau-Levenshtein distance (see [`suggest`]), with the work it did
+/// counted in tests.
+fn distance(a: &str, b: &str) -> usize {
+    #[cfg(test)]
+    tests::CELLS.with(|c| c.set(c.get() + (a.chars().count() * b.chars().count()) as u64));
+    strsim::damerau_levenshtein(a, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Cells of the distance tables [`distance`] filled on this thread.
+        pub(super) static CELLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    fn cells() -> u64 {
+        CELLS.with(std::cell::Cell::get)
+    }
+
+    /// A token far longer than any keyword is compared with none of them:
+    /// the work is one pass over it, whatever its length.
+    #[test]
+    fn a_huge_token_is_not_compared() {
+        let huge = "n".repeat(1 << 20);
+        let before = cells();
+        assert_eq!(
+            suggest(&huge, &["delay", "net.inet.ip.dummynet.expire"]),
+            None
+        );
+        assert_eq!(
+            cells() - before,
+            0,
+            "distance tables filled for a 1 MiB token"
+        );
+        // A near miss still gets its suggestion, for a table of its size.
+        let before = cells();
+        assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
+        assert_eq!(cells() - before, 5 * 5, "only `delay` is within reach");
+    }
 
     #[test]
     fn caret_sits_under_the_token() {

@@ -281,10 +281,10 @@ pub enum RequestKind {
 pub enum Answer {
     /// The engine's notes (values it brought within bounds), or why it
     /// refused the command.
-    Applied(Result<Vec<String>, dummynet_engine::ConfigError>),
+    Applied(Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::ConfigError>),
     /// The notes of every command of a batch, or the one refused (and
     /// then none was applied).
-    AppliedAll(Result<Vec<String>, dummynet_engine::BatchError>),
+    AppliedAll(Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::BatchError>),
     Snapshot {
         snap: Box<dummynet_engine::Snapshot>,
         now: Nanos,
@@ -296,7 +296,7 @@ pub enum Answer {
     /// commands said.
     Detached(
         Option<Box<dyn Backend>>,
-        Result<Vec<String>, dummynet_engine::BatchError>,
+        Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::BatchError>,
     ),
 }
 

@@ -416,8 +416,49 @@ fn routes6(text: &str) -> Vec<(u128, u8)> {
 }
 
 /// The emulator's rules for a shell: pipe 1 up, pipe 2 down, everything
-/// else (the `out` pass, ARP is not IP) allowed.
+/// else (the `out` pass, ARP is not IP) allowed. A direction given a
+/// scheduler type (`bw 10Mbit/s type fq_codel`) is shaped so that the type
+/// applies ([`feed_typed_schedulers`]).
 pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
+    let mut config = pipes_and_rules(up, down)?;
+    feed_typed_schedulers(&mut config);
+    Ok(config)
+}
+
+/// A pipe's `type T` sets its scheduler N, which packets sent to `pipe N`
+/// never meet: they take the pipe's own FIFO queue, as in FreeBSD. For a
+/// pipe given a type, this adds queue N of scheduler N (with the pipe's
+/// queue options: size, loss, AQM...) and sends the rules' packets there
+/// (`queue N` for `pipe N`), which is what `--up "... type fq_codel"` asks.
+pub fn feed_typed_schedulers(config: &mut Vec<(usize, Command)>) {
+    let typed: Vec<(usize, u32, dummynet_engine::config::FlowsetConfig)> = config
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, c))| match c {
+            Command::ConfigPipe(n, cfg) if cfg.sched.is_some() => {
+                Some((i, *n, cfg.flowset.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, n, flowset) in typed.into_iter().rev() {
+        let line = config[i].0;
+        let queue = dummynet_engine::config::QueueConfig {
+            sched: Some(n),
+            flowset,
+        };
+        config.insert(i + 1, (line, Command::ConfigQueue(n, queue)));
+        for (_, c) in config.iter_mut() {
+            if let Command::AddRule(spec) = c {
+                if spec.action == dummynet_engine::config::Action::Pipe(n) {
+                    spec.action = dummynet_engine::config::Action::Queue(n);
+                }
+            }
+        }
+    }
+}
+
+fn pipes_and_rules(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
     let text = format!(
         "pipe 1 config {up}\n\
          pipe 2 config {down}\n\
@@ -457,7 +498,7 @@ pub fn link_config(
     })?;
     let (base_up, base_down) = p.options_for_use()?;
     let mut config =
-        shell_config(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
+        pipes_and_rules(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
     for (number, flag, given) in [(1, "--up", up), (2, "--down", down)] {
         let Some(given) = given else { continue };
         let (change, fields) = parse_modify(number, given).map_err(|e| format!("{flag}: {e}"))?;
@@ -474,6 +515,7 @@ pub fn link_config(
             sched: change.sched.or_else(|| pipe.sched.take()),
         };
     }
+    feed_typed_schedulers(&mut config);
     Ok(config)
 }
 
@@ -1288,6 +1330,68 @@ mod tests {
             e.contains("unknown preset `no-such-link`") && e.contains("lte"),
             "{e}"
         );
+    }
+
+    /// `--up "bw 1Mbit/s type fq_codel"` really runs FQ-CoDel: the shell
+    /// sends the direction to a queue of scheduler 1 (not to the pipe's own
+    /// FIFO queue), so on the virtual clock a lone packet of a new flow
+    /// leaves right away behind a bulk flow's backlog, which a FIFO would
+    /// make it wait behind (or drop it, full).
+    #[test]
+    fn a_scheduler_type_in_up_is_fed_and_isolates_flows() {
+        use dummynet_engine::{FlowKey, PacketInfo};
+        let lone_wait = |up: &str| -> Option<u64> {
+            let config = link_config(None, Some(up), None).unwrap();
+            let mut e: dummynet_engine::Engine<()> = crate::sim::configure(&config, 1).unwrap();
+            let app = e.iface(APP_IF);
+            let packet = |sport: u16| PacketInfo {
+                len: 1500,
+                key: FlowKey::v4(
+                    std::net::Ipv4Addr::new(10, 0, 0, 1),
+                    std::net::Ipv4Addr::new(10, 0, 0, 2),
+                    17,
+                    sport,
+                    9,
+                ),
+                dir: dummynet_engine::Direction::In,
+                recv_if: Some(app),
+                xmit_if: None,
+            };
+            // 40 packets of a bulk flow (480 ms of 1 Mbit/s), then one of
+            // another flow at 1 ms.
+            for _ in 0..40 {
+                let _ = e.input(0, packet(1000), ());
+            }
+            let lone = 1_000_000;
+            let _ = e.input(lone, packet(2000), ());
+            let mut now = 0;
+            while now < 2_000_000_000 {
+                while let Some(out) = e.poll(now) {
+                    if out.info.key.sport == 2000 {
+                        return out.delivered().then(|| out.at - lone);
+                    }
+                }
+                now += 1_000_000;
+            }
+            None
+        };
+        let fq = lone_wait("bw 1Mbit/s type fq_codel").expect("the lone packet left");
+        // Behind a few of the bulk flow's packets (12 ms each), not 40.
+        assert!(fq <= 50_000_000, "waited {fq} ns under FQ-CoDel");
+        let fifo = lone_wait("bw 1Mbit/s").expect("the lone packet left");
+        assert!(
+            fifo >= 400_000_000,
+            "a FIFO makes it wait behind the backlog: {fifo} ns"
+        );
+        // The generated commands: queue 1 of scheduler 1, the rule to it.
+        let config = link_config(None, Some("bw 1Mbit/s type fq_codel"), None).unwrap();
+        assert!(config.iter().any(|(_, c)| matches!(c,
+            Command::ConfigQueue(1, q) if q.sched == Some(1))));
+        assert!(config.iter().any(|(_, c)| matches!(c,
+            Command::AddRule(r) if r.action == dummynet_engine::config::Action::Queue(1))));
+        assert!(!config
+            .iter()
+            .any(|(_, c)| matches!(c, Command::ConfigQueue(2, _))));
     }
 
     #[test]

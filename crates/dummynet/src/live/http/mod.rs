@@ -610,7 +610,11 @@ impl App {
         match self.ask(kind)? {
             Answer::Applied(Ok(notes)) => Ok(Applied {
                 command,
-                warnings: parsed.notes.into_iter().chain(notes).collect(),
+                warnings: parsed
+                    .notes
+                    .into_iter()
+                    .chain(notes.iter().map(ToString::to_string))
+                    .collect(),
             }),
             Answer::Applied(Err(e)) => Err(ApiError::new(
                 kind_name(Some(super::protocol::config_kind(&e))),
