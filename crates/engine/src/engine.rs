@@ -1032,7 +1032,9 @@ impl<P: Payload> Engine<P> {
     /// Applies one command at `now`. The command is validated in full first;
     /// on error nothing changes. Packets already queued are kept across any
     /// reconfiguration; only deleting their pipe or queue drops them
-    /// (reported by `poll` with [`DropReason::Deleted`]).
+    /// (reported by `poll` with [`DropReason::Deleted`]). Deleting a pipe or
+    /// scheduler also drops, at once, what it holds past its queues: its
+    /// delay line and a packet on its link.
     pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.run_timers(now);
         self.notes.clear();
@@ -1294,8 +1296,8 @@ impl<P: Payload> Engine<P> {
                 self.reconfigure(now, |dn| {
                     for &n in &nums {
                         dn.delete_flowset(n + 2 * DN_MAX_ID);
-                        dn.delete_sched(n + DN_MAX_ID);
-                        dn.delete_sched(n);
+                        dn.delete_sched(n + DN_MAX_ID, now);
+                        dn.delete_sched(n, now);
                         dn.delete_link(n);
                     }
                 });
@@ -1318,7 +1320,7 @@ impl<P: Payload> Engine<P> {
                 {
                     return missing(format!("scheduler {n} does not exist"));
                 }
-                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
+                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n, now)));
                 Ok(())
             }
             Command::FlushDummynet => {
@@ -1328,7 +1330,7 @@ impl<P: Payload> Engine<P> {
                         .for_each(|n| dn.delete_flowset(n));
                     dn.sched_numbers()
                         .into_iter()
-                        .for_each(|n| dn.delete_sched(n));
+                        .for_each(|n| dn.delete_sched(n, now));
                     dn.link_numbers()
                         .into_iter()
                         .for_each(|n| dn.delete_link(n));

@@ -7,6 +7,7 @@ use common::*;
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::rng::Probability;
+use std::sync::Arc;
 use dummynet_engine::{
     Command, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target, Verdict,
 };
@@ -613,10 +614,118 @@ fn deleting_a_pipe_drops_what_it_held_with_a_reason() {
     }
     h.apply_at(MS, Command::DeletePipes(vec![1]));
     h.finish();
-    // The first packet was on the wire and completes; four were queued.
-    assert_eq!(h.delivered(), 1);
-    assert_eq!(h.dropped(DropReason::Deleted), 4);
+    // The first packet was on the wire (in the delay line, until the end of
+    // its transmission) and four were queued: FreeBSD frees both.
+    assert_eq!(h.delivered(), 0);
+    assert_eq!(h.dropped(DropReason::Deleted), 5);
     assert!(h.e.apply(0, Command::DeletePipes(vec![1])).is_err());
+}
+
+/// Issue 25 item 3: `pipe N delete`, `sched N delete` and `pipe flush`
+/// drop everything the pipe held, its delay line too (plain, with packets
+/// that may overtake, or a trace's packet in transmission), at once and as
+/// `deleted`; the pipe's instances are freed with it.
+#[test]
+fn deleting_a_pipe_drops_its_delay_line_at_once() {
+    let trace = Arc::new(Trace {
+        name: "t".into(),
+        times: vec![MS, 2 * MS],
+        mode: TraceMode::Loop,
+    });
+    let links = [
+        ("plain", LinkConfig {
+            bw: 1_000_000,
+            delay: 10 * SEC,
+            ..Default::default()
+        }),
+        ("unordered jitter", LinkConfig {
+            bw: 1_000_000,
+            delay: 10 * SEC,
+            jitter: Some(Jitter {
+                amount: MS,
+                correlation: Probability::ZERO,
+                distribution: Distribution::Uniform,
+                unordered: true,
+            }),
+            ..Default::default()
+        }),
+        ("trace", LinkConfig {
+            delay: 10 * SEC,
+            trace: Some(trace),
+            ..Default::default()
+        }),
+    ];
+    let deletes = [
+        Command::DeletePipes(vec![1]),
+        Command::DeleteScheds(vec![1]),
+        Command::FlushDummynet,
+    ];
+    for (name, link) in links {
+        for delete in &deletes {
+            let mut h = Harness::new(1);
+            h.apply(pipe_cfg(1, link.clone(), FlowsetConfig::default()));
+            // Sched 1 carries what `queue 5` sends; pipe 1's own queue
+            // feeds sched 65537.
+            h.apply(Command::ConfigQueue(
+                5,
+                QueueConfig {
+                    sched: Some(1),
+                    ..Default::default()
+                },
+            ));
+            h.apply(rule(100, Action::Queue(5), vec![]));
+            // 4 ms apart: 500 bytes take 4 ms at 1 Mbit/s, so each is past
+            // the link (in the delay line) by the next.
+            for i in 0..75 {
+                h.send(i * 4 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+            }
+            // A trace link sends 3008 bytes per 2 ms: some of the 3000-byte
+            // packets wait in the queue, one is in transmission.
+            if name == "trace" {
+                for i in 0..5 {
+                    h.send(299 * MS + i, udp([1; 4], [2; 4], 1, 2, 3000));
+                }
+            }
+            h.apply_at(300 * MS, delete.clone());
+            let t = h.e.totals();
+            assert_eq!(t.inside, 0, "{name}, {delete:?}: {t:?}");
+            assert_eq!(h.e.memory().instances, 0, "{name}, {delete:?}");
+            h.finish();
+            let sent = h.sent.len();
+            assert_eq!(h.delivered(), 0, "{name}, {delete:?}");
+            assert_eq!(h.dropped(DropReason::Deleted), sent, "{name}, {delete:?}");
+            assert!(h
+                .fates
+                .iter()
+                .all(|f| matches!(f, Some(Fate::Dropped { at, .. }) if *at == 300 * MS)));
+        }
+    }
+}
+
+/// `queue N delete` drops the queue's packets; what its scheduler already
+/// took belongs to the scheduler and leaves after its delay, as in
+/// FreeBSD (the delay line is the scheduler instance's).
+#[test]
+fn deleting_a_queue_keeps_its_schedulers_delay_line() {
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 1_000_000, 10 * SEC));
+    h.apply(Command::ConfigQueue(
+        5,
+        QueueConfig {
+            sched: Some(1),
+            ..Default::default()
+        },
+    ));
+    h.apply(rule(100, Action::Queue(5), vec![]));
+    // 1250 bytes take 10 ms: at 15 ms two are past the link, three queued.
+    for _ in 0..5 {
+        h.send(0, udp([1; 4], [2; 4], 1, 2, 1250));
+    }
+    h.apply_at(15 * MS, Command::DeleteQueues(vec![5]));
+    assert_eq!(h.e.totals().inside, 2);
+    h.finish();
+    assert_eq!(h.dropped(DropReason::Deleted), 3);
+    assert_eq!(h.delivered(), 2);
 }
 
 #[test]

@@ -1979,9 +1979,49 @@ impl<P: Payload> Dummynet<P> {
         self.flowsets.remove(&n);
     }
 
-    pub fn delete_sched(&mut self, n: u32) {
+    /// Deletes scheduler `n` at `now`. As FreeBSD's `si_destroy` frees an
+    /// instance's delay line, what its instances hold past their queues (on
+    /// the link, on the delay lines) leaves at once as `Deleted` drops and
+    /// the instances are freed; their queued packets are the caller's (they
+    /// were drained, and `refill` finds no scheduler for them).
+    pub fn delete_sched(&mut self, n: u32, now: Nanos) {
+        let ids: Vec<InstId> = self
+            .scheds
+            .get(&n)
+            .map(|s| s.instances.values().copied().collect())
+            .unwrap_or_default();
         self.retire_instances(n);
+        for i in ids {
+            self.purge(i, now);
+        }
         self.scheds.remove(&n);
+    }
+
+    /// Frees retired instance `inst` now, its packets in flight leaving at
+    /// `now` as `Deleted` drops, in the order they arrived. Its timers go
+    /// stale and are skipped when they come up.
+    fn purge(&mut self, inst: InstId, now: Nanos) {
+        if !self.instances.get(inst).is_some_and(|i| i.retired) {
+            return;
+        }
+        let Some(mut instance) = self.instances.remove(inst) else {
+            return;
+        };
+        let mut doomed: Vec<Held<P>> = instance.dline.drain(..).collect();
+        if let Some(fx) = instance.fx.as_deref_mut() {
+            doomed.extend(fx.head.take().map(|(h, _)| h));
+            while let Some(h) = fx.pop_early() {
+                doomed.push(h);
+            }
+        }
+        doomed.sort_by_key(|h| h.seq);
+        for held in doomed {
+            self.exits.push_back(Exit {
+                held,
+                at: now,
+                drop: Some(DropReason::Deleted),
+            });
+        }
     }
 
     pub fn delete_link(&mut self, n: u32) {
@@ -2038,7 +2078,8 @@ impl<P: Payload> Dummynet<P> {
     }
 
     /// Detaches scheduler `n`'s instances: their queues go, and they live on
-    /// only to finish their delay lines.
+    /// only to finish their delay lines (after a new mask; a deletion then
+    /// purges them).
     fn retire_instances(&mut self, n: u32) {
         let Some(sched) = self.scheds.get_mut(&n) else {
             return;
