@@ -1023,6 +1023,12 @@ impl<P: Payload> Engine<P> {
         self.dn.timer_entries()
     }
 
+    /// Runs of trace opportunities served so far, a run being those at one
+    /// instant (for tests that a dense trace costs one step per instant).
+    pub fn trace_runs(&self) -> u64 {
+        self.dn.trace_runs
+    }
+
     pub fn held_packets(&self) -> u64 {
         self.dn.held() + self.ready.len() as u64
     }

@@ -485,6 +485,9 @@ pub(crate) struct Dummynet<P> {
     pub copies_failed: u64,
     /// Packets `corrupt` hit.
     pub corrupted: u64,
+    /// Runs of a trace's opportunities served (a run: those at one
+    /// instant), for tests of a dense trace's cost.
+    pub trace_runs: u64,
     /// The most queues, and the most scheduler instances, an arrival may
     /// make exist (`instance_limit`; set by the engine).
     pub instance_limit: u32,
@@ -515,6 +518,7 @@ impl<P> Dummynet<P> {
             copy_room: u64::MAX,
             copies_failed: 0,
             corrupted: 0,
+            trace_runs: 0,
             instance_limit: crate::config::DEFAULT_INSTANCE_LIMIT,
         }
     }
@@ -1068,7 +1072,13 @@ impl<P: Payload> Dummynet<P> {
         let flow_queueing = limit.is_some();
         let mut overtook = false;
         while let Some(c) = cur.filter(|&c| tr.at(start, c) <= now) {
-            let mut budget = u64::from(trace::OPPORTUNITY_BYTES);
+            // The run of opportunities at this instant is one credit: the
+            // same as serving them one by one (a packet's bytes carry from
+            // one to the next, and what the queue leaves is lost either
+            // way), at a cost that does not grow with the run.
+            let run = tr.run_len(c.index).max(1);
+            self.trace_runs += 1;
+            let mut budget = u64::from(trace::OPPORTUNITY_BYTES).saturating_mul(run as u64);
             while budget > 0 {
                 if fx.head.is_none() {
                     if (*backlog == 0 && !flow_queueing) || policy.dequeue(&mut ops).is_none() {
@@ -1094,7 +1104,10 @@ impl<P: Payload> Dummynet<P> {
                     }
                 }
             }
-            cur = tr.next(c);
+            cur = tr.next(trace::TraceCursor {
+                lap: c.lap,
+                index: c.index + run - 1,
+            });
         }
         fx.cursor = cur;
         self.marks += ops.marks;
