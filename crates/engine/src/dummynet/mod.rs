@@ -2229,6 +2229,9 @@ impl<P: Payload> Dummynet<P> {
 
     pub fn flowset_view(&self, n: u32) -> Option<crate::stats::FlowsetView> {
         let fs = self.flowsets.get(&n)?;
+        // A flow-queueing scheduler's queues are its buckets: the key holds
+        // the bucket's index in `src` (see `queue_for`).
+        let buckets = self.scheds.get(&fs.sched).is_some_and(|s| s.sub.is_some());
         // In table order, as `instances` in `sched_view`.
         let flows: Vec<crate::stats::FlowView> = fs
             .queues
@@ -2236,6 +2239,7 @@ impl<P: Payload> Dummynet<P> {
             .filter_map(|(&(_, id), &q)| self.queues.get(q).map(|q| (id, q)))
             .map(|(id, q)| crate::stats::FlowView {
                 id,
+                sub_queue: buckets.then(|| u32::try_from(id.src).unwrap_or(u32::MAX)),
                 counters: FlowCounters {
                     tot_pkts: q.tot_pkts,
                     tot_bytes: q.tot_bytes,
