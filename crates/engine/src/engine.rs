@@ -1185,6 +1185,21 @@ impl<P: Payload> Engine<P> {
         std::mem::take(&mut self.notes)
     }
 
+    /// A flush (of the rules or of dummynet) leaves the `at` schedules
+    /// alone, as `ipfw flush` leaves tables and pipes: what remains is said,
+    /// with how to cancel it, so that a step that re-creates what was just
+    /// flushed comes as no surprise.
+    fn note_pending_steps(&mut self) {
+        let n = self.plan.len();
+        if n > 0 {
+            let (steps, are) = if n == 1 { ("step", "is") } else { ("steps", "are") };
+            self.notes.push(format!(
+                "{n} scheduled `at` {steps} {are} still pending: a flush leaves schedules \
+                 alone (`at flush` cancels them)"
+            ));
+        }
+    }
+
     /// [`Self::apply`] once every event before `now` has run.
     fn apply_now(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.epoch += 1;
@@ -1204,6 +1219,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::FlushRules => {
                 self.rules.flush();
+                self.note_pending_steps();
                 Ok(())
             }
             Command::ZeroRules(nums) => {
@@ -1330,6 +1346,7 @@ impl<P: Payload> Engine<P> {
                 Ok(())
             }
             Command::FlushDummynet => {
+                self.note_pending_steps();
                 self.reconfigure(now, |dn| {
                     dn.flowset_numbers()
                         .into_iter()

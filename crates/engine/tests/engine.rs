@@ -1448,3 +1448,50 @@ fn pipe_rules_without_a_direction_are_found() {
     e.apply(0, rule(500, Action::Allow, vec![])).unwrap();
     assert_eq!(e.undirected_pipe_rules(), vec![100, 200]);
 }
+
+/// Issue 25 item 9: a flush removes what it names and leaves the `at`
+/// schedules alone (FreeBSD has no `at`; `ipfw flush` leaves the pipes and
+/// tables, `pipe flush` the rules, and both leave the schedules), but says
+/// how many steps remain and how to cancel them; the steps then run.
+#[test]
+fn a_flush_says_how_many_scheduled_steps_remain() {
+    let mut e: Engine<u64> = Engine::new(1);
+    e.apply(0, pipe(1, 1_000_000, 0)).unwrap();
+    e.apply(0, rule(100, Action::Pipe(1), vec![])).unwrap();
+    // Nothing scheduled: nothing to say.
+    e.apply(0, Command::FlushRules).unwrap();
+    assert!(e.take_notes().is_empty());
+    e.apply(
+        0,
+        Command::Schedule(Schedule {
+            steps: vec![(SEC, pipe(1, 2_000_000, 0)), (2 * SEC, pipe(2, 0, 0))],
+            every: None,
+        }),
+    )
+    .unwrap();
+    let note = "2 scheduled `at` steps are still pending: a flush leaves schedules alone \
+                (`at flush` cancels them)";
+    e.apply(MS, Command::FlushRules).unwrap();
+    assert_eq!(e.take_notes(), [note]);
+    e.apply(MS, Command::FlushDummynet).unwrap();
+    assert_eq!(e.take_notes(), [note]);
+    assert!(!e.snapshot().links.iter().any(|l| l.number == 1));
+    // The first step runs at 1 s and makes pipe 1 again.
+    e.apply(
+        1500 * MS,
+        rule(100, Action::Pipe(1), vec![]),
+    )
+    .unwrap();
+    assert!(e.snapshot().links.iter().any(|l| l.number == 1));
+    e.apply(1500 * MS, Command::FlushDummynet).unwrap();
+    assert_eq!(
+        e.take_notes(),
+        ["1 scheduled `at` step is still pending: a flush leaves schedules alone \
+          (`at flush` cancels them)"]
+    );
+    // Once cancelled, a flush has nothing to say.
+    e.apply(1500 * MS, Command::CancelSchedules).unwrap();
+    e.apply(1500 * MS, Command::FlushDummynet).unwrap();
+    assert!(e.take_notes().is_empty());
+    assert_eq!(e.schedule_stats().cancelled, 1);
+}
