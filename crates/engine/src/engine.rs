@@ -1192,7 +1192,11 @@ impl<P: Payload> Engine<P> {
     fn note_pending_steps(&mut self) {
         let n = self.plan.len();
         if n > 0 {
-            let (steps, are) = if n == 1 { ("step", "is") } else { ("steps", "are") };
+            let (steps, are) = if n == 1 {
+                ("step", "is")
+            } else {
+                ("steps", "are")
+            };
             self.notes.push(format!(
                 "{n} scheduled `at` {steps} {are} still pending: a flush leaves schedules \
                  alone (`at flush` cancels them)"

@@ -7,10 +7,10 @@ use common::*;
 use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::rng::Probability;
-use std::sync::Arc;
 use dummynet_engine::{
     Command, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target, Verdict,
 };
+use std::sync::Arc;
 
 fn all_to_pipe(h: &mut Harness, n: u32) {
     h.apply(rule(100, Action::Pipe(n), vec![]));
@@ -633,27 +633,36 @@ fn deleting_a_pipe_drops_its_delay_line_at_once() {
         mode: TraceMode::Loop,
     });
     let links = [
-        ("plain", LinkConfig {
-            bw: 1_000_000,
-            delay: 10 * SEC,
-            ..Default::default()
-        }),
-        ("unordered jitter", LinkConfig {
-            bw: 1_000_000,
-            delay: 10 * SEC,
-            jitter: Some(Jitter {
-                amount: MS,
-                correlation: Probability::ZERO,
-                distribution: Distribution::Uniform,
-                unordered: true,
-            }),
-            ..Default::default()
-        }),
-        ("trace", LinkConfig {
-            delay: 10 * SEC,
-            trace: Some(trace),
-            ..Default::default()
-        }),
+        (
+            "plain",
+            LinkConfig {
+                bw: 1_000_000,
+                delay: 10 * SEC,
+                ..Default::default()
+            },
+        ),
+        (
+            "unordered jitter",
+            LinkConfig {
+                bw: 1_000_000,
+                delay: 10 * SEC,
+                jitter: Some(Jitter {
+                    amount: MS,
+                    correlation: Probability::ZERO,
+                    distribution: Distribution::Uniform,
+                    unordered: true,
+                }),
+                ..Default::default()
+            },
+        ),
+        (
+            "trace",
+            LinkConfig {
+                delay: 10 * SEC,
+                trace: Some(trace),
+                ..Default::default()
+            },
+        ),
     ];
     let deletes = [
         Command::DeletePipes(vec![1]),
@@ -1477,17 +1486,16 @@ fn a_flush_says_how_many_scheduled_steps_remain() {
     assert_eq!(e.take_notes(), [note]);
     assert!(!e.snapshot().links.iter().any(|l| l.number == 1));
     // The first step runs at 1 s and makes pipe 1 again.
-    e.apply(
-        1500 * MS,
-        rule(100, Action::Pipe(1), vec![]),
-    )
-    .unwrap();
+    e.apply(1500 * MS, rule(100, Action::Pipe(1), vec![]))
+        .unwrap();
     assert!(e.snapshot().links.iter().any(|l| l.number == 1));
     e.apply(1500 * MS, Command::FlushDummynet).unwrap();
     assert_eq!(
         e.take_notes(),
-        ["1 scheduled `at` step is still pending: a flush leaves schedules alone \
-          (`at flush` cancels them)"]
+        [
+            "1 scheduled `at` step is still pending: a flush leaves schedules alone \
+          (`at flush` cancels them)"
+        ]
     );
     // Once cancelled, a flush has nothing to say.
     e.apply(1500 * MS, Command::CancelSchedules).unwrap();

@@ -695,7 +695,11 @@ fn a_dense_trace_costs_one_step_per_instant() {
     let late = b.send(5_500 * US, 1500);
     b.finish();
     let d = b.departures();
-    assert!(d[..3_000].iter().all(|&x| x == Some(11 * MS)), "{:?}", &d[..3]);
+    assert!(
+        d[..3_000].iter().all(|&x| x == Some(11 * MS)),
+        "{:?}",
+        &d[..3]
+    );
     assert_eq!(d[late as usize], Some(16 * MS));
     // Two instants of two runs each: 4 steps, not 2 million.
     assert_eq!(b.e.trace_runs(), 4);

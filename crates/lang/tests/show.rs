@@ -758,7 +758,11 @@ fn queue_show_lists_fq_codel_sub_queues_by_index() {
     let mut buckets: Vec<u32> = keys.iter().map(|k| bucket_of(k, 1024)).collect();
     buckets.sort();
     buckets.dedup();
-    assert_eq!(buckets.len(), 3, "three flows, three sub-queues: {buckets:?}");
+    assert_eq!(
+        buckets.len(),
+        3,
+        "three flows, three sub-queues: {buckets:?}"
+    );
     let mut want = format!(
         "q00001  50 sl. 3 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 droptail\n    \
          FQ_CODEL sub-queues of sched 1 (each 5-tuple hashed to one), by index:\n\
