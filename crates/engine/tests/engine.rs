@@ -1503,3 +1503,43 @@ fn a_flush_says_how_many_scheduled_steps_remain() {
     assert!(e.take_notes().is_empty());
     assert_eq!(e.schedule_stats().cancelled, 1);
 }
+
+/// A scheduler given a new mask lets its old instances drain their delay
+/// lines; deleting it then drops those too, at once.
+#[test]
+fn deleting_a_remasked_pipe_drops_the_old_instances_delay_lines() {
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 1_000_000, 10 * SEC));
+    h.apply(Command::ConfigQueue(
+        5,
+        QueueConfig {
+            sched: Some(1),
+            ..Default::default()
+        },
+    ));
+    h.apply(rule(100, Action::Queue(5), vec![]));
+    for i in 0..10 {
+        h.send(i * 4 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+    }
+    h.apply_at(
+        100 * MS,
+        Command::ConfigSched(
+            1,
+            SchedConfig {
+                kind: Some("fifo".into()),
+                mask: FlowMask::ALL,
+                ..Default::default()
+            },
+        ),
+    );
+    // The old instance drains: nothing is lost to the new mask.
+    assert_eq!(h.e.totals().inside, 10);
+    assert_eq!(h.dropped(DropReason::Deleted), 0);
+    h.send(150 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+    h.apply_at(300 * MS, Command::DeletePipes(vec![1]));
+    assert_eq!(h.e.totals().inside, 0);
+    assert_eq!(h.e.memory().instances, 0);
+    h.finish();
+    assert_eq!(h.delivered(), 0);
+    assert_eq!(h.dropped(DropReason::Deleted), 11);
+}

@@ -1998,12 +1998,15 @@ impl<P: Payload> Dummynet<P> {
     /// the instances are freed; their queued packets are the caller's (they
     /// were drained, and `refill` finds no scheduler for them).
     pub fn delete_sched(&mut self, n: u32, now: Nanos) {
-        let ids: Vec<InstId> = self
-            .scheds
-            .get(&n)
-            .map(|s| s.instances.values().copied().collect())
-            .unwrap_or_default();
         self.retire_instances(n);
+        // Its instances retired just now, and those an earlier new mask
+        // retired that are still draining.
+        let ids: Vec<InstId> = self
+            .instances
+            .iter()
+            .filter(|(_, i)| i.sched == n && i.retired)
+            .map(|(id, _)| id)
+            .collect();
         for i in ids {
             self.purge(i, now);
         }
