@@ -763,11 +763,11 @@ fn queue_show_lists_fq_codel_sub_queues_by_index() {
         3,
         "three flows, three sub-queues: {buckets:?}"
     );
-    let mut want = format!(
+    let mut want =
         "q00001  50 sl. 3 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 droptail\n    \
          FQ_CODEL sub-queues of sched 1 (each 5-tuple hashed to one), by index:\n\
          BKT Sub-queue Tot_pkt/bytes Pkt/Byte Drp\n"
-    );
+            .to_string();
     // The first packet went straight onto the idle link; the others wait.
     for (i, b) in buckets.iter().enumerate() {
         let k = keys.iter().position(|k| bucket_of(k, 1024) == *b).unwrap();
