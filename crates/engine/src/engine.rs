@@ -65,6 +65,8 @@ pub enum ConfigNote {
         kind: &'static str,
         rules: Vec<u16>,
     },
+    /// A flush left this many scheduled `at` steps pending.
+    StepsPending(usize),
 }
 
 impl std::fmt::Display for ConfigNote {
@@ -84,6 +86,18 @@ impl std::fmt::Display for ConfigNote {
                      FIFO queue, not its {kind} scheduler (as in FreeBSD); for {kind}, send \
                      them to a queue of it: `queue N config pipe {pipe}` and `add ... queue N`",
                     list.join(", ")
+                )
+            }
+            ConfigNote::StepsPending(n) => {
+                let (steps, are) = if *n == 1 {
+                    ("step", "is")
+                } else {
+                    ("steps", "are")
+                };
+                write!(
+                    f,
+                    "{n} scheduled `at` {steps} {are} still pending: a flush leaves schedules \
+                     alone (`at flush` cancels them)"
                 )
             }
         }
@@ -1066,6 +1080,12 @@ impl<P: Payload> Engine<P> {
         self.dn.timer_entries()
     }
 
+    /// Runs of trace opportunities served so far, a run being those at one
+    /// instant (for tests that a dense trace costs one step per instant).
+    pub fn trace_runs(&self) -> u64 {
+        self.dn.trace_runs
+    }
+
     pub fn held_packets(&self) -> u64 {
         self.dn.held() + self.ready.len() as u64
     }
@@ -1075,7 +1095,9 @@ impl<P: Payload> Engine<P> {
     /// Applies one command at `now`. The command is validated in full first;
     /// on error nothing changes. Packets already queued are kept across any
     /// reconfiguration; only deleting their pipe or queue drops them
-    /// (reported by `poll` with [`DropReason::Deleted`]).
+    /// (reported by `poll` with [`DropReason::Deleted`]). Deleting a pipe or
+    /// scheduler also drops, at once, what it holds past its queues: its
+    /// delay line and a packet on its link.
     pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.run_timers(now);
         self.notes.clear();
@@ -1263,6 +1285,17 @@ impl<P: Payload> Engine<P> {
         }
     }
 
+    /// A flush (of the rules or of dummynet) leaves the `at` schedules
+    /// alone, as `ipfw flush` leaves tables and pipes: what remains is said,
+    /// with how to cancel it, so that a step that re-creates what was just
+    /// flushed comes as no surprise.
+    fn note_pending_steps(&mut self) {
+        let n = self.plan.len();
+        if n > 0 {
+            self.notes.push(ConfigNote::StepsPending(n));
+        }
+    }
+
     /// [`Self::apply`] once every event before `now` has run.
     fn apply_now(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.epoch += 1;
@@ -1282,6 +1315,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::FlushRules => {
                 self.rules.flush();
+                self.note_pending_steps();
                 Ok(())
             }
             Command::ZeroRules(nums) => {
@@ -1380,8 +1414,8 @@ impl<P: Payload> Engine<P> {
                 self.reconfigure(now, |dn| {
                     for &n in &nums {
                         dn.delete_flowset(n + 2 * DN_MAX_ID);
-                        dn.delete_sched(n + DN_MAX_ID);
-                        dn.delete_sched(n);
+                        dn.delete_sched(n + DN_MAX_ID, now);
+                        dn.delete_sched(n, now);
                         dn.delete_link(n);
                     }
                 });
@@ -1404,17 +1438,18 @@ impl<P: Payload> Engine<P> {
                 {
                     return missing(format!("scheduler {n} does not exist"));
                 }
-                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
+                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n, now)));
                 Ok(())
             }
             Command::FlushDummynet => {
+                self.note_pending_steps();
                 self.reconfigure(now, |dn| {
                     dn.flowset_numbers()
                         .into_iter()
                         .for_each(|n| dn.delete_flowset(n));
                     dn.sched_numbers()
                         .into_iter()
-                        .for_each(|n| dn.delete_sched(n));
+                        .for_each(|n| dn.delete_sched(n, now));
                     dn.link_numbers()
                         .into_iter()
                         .for_each(|n| dn.delete_link(n));
