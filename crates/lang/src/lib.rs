@@ -71,7 +71,7 @@ mod show;
 mod tables;
 mod units;
 
-pub use error::{ErrorKind, FileError, ParseError};
+pub use error::{suggest, ErrorKind, FileError, ParseError, FIELD_NAMES};
 pub use files::{read_limited, MAX_FILE_BYTES};
 pub use rule::resolve_host_names;
 pub use rulefmt::format_rule_body;
