@@ -41,6 +41,7 @@ use super::observer::Observer;
 
 use super::protocol::PlaneLink;
 
+mod body;
 mod commands;
 mod counters;
 mod dashboard;
@@ -48,6 +49,7 @@ mod errors;
 mod events;
 mod objects;
 mod rules;
+mod shape;
 
 use commands::commands;
 use counters::{metrics, reset, stats};
@@ -56,8 +58,8 @@ use errors::{kind_name, not_found};
 use events::events;
 use objects::{delete_object, get_object, list_objects, put_object, ObjKind};
 use rules::{
-    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, replace_rule,
-    replace_rules,
+    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, patch_rule,
+    replace_rule, replace_rules,
 };
 
 /// What a handler answers.
@@ -288,6 +290,7 @@ fn router(app: App, max_body: usize) -> Router {
             get(get_rule)
                 .post(add_rule_at)
                 .put(replace_rule)
+                .patch(patch_rule)
                 .delete(delete_rule),
         )
         .route("/v1/commands", post(commands))
