@@ -270,8 +270,14 @@ mod tests {
         // A JSON view's field name where a keyword is expected, and back.
         assert_eq!(suggest("delay_ns", &["bw", "delay"]), Some("delay"));
         assert_eq!(suggest("bandwidth_bps", &["bw", "delay"]), Some("bw"));
-        assert_eq!(suggest("delay", &["bandwidth_bps", "delay_ns"]), Some("delay_ns"));
-        assert_eq!(suggest("bandwidth", &["bandwidth_bps", "delay_ns"]), Some("bandwidth_bps"));
+        assert_eq!(
+            suggest("delay", &["bandwidth_bps", "delay_ns"]),
+            Some("delay_ns")
+        );
+        assert_eq!(
+            suggest("bandwidth", &["bandwidth_bps", "delay_ns"]),
+            Some("bandwidth_bps")
+        );
         assert_eq!(suggest("delay_ns", &["bw"]), None);
     }
 }
