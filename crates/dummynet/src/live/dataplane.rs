@@ -362,8 +362,15 @@ pub struct TargetCounts {
 /// leave the engine: a hash lookup and two adds per packet; an entry is
 /// made the first time a target is seen and kept (at most one per pipe or
 /// queue number that ever carried traffic).
+///
+/// Also counts the bridged frames that passed their `in` pass and went on
+/// to their `out` pass: the engine counts each pass as a packet arriving
+/// (and the first as delivered), the report counts frames.
 #[derive(Debug, Default)]
-pub struct TargetBook(std::collections::HashMap<Target, TargetCounts, TargetHasher>);
+pub struct TargetBook(
+    std::collections::HashMap<Target, TargetCounts, TargetHasher>,
+    u64,
+);
 
 /// Targets are two small numbers: FxHash is plenty, and cheap per packet.
 type TargetHasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
@@ -385,6 +392,10 @@ impl TargetBook {
         }
     }
 
+    fn forwarded(&mut self) {
+        self.1 += 1;
+    }
+
     fn list(&self) -> Vec<(Target, TargetCounts)> {
         self.0.iter().map(|(t, c)| (*t, *c)).collect()
     }
@@ -393,8 +404,12 @@ impl TargetBook {
 /// Everything the data plane counted, reported at shutdown and by `stats`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
+    /// Packets (a bridged frame once, though it passes the rules twice).
     pub arrived: u64,
     pub delivered: u64,
+    /// Passes through the rules: `arrived` plus the bridged frames' `out`
+    /// passes.
+    pub passes: u64,
     pub dropped: u64,
     /// Drops by reason (`queue-full`, `plr`, `deleted`, ...), non-zero only.
     pub drops: Vec<(&'static str, u64)>,
@@ -501,6 +516,9 @@ impl std::fmt::Display for Report {
         )?;
         if self.marked > 0 {
             write!(f, " ({} ECN-marked)", self.marked)?;
+        }
+        if self.passes != self.arrived {
+            write!(f, ", {} passes through the rules", self.passes)?;
         }
         writeln!(f)?;
         if self.duplicated + self.duplicate_failed + self.corrupted > 0 {
@@ -1438,8 +1456,14 @@ impl DataPlane {
                 .map(|p| (p.name, p.now, p.worst))
                 .collect(),
             memory_counts: (memory.queues, memory.instances, memory.instance_limit),
-            arrived: t.arrived,
-            delivered: t.delivered,
+            // Frames, not passes: a bridged frame's `out` pass is not
+            // another packet, and its `in` pass did not deliver it. With
+            // workers, one worker may count the forward and another the
+            // pass: each report may be "negative", their (wrapping) sum
+            // is not ([`super::sharded::absorb`]).
+            arrived: t.arrived.wrapping_sub(self.targets.1),
+            delivered: t.delivered.wrapping_sub(self.targets.1),
+            passes: t.arrived,
             dropped: t.dropped(),
             drops: dummynet_engine::DropReason::ALL
                 .iter()
@@ -1596,6 +1620,7 @@ impl Settle<'_> {
                 }
                 Verdict::Pass { mut payload, rule } => match payload.out_pass.take() {
                     Some(xmit) => {
+                        self.targets.forwarded();
                         if let Some(tap) = tap {
                             let r = Record {
                                 len: info.len,
@@ -2359,6 +2384,39 @@ mod tests {
                 report.lateness.max_ns / 1000
             );
         }
+    }
+
+    /// A bridged frame passes the rules twice (`in`, then `out`): the
+    /// report counts it once, and its passes apart.
+    #[test]
+    fn a_bridged_frame_counts_once_though_it_passes_the_rules_twice() {
+        let mut engine = configured(&[
+            "pipe 1 config delay 1ms",
+            "add 100 pipe 1 ip from any to any in",
+            "add 200 allow ip from any to any",
+        ]);
+        let xmit = engine.iface("b0");
+        let burst = (0..4)
+            .map(|n| {
+                let mut a = frame(n);
+                a.carrier.out_pass = Some(xmit);
+                a
+            })
+            .collect();
+        let port = port_with(burst, None);
+        let (report, sent, _) = run_until_sent(engine, port, Precision::Timer, 4);
+        assert_eq!(sent.0, 4, "{report}");
+        assert_eq!(
+            (
+                report.arrived,
+                report.delivered,
+                report.dropped,
+                report.inside
+            ),
+            (4, 4, 0, 0),
+            "{report}"
+        );
+        assert_eq!(report.passes, 8, "{report}");
     }
 
     /// Arrivals the kernel stamped run at those times, however late they
