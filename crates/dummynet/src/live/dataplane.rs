@@ -401,6 +401,65 @@ impl TargetBook {
     }
 }
 
+/// A line about the engine's memory for `stats` and the report at the end,
+/// only when it calls for something: packets without a bound, a
+/// configuration whose worst case exceeds the machine's memory (`total`),
+/// or packets near their `held_limit`. Otherwise `None`; `ipfw memory`
+/// shows every part, always.
+pub fn memory_advice(m: &dummynet_engine::MemoryReport, total: Option<u64>) -> Option<String> {
+    use dummynet_engine::stats::human_bytes;
+    let now = human_bytes(m.now());
+    let packets = m.part("packets");
+    let Some(worst) = m.worst() else {
+        return Some(format!(
+            "memory: {now} now, and nothing bounds the packets held (no held_limit): a long \
+             delay at a high rate can take all of this machine's memory; set a bound with \
+             `sysctl net.inet.ip.dummynet.held_limit=SIZE` (or `run --memory-limit SIZE`)"
+        ));
+    };
+    if let Some(total) = total.filter(|t| worst > *t) {
+        let biggest = m.parts.iter().max_by_key(|p| p.worst.unwrap_or(0))?;
+        let what = match biggest.name {
+            "packets" => "lower `net.inet.ip.dummynet.held_limit` (or `run --memory-limit`)".to_string(),
+            "queues" | "instances" | "timers" => format!(
+                "lower `net.inet.ip.dummynet.instance_limit` (now {}: each masked pipe may make that \
+                 many per-flow queues), or use narrower masks",
+                m.instance_limit
+            ),
+            "states" => "lower `net.inet.ip.fw.dyn_max`".to_string(),
+            _ => "see `dummynet ipfw memory`".to_string(),
+        };
+        return Some(format!(
+            "memory: {now} now, but this configuration could take up to {} (more than this \
+             machine's {}), mostly {}: {what}; `dummynet ipfw memory` shows each part",
+            human_bytes(worst),
+            human_bytes(total),
+            biggest.name
+        ));
+    }
+    if let Some(p) = packets.filter(|p| {
+        p.worst
+            .is_some_and(|w| p.now.saturating_mul(5) >= w.saturating_mul(4))
+    }) {
+        return Some(format!(
+            "memory: the packets held take {} of at most {} (held_limit): arrivals beyond it \
+             are dropped (`held-limit`); raise `net.inet.ip.dummynet.held_limit` if that is \
+             not what you want",
+            human_bytes(p.now),
+            human_bytes(p.worst.unwrap_or(0))
+        ));
+    }
+    None
+}
+
+/// This machine's memory (`MemTotal`), for [`memory_advice`].
+fn mem_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 /// Everything the data plane counted, reported at shutdown and by `stats`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
@@ -625,8 +684,8 @@ impl std::fmt::Display for Report {
             instances: self.memory_counts.1,
             instance_limit: self.memory_counts.2,
         };
-        if !memory.parts.is_empty() {
-            write!(f, "{memory}")?;
+        if let Some(advice) = memory_advice(&memory, mem_total()) {
+            writeln!(f, "{advice}")?;
         }
         if let Some(o) = &self.observer {
             writeln!(f, "{o}")?;
@@ -2384,6 +2443,54 @@ mod tests {
                 report.lateness.max_ns / 1000
             );
         }
+    }
+
+    /// The memory line shows only when it calls for something, and says
+    /// what to do.
+    #[test]
+    fn the_memory_line_is_said_only_when_useful() {
+        use dummynet_engine::stats::MemoryPart;
+        let report = |packets: Option<u64>, queues: u64, held: u64| dummynet_engine::MemoryReport {
+            parts: vec![
+                MemoryPart {
+                    name: "packets",
+                    now: held,
+                    worst: packets,
+                },
+                MemoryPart {
+                    name: "queues",
+                    now: 1000,
+                    worst: Some(queues),
+                },
+            ],
+            queues: 1,
+            instances: 1,
+            instance_limit: 65536,
+        };
+        const GIB: u64 = 1 << 30;
+        // Bounded, within the machine, far from the limit: nothing to say.
+        assert_eq!(
+            memory_advice(&report(Some(GIB), GIB, 0), Some(8 * GIB)),
+            None
+        );
+        // More than the machine could give: what to lower.
+        let said = memory_advice(&report(Some(GIB), 80 * GIB, 0), Some(8 * GIB)).unwrap();
+        assert!(
+            said.contains("instance_limit") && said.contains("8.0 GiB"),
+            "{said}"
+        );
+        // Unbounded packets: how to bound them.
+        let said = memory_advice(&report(None, GIB, 0), Some(8 * GIB)).unwrap();
+        assert!(said.contains("held_limit"), "{said}");
+        // Packets near their bound: that arrivals will be dropped.
+        let said = memory_advice(&report(Some(GIB), GIB, GIB - 1), Some(8 * GIB)).unwrap();
+        assert!(said.contains("held-limit"), "{said}");
+        // The report says nothing of memory when there is nothing to say.
+        let r = Report {
+            memory: vec![("packets", 0, Some(GIB)), ("queues", 1000, Some(GIB))],
+            ..Report::default()
+        };
+        assert!(!r.to_string().contains("memory"), "{r}");
     }
 
     /// A bridged frame passes the rules twice (`in`, then `out`): the
