@@ -65,7 +65,11 @@ pub struct ShellArgs {
     /// `app`, towards the command, and `peer`).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Seed for `prob`, `plr` and profiles.
+    /// Seed of the engine's random draws, so that a run can be replayed:
+    /// rules' `prob`, `plr`, netem's `loss`, `duplicate` and `corrupt`
+    /// (which packets, and which bit), `jitter`, `reorder`, `slot`,
+    /// profiles' loss and delay draws, and RED's, GRED's and PIE's random
+    /// drops.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Print each pipe's configuration in full at start, as `pipe show`
