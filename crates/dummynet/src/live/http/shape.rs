@@ -26,6 +26,9 @@ enum To {
     Bandwidth,
     /// `plr X`.
     Fraction(&'static str),
+    /// `buckets N`: shown as 1 without a mask (one queue), so given only
+    /// with a mask, or when a PATCH changes it.
+    Buckets,
     /// Options as the language writes them, one string each (`"jitter
     /// 5ms"`); one dropped by a PATCH is turned `off`.
     Impairments,
@@ -83,7 +86,7 @@ macro_rules! flowset {
             f("limit_packets", To::Limit),
             f("limit_bytes", To::LimitBytes),
             f("plr", To::Fraction("plr")),
-            f("buckets", To::Int("buckets", "")),
+            f("buckets", To::Buckets),
             f("mask", To::Mask),
             f("aqm", To::Aqm),
             f("impairments", To::Impairments),
@@ -271,6 +274,17 @@ fn walk(
                         ))
                     })?;
                     out.extend(["bw".to_string(), format!("{x}bit/s")]);
+                }
+            }
+            To::Buckets => {
+                let masked = get(Some(view), "mask")
+                    .and_then(Value::as_object)
+                    .is_some_and(|m| m.values().any(|x| !is_zero(x)));
+                if let (Some(v), true) = (now, masked || patch) {
+                    let x = v
+                        .as_u64()
+                        .ok_or_else(|| bad(&format!("a whole number is expected, found {v}")))?;
+                    out.extend(["buckets".to_string(), x.to_string()]);
                 }
             }
             To::Fraction(word) => {
