@@ -1022,8 +1022,15 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         say!("dummynet shell: {note}");
     }
     let mut http_addr = None;
-    if let Some(http) = http {
+    if let Some(mut http) = http {
         let token = http.token.is_some();
+        // The pipes --up and --down made (a --config file's are its own).
+        if args.config.is_none() && args.join.is_none() {
+            http.roles = vec![
+                (1, "up: from the command".into()),
+                (2, "down: to the command".into()),
+            ];
+        }
         let addr = link.serve_http(http)?;
         http_addr = Some(addr);
         super::run::say_http(addr, token);

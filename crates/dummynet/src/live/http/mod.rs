@@ -155,6 +155,10 @@ pub struct HttpOptions {
     pub listener: std::net::TcpListener,
     pub token: Option<Token>,
     pub limits: HttpLimits,
+    /// What pipes are for, by number, said with them (`role` in the
+    /// pipes' answers, and on the dashboard): a shell's pipe 1 is `up:
+    /// from the command`.
+    pub roles: Vec<(u32, String)>,
 }
 
 /// Checks `--http ADDR:PORT` and `--http-token FILE` and binds the address
@@ -177,6 +181,7 @@ pub fn bind(addr: SocketAddr, token: Option<&Path>) -> Result<HttpOptions, Strin
         listener,
         token,
         limits: HttpLimits::default(),
+        roles: Vec::new(),
     })
 }
 
@@ -255,6 +260,8 @@ struct App {
     /// The longest a stream lasts before it ends itself, within the
     /// connection's time; a client (the dashboard, EventSource) reconnects.
     stream_length: Duration,
+    /// [`HttpOptions::roles`].
+    roles: Arc<Vec<(u32, String)>>,
 }
 
 /// The routes, with the token check and the body limit. Public for tests
@@ -312,6 +319,7 @@ async fn serve(
     let limits = options.limits.clone();
     let app = App {
         link,
+        roles: Arc::new(options.roles),
         token: options.token,
         answer_timeout: limits.answer_timeout,
         observer,

@@ -67,10 +67,26 @@ pub(super) fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &
     view.unwrap_or(Value::Null)
 }
 
+/// A pipe's `role` (see [`super::HttpOptions::roles`]) added to its view.
+fn with_role(app: &App, kind: ObjKind, mut one: Value) -> Value {
+    let n = one["number"].as_u64();
+    let role = app.roles.iter().find(|(r, _)| Some(u64::from(*r)) == n);
+    if let (ObjKind::Pipe, Some((_, role)), Value::Object(m)) = (kind, role, &mut one) {
+        m.insert("role".into(), role.clone().into());
+    }
+    one
+}
+
 pub(super) async fn list_objects(State(app): State<App>, kind: ObjKind) -> ApiResult {
+    let roles = app.clone();
     let (snap, _) = blocking(move || app.snapshot()).await??;
     let numbers = kind.numbers(&snap);
     let mut view = objects_json(kind, &snap, &numbers);
+    if let Some(Value::Array(list)) = view.get_mut(format!("{}s", kind.word())) {
+        for one in list.iter_mut() {
+            *one = with_role(&roles, kind, one.take());
+        }
+    }
     if numbers.is_empty() {
         // No numbers is "all" to the views; here it is none.
         view = json!({ format!("{}s", kind.word()): [] });
@@ -84,13 +100,14 @@ pub(super) async fn get_object(
     UrlPath(n): UrlPath<String>,
 ) -> ApiResult {
     let n = number(kind.word(), &n)?;
+    let roles = app.clone();
     let (snap, _) = blocking(move || app.snapshot()).await??;
     if !kind.numbers(&snap).contains(&n) {
         return Err(no_such(kind.word(), n));
     }
     let view = objects_json(kind, &snap, &[n]);
     let one = view[format!("{}s", kind.word())][0].clone();
-    Ok(Json(one).into_response())
+    Ok(Json(with_role(&roles, kind, one)).into_response())
 }
 
 fn no_such(word: &str, n: u32) -> ApiError {

@@ -100,6 +100,7 @@ const PIPE: &[Field] = &[
     f("link", To::Object(LINK)),
     f("queue", To::Object(flowset!(To::ReadOnly, To::ReadOnly))),
     f("sched_type", To::ReadOnly),
+    f("role", To::ReadOnly),
 ];
 const QUEUE: &[Field] = flowset!(To::Number, To::Int("sched", ""));
 const SCHED: &[Field] = &[
