@@ -2913,3 +2913,41 @@ fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
     assert!(!socket.exists(), "socket file left behind");
     drop((greedy, idle));
 }
+
+/// At start the shell says each pipe in one line; `-v` in full, as `pipe
+/// show` does; `--quiet` says nothing at all when nothing goes wrong.
+#[test]
+fn shell_says_one_line_per_pipe_more_with_v_nothing_with_quiet() {
+    if !ready(
+        "shell_says_one_line_per_pipe_more_with_v_nothing_with_quiet",
+        &["ip"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let said = |flags: &[&str]| {
+        let mut args = vec!["shell", "--nat", "off", "--up", "delay 5ms"];
+        args.extend(flags);
+        args.extend(["--", "true"]);
+        let out = run_bounded(
+            &mut ns.command(DUMMYNET, &args),
+            SHELL_LIMIT,
+            "dummynet shell",
+        );
+        expect_success(&out, "dummynet shell -- true");
+        text(&out.stderr)
+    };
+    let plain = said(&[]);
+    let pipe_lines: Vec<&str> = plain.lines().filter(|l| l.contains("(pipe ")).collect();
+    assert_eq!(pipe_lines.len(), 2, "{plain}");
+    assert!(
+        pipe_lines[0].starts_with("dummynet shell: up (pipe 1): unlimited, 5 ms, queue 50 slots"),
+        "{plain}"
+    );
+    assert!(!plain.contains("q131073"), "{plain}");
+    let verbose = said(&["-v"]);
+    assert!(verbose.contains("q131073"), "{verbose}");
+    let quiet = said(&["--quiet"]);
+    assert_eq!(quiet.trim(), "", "--quiet said something");
+}

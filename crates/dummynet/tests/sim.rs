@@ -639,3 +639,35 @@ fn a_trace_pipe_in_sim_carries_the_traces_rate() {
         assert_eq!(t - first, i as u64 * MS, "departure {i}");
     }
 }
+
+/// `--seed`'s help names everything the seed drives, on each command
+/// that takes it.
+#[test]
+fn seed_help_names_every_random_draw() {
+    for command in ["sim", "run", "shell"] {
+        let help = ok(dummynet(&[command, "--help"]));
+        let seed = help
+            .split("--seed")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no --seed in `{command} --help`"));
+        let seed = seed.split("\n      --").next().unwrap_or(seed);
+        for word in [
+            "prob",
+            "plr",
+            "loss",
+            "duplicate",
+            "corrupt",
+            "jitter",
+            "reorder",
+            "slot",
+            "profile",
+            "RED",
+            "PIE",
+        ] {
+            assert!(
+                seed.contains(word),
+                "`{command} --help`: --seed: no `{word}`:{seed}"
+            );
+        }
+    }
+}

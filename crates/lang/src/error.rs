@@ -151,15 +151,40 @@ pub struct FileError {
     pub error: ParseError,
 }
 
+/// The JSON views' field names (`pipe show --json`, the HTTP API) and the
+/// command language's keyword for each, so that one given where the other
+/// is expected gets its "did you mean": `delay_ns` for `delay`, `bw` for
+/// `bandwidth_bps`, and back.
+pub const FIELD_NAMES: &[(&str, &str)] = &[
+    ("bandwidth_bps", "bw"),
+    ("bandwidth_bps", "bandwidth"),
+    ("delay_ns", "delay"),
+    ("burst_bytes", "burst"),
+    ("limit_packets", "queue"),
+    ("limit_bytes", "queue"),
+    ("lmax_bytes", "lmax"),
+    ("sched_type", "type"),
+];
+
 /// The candidate closest to `word` by edit distance, if it is close enough to
 /// be a plausible typo. Transpositions count once (`form` is one step from
 /// `from`), and the tolerance grows with the word so short words do not
 /// attract unrelated suggestions; a very short word only completes a
 /// keyword it starts (`ad` for `add`).
-pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
+/// A word of one shape (a JSON view's field name, or the command
+/// language's keyword) that names a candidate of the other shape counts
+/// as its misspelling (see [`FIELD_NAMES`]).
+pub fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
     let word = word.to_ascii_lowercase();
     if word.is_empty() || word.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
+    }
+    let other = FIELD_NAMES.iter().find_map(|&(view, lang)| {
+        let of = |a: &str, b: &'static str| (word == a && candidates.contains(&b)).then_some(b);
+        of(view, lang).or_else(|| of(lang, view))
+    });
+    if other.is_some() {
+        return other;
     }
     let tolerance = match word.chars().count() {
         0..=2 => 0,
@@ -286,5 +311,17 @@ mod tests {
         assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
         assert_eq!(suggest("xyzzy", &["delay", "bw"]), None);
         assert_eq!(suggest("100", &["10"]), None);
+        // A JSON view's field name where a keyword is expected, and back.
+        assert_eq!(suggest("delay_ns", &["bw", "delay"]), Some("delay"));
+        assert_eq!(suggest("bandwidth_bps", &["bw", "delay"]), Some("bw"));
+        assert_eq!(
+            suggest("delay", &["bandwidth_bps", "delay_ns"]),
+            Some("delay_ns")
+        );
+        assert_eq!(
+            suggest("bandwidth", &["bandwidth_bps", "delay_ns"]),
+            Some("bandwidth_bps")
+        );
+        assert_eq!(suggest("delay_ns", &["bw"]), None);
     }
 }

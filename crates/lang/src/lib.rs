@@ -72,7 +72,7 @@ mod tables;
 pub mod tc;
 mod units;
 
-pub use error::{ErrorKind, FileError, ParseError};
+pub use error::{suggest, ErrorKind, FileError, ParseError, FIELD_NAMES};
 pub use files::{read_limited, MAX_FILE_BYTES};
 pub use rule::{resolve_host_names, resolve_host_names_with};
 pub use rulefmt::format_rule_body;

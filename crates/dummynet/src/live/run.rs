@@ -153,7 +153,11 @@ pub struct RunArgs {
     pub socket_group: Option<u32>,
     #[command(flatten)]
     pub http: HttpArgs,
-    /// Seed for `prob`, `plr` and profiles.
+    /// Seed of the engine's random draws, so that a run can be replayed:
+    /// rules' `prob`, `plr`, netem's `loss`, `duplicate` and `corrupt`
+    /// (which packets, and which bit), `jitter`, `reorder`, `slot`,
+    /// profiles' loss and delay draws, and RED's, GRED's and PIE's random
+    /// drops.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Run the data plane at nice -20 instead of SCHED_FIFO (the default,

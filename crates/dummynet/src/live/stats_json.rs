@@ -13,8 +13,9 @@ use super::dataplane::Report;
 /// The JSON form of a [`Report`].
 #[derive(Debug, Serialize)]
 pub struct StatsJson<'a> {
-    /// The books: `arrived = delivered + dropped + inside`, copies made by
-    /// `duplicate` counted in `arrived`.
+    /// The books, in packets: `arrived = delivered + dropped + inside`,
+    /// copies made by `duplicate` counted in `arrived`; a bridged frame
+    /// counts once though it passes the rules twice (`passes`).
     pub totals: Totals,
     pub drops_by_reason: BTreeMap<&'static str, u64>,
     pub lateness_ns: Lateness,
@@ -68,6 +69,9 @@ pub struct Observer<'a> {
 pub struct Totals {
     pub arrived: u64,
     pub delivered: u64,
+    /// Passes through the rules: `arrived` and each bridged frame's `out`
+    /// pass (what the rules' counters add up to).
+    pub passes: u64,
     pub dropped: u64,
     pub inside: u64,
     pub duplicated: u64,
@@ -149,6 +153,7 @@ impl<'a> StatsJson<'a> {
             totals: Totals {
                 arrived: r.arrived,
                 delivered: r.delivered,
+                passes: r.passes,
                 dropped: r.dropped,
                 inside: r.inside,
                 duplicated: r.duplicated,

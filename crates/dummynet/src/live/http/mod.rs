@@ -42,6 +42,7 @@ use super::observer::Observer;
 
 use super::protocol::PlaneLink;
 
+mod body;
 mod commands;
 mod counters;
 mod dashboard;
@@ -49,6 +50,7 @@ mod errors;
 mod events;
 mod objects;
 mod rules;
+mod shape;
 mod slots;
 
 use commands::commands;
@@ -58,8 +60,8 @@ use errors::{kind_name, not_found};
 use events::events;
 use objects::{delete_object, get_object, list_objects, put_object, ObjKind};
 use rules::{
-    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, replace_rule,
-    replace_rules,
+    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, patch_rule,
+    replace_rule, replace_rules,
 };
 
 /// What a handler answers.
@@ -173,6 +175,10 @@ pub struct HttpOptions {
     pub listener: std::net::TcpListener,
     pub token: Option<Token>,
     pub limits: HttpLimits,
+    /// What pipes are for, by number, said with them (`role` in the
+    /// pipes' answers, and on the dashboard): a shell's pipe 1 is `up:
+    /// from the command`.
+    pub roles: Vec<(u32, String)>,
 }
 
 /// Checks `--http ADDR:PORT` and `--http-token FILE` and binds the address
@@ -195,6 +201,7 @@ pub fn bind(addr: SocketAddr, token: Option<&Path>) -> Result<HttpOptions, Strin
         listener,
         token,
         limits: HttpLimits::default(),
+        roles: Vec::new(),
     })
 }
 
@@ -273,6 +280,8 @@ struct App {
     /// The longest a stream lasts before it ends itself, within the
     /// connection's time; a client (the dashboard, EventSource) reconnects.
     stream_length: Duration,
+    /// [`HttpOptions::roles`].
+    roles: Arc<Vec<(u32, String)>>,
 }
 
 /// The routes, with the token check and the body limit. Public for tests
@@ -308,6 +317,7 @@ fn router(app: App, max_body: usize) -> Router {
             get(get_rule)
                 .post(add_rule_at)
                 .put(replace_rule)
+                .patch(patch_rule)
                 .delete(delete_rule),
         )
         .route("/v1/commands", post(commands))
@@ -329,6 +339,7 @@ async fn serve(
     let limits = options.limits.clone();
     let app = App {
         link,
+        roles: Arc::new(options.roles),
         token: options.token,
         answer_timeout: limits.answer_timeout,
         observer,
