@@ -81,8 +81,9 @@ enum Cmd {
     Shell(live::shell::ShellArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
-    /// List the built-in link presets (seed 000's table, browser and
-    /// mobile test tools' profiles, lossy and traced links).
+    /// List the built-in link presets (the typical-links table of the
+    /// FreeBSD dummynet article, browser and mobile test tools' profiles,
+    /// lossy and traced links).
     Presets {
         /// Print them as JSON, with each direction's pipe options.
         #[arg(long)]
@@ -103,8 +104,8 @@ enum Cmd {
         /// /run/dummynet.sock).
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
-        /// One JSON object instead of text (field names in the README:
-        /// "stats --json").
+        /// One JSON object instead of text (its field names: the book,
+        /// "Live", `stats --json`).
         #[arg(long)]
         json: bool,
     },
