@@ -1,7 +1,8 @@
 //! Typical links, per direction: the typical-links table of the FreeBSD
-//! dummynet article ("Bandwidth and Delay for Different Types of Network"), the profiles browser and mobile test tools
-//! made familiar (Chrome DevTools, WebPageTest, Apple's Network Link
-//! Conditioner), and a few lossy, jittery and trace-driven links of our own.
+//! dummynet article ("Bandwidth and Delay for Different Types of Network"),
+//! the profiles browser and mobile test tools made familiar (Chrome
+//! DevTools, WebPageTest, Apple's Network Link Conditioner), and a few
+//! lossy, jittery and trace-driven links of our own.
 //!
 //! `up` is what the application sends (the uplink), `down` what it
 //! receives. Delays are ONE-WAY, per direction: a tool that states a round
