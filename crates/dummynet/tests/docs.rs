@@ -11,6 +11,14 @@
 //! - `sh`, `python`, `rust` and `console` with the word `illustration` after
 //!   the language (```` ```sh illustration ````): shown, not run (a live
 //!   command on interfaces the reader has, a fragment of a program).
+//! - `sh live` and `python live`: run as root, each block in a network
+//!   namespace of its own (with interfaces `eth1` and `eth2`, veths, for the
+//!   bridge examples, and a private /run), from a scratch directory holding
+//!   `examples/` and a stand-in `./my-test` (a ping of `$DUMMYNET_PEER`);
+//!   `sudo` is a no-op. A `sh` block must exit 0 (under `set -e`, and curl
+//!   fails on an HTTP error status) and print no HTTP API error (`{"error":`); a `python` block is a pytest file run
+//!   with the client from clients/python and DUMMYNET_REQUIRE=1. Without
+//!   root (or pytest) they are counted as skipped.
 //! - `text`, `json` and the like: listings (grammar, output), not commands.
 //!   A block without a language that holds a command fails the test.
 //!
@@ -42,6 +50,7 @@ struct Block {
     line: usize,
     lang: String,
     illustration: bool,
+    live: bool,
     body: Vec<String>,
 }
 
@@ -54,12 +63,13 @@ fn blocks(file: &Path) -> Vec<Block> {
             (None, Some(info)) => {
                 let mut words = info.split_whitespace();
                 let lang = words.next().unwrap_or("").to_string();
-                let illustration = words.any(|w| w == "illustration");
+                let words: Vec<&str> = words.collect();
                 open = Some(Block {
                     file: file.to_path_buf(),
                     line: i + 1,
                     lang,
-                    illustration,
+                    illustration: words.contains(&"illustration"),
+                    live: words.contains(&"live"),
                     body: Vec::new(),
                 });
             }
@@ -197,7 +207,8 @@ fn documented_examples_run_as_printed() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_dummynet"));
     let bin_dir = bin.parent().unwrap().to_path_buf();
     let bless = std::env::var_os("DUMMYNET_DOCS_BLESS").is_some();
-    let (mut run, mut passed, mut unmarked, mut listings) = (0, 0, 0, 0);
+    let (mut run, mut passed, mut unmarked, mut listings, mut live_n) = (0, 0, 0, 0, 0);
+    let mut skipped: Vec<String> = Vec::new();
     let mut illustrations = Vec::new();
     let mut failures = String::new();
     for file in markdown_files() {
@@ -256,6 +267,20 @@ fn documented_examples_run_as_printed() {
                         blessed.push((block.line, actual));
                     }
                 }
+                "sh" | "python" if block.live => {
+                    run += 1;
+                    live_n += 1;
+                    match run_live(&block, &bin_dir, live_n) {
+                        Live::Passed => passed += 1,
+                        Live::Skipped(why) => {
+                            run -= 1;
+                            skipped.push(format!("{rel}:{} ({why})", block.line));
+                        }
+                        Live::Failed(why) => {
+                            let _ = writeln!(failures, "{rel}:{}: {why}\n", block.line);
+                        }
+                    }
+                }
                 "sh" | "python" | "rust" => {
                     unmarked += 1;
                     let _ = writeln!(
@@ -289,14 +314,18 @@ fn documented_examples_run_as_printed() {
             rewrite(&file, &blessed);
         }
     }
-    let total = run + unmarked + illustrations.len();
+    let total = run + unmarked + illustrations.len() + skipped.len();
     println!(
         "documentation examples: {run} run, {passed} passed, {} illustration-only ({:.0}% of {total}), \
-         {} failed; {listings} listings",
+         {} failed, {} live ones skipped; {listings} listings",
         illustrations.len(),
         100.0 * illustrations.len() as f64 / total.max(1) as f64,
-        run - passed + unmarked
+        run - passed + unmarked,
+        skipped.len()
     );
+    if !skipped.is_empty() {
+        println!("skipped: {}", skipped.join(" "));
+    }
     println!("illustration-only: {}", illustrations.join(" "));
     assert!(
         failures.is_empty(),
@@ -327,4 +356,172 @@ fn rewrite(file: &Path, blessed: &[(usize, Vec<String>)]) {
         i += 1;
     }
     std::fs::write(file, out).unwrap();
+}
+
+enum Live {
+    Passed,
+    Skipped(&'static str),
+    Failed(String),
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A network namespace and a scratch directory, removed even on failure.
+struct Sandbox {
+    netns: String,
+    dir: PathBuf,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What every live `sh` block runs in: its namespace's interfaces up, a
+/// private /run (the daemon's default socket and records stay in it), and
+/// what it leaves running is killed after it ends (see `run_live`); curl
+/// answered with an HTTP error fails the block.
+const LIVE_PRELUDE: &str = "set -e
+curl() { command curl --fail-with-body \"$@\"; }
+mount -t tmpfs dn-docs /run
+ip link set lo up
+ip link add eth1 type veth peer name eth1p
+ip link add eth2 type veth peer name eth2p
+for i in eth1 eth1p eth2 eth2p; do ip link set \"$i\" up; done
+";
+
+fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
+    if !is_root() {
+        return Live::Skipped("not root");
+    }
+    let have_pytest = || {
+        Command::new("python3")
+            .args(["-m", "pytest", "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if block.lang == "python" && !have_pytest() {
+        return Live::Skipped("no pytest");
+    }
+    let sandbox = Sandbox {
+        netns: format!("dnd-{}-{n}", std::process::id()),
+        dir: std::env::temp_dir().join(format!("dnd-{}-{n}", std::process::id())),
+    };
+    let _ = std::fs::remove_dir_all(&sandbox.dir);
+    let stand_ins = sandbox.dir.join(".bin");
+    std::fs::create_dir_all(&stand_ins).expect("scratch directory");
+    let script = |name: &Path, text: &str| {
+        std::fs::write(name, text).expect("a stand-in");
+        let mut perm = std::fs::metadata(name).expect("written").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(name, perm).expect("chmod");
+    };
+    script(&stand_ins.join("sudo"), "#!/bin/sh\nexec \"$@\"\n");
+    script(
+        &sandbox.dir.join("my-test"),
+        "#!/bin/sh\nping -c 1 -W 5 \"$DUMMYNET_PEER\" >/dev/null\n",
+    );
+    std::os::unix::fs::symlink(root().join("examples"), sandbox.dir.join("examples"))
+        .expect("examples link");
+    let made = Command::new("ip")
+        .args(["netns", "add", &sandbox.netns])
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        return Live::Failed(format!("cannot make network namespace {}", sandbox.netns));
+    }
+    let body = block.body.join("\n");
+    // The plugin comes with the installed package (its entry point); before
+    // `pip install` (CI installs it after the Rust tests), name it.
+    let installed = Command::new("python3")
+        .args(["-c", "import dummynet.pytest_plugin"])
+        .current_dir(std::env::temp_dir())
+        .status()
+        .is_ok_and(|s| s.success());
+    let (program, mut args): (&str, Vec<String>) = if block.lang == "python" {
+        let test = sandbox.dir.join("test_doc_example.py");
+        std::fs::write(&test, &body).expect("the test file");
+        (
+            "python3",
+            vec![
+                "-m".into(),
+                "pytest".into(),
+                "-q".into(),
+                "-p".into(),
+                "no:cacheprovider".into(),
+                test.display().to_string(),
+            ],
+        )
+    } else {
+        ("sh", vec!["-c".into(), format!("{LIVE_PRELUDE}{body}\n")])
+    };
+    if block.lang == "python" && !installed {
+        args.insert(args.len() - 1, "-p".into());
+        args.insert(args.len() - 1, "dummynet.pytest_plugin".into());
+    }
+    let path = format!(
+        "{}:{}:{}",
+        stand_ins.display(),
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Output to a file, not a pipe: a server a block left running must not
+    // keep the test waiting for the pipe's end; whatever is still running
+    // in the namespace afterwards is killed.
+    let log_path = sandbox.dir.join(".output");
+    let log = std::fs::File::create(&log_path).expect("the output file");
+    let status = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            "180",
+            "ip",
+            "netns",
+            "exec",
+            &sandbox.netns,
+            program,
+        ])
+        .args(&args)
+        .current_dir(&sandbox.dir)
+        .env("PATH", path)
+        .env("PYTHONPATH", root().join("clients/python/src"))
+        .env("DUMMYNET_BIN", bin_dir.join("dummynet"))
+        .env("DUMMYNET_REQUIRE", "1")
+        .env_remove("DUMMYNET_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().expect("the output file"))
+        .stderr(log)
+        .status();
+    if let Ok(pids) = Command::new("ip")
+        .args(["netns", "pids", &sandbox.netns])
+        .output()
+    {
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => return Live::Failed(format!("cannot run: {e}")),
+    };
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    if !status.success() {
+        Live::Failed(format!("exited with {status}:\n{text}"))
+    } else if text.contains("{\"error\":") {
+        Live::Failed(format!("an HTTP API error:\n{text}"))
+    } else {
+        Live::Passed
+    }
 }
