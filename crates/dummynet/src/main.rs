@@ -27,7 +27,7 @@ use dummynet::{bench, gen, install, live, plot, sim, tracegen};
 #[derive(Debug, Parser)]
 #[command(
     name = "dummynet",
-    version,
+    version = env!("DUMMYNET_VERSION"),
     about = "ipfw + dummynet in userspace: pipes, queues and schedulers on exact time"
 )]
 struct Cli {

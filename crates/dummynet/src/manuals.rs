@@ -15,7 +15,9 @@ const LANGUAGE: &str = include_str!("../../../docs/book/src/reference/language.m
 /// Every file, as a path under the prefix (`share/man/man8/dummynet.8`) and
 /// its contents, in a fixed order.
 pub fn generate(cmd: &clap::Command) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut cmd = cmd.clone();
+    // The release alone, not the commit `--version` adds: the pages of
+    // one release are the same whatever commit built them.
+    let mut cmd = cmd.clone().version(env!("CARGO_PKG_VERSION"));
     cmd.build();
     let mut files = Vec::new();
     let man8 = PathBuf::from("share/man/man8");

@@ -55,7 +55,11 @@ pub struct SimArgs {
     /// Write one JSON line per arrival, departure and drop here.
     #[arg(long, value_name = "EVENTS.jsonl")]
     pub log: Option<PathBuf>,
-    /// Seed of the engine's random numbers (plr, prob, profiles).
+    /// Seed of the engine's random draws, so that a run can be replayed:
+    /// rules' `prob`, `plr`, netem's `loss`, `duplicate` and `corrupt`
+    /// (which packets, and which bit), `jitter`, `reorder`, `slot`,
+    /// profiles' loss and delay draws, and RED's, GRED's and PIE's random
+    /// drops.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// The addresses rules' `me` and `me6` match (this host's, as the

@@ -1883,11 +1883,11 @@ fn dummynet_is_on_path_inside_and_sees_the_merged_preset() {
     assert_eq!(found, ours);
     let pipe1 = scratch.read("pipe1");
     println!("stderr:\n{stderr}\npipe 1 inside:\n{pipe1}");
-    for shown in [&stderr, &pipe1] {
-        assert!(shown.contains("10.000 Mbit/s   50 ms"), "{shown}");
-    }
+    // The shell's one line per pipe, and pipe 1 as `ipfw pipe 1 show` says it.
+    assert!(stderr.contains("up (pipe 1): 10Mbit/s, 50 ms,"), "{stderr}");
+    assert!(pipe1.contains("10.000 Mbit/s   50 ms"), "{pipe1}");
     assert!(
-        stderr.contains("50.000 Mbit/s   50 ms"),
+        stderr.contains("down (pipe 2): 50Mbit/s, 50 ms,"),
         "down is lte's: {stderr}"
     );
 }
@@ -2912,4 +2912,42 @@ fn abusive_control_clients_leak_nothing_and_hold_up_no_one() {
     assert!(status.success(), "daemon exited with {status}");
     assert!(!socket.exists(), "socket file left behind");
     drop((greedy, idle));
+}
+
+/// At start the shell says each pipe in one line; `-v` in full, as `pipe
+/// show` does; `--quiet` says nothing at all when nothing goes wrong.
+#[test]
+fn shell_says_one_line_per_pipe_more_with_v_nothing_with_quiet() {
+    if !ready(
+        "shell_says_one_line_per_pipe_more_with_v_nothing_with_quiet",
+        &["ip"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let said = |flags: &[&str]| {
+        let mut args = vec!["shell", "--nat", "off", "--up", "delay 5ms"];
+        args.extend(flags);
+        args.extend(["--", "true"]);
+        let out = run_bounded(
+            &mut ns.command(DUMMYNET, &args),
+            SHELL_LIMIT,
+            "dummynet shell",
+        );
+        expect_success(&out, "dummynet shell -- true");
+        text(&out.stderr)
+    };
+    let plain = said(&[]);
+    let pipe_lines: Vec<&str> = plain.lines().filter(|l| l.contains("(pipe ")).collect();
+    assert_eq!(pipe_lines.len(), 2, "{plain}");
+    assert!(
+        pipe_lines[0].starts_with("dummynet shell: up (pipe 1): unlimited, 5 ms, queue 50 slots"),
+        "{plain}"
+    );
+    assert!(!plain.contains("q131073"), "{plain}");
+    let verbose = said(&["-v"]);
+    assert!(verbose.contains("q131073"), "{verbose}");
+    let quiet = said(&["--quiet"]);
+    assert_eq!(quiet.trim(), "", "--quiet said something");
 }

@@ -310,3 +310,61 @@ fn the_dashboard_shows_live_charts_in_a_headless_browser() {
     browser.terminate(Duration::from_secs(5));
     shell.terminate(Duration::from_secs(10));
 }
+
+/// A shell's pipes carry their roles (`up: from the command`, `down: to
+/// the command`) in the API's answers, which the dashboard shows beside
+/// their numbers.
+#[test]
+fn a_shells_pipes_carry_their_roles() {
+    if !ready("a_shells_pipes_carry_their_roles", &["ip"]) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let netns = Netns::open_named(&ns.name).expect("opening the test namespace");
+    let http_port = unique_port();
+    let mut shell = ns.command(
+        DUMMYNET,
+        &[
+            "shell",
+            "--nat",
+            "off",
+            "--http",
+            &format!("127.0.0.1:{http_port}"),
+            "--up",
+            "delay 5ms",
+            "--",
+            "sleep",
+            "60",
+        ],
+    );
+    shell.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut shell = Proc::spawn(shell, "dummynet shell --http");
+    let pipes: Value = wait_for("the HTTP API", SETUP_WAIT, || {
+        shell.assert_running();
+        serde_json::from_str(&http_get(&netns, http_port, "/v1/pipes")?).ok()
+    });
+    let roles: Vec<(Value, Value)> = pipes["pipes"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|p| (p["number"].clone(), p["role"].clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        roles,
+        [
+            (json!(1), json!("up: from the command")),
+            (json!(2), json!("down: to the command"))
+        ],
+        "{pipes}"
+    );
+    let one: Value =
+        serde_json::from_str(&http_get(&netns, http_port, "/v1/pipes/1").expect("GET /v1/pipes/1"))
+            .expect("JSON");
+    assert_eq!(one["role"], "up: from the command", "{one}");
+    let script = http_get(&netns, http_port, "/dashboard.js").expect("the dashboard's script");
+    assert!(script.contains("pipe.role"), "the dashboard shows no role");
+    shell.terminate(Duration::from_secs(10));
+}

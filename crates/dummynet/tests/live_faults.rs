@@ -661,8 +661,9 @@ fn super_packets_and_frames_over_the_out_ports_mtu_are_counted_never_a_stall() {
 
 /// The out port's transmit queue is a 1 Mbit/s token bucket that holds
 /// 3000 bytes: a 10 Mbit/s UDP stream overflows it and the kernel refuses frames
-/// (ENOBUFS). Each refusal is a `tx-failed` drop, never a stall: the books
-/// balance, and pings cross again once the stream ends.
+/// (ENOBUFS). Refused frames are held and tried again; those that wait
+/// 200 ms (or overflow the backlog) are `tx-failed` drops, never a stall:
+/// the books balance, and pings cross again once the stream ends.
 #[test]
 fn a_full_transmit_queue_is_counted_never_a_stall() {
     if !ready(
@@ -711,17 +712,117 @@ fn a_full_transmit_queue_is_counted_never_a_stall() {
     let failed = stats_drops_for(&stats, "tx-failed");
     assert!(failed > 0, "a full queue refused nothing?\n{stats}");
     assert_eq!(bridge_counter(&stats, "tx_failed"), failed, "{stats}");
+    // Every drop was a frame held, then given up on.
+    assert_eq!(
+        bridge_counter(&stats, "m-b.tx_held_dropped"),
+        failed,
+        "{stats}"
+    );
+    let held = bridge_counter(&stats, "m-b.tx_held");
+    assert!(held >= failed, "{stats}");
     // ENOBUFS from the queue; EAGAIN if the socket's buffer filled first.
     let full =
         bridge_counter(&stats, "m-b.tx_no_buffers") + bridge_counter(&stats, "m-b.tx_would_block");
-    assert_eq!(full, failed, "{stats}");
+    assert!(full >= held, "{stats}");
     let log = d.log();
-    assert!(log.contains("ENOBUFS") || log.contains("EAGAIN"), "{log}");
+    assert!(log.contains("ENOBUFS"), "{log}");
+    assert!(
+        log.contains("m-b.tx_held_dropped (said once per port)"),
+        "{log}"
+    );
     assert!(t.delivered > 0, "{stats}");
     // The bucket refills at 1 Mbit/s: a ping every 200 ms fits.
     std::thread::sleep(Duration::from_millis(500));
     let ping = p.ping(5, "0.2", 56);
     assert_eq!(ping.lost(), 0, "after the flood: {ping:?}\n{}", d.log());
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+/// The out port's transmit queue is a 10 Mbit/s token bucket that holds
+/// 3000 bytes, and 30 pings of 1000 bytes cross the bridge at once (`ping
+/// -l`): the kernel takes the first two or three and refuses the rest
+/// (ENOBUFS). A link emulator must not lose what its link delivered: the
+/// refused frames are held, in order, and sent as the bucket drains (one
+/// every 0.8 ms). No ping is lost, nothing is `tx-failed`, the books
+/// balance, and `stats` says how many were held and how late they left.
+#[test]
+fn frames_the_kernel_has_no_room_for_are_held_not_lost() {
+    if !ready(
+        "frames_the_kernel_has_no_room_for_are_held_not_lost",
+        &["ip", "ping", "tc", "chrt"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = BridgePath::new();
+    let mut d = p.daemon("d", Some(BRIDGE_PIPE_1MS), &[]);
+    // Resolved first: the burst is all IP.
+    let warm = p.ping(2, "0.1", 56);
+    assert_eq!(warm.lost(), 0, "{warm:?}\n{}", d.log());
+    run_ok(
+        "ip",
+        &[
+            "netns", "exec", &p.m.name, "tc", "qdisc", "add", "dev", "m-b", "root", "tbf", "rate",
+            "10mbit", "burst", "1600", "limit", "3000",
+        ],
+    );
+    let mut held = 0;
+    let mut lost = 0;
+    let mut stats = String::new();
+    // Three bursts, 0.5 s apart: the bucket refills in between.
+    for _ in 0..3 {
+        let out = run_bounded(
+            &mut rt_ping(
+                &p.a,
+                &[
+                    "-c", "30", "-l", "30", "-i", "0.5", "-s", "1000", "-W", "2", B_ADDR,
+                ],
+            ),
+            Duration::from_secs(20),
+            "ping -l 30 A → B",
+        );
+        let ping = Ping::parse(&text(&out.stdout));
+        println!("{ping:?}");
+        assert_eq!(ping.transmitted, 30, "{}", text(&out.stdout));
+        // Held frames leave in order: the echoes come back in order.
+        let seqs: Vec<u32> = ping.replies.iter().map(|r| r.0).collect();
+        assert!(seqs.is_sorted(), "reordered: {seqs:?}");
+        lost += ping.lost();
+        stats = d.stats();
+        held = bridge_counter(&stats, "m-b.tx_held");
+    }
+    println!("{stats}");
+    assert_books(&stats);
+    assert_eq!(lost, 0, "pings lost\n{stats}\n{}", d.log());
+    assert!(
+        held > 0,
+        "the queue refused nothing: no test of holding\n{stats}"
+    );
+    assert_eq!(stats_drops_for(&stats, "tx-failed"), 0, "{stats}");
+    assert_eq!(bridge_counter(&stats, "tx_failed"), 0, "{stats}");
+    assert_eq!(bridge_counter(&stats, "m-b.tx_held_dropped"), 0, "{stats}");
+    assert_eq!(bridge_counter(&stats, "m-b.tx_held_sent"), held, "{stats}");
+    let refused =
+        bridge_counter(&stats, "m-b.tx_no_buffers") + bridge_counter(&stats, "m-b.tx_would_block");
+    assert!(refused >= held, "{stats}");
+    // Each held frame left late, by at most the 200 ms a frame may wait
+    // (and a turn of the data plane).
+    let late_sum = bridge_counter(&stats, "m-b.tx_held_late_sum_us");
+    let late_max = bridge_counter(&stats, "m-b.tx_held_late_max_us");
+    assert!(late_sum > 0 && late_max > 0, "{stats}");
+    assert!(late_max <= 300_000, "{stats}");
+    let buckets: u64 = [
+        "le_100us",
+        "le_1000us",
+        "le_10000us",
+        "le_100000us",
+        "over_100000us",
+    ]
+    .iter()
+    .map(|b| bridge_counter(&stats, &format!("m-b.tx_held_late_{b}")))
+    .sum();
+    assert_eq!(buckets, held, "{stats}");
     d.proc.assert_running();
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }
@@ -926,6 +1027,115 @@ fn stderr_on_a_full_disk_stops_nothing_and_stats_say_so() {
         .find(|l| l.starts_with("stderr:"))
         .unwrap_or_else(|| panic!("no stderr line in the stats:\n{stats}"));
     assert!(line.contains("No space left on device"), "{line}");
+    d.proc.assert_running();
+    assert!(d.proc.terminate(Duration::from_secs(5)).success());
+}
+
+/// `--log` and `--capture-out` on a disk that fills: a 64 KiB tmpfs
+/// mounted in the daemon's own mount namespace (`unshare -m`; it goes with
+/// the daemon). Pings cross all the same; stderr says once which file
+/// could not be written and why (ENOSPC); `stats` counts the events after
+/// it as lost and only the lines and frames that reached the files; the
+/// log ends with a whole line and the capture with a whole record.
+#[test]
+fn a_full_disk_under_the_log_and_captures_is_said_counted_and_cut_whole() {
+    if !ready(
+        "a_full_disk_under_the_log_and_captures_is_said_counted_and_cut_whole",
+        &["ip", "ping", "unshare", "mount", "sh"],
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let p = BridgePath::new();
+    let dir = p.scratch.path("full");
+    fs::create_dir(&dir).expect("the mount point");
+    let dir_s = dir.to_str().expect("a UTF-8 path").to_string();
+    let (log, pcap) = (format!("{dir_s}/events.jsonl"), format!("{dir_s}/out.pcap"));
+    let socket = p.scratch.path("d.sock");
+    let errors = p.scratch.path("d.log");
+    let conf = p.scratch.write("d.conf", BRIDGE_DELAY_5MS);
+    let mut cmd = p.m.command(
+        "unshare",
+        &[
+            "-m",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=64k dnt-full \"$0\" && exec \"$@\"",
+            &dir_s,
+            DUMMYNET,
+            "run",
+            "--bridge",
+            "m-a",
+            "m-b",
+            "--config",
+            conf.to_str().expect("a UTF-8 path"),
+            "--socket",
+            socket.to_str().expect("a UTF-8 path"),
+            "--log",
+            &log,
+            "--capture-out",
+            &pcap,
+        ],
+    );
+    cmd.stdout(Stdio::null())
+        .stderr(fs::File::create(&errors).expect("the daemon's stderr"));
+    let proc = Proc::spawn(cmd, "dummynet run on a 64 KiB tmpfs");
+    let mut d = Daemon::up(proc, socket, errors);
+    // About 1,600 log lines and 800 frames: several times what fits.
+    let ping = p.ping(400, "0.005", 56);
+    assert_eq!(ping.lost(), 0, "forwarding suffered: {ping:?}\n{}", d.log());
+    // Flushed (every 200 ms) and counted.
+    std::thread::sleep(Duration::from_millis(600));
+    let stats = d.stats();
+    println!("{stats}");
+    let json = d.stats_json();
+    let n = |k: &str| {
+        json.pointer(&format!("/observer/{k}"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("observer.{k} missing: {json}"))
+    };
+    // The files, seen from the daemon's mount namespace.
+    let root = format!("/proc/{}/root", d.proc.pid());
+    let log_text = fs::read(format!("{root}{log}")).expect("the log, from the daemon's namespace");
+    let pcap_bytes = fs::read(format!("{root}{pcap}")).expect("the capture");
+    let said = d.log();
+    println!("{said}");
+    let lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("No space left"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line on stderr:\n{said}");
+    assert!(
+        lines[0].contains(&format!("writing {dir_s}/")),
+        "names the file: {}",
+        lines[0]
+    );
+    let error = json
+        .pointer("/observer/error")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_else(|| panic!("no observer error: {json}"));
+    assert!(
+        error.contains(&dir_s) && error.contains("No space left on device"),
+        "{error}"
+    );
+    assert!(n("lost") > 0, "events after the error are lost: {json}");
+    // The log: whole lines of JSON, as many as counted.
+    assert_eq!(log_text.last(), Some(&b'\n'), "the log ends mid-line");
+    let text = String::from_utf8(log_text).expect("UTF-8 log");
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not a whole line ({e}): {line}"));
+    }
+    assert_eq!(text.lines().count() as u64, n("log_lines"), "{json}");
+    // The capture: whole records, as many as counted.
+    let frames = dummynet::capture::parse(&pcap_bytes)
+        .unwrap_or_else(|e| panic!("the capture does not parse: {e}"))
+        .frames;
+    assert_eq!(frames.len() as u64, n("captured_out"), "{json}");
+    assert!(
+        n("log_lines") + n("captured_out") > 0,
+        "nothing written at all"
+    );
     d.proc.assert_running();
     assert!(d.proc.terminate(Duration::from_secs(5)).success());
 }

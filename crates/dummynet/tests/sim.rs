@@ -577,6 +577,39 @@ fn netem_options_and_a_repeating_schedule_run_in_sim() {
     assert_eq!(*stdout, again);
 }
 
+/// Issue 25 item 3: `at 300ms pipe 1 delete` drops what pipe 1 holds, its
+/// 10 s delay line as well as its queue, at 300 ms, as `deleted`; nothing
+/// leaves after it (before the fix the delay line left 9.7 s later).
+#[test]
+fn deleting_a_pipe_drops_its_delay_line_in_sim() {
+    let d = scratch("delete-delay-line");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config bw 500Kbit/s delay 10s\n\
+         add 100 pipe 1 ip from any to any in\n\
+         at 300ms pipe 1 delete\n",
+    );
+    // 75 packets of 500 bytes, one every 4 ms (1 Mbit/s), the last at
+    // 296 ms: at half that rate, about half are past the link by 300 ms.
+    let pcap = gen(
+        &d,
+        "in.pcap",
+        &["--packets", "75", "--rate", "1Mbit/s", "--size", "500"],
+    );
+    let r = sim(&d, &conf, &[s(&pcap)], &[]);
+    let (arr, dep, drop) = (r.events("arrival"), r.events("departure"), r.events("drop"));
+    assert_eq!(arr.len(), 75);
+    assert!(dep.is_empty(), "delivered after the pipe went: {dep:?}");
+    assert_eq!(drop.len(), 75);
+    let t0 = arr[0]["t_ns"].as_u64().unwrap();
+    for e in &drop {
+        assert_eq!(e["reason"], "deleted", "{e}");
+        assert_eq!(e["t_ns"].as_u64().unwrap() - t0, 300 * MS, "{e}");
+    }
+    assert!(r.stdout.contains("still inside:  0"), "{}", r.stdout);
+}
+
 #[test]
 fn a_trace_pipe_in_sim_carries_the_traces_rate() {
     let d = scratch("trace");
@@ -604,5 +637,37 @@ fn a_trace_pipe_in_sim_carries_the_traces_rate() {
     let first = times[0];
     for (i, t) in times.iter().enumerate() {
         assert_eq!(t - first, i as u64 * MS, "departure {i}");
+    }
+}
+
+/// `--seed`'s help names everything the seed drives, on each command
+/// that takes it.
+#[test]
+fn seed_help_names_every_random_draw() {
+    for command in ["sim", "run", "shell"] {
+        let help = ok(dummynet(&[command, "--help"]));
+        let seed = help
+            .split("--seed")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no --seed in `{command} --help`"));
+        let seed = seed.split("\n      --").next().unwrap_or(seed);
+        for word in [
+            "prob",
+            "plr",
+            "loss",
+            "duplicate",
+            "corrupt",
+            "jitter",
+            "reorder",
+            "slot",
+            "profile",
+            "RED",
+            "PIE",
+        ] {
+            assert!(
+                seed.contains(word),
+                "`{command} --help`: --seed: no `{word}`:{seed}"
+            );
+        }
     }
 }

@@ -109,3 +109,30 @@ fn a_config_files_doubtful_values_are_warned_with_their_line() {
         "{err}"
     );
 }
+
+/// `type fq_codel` on a pipe sets scheduler 1, which packets sent to `pipe
+/// 1` never meet (as in FreeBSD): said once, at the line that makes it so,
+/// with the rule and the fix.
+#[test]
+fn a_pipe_rule_that_bypasses_the_pipes_fq_codel_is_warned_once() {
+    let d = scratch("fq-bypass");
+    let conf = write(
+        &d,
+        "c.conf",
+        "pipe 1 config bw 10Mbit/s type fq_codel\n\
+         add 100 pipe 1 ip from any to any\n\
+         add 200 allow ip from any to any\n",
+    );
+    pcap(
+        &d.join("in.pcap"),
+        &[(0, tcp([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, "S"))],
+    );
+    let r = sim(&d, &conf, &[s(&d.join("in.pcap"))], &[]);
+    let err = &r.stderr;
+    let want = "config line 2: warning: rule 100 sends to pipe 1, whose packets go through \
+                the pipe's own FIFO queue, not its FQ_CODEL scheduler (as in FreeBSD); for \
+                FQ_CODEL, send them to a queue of it: `queue N config pipe 1` and \
+                `add ... queue N`";
+    assert!(err.contains(want), "{err}");
+    assert_eq!(err.matches("warning: rule").count(), 1, "once: {err}");
+}

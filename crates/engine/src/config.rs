@@ -207,6 +207,10 @@ pub enum Setting {
     /// Lowered below what exists, it frees nothing: new flows are refused
     /// until expiry brings the count under it.
     InstanceLimit(u32),
+    /// `net.inet.ip.dummynet.hash_size` (default [`DEFAULT_BUCKETS`],
+    /// 1..[`MAX_BUCKETS`]): the `buckets` of a pipe or queue configured
+    /// later without one (`buckets` 0), as FreeBSD's kernel fills it.
+    HashSize(u32),
     /// `net.inet.ip.fw.enable` (default 1; `ipfw enable|disable firewall`):
     /// with 0 every packet passes, unclassified.
     Firewall(bool),
@@ -299,6 +303,8 @@ pub struct Settings {
     pub held_limit: u64,
     /// [`Setting::InstanceLimit`].
     pub instance_limit: u32,
+    /// [`Setting::HashSize`].
+    pub hash_size: u32,
     /// The plug-in defaults set away from FreeBSD's, by sysctl name.
     tunables: BTreeMap<&'static str, u64>,
 }
@@ -315,6 +321,7 @@ impl Default for Settings {
             pipe_byte_limit: MAX_QUEUE_BYTES,
             held_limit: 0,
             instance_limit: DEFAULT_INSTANCE_LIMIT,
+            hash_size: DEFAULT_BUCKETS,
             tunables: BTreeMap::new(),
         }
     }
@@ -359,6 +366,12 @@ impl Settings {
                     .into())
             }
             Setting::InstanceLimit(v) => self.instance_limit = v,
+            Setting::HashSize(v) if v == 0 || v > MAX_BUCKETS => {
+                return Err(format!(
+                    "net.inet.ip.dummynet.hash_size must be within 1..{MAX_BUCKETS}"
+                ))
+            }
+            Setting::HashSize(v) => self.hash_size = v,
             Setting::Tunable { sysctl, value } => {
                 let t = crate::params::tunable(sysctl)
                     .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;
@@ -875,6 +888,8 @@ pub struct FlowsetConfig {
     pub corrupt: Option<Corrupt>,
     /// `mask ...`: one queue per masked flow id.
     pub mask: FlowMask,
+    /// The size of the per-flow hash table; 0: `net.inet.ip.dummynet.hash_size`
+    /// when the pipe or queue is configured, as in FreeBSD.
     pub buckets: u32,
     pub aqm: AqmConfig,
     /// `noerror`: a drop is not reported to the sender (FreeBSD returns ENOBUFS
@@ -908,7 +923,7 @@ impl Default for FlowsetConfig {
             duplicate: None,
             corrupt: None,
             mask: FlowMask::default(),
-            buckets: DEFAULT_BUCKETS,
+            buckets: 0,
             aqm: AqmConfig::default(),
             noerror: false,
         }

@@ -47,6 +47,63 @@ pub enum ConfigError {
     Conflict(String),
 }
 
+/// What a command was taken with that its user may not expect, said once
+/// when the command is applied ([`Engine::take_notes`]); the daemon and the
+/// CLI show it as a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigNote {
+    /// A plug-in's parameter outside its bounds, brought within them as
+    /// FreeBSD's kernel does (`fq_codel target 0 is below 1us, ...`).
+    Clamped(String),
+    /// `rules` send packets to `pipe N`, whose scheduler N is of type
+    /// `kind` (`FQ_CODEL`): as in FreeBSD, such packets go through the
+    /// pipe's own queue (N+131072) and its FIFO scheduler (N+65536), never
+    /// through scheduler N, which serves the queues of `queue M config
+    /// pipe N` only.
+    PipeBypassesSched {
+        pipe: u32,
+        kind: &'static str,
+        rules: Vec<u16>,
+    },
+    /// A flush left this many scheduled `at` steps pending.
+    StepsPending(usize),
+}
+
+impl std::fmt::Display for ConfigNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigNote::Clamped(words) => f.write_str(words),
+            ConfigNote::PipeBypassesSched { pipe, kind, rules } => {
+                let list: Vec<String> = rules.iter().map(u16::to_string).collect();
+                let (noun, verb) = if rules.len() == 1 {
+                    ("rule", "sends")
+                } else {
+                    ("rules", "send")
+                };
+                write!(
+                    f,
+                    "{noun} {} {verb} to pipe {pipe}, whose packets go through the pipe's own \
+                     FIFO queue, not its {kind} scheduler (as in FreeBSD); for {kind}, send \
+                     them to a queue of it: `queue N config pipe {pipe}` and `add ... queue N`",
+                    list.join(", ")
+                )
+            }
+            ConfigNote::StepsPending(n) => {
+                let (steps, are) = if *n == 1 {
+                    ("step", "is")
+                } else {
+                    ("steps", "are")
+                };
+                write!(
+                    f,
+                    "{n} scheduled `at` {steps} {are} still pending: a flush leaves schedules \
+                     alone (`at flush` cancels them)"
+                )
+            }
+        }
+    }
+}
+
 /// [`ConfigError`]'s variant without its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConfigErrorKind {
@@ -142,7 +199,7 @@ pub struct Engine<P> {
     epoch: u64,
     /// What the last command applied changed on its way in
     /// ([`Self::take_notes`]).
-    notes: Vec<String>,
+    notes: Vec<ConfigNote>,
 }
 
 /// What the rules made of a packet ([`Engine::classify`]).
@@ -1023,6 +1080,12 @@ impl<P: Payload> Engine<P> {
         self.dn.timer_entries()
     }
 
+    /// Runs of trace opportunities served so far, a run being those at one
+    /// instant (for tests that a dense trace costs one step per instant).
+    pub fn trace_runs(&self) -> u64 {
+        self.dn.trace_runs
+    }
+
     pub fn held_packets(&self) -> u64 {
         self.dn.held() + self.ready.len() as u64
     }
@@ -1032,13 +1095,18 @@ impl<P: Payload> Engine<P> {
     /// Applies one command at `now`. The command is validated in full first;
     /// on error nothing changes. Packets already queued are kept across any
     /// reconfiguration; only deleting their pipe or queue drops them
-    /// (reported by `poll` with [`DropReason::Deleted`]).
+    /// (reported by `poll` with [`DropReason::Deleted`]). Deleting a pipe or
+    /// scheduler also drops, at once, what it holds past its queues: its
+    /// delay line and a packet on its link.
     pub fn apply(&mut self, now: Nanos, cmd: Command) -> Result<(), ConfigError> {
         self.run_timers(now);
         self.notes.clear();
+        let pipes = pipes_touched(&cmd);
         let applied = self.apply_now(now, cmd);
         if applied.is_err() {
             self.notes.clear();
+        } else {
+            self.note_bypassed_scheds(&pipes);
         }
         applied
     }
@@ -1055,7 +1123,11 @@ impl<P: Payload> Engine<P> {
     /// The copy costs about what [`Self::snapshot`] does (the rules are
     /// compiled again, tables and pipes copied), so a single command skips
     /// it: [`Self::apply`] alone is already all or nothing.
-    pub fn apply_all(&mut self, now: Nanos, cmds: Vec<Command>) -> Result<Vec<String>, BatchError> {
+    pub fn apply_all(
+        &mut self,
+        now: Nanos,
+        cmds: Vec<Command>,
+    ) -> Result<Vec<ConfigNote>, BatchError> {
         // Scheduled steps due by `now` run first, as `apply` would run them,
         // so the copy starts from what the commands will meet.
         self.run_timers(now);
@@ -1089,7 +1161,7 @@ impl<P: Payload> Engine<P> {
         now: Nanos,
         cmds: Vec<Command>,
         accept: impl Fn(&Engine<()>) -> Option<String>,
-    ) -> Result<Vec<String>, BatchError> {
+    ) -> Result<Vec<ConfigNote>, BatchError> {
         self.run_timers(now);
         let mut shadow = self.config_shadow();
         for (index, cmd) in cmds.iter().enumerate() {
@@ -1173,8 +1245,55 @@ impl<P: Payload> Engine<P> {
     /// words for its user: a value outside a plug-in's bounds brought
     /// within them, as FreeBSD's kernel does (`fq_codel target 0 is below
     /// 1us, its least: ...`). Empty when it was taken as given.
-    pub fn take_notes(&mut self) -> Vec<String> {
+    pub fn take_notes(&mut self) -> Vec<ConfigNote> {
         std::mem::take(&mut self.notes)
+    }
+
+    fn clamped(&mut self, words: Vec<String>) {
+        self.notes
+            .extend(words.into_iter().map(ConfigNote::Clamped));
+    }
+
+    /// After `pipes` were touched by a command: a note for each whose
+    /// scheduler is of a type that the rules sending to `pipe N` bypass
+    /// (see [`ConfigNote::PipeBypassesSched`]). Said when a command makes
+    /// or renews the situation, never per packet.
+    fn note_bypassed_scheds(&mut self, pipes: &[u32]) {
+        for &pipe in pipes {
+            let exists = self.dn.flowset_config(pipe + 2 * DN_MAX_ID).is_some();
+            let Some(kind) = self
+                .dn
+                .sched_kind(pipe)
+                .filter(|k| exists && k.name != default_type().name && k.name != fifo_type().name)
+            else {
+                continue;
+            };
+            let rules: Vec<u16> = self
+                .rules
+                .rules()
+                .iter()
+                .filter(|r| r.spec.action == Action::Pipe(pipe))
+                .map(|r| r.number)
+                .collect();
+            if !rules.is_empty() {
+                self.notes.push(ConfigNote::PipeBypassesSched {
+                    pipe,
+                    kind: kind.display,
+                    rules,
+                });
+            }
+        }
+    }
+
+    /// A flush (of the rules or of dummynet) leaves the `at` schedules
+    /// alone, as `ipfw flush` leaves tables and pipes: what remains is said,
+    /// with how to cancel it, so that a step that re-creates what was just
+    /// flushed comes as no surprise.
+    fn note_pending_steps(&mut self) {
+        let n = self.plan.len();
+        if n > 0 {
+            self.notes.push(ConfigNote::StepsPending(n));
+        }
     }
 
     /// [`Self::apply`] once every event before `now` has run.
@@ -1196,6 +1315,7 @@ impl<P: Payload> Engine<P> {
             }
             Command::FlushRules => {
                 self.rules.flush();
+                self.note_pending_steps();
                 Ok(())
             }
             Command::ZeroRules(nums) => {
@@ -1294,8 +1414,8 @@ impl<P: Payload> Engine<P> {
                 self.reconfigure(now, |dn| {
                     for &n in &nums {
                         dn.delete_flowset(n + 2 * DN_MAX_ID);
-                        dn.delete_sched(n + DN_MAX_ID);
-                        dn.delete_sched(n);
+                        dn.delete_sched(n + DN_MAX_ID, now);
+                        dn.delete_sched(n, now);
                         dn.delete_link(n);
                     }
                 });
@@ -1318,17 +1438,18 @@ impl<P: Payload> Engine<P> {
                 {
                     return missing(format!("scheduler {n} does not exist"));
                 }
-                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n)));
+                self.reconfigure(now, |dn| nums.iter().for_each(|&n| dn.delete_sched(n, now)));
                 Ok(())
             }
             Command::FlushDummynet => {
+                self.note_pending_steps();
                 self.reconfigure(now, |dn| {
                     dn.flowset_numbers()
                         .into_iter()
                         .for_each(|n| dn.delete_flowset(n));
                     dn.sched_numbers()
                         .into_iter()
-                        .for_each(|n| dn.delete_sched(n));
+                        .for_each(|n| dn.delete_sched(n, now));
                     dn.link_numbers()
                         .into_iter()
                         .for_each(|n| dn.delete_link(n));
@@ -1503,8 +1624,11 @@ impl<P: Payload> Engine<P> {
 
     fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
+        self.fill_buckets(&mut cfg.flowset);
         cfg.flowset.aqm.fill_defaults(&self.settings);
-        cfg.flowset.aqm.clamp(&mut self.notes);
+        let mut clamped = Vec::new();
+        cfg.flowset.aqm.clamp(&mut clamped);
+        self.clamped(clamped);
         self.check_link(&cfg.link)?;
         self.check_flowset(&cfg.flowset)?;
         if cfg.flowset.weight == 0 {
@@ -1526,7 +1650,9 @@ impl<P: Payload> Engine<P> {
                 };
                 let mut params = ps.params.clone();
                 crate::params::fill_defaults(kind.tunables, &mut params, &self.settings);
-                crate::params::clamp(kind.name, kind.params, &mut params, &mut self.notes);
+                let mut clamped = Vec::new();
+                crate::params::clamp(kind.name, kind.params, &mut params, &mut clamped);
+                self.clamped(clamped);
                 if let Err(e) = (kind.new_instance)(&params) {
                     return err(format!("pipe {n} type {}: {e}", kind.name));
                 }
@@ -1566,6 +1692,13 @@ impl<P: Payload> Engine<P> {
         Ok(())
     }
 
+    /// `buckets` left out (0) is `net.inet.ip.dummynet.hash_size`.
+    fn fill_buckets(&self, f: &mut FlowsetConfig) {
+        if f.buckets == 0 {
+            f.buckets = self.settings.hash_size;
+        }
+    }
+
     fn config_queue(
         &mut self,
         now: Nanos,
@@ -1573,8 +1706,11 @@ impl<P: Payload> Engine<P> {
         mut cfg: QueueConfig,
     ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
+        self.fill_buckets(&mut cfg.flowset);
         cfg.flowset.aqm.fill_defaults(&self.settings);
-        cfg.flowset.aqm.clamp(&mut self.notes);
+        let mut clamped = Vec::new();
+        cfg.flowset.aqm.clamp(&mut clamped);
+        self.clamped(clamped);
         let sched = cfg.sched.unwrap_or(1);
         check_number("scheduler", sched)?;
         self.check_flowset(&cfg.flowset)?;
@@ -1611,7 +1747,9 @@ impl<P: Payload> Engine<P> {
             None => self.dn.sched_kind(n).unwrap_or_else(default_type),
         };
         crate::params::fill_defaults(kind.tunables, &mut cfg.params, &self.settings);
-        crate::params::clamp(kind.name, kind.params, &mut cfg.params, &mut self.notes);
+        let mut clamped = Vec::new();
+        crate::params::clamp(kind.name, kind.params, &mut cfg.params, &mut clamped);
+        self.clamped(clamped);
         if let Err(e) = (kind.new_instance)(&cfg.params) {
             return err(format!("sched {n} type {}: {e}", kind.name));
         }
@@ -1908,6 +2046,22 @@ fn check_number(what: &str, n: u32) -> Result<(), ConfigError> {
         return err(format!("{what} number {n} is out of range 1..{MAX_NUMBER}"));
     }
     Ok(())
+}
+
+/// The pipes whose scheduler a command may leave bypassed by rules that
+/// send to the pipe ([`Engine::note_bypassed_scheds`]).
+fn pipes_touched(cmd: &Command) -> Vec<u32> {
+    match cmd {
+        Command::AddRule(spec) => match spec.action {
+            Action::Pipe(n) => vec![n],
+            _ => Vec::new(),
+        },
+        Command::ConfigPipe(n, _)
+        | Command::ModifyPipe(n, ..)
+        | Command::ConfigSched(n, _)
+        | Command::ModifySched(n, ..) => vec![*n],
+        _ => Vec::new(),
+    }
 }
 
 fn default_type() -> &'static SchedType {

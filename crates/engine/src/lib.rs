@@ -41,7 +41,7 @@ pub mod wire;
 
 pub use config::{Command, Settings};
 pub use engine::{
-    BatchError, Classified, ConfigError, ConfigErrorKind, Engine, ScheduleStats, Shaped,
+    BatchError, Classified, ConfigError, ConfigErrorKind, ConfigNote, Engine, ScheduleStats, Shaped,
 };
 pub use flow::{FlowKey, FlowMask};
 pub use packet::{Direction, IfaceId, Output, PacketInfo, Payload, Target, Verdict};

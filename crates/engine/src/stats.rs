@@ -349,6 +349,10 @@ impl FlowsetView {
 pub struct FlowView {
     pub id: FlowKey,
     pub counters: FlowCounters,
+    /// For a queue feeding a flow-queueing scheduler (FQ-CoDel, FQ-PIE):
+    /// the index of the scheduler's sub-queue it is, the 5-tuple's hash
+    /// bucket; `id` then names no flow.
+    pub sub_queue: Option<u32>,
 }
 
 /// One part of the engine's memory: bytes in use now, and the most the

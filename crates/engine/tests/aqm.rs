@@ -1627,7 +1627,7 @@ fn out_of_range_parameters_are_refused_and_change_nothing() {
             flowset(QueueLimit::default(), AqmConfig::from(&codel)),
         );
         e.apply(0, cmd).unwrap();
-        let notes = e.take_notes();
+        let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
         assert!(notes.len() == 1 && notes[0].starts_with(note), "{notes:?}");
     }
     e.apply(0, Command::DeletePipes(vec![9])).unwrap();

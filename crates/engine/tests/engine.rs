@@ -8,8 +8,10 @@ use dummynet_engine::config::*;
 use dummynet_engine::flow::proto;
 use dummynet_engine::rng::Probability;
 use dummynet_engine::{
-    Command, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target, Verdict,
+    Command, ConfigNote, Direction, DropReason, Engine, FlowMask, Nanos, PacketInfo, Target,
+    Verdict,
 };
+use std::sync::Arc;
 
 fn all_to_pipe(h: &mut Harness, n: u32) {
     h.apply(rule(100, Action::Pipe(n), vec![]));
@@ -613,10 +615,127 @@ fn deleting_a_pipe_drops_what_it_held_with_a_reason() {
     }
     h.apply_at(MS, Command::DeletePipes(vec![1]));
     h.finish();
-    // The first packet was on the wire and completes; four were queued.
-    assert_eq!(h.delivered(), 1);
-    assert_eq!(h.dropped(DropReason::Deleted), 4);
+    // The first packet was on the wire (in the delay line, until the end of
+    // its transmission) and four were queued: FreeBSD frees both.
+    assert_eq!(h.delivered(), 0);
+    assert_eq!(h.dropped(DropReason::Deleted), 5);
     assert!(h.e.apply(0, Command::DeletePipes(vec![1])).is_err());
+}
+
+/// Issue 25 item 3: `pipe N delete`, `sched N delete` and `pipe flush`
+/// drop everything the pipe held, its delay line too (plain, with packets
+/// that may overtake, or a trace's packet in transmission), at once and as
+/// `deleted`; the pipe's instances are freed with it.
+#[test]
+fn deleting_a_pipe_drops_its_delay_line_at_once() {
+    let trace = Arc::new(Trace {
+        name: "t".into(),
+        times: vec![MS, 2 * MS],
+        mode: TraceMode::Loop,
+    });
+    let links = [
+        (
+            "plain",
+            LinkConfig {
+                bw: 1_000_000,
+                delay: 10 * SEC,
+                ..Default::default()
+            },
+        ),
+        (
+            "unordered jitter",
+            LinkConfig {
+                bw: 1_000_000,
+                delay: 10 * SEC,
+                jitter: Some(Jitter {
+                    amount: MS,
+                    correlation: Probability::ZERO,
+                    distribution: Distribution::Uniform,
+                    unordered: true,
+                }),
+                ..Default::default()
+            },
+        ),
+        (
+            "trace",
+            LinkConfig {
+                delay: 10 * SEC,
+                trace: Some(trace),
+                ..Default::default()
+            },
+        ),
+    ];
+    let deletes = [
+        Command::DeletePipes(vec![1]),
+        Command::DeleteScheds(vec![1]),
+        Command::FlushDummynet,
+    ];
+    for (name, link) in links {
+        for delete in &deletes {
+            let mut h = Harness::new(1);
+            h.apply(pipe_cfg(1, link.clone(), FlowsetConfig::default()));
+            // Sched 1 carries what `queue 5` sends; pipe 1's own queue
+            // feeds sched 65537.
+            h.apply(Command::ConfigQueue(
+                5,
+                QueueConfig {
+                    sched: Some(1),
+                    ..Default::default()
+                },
+            ));
+            h.apply(rule(100, Action::Queue(5), vec![]));
+            // 4 ms apart: 500 bytes take 4 ms at 1 Mbit/s, so each is past
+            // the link (in the delay line) by the next.
+            for i in 0..75 {
+                h.send(i * 4 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+            }
+            // A trace link sends 3008 bytes per 2 ms: some of the 3000-byte
+            // packets wait in the queue, one is in transmission.
+            if name == "trace" {
+                for i in 0..5 {
+                    h.send(299 * MS + i, udp([1; 4], [2; 4], 1, 2, 3000));
+                }
+            }
+            h.apply_at(300 * MS, delete.clone());
+            let t = h.e.totals();
+            assert_eq!(t.inside, 0, "{name}, {delete:?}: {t:?}");
+            assert_eq!(h.e.memory().instances, 0, "{name}, {delete:?}");
+            h.finish();
+            let sent = h.sent.len();
+            assert_eq!(h.delivered(), 0, "{name}, {delete:?}");
+            assert_eq!(h.dropped(DropReason::Deleted), sent, "{name}, {delete:?}");
+            assert!(h
+                .fates
+                .iter()
+                .all(|f| matches!(f, Some(Fate::Dropped { at, .. }) if *at == 300 * MS)));
+        }
+    }
+}
+
+/// `queue N delete` drops the queue's packets; what its scheduler already
+/// took belongs to the scheduler and leaves after its delay, as in
+/// FreeBSD (the delay line is the scheduler instance's).
+#[test]
+fn deleting_a_queue_keeps_its_schedulers_delay_line() {
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 1_000_000, 10 * SEC));
+    h.apply(Command::ConfigQueue(
+        5,
+        QueueConfig {
+            sched: Some(1),
+            ..Default::default()
+        },
+    ));
+    h.apply(rule(100, Action::Queue(5), vec![]));
+    // 1250 bytes take 10 ms: at 15 ms two are past the link, three queued.
+    for _ in 0..5 {
+        h.send(0, udp([1; 4], [2; 4], 1, 2, 1250));
+    }
+    h.apply_at(15 * MS, Command::DeleteQueues(vec![5]));
+    assert_eq!(h.e.totals().inside, 2);
+    h.finish();
+    assert_eq!(h.dropped(DropReason::Deleted), 3);
+    assert_eq!(h.delivered(), 2);
 }
 
 #[test]
@@ -1247,7 +1366,7 @@ fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
         ..SchedConfig::default()
     };
     e.apply(0, Command::ConfigSched(1, fq)).unwrap();
-    let notes = e.take_notes();
+    let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
     assert_eq!(notes.len(), 3, "{notes:?}");
     assert!(notes[0].starts_with("fq_codel target 0"), "{notes:?}");
     assert!(notes[0].contains("below 1us"), "{notes:?}");
@@ -1277,7 +1396,7 @@ fn aqm_and_scheduler_values_out_of_range_are_clamped_with_a_note() {
         ..PipeConfig::default()
     };
     e.apply(0, Command::ConfigPipe(2, cfg)).unwrap();
-    let notes = e.take_notes();
+    let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains("codel target 9s is above 5s"),
@@ -1338,4 +1457,164 @@ fn pipe_rules_without_a_direction_are_found() {
     .unwrap();
     e.apply(0, rule(500, Action::Allow, vec![])).unwrap();
     assert_eq!(e.undirected_pipe_rules(), vec![100, 200]);
+}
+
+/// Rules that send to `pipe N` while scheduler N is FQ-CoDel bypass it, as
+/// in FreeBSD: the engine says so (a typed note), once per command that
+/// makes it so, whichever comes first; not for the default WF2Q+, not once
+/// the rule sends to a queue of the scheduler.
+#[test]
+fn a_rule_sending_to_a_pipe_whose_scheduler_it_bypasses_is_noted() {
+    let fq = || PipeConfig {
+        sched: Some(PipeSched {
+            kind: "fq_codel".into(),
+            params: Vec::new(),
+        }),
+        ..PipeConfig::default()
+    };
+    let rule = |number, action| {
+        Command::AddRule(RuleSpec {
+            number: Some(number),
+            action,
+            prob: None,
+            body: Vec::new(),
+            extra: RuleExtra::default(),
+        })
+    };
+    let mut e: Engine<()> = Engine::new(1);
+    e.apply(0, Command::ConfigPipe(1, fq())).unwrap();
+    assert!(e.take_notes().is_empty(), "no rule sends to it yet");
+    e.apply(0, rule(100, Action::Pipe(1))).unwrap();
+    let want = ConfigNote::PipeBypassesSched {
+        pipe: 1,
+        kind: "FQ_CODEL",
+        rules: vec![100],
+    };
+    assert_eq!(e.take_notes(), vec![want]);
+    e.apply(0, rule(200, Action::Allow)).unwrap();
+    assert!(e.take_notes().is_empty(), "said once, not again");
+    // The other way round: the rules first, then the type.
+    e.apply(0, rule(150, Action::Pipe(1))).unwrap();
+    e.take_notes();
+    e.apply(0, Command::ConfigPipe(1, fq())).unwrap();
+    let notes = e.take_notes();
+    assert_eq!(
+        notes,
+        vec![ConfigNote::PipeBypassesSched {
+            pipe: 1,
+            kind: "FQ_CODEL",
+            rules: vec![100, 150],
+        }]
+    );
+    assert!(notes[0]
+        .to_string()
+        .starts_with("rules 100, 150 send to pipe 1"));
+    // A pipe with the default scheduler, and a queue of FQ-CoDel: no note.
+    e.apply(0, Command::ConfigPipe(2, PipeConfig::default()))
+        .unwrap();
+    e.apply(0, rule(300, Action::Pipe(2))).unwrap();
+    e.apply(
+        0,
+        Command::ConfigQueue(
+            5,
+            QueueConfig {
+                sched: Some(1),
+                ..QueueConfig::default()
+            },
+        ),
+    )
+    .unwrap();
+    e.apply(0, rule(400, Action::Queue(5))).unwrap();
+    assert!(e.take_notes().is_empty());
+}
+
+/// The engine's notes since the last call, in words.
+fn said(e: &mut Engine<u64>) -> Vec<String> {
+    e.take_notes().iter().map(ToString::to_string).collect()
+}
+
+/// Issue 25 item 9: a flush removes what it names and leaves the `at`
+/// schedules alone (FreeBSD has no `at`; `ipfw flush` leaves the pipes and
+/// tables, `pipe flush` the rules, and both leave the schedules), but says
+/// how many steps remain and how to cancel them; the steps then run.
+#[test]
+fn a_flush_says_how_many_scheduled_steps_remain() {
+    let mut e: Engine<u64> = Engine::new(1);
+    e.apply(0, pipe(1, 1_000_000, 0)).unwrap();
+    e.apply(0, rule(100, Action::Pipe(1), vec![])).unwrap();
+    // Nothing scheduled: nothing to say.
+    e.apply(0, Command::FlushRules).unwrap();
+    assert!(e.take_notes().is_empty());
+    e.apply(
+        0,
+        Command::Schedule(Schedule {
+            steps: vec![(SEC, pipe(1, 2_000_000, 0)), (2 * SEC, pipe(2, 0, 0))],
+            every: None,
+        }),
+    )
+    .unwrap();
+    let note = "2 scheduled `at` steps are still pending: a flush leaves schedules alone \
+                (`at flush` cancels them)";
+    e.apply(MS, Command::FlushRules).unwrap();
+    assert_eq!(said(&mut e), [note]);
+    e.apply(MS, Command::FlushDummynet).unwrap();
+    assert_eq!(said(&mut e), [note]);
+    assert!(!e.snapshot().links.iter().any(|l| l.number == 1));
+    // The first step runs at 1 s and makes pipe 1 again.
+    e.apply(1500 * MS, rule(100, Action::Pipe(1), vec![]))
+        .unwrap();
+    assert!(e.snapshot().links.iter().any(|l| l.number == 1));
+    e.apply(1500 * MS, Command::FlushDummynet).unwrap();
+    assert_eq!(
+        said(&mut e),
+        [
+            "1 scheduled `at` step is still pending: a flush leaves schedules alone \
+          (`at flush` cancels them)"
+        ]
+    );
+    // Once cancelled, a flush has nothing to say.
+    e.apply(1500 * MS, Command::CancelSchedules).unwrap();
+    e.apply(1500 * MS, Command::FlushDummynet).unwrap();
+    assert!(e.take_notes().is_empty());
+    assert_eq!(e.schedule_stats().cancelled, 1);
+}
+
+/// A scheduler given a new mask lets its old instances drain their delay
+/// lines; deleting it then drops those too, at once.
+#[test]
+fn deleting_a_remasked_pipe_drops_the_old_instances_delay_lines() {
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 1_000_000, 10 * SEC));
+    h.apply(Command::ConfigQueue(
+        5,
+        QueueConfig {
+            sched: Some(1),
+            ..Default::default()
+        },
+    ));
+    h.apply(rule(100, Action::Queue(5), vec![]));
+    for i in 0..10 {
+        h.send(i * 4 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+    }
+    h.apply_at(
+        100 * MS,
+        Command::ConfigSched(
+            1,
+            SchedConfig {
+                kind: Some("fifo".into()),
+                mask: FlowMask::ALL,
+                ..Default::default()
+            },
+        ),
+    );
+    // The old instance drains: nothing is lost to the new mask.
+    assert_eq!(h.e.totals().inside, 10);
+    assert_eq!(h.dropped(DropReason::Deleted), 0);
+    h.send(150 * MS, udp([1; 4], [2; 4], 1, 2, 500));
+    h.apply_at(300 * MS, Command::DeletePipes(vec![1]));
+    assert_eq!(h.e.totals().inside, 0);
+    assert_eq!(h.e.memory().instances, 0);
+    h.finish();
+    assert_eq!(h.delivered(), 0);
+    assert_eq!(h.dropped(DropReason::Deleted), 11);
 }

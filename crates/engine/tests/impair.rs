@@ -671,6 +671,58 @@ fn a_saturated_trace_link_departs_exactly_at_opportunities() {
     assert_eq!(last, 1995 * MS);
 }
 
+/// Issue 25 item 5: a dense trace (here a million opportunities at every
+/// 1 ms instant; mahimahi's format allows it) is served a run at a time,
+/// the run at one instant being one credit: the work per instant does not
+/// grow with the run, and the link carries what its opportunities add up to.
+#[test]
+fn a_dense_trace_costs_one_step_per_instant() {
+    let mut b = Bench::new(17);
+    let mut ms = vec![0u64; 1_000_000];
+    ms.push(1);
+    b.pipe(
+        0,
+        traced(trace_of(&ms, TraceMode::Loop), 10 * MS),
+        big_queue(),
+    );
+    // 3,000 packets at the trace's start wait for the next instant, 1 ms
+    // (strictly after their arrival), where one run ends lap 0 and a run of
+    // a million starts lap 1: room for all of them.
+    for _ in 0..3_000 {
+        b.send(0, 1500);
+    }
+    // The link idles, then one packet at 5.5 ms leaves at the 6 ms instant.
+    let late = b.send(5_500 * US, 1500);
+    b.finish();
+    let d = b.departures();
+    assert!(
+        d[..3_000].iter().all(|&x| x == Some(11 * MS)),
+        "{:?}",
+        &d[..3]
+    );
+    assert_eq!(d[late as usize], Some(16 * MS));
+    // Two instants of two runs each: 4 steps, not 2 million.
+    assert_eq!(b.e.trace_runs(), 4);
+
+    // A run is exactly the opportunities it stands for: four per instant
+    // (one ending a lap, three starting the next) carry four 1504-byte
+    // packets each ms, and no more.
+    let mut b = Bench::new(18);
+    b.pipe(
+        0,
+        traced(trace_of(&[0, 0, 0, 1], TraceMode::Loop), 0),
+        big_queue(),
+    );
+    for _ in 0..40 {
+        b.send(500 * US, 1504);
+    }
+    b.finish();
+    for (i, d) in b.departures().iter().enumerate() {
+        assert_eq!(*d, Some((1 + i as u64 / 4) * MS), "packet {i}");
+    }
+    assert_eq!(b.e.trace_runs(), 20);
+}
+
 #[test]
 fn an_opportunity_that_finds_the_queue_empty_is_lost() {
     let mut b = Bench::new(16);

@@ -1315,6 +1315,13 @@ impl XdpPorts {
         self.reap(side);
     }
 
+    /// Frames wait on port `side`'s tx ring that the kernel did not take
+    /// at the last [`XdpPorts::flush`] (it said `ENOBUFS`, `EBUSY` or
+    /// `EAGAIN`): the next flush tries again.
+    pub fn tx_pending(&self, side: usize) -> bool {
+        self.socks[side & 1].tx_pending
+    }
+
     /// Takes sent chunks back from port `side`'s completion ring.
     fn reap(&mut self, side: usize) {
         let comp = &mut self.socks[side].comp;

@@ -76,6 +76,7 @@ const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.dummynet.pipe_byte_limit",
     "net.inet.ip.dummynet.held_limit",
     "net.inet.ip.dummynet.instance_limit",
+    "net.inet.ip.dummynet.hash_size",
     "net.inet.ip.fw.enable",
     "net.inet.ip.fw.dyn_ack_lifetime",
     "net.inet.ip.fw.dyn_syn_lifetime",
@@ -475,6 +476,23 @@ fn parse_statement(cur: &mut Cursor<'_>, ctx: Context<'_>) -> Result<Statement, 
         "delete" if cur.eat("set") => {
             Statement::Apply(Command::DeleteSet(cur.number("rule set", 0, 31)? as u8))
         }
+        // FreeBSD's ipfw deletes only while rule numbers come, so
+        // `delete pipe 1` deletes nothing (and succeeds); kept, and said.
+        "delete"
+            if cur.peek_word().is_some_and(|w| {
+                ["pipe", "queue", "sched", "flowset"]
+                    .iter()
+                    .any(|o| w.eq_ignore_ascii_case(o))
+            }) =>
+        {
+            let object = cur.take_rest().to_string();
+            let mut words = object.split_whitespace();
+            let (what, n) = (words.next().unwrap_or("pipe"), words.next().unwrap_or("N"));
+            cur.note(format!(
+                "`delete {object}` deletes nothing, as in FreeBSD's ipfw: `delete` takes rule                  numbers; `{what} {n} delete` deletes {what} {n}"
+            ));
+            Statement::Nop("`delete` without rule numbers deletes nothing")
+        }
         "delete" => {
             let numbers = rule_numbers(cur, false)?;
             if numbers.is_empty() {
@@ -598,6 +616,11 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
             Setting::InstanceLimit(int(u64::from(u32::MAX))? as u32)
         }
         "net.inet.ip.fw.enable" => Setting::Firewall(flag()?),
+        // FreeBSD's default size of a flowset's hash table: the `buckets`
+        // of what is configured later without one.
+        "net.inet.ip.dummynet.hash_size" => {
+            Setting::HashSize(int(u64::from(dummynet_engine::config::MAX_BUCKETS))? as u32)
+        }
         _ if name.starts_with("net.inet.ip.fw.dyn_")
             && dummynet_engine::config::DynSetting::ALL
                 .iter()

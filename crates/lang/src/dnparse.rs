@@ -938,4 +938,18 @@ mod tests {
         assert!(has(QUEUE_OPTIONS, FLOWSET_OPTIONS));
         assert!(has(SCHED_OPTIONS, LINK_OPTIONS));
     }
+
+    /// A JSON view's field name given as an option gets the keyword.
+    #[test]
+    fn a_view_field_name_suggests_the_keyword() {
+        for (line, want) in [
+            ("pipe 1 config delay_ns 5", "delay"),
+            ("pipe 1 config bandwidth_bps 1000", "bw"),
+            ("queue 1 config lmax_bytes 1500", "lmax"),
+            ("sched 1 config sched_type fifo", "type"),
+        ] {
+            let e = crate::parse_command(line).unwrap_err();
+            assert_eq!(e.suggestion, Some(want), "{line}: {e}");
+        }
+    }
 }

@@ -151,15 +151,40 @@ pub struct FileError {
     pub error: ParseError,
 }
 
+/// The JSON views' field names (`pipe show --json`, the HTTP API) and the
+/// command language's keyword for each, so that one given where the other
+/// is expected gets its "did you mean": `delay_ns` for `delay`, `bw` for
+/// `bandwidth_bps`, and back.
+pub const FIELD_NAMES: &[(&str, &str)] = &[
+    ("bandwidth_bps", "bw"),
+    ("bandwidth_bps", "bandwidth"),
+    ("delay_ns", "delay"),
+    ("burst_bytes", "burst"),
+    ("limit_packets", "queue"),
+    ("limit_bytes", "queue"),
+    ("lmax_bytes", "lmax"),
+    ("sched_type", "type"),
+];
+
 /// The candidate closest to `word` by edit distance, if it is close enough to
 /// be a plausible typo. Transpositions count once (`form` is one step from
 /// `from`), and the tolerance grows with the word so short words do not
 /// attract unrelated suggestions; a very short word only completes a
 /// keyword it starts (`ad` for `add`).
-pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
+/// A word of one shape (a JSON view's field name, or the command
+/// language's keyword) that names a candidate of the other shape counts
+/// as its misspelling (see [`FIELD_NAMES`]).
+pub fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'static str> {
     let word = word.to_ascii_lowercase();
     if word.is_empty() || word.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
+    }
+    let other = FIELD_NAMES.iter().find_map(|&(view, lang)| {
+        let of = |a: &str, b: &'static str| (word == a && candidates.contains(&b)).then_some(b);
+        of(view, lang).or_else(|| of(lang, view))
+    });
+    if other.is_some() {
+        return other;
     }
     let tolerance = match word.chars().count() {
         0..=2 => 0,
@@ -170,17 +195,61 @@ pub(crate) fn suggest(word: &str, candidates: &[&'static str]) -> Option<&'stati
     let plausible = |d: usize, c: &str| {
         d > 0 && d < c.len() && (d <= tolerance || (d == 1 && c.starts_with(word.as_str())))
     };
+    // The distance is at least the difference in length, and costs the
+    // product of the lengths: a candidate out of reach is not compared, so
+    // a huge token (a 1 MiB sysctl name) costs one pass over it, not a
+    // table of a million rows per candidate.
+    let len = word.chars().count();
     candidates
         .iter()
-        .map(|c| (strsim::damerau_levenshtein(&word, c), *c))
+        .filter(|c| len <= c.len() + tolerance.max(1))
+        .map(|c| (distance(&word, c), *c))
         .filter(|&(d, c)| plausible(d, c))
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
 }
 
+/// Damerau-Levenshtein distance (see [`suggest`]), with the work it did
+/// counted in tests.
+fn distance(a: &str, b: &str) -> usize {
+    #[cfg(test)]
+    tests::CELLS.with(|c| c.set(c.get() + (a.chars().count() * b.chars().count()) as u64));
+    strsim::damerau_levenshtein(a, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Cells of the distance tables [`distance`] filled on this thread.
+        pub(super) static CELLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    fn cells() -> u64 {
+        CELLS.with(std::cell::Cell::get)
+    }
+
+    /// A token far longer than any keyword is compared with none of them:
+    /// the work is one pass over it, whatever its length.
+    #[test]
+    fn a_huge_token_is_not_compared() {
+        let huge = "n".repeat(1 << 20);
+        let before = cells();
+        assert_eq!(
+            suggest(&huge, &["delay", "net.inet.ip.dummynet.expire"]),
+            None
+        );
+        assert_eq!(
+            cells() - before,
+            0,
+            "distance tables filled for a 1 MiB token"
+        );
+        // A near miss still gets its suggestion, for a table of its size.
+        let before = cells();
+        assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
+        assert_eq!(cells() - before, 5 * 5, "only `delay` is within reach");
+    }
 
     #[test]
     fn caret_sits_under_the_token() {
@@ -242,5 +311,17 @@ mod tests {
         assert_eq!(suggest("dleay", &["delay", "bw"]), Some("delay"));
         assert_eq!(suggest("xyzzy", &["delay", "bw"]), None);
         assert_eq!(suggest("100", &["10"]), None);
+        // A JSON view's field name where a keyword is expected, and back.
+        assert_eq!(suggest("delay_ns", &["bw", "delay"]), Some("delay"));
+        assert_eq!(suggest("bandwidth_bps", &["bw", "delay"]), Some("bw"));
+        assert_eq!(
+            suggest("delay", &["bandwidth_bps", "delay_ns"]),
+            Some("delay_ns")
+        );
+        assert_eq!(
+            suggest("bandwidth", &["bandwidth_bps", "delay_ns"]),
+            Some("bandwidth_bps")
+        );
+        assert_eq!(suggest("delay_ns", &["bw"]), None);
     }
 }

@@ -69,11 +69,12 @@ mod ruleopt;
 mod sets;
 mod show;
 mod tables;
+pub mod tc;
 mod units;
 
-pub use error::{ErrorKind, FileError, ParseError};
+pub use error::{suggest, ErrorKind, FileError, ParseError, FIELD_NAMES};
 pub use files::{read_limited, MAX_FILE_BYTES};
-pub use rule::resolve_host_names;
+pub use rule::{resolve_host_names, resolve_host_names_with};
 pub use rulefmt::format_rule_body;
 pub use show::{
     format_log, format_pipes, format_queues, format_rules, format_rules_with, format_scheds,

@@ -464,6 +464,11 @@ fn parse_endpoint(cur: &mut Cursor<'_>, side: Side) -> Result<Vec<Cond>, ParseEr
             kind: parse_addr_spec(cur, side)?,
         });
     }
+    // `any` where the ports stand is no port condition: ipfw's compiler
+    // takes it wherever a port list may come (`from 10.2.2.20 any to ...`).
+    if cur.eat("any") {
+        return Ok(conds);
+    }
     // Ports follow the address directly; a `not` belongs to them only if a
     // port comes next, otherwise it negates the first option.
     let port_at = |n: usize| {
@@ -505,11 +510,64 @@ fn parse_addr_spec(cur: &mut Cursor<'_>, side: Side) -> Result<CondKind, ParseEr
             Side::Dst => CondKind::DstTable(t),
         });
     }
+    if cur.peek().is_some_and(|t| t.kind == Tok::LBrace) {
+        return parse_addr_block(cur, side);
+    }
     let addrs = parse_addr_list(cur)?;
-    Ok(match side {
+    Ok(addr_kind(side, addrs))
+}
+
+fn addr_kind(side: Side, addrs: Vec<AddrMatch>) -> CondKind {
+    match side {
         Side::Src => CondKind::SrcAddr(addrs),
         Side::Dst => CondKind::DstAddr(addrs),
-    })
+    }
+}
+
+/// `{ A or B ... }` where an address goes: each alternative an address
+/// (or address set), `me`, `me6` or a table, with its own `not`, as ipfw's
+/// compiler reads one (OPNsense writes `to { 255.255.255.255 or me }`).
+/// Plain addresses only make one address list; otherwise an or-block whose
+/// runs of plain addresses are one list each.
+fn parse_addr_block(cur: &mut Cursor<'_>, side: Side) -> Result<CondKind, ParseError> {
+    cur.bump();
+    let mut alts: Vec<Cond> = Vec::new();
+    loop {
+        let negate = cur.eat("not");
+        let special = cur.peek().is_some_and(|t| {
+            t.is("me") || t.is("me6") || (t.kind == Tok::Word && is_table_word(t.text))
+        });
+        let kind = if special {
+            parse_addr_spec(cur, side)?
+        } else {
+            addr_kind(side, parse_addr(cur)?)
+        };
+        match (alts.last_mut(), negate, kind) {
+            // A run of plain addresses is one list.
+            (
+                Some(Cond {
+                    negate: false,
+                    kind: CondKind::SrcAddr(run) | CondKind::DstAddr(run),
+                }),
+                false,
+                CondKind::SrcAddr(more) | CondKind::DstAddr(more),
+            ) => run.extend(more),
+            (_, negate, kind) => alts.push(Cond { negate, kind }),
+        }
+        if cur.eat_kind(Tok::RBrace) {
+            break;
+        }
+        if !(cur.eat_kind(Tok::Comma) || cur.eat("or")) {
+            return Err(cur.expected("`,`, `or` or `}` in the address list", &["or"]));
+        }
+    }
+    match alts.as_slice() {
+        [Cond {
+            negate: false,
+            kind: CondKind::SrcAddr(_) | CondKind::DstAddr(_),
+        }] => Ok(alts.remove(0).kind),
+        _ => Ok(CondKind::Or(alts)),
+    }
 }
 
 /// `table(...)`, also as ipfw(8)'s examples quote it for the shell
@@ -588,24 +646,12 @@ fn looks_like_port(w: &str) -> bool {
         || w.split('-').next().and_then(service_port).is_some()
 }
 
-/// `a`, `a,b,c`, `{ a, b or c }`, or an address set `10.0.0.0/24{1,5-9}`.
+/// `a`, `a,b,c`, or an address set `10.0.0.0/24{1,5-9}` (a block
+/// `{ a, b or c }` is [`parse_addr_block`]'s).
 fn parse_addr_list(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
-    let mut addrs = Vec::new();
-    if cur.eat_kind(Tok::LBrace) {
-        loop {
-            addrs.extend(parse_addr(cur)?);
-            if cur.eat_kind(Tok::RBrace) {
-                break;
-            }
-            if !(cur.eat_kind(Tok::Comma) || cur.eat("or")) {
-                return Err(cur.expected("`,`, `or` or `}` in the address list", &["or"]));
-            }
-        }
-    } else {
+    let mut addrs = parse_addr(cur)?;
+    while cur.eat_kind(Tok::Comma) {
         addrs.extend(parse_addr(cur)?);
-        while cur.eat_kind(Tok::Comma) {
-            addrs.extend(parse_addr(cur)?);
-        }
     }
     Ok(addrs)
 }
@@ -632,11 +678,22 @@ fn parse_addr(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
     let m = match addr_match(t.text) {
         Ok(m) => m,
         Err(e) => match resolve_host(t.text) {
-            Some(v) => {
+            Lookup::Found(v) => {
                 cur.bump();
                 return Ok(v);
             }
-            None => return Err(cur.error_at(t, ErrorKind::Syntax, e)),
+            // ipfw: "hostname ``X'' unknown".
+            Lookup::Unknown => {
+                return Err(cur.error_at(
+                    t,
+                    ErrorKind::Syntax,
+                    format!(
+                        "cannot resolve host name `{}` (expected {ADDR_HELP})",
+                        t.text
+                    ),
+                ))
+            }
+            Lookup::NotAName => return Err(cur.error_at(t, ErrorKind::Syntax, e)),
         },
     };
     cur.bump();
@@ -649,9 +706,19 @@ fn parse_addr(cur: &mut Cursor<'_>) -> Result<Vec<AddrMatch>, ParseError> {
     Ok(vec![m])
 }
 
+/// How host names in rules are resolved ([`resolve_host_names`]).
+#[derive(Clone, Copy)]
+enum Resolver {
+    /// The system's resolver, as ipfw uses it.
+    System,
+    /// Not at all: a name is no address.
+    Off,
+    /// A lookup of the caller's ([`resolve_host_names_with`]).
+    With(fn(&str) -> Vec<IpAddr>),
+}
+
 thread_local! {
-    /// Whether host names in rules are resolved ([`resolve_host_names`]).
-    static RESOLVE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    static RESOLVER: std::cell::Cell<Resolver> = const { std::cell::Cell::new(Resolver::System) };
 }
 
 /// Whether this thread's parses resolve host names in rules (they do by
@@ -659,34 +726,67 @@ thread_local! {
 /// generated name becomes a DNS query leaving the machine; a name is then
 /// a syntax error like any other word that is no address.
 pub fn resolve_host_names(on: bool) {
-    RESOLVE.with(|r| r.set(on));
+    RESOLVER.with(|r| r.set(if on { Resolver::System } else { Resolver::Off }));
+}
+
+/// Makes this thread's parses look host names up with `lookup` (its
+/// addresses for a name, none if it has none) instead of the system's
+/// resolver: for tests, so that a name that does not resolve is tried
+/// without a DNS query.
+pub fn resolve_host_names_with(lookup: fn(&str) -> Vec<IpAddr>) {
+    RESOLVER.with(|r| r.set(Resolver::With(lookup)));
+}
+
+/// What became of a word that is no address.
+enum Lookup {
+    /// It is a host name with these addresses.
+    Found(Vec<AddrMatch>),
+    /// It reads as a host name, and the resolver has no address for it.
+    Unknown,
+    /// It is not taken for a host name (a keyword, a typo in an address,
+    /// or names are not resolved).
+    NotAName,
 }
 
 /// A word that is no address may be a host name: resolved now, as ipfw
-/// does when the rule is added. Names only (letters first), so a typo in an
-/// address is still reported as one.
-fn resolve_host(name: &str) -> Option<Vec<AddrMatch>> {
-    if !RESOLVE.with(std::cell::Cell::get) {
-        return None;
-    }
+/// does when the rule is added. Names only (letters first, and not a word
+/// of the rule language), so a typo in an address or a misplaced keyword
+/// is still reported as such.
+fn resolve_host(name: &str) -> Lookup {
+    let resolver = RESOLVER.with(std::cell::Cell::get);
     let plausible = name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
+        && !["to", "from", "or", "not", "any"]
+            .iter()
+            .chain(OPTIONS)
+            .any(|k| name.eq_ignore_ascii_case(k));
     if !plausible {
-        return None;
+        return Lookup::NotAName;
     }
-    let mut addrs: Vec<AddrMatch> = (name, 0)
-        .to_socket_addrs()
-        .ok()?
-        .map(|sa| AddrMatch {
-            addr: sa.ip(),
-            prefix: if sa.is_ipv4() { 32 } else { 128 },
+    let found: Vec<IpAddr> = match resolver {
+        Resolver::Off => return Lookup::NotAName,
+        Resolver::With(lookup) => lookup(name),
+        Resolver::System => (name, 0)
+            .to_socket_addrs()
+            .map(|addrs| addrs.map(|sa| sa.ip()).collect())
+            .unwrap_or_default(),
+    };
+    let mut addrs: Vec<AddrMatch> = found
+        .into_iter()
+        .map(|addr| AddrMatch {
+            addr,
+            prefix: if addr.is_ipv4() { 32 } else { 128 },
         })
         .collect();
     addrs.sort();
     addrs.dedup();
-    (!addrs.is_empty()).then_some(addrs)
+    if addrs.is_empty() {
+        Lookup::Unknown
+    } else {
+        Lookup::Found(addrs)
+    }
 }
 
 /// `{A,B-C}` after an IPv4 network of /24 or longer: the hosts of the

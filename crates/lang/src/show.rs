@@ -293,8 +293,41 @@ pub fn format_queues(s: &Snapshot, numbers: &[u32]) -> String {
     {
         out.push_str(&flowset_lines(fs));
         out.push_str(&flow_table(
-            sorted(&fs.flows, |f| f.id).map(|f| (&f.id, &f.counters)),
+            sorted(&fs.flows, |f| f.id)
+                .filter(|f| f.sub_queue.is_none())
+                .map(|f| (&f.id, &f.counters)),
         ));
+        out.push_str(&sub_queue_table(s, fs));
+    }
+    out
+}
+
+/// The queues of a flowset feeding FQ-CoDel or FQ-PIE: the scheduler's
+/// sub-queues, one per hash bucket of the 5-tuple, listed by index (they
+/// are no flow, so they get no addresses). FreeBSD keeps them inside the
+/// scheduler and `ipfw queue show` lists none; they are shown here because
+/// their counters tell how the flows shared the link.
+fn sub_queue_table(s: &Snapshot, fs: &FlowsetView) -> String {
+    let mut rows: Vec<(u32, &FlowCounters)> = fs
+        .flows
+        .iter()
+        .filter_map(|f| f.sub_queue.map(|b| (b, &f.counters)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    rows.sort_by_key(|r| r.0);
+    let kind = s
+        .scheds
+        .iter()
+        .find(|x| x.number == fs.sched)
+        .map_or("flow-queueing", |x| x.kind);
+    let mut out = format!(
+        "    {kind} sub-queues of sched {} (each 5-tuple hashed to one), by index:\n{HEADER_SUB}\n",
+        fs.sched
+    );
+    for (i, (b, c)) in rows.into_iter().enumerate() {
+        let _ = writeln!(out, "{i:3} {b:>9} {}", counter_columns(c));
     }
     out
 }
@@ -531,6 +564,16 @@ const HEADER_V4: &str =
 const HEADER_V6: &str = "BKT ___Prot___ _flow-id_ ______________Source IPv6/port_______________ \
                          _______________Dest. IPv6/port_______________ Tot_pkt/bytes Pkt/Byte Drp";
 
+const HEADER_SUB: &str = "BKT Sub-queue Tot_pkt/bytes Pkt/Byte Drp";
+
+/// FreeBSD's counter columns of a flow row.
+fn counter_columns(c: &FlowCounters) -> String {
+    format!(
+        "{:4} {:8} {:2} {:4} {:3}",
+        c.tot_pkts, c.tot_bytes, c.len_pkts, c.len_bytes, c.drops
+    )
+}
+
 /// FreeBSD's `list_flow` rows, with a header before the first row and again
 /// whenever the address family changes.
 fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -> String {
@@ -542,10 +585,7 @@ fn flow_table<'a>(rows: impl Iterator<Item = (&'a FlowKey, &'a FlowCounters)>) -
             out.push('\n');
             family = Some(k.v6);
         }
-        let counters = format!(
-            "{:4} {:8} {:2} {:4} {:3}",
-            c.tot_pkts, c.tot_bytes, c.len_pkts, c.len_bytes, c.drops
-        );
+        let counters = counter_columns(c);
         let (src, dst) = (k.src_ip().to_string(), k.dst_ip().to_string());
         let _ = if k.v6 {
             let proto = flow_proto_name(k.proto)

@@ -385,7 +385,7 @@ fn a_refused_aqm_changes_nothing() {
         ),
     ] {
         apply(&mut e, line).unwrap();
-        let notes = e.take_notes();
+        let notes: Vec<String> = e.take_notes().iter().map(ToString::to_string).collect();
         assert!(
             notes.len() == 1 && notes[0].starts_with(note),
             "{line}: {notes:?}"

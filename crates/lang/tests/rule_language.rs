@@ -462,3 +462,127 @@ fn what_dummynet_does_not_do_is_refused_by_name() {
         assert!(e.message.contains("dummynet does not do"), "{e}");
     }
 }
+
+/// Lines of real scripts that FreeBSD's ipfw takes (issue 25): each is
+/// taken here too, as ipfw reads it.
+#[test]
+fn lines_of_real_scripts_freebsd_takes() {
+    // OPNsense's template: `me` inside an address or-block.
+    let r = spec("ipfw add 60000 allow ip from any to { 255.255.255.255 or me } in");
+    let or = r
+        .body
+        .iter()
+        .find_map(|c| match &c.kind {
+            CondKind::Or(alts) => Some(alts.clone()),
+            _ => None,
+        })
+        .expect("an or-block");
+    assert!(matches!(&or[0].kind, CondKind::DstAddr(a) if a.len() == 1));
+    assert_eq!(or[1].kind, CondKind::DstMe { v6: false });
+    round_trip("add allow ip from any to { 255.255.255.255 or me } in");
+    round_trip("add allow ip from { me or not 10.0.0.0/8 or table(3) } to any");
+    // Plain addresses only stay one list.
+    assert!(matches!(
+        &spec("add allow ip from { 10.0.0.1 or 10.0.0.2, 10.0.0.3 } to any").body[0].kind,
+        CondKind::SrcAddr(a) if a.len() == 3
+    ));
+    // A blog's SSH-shaping script: `any` as the port after an address.
+    let r = spec("/sbin/ipfw add 00010 pipe 2 ip from 10.2.2.20 any to 10.2.2.30/32 22 keep-state");
+    assert_eq!(
+        format_rule_body(&r),
+        "pipe 2 ip from 10.2.2.20 to 10.2.2.30 dst-port 22 keep-state"
+    );
+    assert_eq!(
+        round_trip("add allow tcp from any any to 10.0.0.1 any"),
+        "allow tcp from any to 10.0.0.1"
+    );
+}
+
+/// A word that reads as a host name and does not resolve says so, rather
+/// than "expected an address". No DNS query: the names are looked up in a
+/// table of the test's.
+#[test]
+fn a_host_name_that_does_not_resolve_says_so() {
+    fn table(name: &str) -> Vec<std::net::IpAddr> {
+        match name {
+            "gateway.test" => vec![std::net::IpAddr::from([192, 0, 2, 1])],
+            _ => Vec::new(),
+        }
+    }
+    dummynet_lang::resolve_host_names_with(table);
+    let found = spec("add allow ip from gateway.test to any");
+    let e = err("add allow ip from any to no-such-host.test");
+    // Misplaced keywords and typos in addresses are not looked up.
+    let keyword = err("add allow ip from to any");
+    let typo = err("add allow ip from 10.0.0.256 to any");
+    dummynet_lang::resolve_host_names(true);
+    assert_eq!(format_rule_body(&found), "allow ip from 192.0.2.1 to any");
+    assert_eq!(e.found(), Some("no-such-host.test"), "{e}");
+    assert!(
+        e.message
+            .starts_with("cannot resolve host name `no-such-host.test`"),
+        "{e}"
+    );
+    assert!(
+        keyword.message.starts_with("expected an address"),
+        "{keyword}"
+    );
+    assert!(typo.message.starts_with("expected an address"), "{typo}");
+}
+
+/// `ipfw del pipe 1`: FreeBSD's `delete` reads rule numbers while they
+/// come, so it deletes nothing and succeeds; so does this, and says so.
+#[test]
+fn delete_pipe_n_deletes_nothing_as_in_freebsd_and_says_so() {
+    let p = parse_command("ipfw del pipe 1").unwrap();
+    assert!(
+        matches!(p.statement, Statement::Nop(_)),
+        "{:?}",
+        p.statement
+    );
+    assert_eq!(p.notes.len(), 1);
+    assert!(
+        p.notes[0].contains("`delete pipe 1` deletes nothing")
+            && p.notes[0].contains("`pipe 1 delete` deletes pipe 1"),
+        "{}",
+        p.notes[0]
+    );
+    // Rule numbers still delete rules; other words are still errors.
+    assert_eq!(command("ipfw delete 100"), Command::DeleteRules(vec![100]));
+    assert!(parse_command("ipfw delete foo").is_err());
+}
+
+/// `sysctl -w net.inet.ip.dummynet.hash_size=256` is FreeBSD's default
+/// `buckets`: pipes and queues configured after it without one get it;
+/// those before, and those that give one, keep theirs.
+#[test]
+fn hash_size_sets_the_default_buckets() {
+    assert_eq!(
+        command("sysctl -w net.inet.ip.dummynet.hash_size=256"),
+        Command::Set(Setting::HashSize(256))
+    );
+    assert!(parse_command("sysctl net.inet.ip.dummynet.hash_size=0").is_err());
+    assert!(parse_command("sysctl net.inet.ip.dummynet.hash_size=65537").is_err());
+    let mut e: dummynet_engine::Engine<()> = dummynet_engine::Engine::new(1);
+    for line in [
+        "pipe 1 config mask all",
+        "sysctl -w net.inet.ip.dummynet.hash_size=256",
+        "pipe 2 config mask all",
+        "queue 3 config pipe 2 mask dst-ip 0xff",
+        "queue 4 config pipe 2 mask dst-ip 0xff buckets 16",
+    ] {
+        e.apply(0, command(line))
+            .unwrap_or_else(|x| panic!("{line}: {x}"));
+    }
+    let buckets = |n: u32| {
+        e.snapshot()
+            .flowsets
+            .iter()
+            .find(|f| f.number == n)
+            .map(|f| f.buckets)
+    };
+    assert_eq!(buckets(131073), Some(64), "configured before the sysctl");
+    assert_eq!(buckets(131074), Some(256));
+    assert_eq!(buckets(3), Some(256));
+    assert_eq!(buckets(4), Some(16));
+}

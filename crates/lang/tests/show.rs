@@ -295,6 +295,7 @@ fn queue_show_with_ipv4_and_ipv6_flows() {
                 5201,
             ),
             counters: counters(1200, 1_800_000, 40, 60000, 3),
+            sub_queue: None,
         },
         FlowView {
             id: FlowKey::v6(
@@ -305,6 +306,7 @@ fn queue_show_with_ipv4_and_ipv6_flows() {
                 443,
             ),
             counters: counters(5, 6000, 2, 2400, 0),
+            sub_queue: None,
         },
     ];
     let mut small = flowset(5, 2, QueueLimit::Bytes(4000));
@@ -709,4 +711,68 @@ fn impairment_lines_hold_only_what_is_set() {
         let (_, rest) = shown.split_once('\n').unwrap();
         assert_eq!(rest, line, "{words}");
     }
+}
+
+/// Issue 25 item 9: the queues of a flowset feeding FQ-CoDel are the
+/// scheduler's sub-queues, not flows; `queue show` lists them by index
+/// under a header that says so, not as made-up addresses (`0.0.1.52/0`).
+#[test]
+fn queue_show_lists_fq_codel_sub_queues_by_index() {
+    use dummynet_engine::flow::proto;
+    use dummynet_engine::sched::bucket_of;
+    use dummynet_engine::{Direction, PacketInfo};
+    let mut e: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+    for line in [
+        "pipe 1 config bw 1Mbit/s",
+        "sched 1 config pipe 1 type fq_codel",
+        "queue 1 config sched 1",
+        "add 100 queue 1 ip from any to any",
+    ] {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c).unwrap();
+    }
+    let keys: Vec<FlowKey> = (0..3)
+        .map(|i| {
+            FlowKey::v4(
+                [10, 0, 0, 1].into(),
+                [10, 0, 0, 2].into(),
+                proto::UDP,
+                5000 + i,
+                80,
+            )
+        })
+        .collect();
+    for (n, key) in keys.iter().enumerate() {
+        let info = PacketInfo {
+            len: 1000,
+            key: *key,
+            dir: Direction::In,
+            recv_if: None,
+            xmit_if: None,
+        };
+        e.input(0, info, n as u64);
+    }
+    let shown = format_queues(&e.snapshot(), &[]);
+    let mut buckets: Vec<u32> = keys.iter().map(|k| bucket_of(k, 1024)).collect();
+    buckets.sort();
+    buckets.dedup();
+    assert_eq!(
+        buckets.len(),
+        3,
+        "three flows, three sub-queues: {buckets:?}"
+    );
+    let mut want =
+        "q00001  50 sl. 3 flows (1 buckets) sched 1 weight 1 lmax 0 pri 0 droptail\n    \
+         FQ_CODEL sub-queues of sched 1 (each 5-tuple hashed to one), by index:\n\
+         BKT Sub-queue Tot_pkt/bytes Pkt/Byte Drp\n"
+            .to_string();
+    // The first packet went straight onto the idle link; the others wait.
+    for (i, b) in buckets.iter().enumerate() {
+        let k = keys.iter().position(|k| bucket_of(k, 1024) == *b).unwrap();
+        let (len_pkts, len_bytes) = if k == 0 { (0, 0) } else { (1, 1000) };
+        want += &format!("{i:3} {b:>9}    1     1000 {len_pkts:2} {len_bytes:4}   0\n");
+    }
+    assert_eq!(shown, want);
 }

@@ -105,7 +105,9 @@ impl BridgeBuilder {
         self
     }
 
-    /// The seed of `plr`, `prob` and profiles (default 1).
+    /// The seed of the random draws (`prob`, `plr`, `loss`, `duplicate`,
+    /// `corrupt`, `jitter`, `reorder`, `slot`, profiles, RED and PIE;
+    /// default 1).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self

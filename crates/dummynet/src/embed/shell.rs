@@ -200,7 +200,9 @@ impl ShellBuilder {
         self
     }
 
-    /// The seed of `plr`, `prob` and profiles (default 1).
+    /// The seed of the random draws (`prob`, `plr`, `loss`, `duplicate`,
+    /// `corrupt`, `jitter`, `reorder`, `slot`, profiles, RED and PIE;
+    /// default 1).
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self

@@ -26,6 +26,7 @@ use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::afpacket::{LinkState, Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
 use nix::errno::Errno;
 
+use super::held::{self, HeldCounters, Overflow};
 use super::{Arrival, Backend, Body, Carrier, LateReading};
 
 /// Frames read per port per turn of the data plane.
@@ -50,6 +51,8 @@ struct Outgoing {
     /// The engine delivered it (it is in the engine's books); false for a
     /// frame that crossed without the engine (not IP).
     engine: bool,
+    /// When the port first refused it for lack of room ([`held`]).
+    held_at: Option<Instant>,
 }
 
 /// What one port's interface has done, for `stats`.
@@ -102,6 +105,12 @@ pub struct Bridge {
     ifaces: [IfaceId; 2],
     rx: Vec<RxFrame>,
     tx: [Vec<Outgoing>; 2],
+    /// Frames each port refused for lack of room, oldest first: sent
+    /// before anything newer for that port ([`held`]).
+    held: [Vec<Outgoing>; 2],
+    held_counters: [HeldCounters; 2],
+    /// A port dropped frames it held (said once per port).
+    told_held_dropped: [bool; 2],
     counters: Counters,
     /// Frames the engine delivered that could not be sent (refused by the
     /// kernel, or due out of a port whose link is lost), not yet reported
@@ -160,6 +169,9 @@ impl Bridge {
             told_gso_too_large: [false; 2],
             rx: Vec::with_capacity(RX_BATCH),
             tx: [Vec::new(), Vec::new()],
+            held: [Vec::new(), Vec::new()],
+            held_counters: [HeldCounters::default(); 2],
+            told_held_dropped: [false; 2],
             counters: Counters::default(),
             unsent: 0,
             bursts: None,
@@ -408,8 +420,42 @@ impl Bridge {
     fn drop_for_lost_link(&mut self, side: usize, frames: Vec<Outgoing>) {
         self.link_counters[side].down_dropped += frames.len() as u64;
         for f in frames {
+            self.held_counters[side].dropped += u64::from(f.held_at.is_some());
             self.unsent += u64::from(f.engine);
             self.ports[side].recycle(f.data);
+        }
+    }
+
+    /// Drops frames port `side` held (the newest, or all of them), counted
+    /// as `tx_failed` (`tx-failed` in the engine's books); said once per
+    /// port.
+    fn drop_held_frames(&mut self, side: usize, frames: Vec<Outgoing>, why: Overflow) {
+        let n = frames.len() as u64;
+        self.counters.tx_failed += n;
+        self.held_counters[side].dropped += n;
+        for f in frames {
+            self.unsent += u64::from(f.engine);
+            self.ports[side].recycle(f.data);
+        }
+        if !self.told_held_dropped[side] {
+            self.told_held_dropped[side] = true;
+            let name = self.ports[side].ifname();
+            let why = match why {
+                Overflow::Full => format!(
+                    "more than {} frames or {} MiB waited for it",
+                    held::MAX_FRAMES,
+                    held::MAX_BYTES >> 20
+                ),
+                Overflow::Expired => {
+                    format!("some waited {} ms for it", held::MAX_HOLD.as_millis())
+                }
+                Overflow::Stopping => "the daemon is stopping".to_string(),
+            };
+            say_now!(
+                "dummynet: bridge port {name}: the kernel has no room for its frames (ENOBUFS or \
+                 EAGAIN) and {why}: {n} dropped, counted as tx_failed and \
+                 {name}.tx_held_dropped (said once per port)"
+            );
         }
     }
 }
@@ -564,6 +610,7 @@ impl Backend for Bridge {
                             data: frame.data,
                             vnet: frame.vnet,
                             engine: false,
+                            held_at: None,
                         });
                     }
                     Err(_) => {
@@ -620,6 +667,7 @@ impl Backend for Bridge {
                     data: buf,
                     vnet,
                     engine: true,
+                    held_at: None,
                 });
             } else {
                 self.ports[port].recycle(buf);
@@ -629,16 +677,20 @@ impl Backend for Bridge {
 
     fn flush(&mut self) {
         for side in 0..2 {
-            if self.tx[side].is_empty() {
+            if self.tx[side].is_empty() && self.held[side].is_empty() {
                 continue;
             }
-            let mut batch = std::mem::take(&mut self.tx[side]);
+            // What was held goes first: a port's frames leave in order.
+            let mut batch = std::mem::take(&mut self.held[side]);
+            batch.append(&mut self.tx[side]);
             if self.links[side] != Link::Up {
                 self.drop_for_lost_link(side, batch);
                 continue;
             }
             self.drop_oversize_super_packets(side, &mut batch);
+            let now = Instant::now();
             let mut start = 0;
+            let mut rest = Vec::new();
             while start < batch.len() {
                 let frames: Vec<TxFrame<'_>> = batch[start..]
                     .iter()
@@ -647,44 +699,91 @@ impl Backend for Bridge {
                         vnet: f.vnet,
                     })
                     .collect();
-                match self.ports[side].send_batch(&frames) {
-                    Ok(n) => start += n,
-                    Err(e) => {
-                        start += e.sent;
-                        if matches!(e.error, PortError::InterfaceDown { .. }) {
-                            // Noticed by a send before the socket's error
-                            // was polled.
-                            self.follow_link(side, Instant::now());
-                            if self.links[side] != Link::Up {
-                                let unsent = batch.split_off(start);
-                                self.drop_for_lost_link(side, unsent);
-                                break;
-                            }
-                        }
-                        // The refused frame is dropped and counted; the rest
-                        // get another try.
-                        self.counters.tx_failed += 1;
-                        if !self.told_tx_error[side] {
-                            self.told_tx_error[side] = true;
-                            say_now!(
-                                "dummynet: bridge port {}: the kernel refused a frame ({}); \
-                                 refused frames are dropped and counted as tx_failed and \
-                                 {}.tx_refused or .tx_no_buffers in `dummynet stats` \
-                                 (said once per port)",
-                                self.ports[side].ifname(),
-                                e.error,
-                                self.ports[side].ifname()
-                            );
-                        }
-                        if let Some(f) = batch.get(start) {
-                            self.unsent += u64::from(f.engine);
-                        }
-                        start += 1;
+                let (n, error) = match self.ports[side].send_batch(&frames) {
+                    Ok(n) => (n, None),
+                    Err(e) => (e.sent, Some(e.error)),
+                };
+                for f in &batch[start..start + n] {
+                    if let Some(at) = f.held_at {
+                        self.held_counters[side].sent(now.saturating_duration_since(at));
                     }
                 }
+                start += n;
+                let Some(error) = error else {
+                    continue;
+                };
+                if matches!(error, PortError::InterfaceDown { .. }) {
+                    // Noticed by a send before the socket's error was
+                    // polled.
+                    self.follow_link(side, Instant::now());
+                    if self.links[side] != Link::Up {
+                        let unsent = batch.split_off(start);
+                        self.drop_for_lost_link(side, unsent);
+                        break;
+                    }
+                }
+                if matches!(
+                    error,
+                    PortError::NoBuffers { .. } | PortError::WouldBlock { .. }
+                ) {
+                    // No room now: this frame and the rest wait for the
+                    // next turn, in order.
+                    rest = batch.split_off(start);
+                    break;
+                }
+                // The refused frame is dropped and counted; the rest get
+                // another try.
+                self.counters.tx_failed += 1;
+                if !self.told_tx_error[side] {
+                    self.told_tx_error[side] = true;
+                    say_now!(
+                        "dummynet: bridge port {}: the kernel refused a frame ({}); \
+                         refused frames are dropped and counted as tx_failed and \
+                         {}.tx_refused in `dummynet stats` (said once per port)",
+                        self.ports[side].ifname(),
+                        error,
+                        self.ports[side].ifname()
+                    );
+                }
+                if let Some(f) = batch.get(start) {
+                    self.unsent += u64::from(f.engine);
+                    self.held_counters[side].dropped += u64::from(f.held_at.is_some());
+                }
+                start += 1;
             }
             for f in batch {
                 self.ports[side].recycle(f.data);
+            }
+            for f in &mut rest {
+                if f.held_at.is_none() {
+                    f.held_at = Some(now);
+                    self.held_counters[side].held += 1;
+                }
+            }
+            let old = held::expired(rest.iter().filter_map(|f| f.held_at), now);
+            if old > 0 {
+                let young = rest.split_off(old);
+                self.drop_held_frames(side, rest, Overflow::Expired);
+                rest = young;
+            }
+            let over = held::over_bound(rest.iter().map(|f| f.data.len()));
+            if over > 0 {
+                let dropped = rest.split_off(rest.len() - over);
+                self.drop_held_frames(side, dropped, Overflow::Full);
+            }
+            self.held[side] = rest;
+        }
+    }
+
+    fn holding(&self) -> bool {
+        self.held.iter().any(|h| !h.is_empty())
+    }
+
+    fn drop_held(&mut self) {
+        for side in 0..2 {
+            let held = std::mem::take(&mut self.held[side]);
+            if !held.is_empty() {
+                self.drop_held_frames(side, held, Overflow::Stopping);
             }
         }
     }
@@ -699,18 +798,20 @@ impl Backend for Bridge {
             ("malformed_dropped".to_string(), self.counters.malformed),
             ("tx_failed".to_string(), self.counters.tx_failed),
         ];
-        for (((p, link), lc), too_large) in self
+        for ((((p, link), lc), too_large), held) in self
             .ports
             .iter_mut()
             .zip(&self.links)
             .zip(&self.link_counters)
             .zip(self.gso_too_large)
+            .zip(&self.held_counters)
         {
             let name = p.ifname().to_string();
             out.push((format!("{name}.link_down"), u64::from(*link != Link::Up)));
             out.push((format!("{name}.tx_gso_too_large"), too_large));
             out.push((format!("{name}.link_losses"), lc.losses));
             out.push((format!("{name}.link_down_dropped"), lc.down_dropped));
+            out.extend(held.entries(&name));
             if let Ok(s) = p.stats() {
                 out.push((format!("{name}.rx_frames"), s.rx_frames));
                 out.push((format!("{name}.rx_gso_frames"), s.rx_gso_frames));

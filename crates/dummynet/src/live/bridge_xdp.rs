@@ -367,6 +367,13 @@ impl Backend for XdpBridge {
         self.ports.flush(1);
     }
 
+    /// Frames the kernel did not take stay on the tx ring (its 16384
+    /// slots are the backlog: only a full ring drops), and the data plane
+    /// turns soon to hand them over again.
+    fn holding(&self) -> bool {
+        self.ports.tx_pending(0) || self.ports.tx_pending(1)
+    }
+
     fn take_unsent(&mut self) -> u64 {
         std::mem::take(&mut self.unsent)
     }

@@ -1,20 +1,21 @@
 //! The control socket: moves the protocol's requests and replies
 //! ([`super::protocol`]) over a Unix socket, one JSON object per line each
 //! way and one request per connection, with the limits that bound what a
-//! client may cost (size, timeouts, clients at once) and a thread per
-//! client; plus the client side that `dummynet ipfw`, `dummynet dnctl` and
-//! the `ipfw`/`dnctl` names of the binary use. What a request means and
+//! client may cost (size, deadlines, clients at once, in places that idle
+//! and slow clients cannot exhaust) and a thread per client; plus the
+//! client side that `dummynet ipfw`, `dummynet dnctl` and the
+//! `ipfw`/`dnctl` names of the binary use. What a request means and
 //! how it is answered is the protocol module's.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dummynet_io::netns::Netns;
 
@@ -39,14 +40,23 @@ pub fn default_socket() -> PathBuf {
 /// Bounds on what one client may cost the daemon.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Clients served at once; one more is told to retry and let go.
+    /// Clients served at once. When all places are taken a new client
+    /// takes the place of the oldest that has not sent its whole request
+    /// (or has not read its answer for [`Limits::stall`]); only if none
+    /// has is it told `busy` (and retries).
     pub max_clients: usize,
+    /// Places one user of the `--socket-group` (not root, not the
+    /// daemon's user) may hold at once.
+    pub per_user: usize,
     /// The longest request line, in bytes.
     pub max_request: usize,
-    /// How long a client may take to send its request.
+    /// How long a client may take to send its whole request.
     pub read_timeout: Duration,
-    /// How long a client may take to read its answer.
+    /// How long a client may take to read its whole answer.
     pub write_timeout: Duration,
+    /// How long a client must have left its answer unread before its
+    /// place may go to a new client.
+    pub stall: Duration,
     /// How long a request waits for the data plane before it is abandoned
     /// (and then never applied). One the data plane took is waited for as
     /// long again, then reported still pending (exit 75).
@@ -57,11 +67,14 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_clients: 32,
+            per_user: 16,
             // A request is a few hundred bytes; a megabyte bounds a client
             // that never sends a newline.
             max_request: 1 << 20,
-            read_timeout: Duration::from_secs(5),
+            // Clients write their line at once.
+            read_timeout: Duration::from_secs(2),
             write_timeout: Duration::from_secs(5),
+            stall: Duration::from_millis(250),
             answer_timeout: Duration::from_secs(10),
         }
     }
@@ -203,24 +216,184 @@ impl Drop for ControlServer {
     }
 }
 
-/// Takes a slot among `max` for as long as it lives.
-struct Slot(Arc<AtomicUsize>);
+/// Where a client is in its exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Its request is not all in: its place may go to a newcomer.
+    Reading,
+    /// Its request is being answered: it keeps its place.
+    Working,
+    /// Its answer is being written since then: its place may go to a
+    /// newcomer once that has taken [`Limits::stall`].
+    Writing(Instant),
+}
+
+/// A client in a place: the table's view of it.
+struct Client {
+    id: u64,
+    /// A group member's uid, counted against [`Limits::per_user`].
+    user: Option<u32>,
+    accepted: Instant,
+    stage: Stage,
+    /// The same socket, to cut the client off from the accept loop.
+    conn: UnixStream,
+}
+
+/// The places of clients served at once.
+struct Clients {
+    max: usize,
+    per_user: usize,
+    stall: Duration,
+    next_id: u64,
+    list: Vec<Client>,
+}
+
+impl Clients {
+    fn new(limits: &Limits) -> Arc<Mutex<Clients>> {
+        Arc::new(Mutex::new(Clients {
+            max: limits.max_clients.max(1),
+            per_user: limits.per_user.max(1),
+            stall: limits.stall,
+            next_id: 0,
+            list: Vec::new(),
+        }))
+    }
+
+    /// A place for a client, taking an idle or slow client's if need be
+    /// (that client is shut down: its thread sees the end at once);
+    /// `None` if every place that could be its is doing real work.
+    fn admit(&mut self, user: Option<u32>, conn: &UnixStream) -> Option<u64> {
+        let now = Instant::now();
+        let stall = self.stall;
+        let victim = |list: &[Client], of: Option<u32>| {
+            list.iter()
+                .enumerate()
+                .filter(|(_, c)| of.is_none() || c.user == of)
+                .filter_map(|(i, c)| {
+                    let rank = match c.stage {
+                        Stage::Reading => (
+                            waiting(&c.conn),
+                            Duration::MAX - now.duration_since(c.accepted),
+                        ),
+                        Stage::Writing(t) if now.duration_since(t) >= stall => {
+                            (2, Duration::MAX - now.duration_since(t))
+                        }
+                        _ => return None,
+                    };
+                    Some((rank, i))
+                })
+                .min()
+                .map(|(_, i)| i)
+        };
+        let mine = user.map_or(0, |u| {
+            self.list.iter().filter(|c| c.user == Some(u)).count()
+        });
+        let evict = if user.is_some() && mine >= self.per_user {
+            Some(victim(&self.list, user)?)
+        } else if self.list.len() >= self.max {
+            Some(victim(&self.list, None)?)
+        } else {
+            None
+        };
+        let clone = conn.try_clone().ok()?;
+        if let Some(i) = evict {
+            // One still sending is told `busy` (so a real client asks
+            // again, as it would have been told at the door); one not
+            // reading its answer is not (that would land inside the
+            // answer). Both are cut off.
+            let gone = self.list.swap_remove(i);
+            if gone.stage == Stage::Reading {
+                tell_busy(&gone.conn);
+            }
+            let _ = gone.conn.shutdown(std::net::Shutdown::Both);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.list.push(Client {
+            id,
+            user,
+            accepted: now,
+            stage: Stage::Reading,
+            conn: clone,
+        });
+        Some(id)
+    }
+}
+
+/// Tells an evicted client `busy`, if its socket takes it at once.
+fn tell_busy(conn: &UnixStream) {
+    let busy = Reply::err(
+        ErrorKind::Busy,
+        EX_UNAVAILABLE,
+        "dummynet: busy: your request was too slow to arrive and a newer client \
+         took its place; try again\n",
+    );
+    if let Ok(mut text) = serde_json::to_string(&busy) {
+        text.push('\n');
+        let _ = nix::sys::socket::send(
+            std::os::fd::AsRawFd::as_raw_fd(conn),
+            text.as_bytes(),
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        );
+    }
+}
+
+/// What a client still reading its request has sent that its thread has
+/// not read yet, as a rank for eviction: 0 if it hung up, 1 if nothing (it
+/// is idle, or stalled partway), 3 if something (it is sending: a client
+/// that just connected and wrote its line, its thread not yet at it).
+fn waiting(conn: &UnixStream) -> u8 {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    match recv(
+        conn.as_raw_fd(),
+        &mut byte,
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(0) => 0,
+        Ok(_) => 3,
+        Err(_) => 1,
+    }
+}
+
+/// A client's place, given up when this drops.
+struct Slot {
+    clients: Arc<Mutex<Clients>>,
+    id: u64,
+}
 
 impl Slot {
-    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(count.clone()))
+    fn take(clients: &Arc<Mutex<Clients>>, user: Option<u32>, conn: &UnixStream) -> Option<Slot> {
+        let id = lock(clients).admit(user, conn)?;
+        Some(Slot {
+            clients: clients.clone(),
+            id,
+        })
+    }
+
+    fn stage(&self, stage: Stage) {
+        if let Some(c) = lock(&self.clients)
+            .list
+            .iter_mut()
+            .find(|c| c.id == self.id)
+        {
+            c.stage = stage;
+        }
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut clients = lock(&self.clients);
+        if let Some(i) = clients.list.iter().position(|c| c.id == self.id) {
+            clients.list.swap_remove(i);
+        }
     }
+}
+
+fn lock(clients: &Mutex<Clients>) -> std::sync::MutexGuard<'_, Clients> {
+    clients.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn accept_loop(
@@ -229,7 +402,7 @@ fn accept_loop(
     options: ControlOptions,
     stop: Arc<AtomicBool>,
 ) {
-    let clients = Arc::new(AtomicUsize::new(0));
+    let clients = Clients::new(&options.limits);
     let book = Arc::new(super::join::JoinBook::default());
     let me = nix::unistd::geteuid().as_raw();
     while !stop.load(Ordering::Relaxed) {
@@ -253,13 +426,20 @@ fn accept_loop(
                     );
                     continue;
                 };
-                let Some(slot) = Slot::take(&clients, limits.max_clients) else {
+                let user = match &caller {
+                    Caller::As(id) => Some(id.uid),
+                    Caller::Trusted | Caller::NoFiles => None,
+                };
+                let Some(slot) = Slot::take(&clients, user, &conn) else {
                     refuse(
                         &conn,
                         ErrorKind::Busy,
                         &format!(
                             "dummynet: busy: {} clients are being served; try again\n",
-                            limits.max_clients
+                            match user {
+                                Some(_) => limits.per_user.min(limits.max_clients),
+                                None => limits.max_clients,
+                            }
                         ),
                     );
                     continue;
@@ -315,7 +495,10 @@ fn serve_client(
     book: &super::join::JoinBook,
     slot: Slot,
 ) {
-    let reply = match read_request(conn, limits.max_request) {
+    let request = read_line(conn, limits.max_request, limits.read_timeout);
+    // Its whole request is in: it keeps its place from now on.
+    slot.stage(Stage::Working);
+    let reply = match request.and_then(|line| decode_request(&line, limits.max_request)) {
         // A joined shell holds its connection as long as it lives: not
         // one of the clients served at once (the book bounds those).
         Ok(ClientRequest {
@@ -333,22 +516,48 @@ fn serve_client(
             format!("dummynet: bad control request: {e}\n"),
         ),
     };
-    let _ = write_reply(conn, &reply);
+    slot.stage(Stage::Writing(Instant::now()));
+    let _ = write_reply_within(conn, &reply, limits.write_timeout);
 }
 
-/// One request line of at most `max` bytes.
-fn read_request(conn: &UnixStream, max: usize) -> Result<ClientRequest, String> {
+/// One request line of at most `max` bytes (one past it when longer), all
+/// of it within `deadline`
+/// (however slowly it trickles in).
+fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Vec<u8>, String> {
+    let until = Instant::now() + deadline;
     let mut line = Vec::new();
-    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    BufReader::new(std::io::Read::take(conn, limit))
-        .read_until(b'\n', &mut line)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                "no complete request in time".to_string()
+    let mut chunk = [0u8; 8192];
+    while !line.ends_with(b"\n") && line.len() <= max {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("no complete request in time".into());
+        }
+        conn.set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        // Up to the newline or one byte past the limit; a client sends
+        // nothing after its line before it is answered.
+        let room = (max + 1 - line.len()).min(chunk.len());
+        let n = match std::io::Read::read(&mut conn, &mut chunk[..room]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err("no complete request in time".into())
             }
-            _ => e.to_string(),
-        })?;
-    decode_request(&line, max)
+            Err(e) => return Err(e.to_string()),
+        };
+        let got = &chunk[..n];
+        match got.iter().position(|&b| b == b'\n') {
+            Some(end) => line.extend_from_slice(&got[..=end]),
+            None => line.extend_from_slice(got),
+        }
+    }
+    Ok(line)
 }
 
 /// The request in `line`, as read from a client: at most `max` bytes, a
@@ -362,6 +571,33 @@ pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, String> 
         return Err("incomplete (no newline before the connection closed)".into());
     }
     serde_json::from_slice(line).map_err(|e| e.to_string())
+}
+
+/// Writes `reply`, all of it within `deadline` (however slowly the client
+/// reads).
+fn write_reply_within(
+    mut conn: &UnixStream,
+    reply: &Reply,
+    deadline: Duration,
+) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(reply).map_err(std::io::Error::other)?;
+    text.push('\n');
+    let until = Instant::now() + deadline;
+    let mut left = text.as_bytes();
+    while !left.is_empty() {
+        let time = until.saturating_duration_since(Instant::now());
+        if time.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        conn.set_write_timeout(Some(time))?;
+        match conn.write(left) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => left = &left[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn write_reply(mut conn: &UnixStream, reply: &Reply) -> std::io::Result<()> {
@@ -583,11 +819,15 @@ mod tests {
     }
 
     /// A control server in front of a stand-in data plane that answers
-    /// every request at once, with `limits`.
+    /// every request at once (unless `held`: then it waits until it is
+    /// not), with `limits`.
     struct Served {
         server: Option<ControlServer>,
         dir: PathBuf,
         plane: Option<std::thread::JoinHandle<()>>,
+        held: Arc<AtomicBool>,
+        /// Requests the stand-in data plane took.
+        taken: Arc<std::sync::atomic::AtomicUsize>,
     }
 
     impl Served {
@@ -598,28 +838,43 @@ mod tests {
             std::fs::create_dir_all(&dir).unwrap();
             let (req_tx, req_rx) = mpsc::channel::<Request>();
             let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
+            let held = Arc::new(AtomicBool::new(false));
+            let hold = held.clone();
+            let taken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let count = taken.clone();
             let plane = std::thread::spawn(move || {
                 let _wake_rx = _wake_rx;
                 let engine: Engine<()> = Engine::new(1);
+                let mut pending = Vec::new();
                 // Ends when the server, and so every sender, is gone.
-                while let Ok(req) = req_rx.recv() {
-                    if !req.ticket.take() {
+                loop {
+                    match req_rx.recv_timeout(Duration::from_millis(5)) {
+                        Ok(req) if req.ticket.take() => {
+                            pending.push(req);
+                            count.fetch_add(1, Ordering::AcqRel);
+                        }
+                        Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    if hold.load(Ordering::Acquire) {
                         continue;
                     }
-                    let answer = match req.kind {
-                        RequestKind::Stats => Answer::Stats(Box::default()),
-                        RequestKind::Snapshot => Answer::Snapshot {
-                            snap: Box::new(engine.snapshot()),
-                            now: 0,
-                        },
-                        RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
-                        RequestKind::ApplyAll { .. } => Answer::AppliedAll(Ok(Vec::new())),
-                        RequestKind::Attach { backend, .. } => {
-                            Answer::Attached(Err(("no ports here".into(), backend)))
-                        }
-                        RequestKind::Detach { .. } => Answer::Detached(None, Ok(Vec::new())),
-                    };
-                    let _ = req.reply.send(answer);
+                    for req in pending.drain(..) {
+                        let answer = match req.kind {
+                            RequestKind::Stats => Answer::Stats(Box::default()),
+                            RequestKind::Snapshot => Answer::Snapshot {
+                                snap: Box::new(engine.snapshot()),
+                                now: 0,
+                            },
+                            RequestKind::Apply { .. } => Answer::Applied(Ok(Vec::new())),
+                            RequestKind::ApplyAll { .. } => Answer::AppliedAll(Ok(Vec::new())),
+                            RequestKind::Attach { backend, .. } => {
+                                Answer::Attached(Err(("no ports here".into(), backend)))
+                            }
+                            RequestKind::Detach { .. } => Answer::Detached(None, Ok(Vec::new())),
+                        };
+                        let _ = req.reply.send(answer);
+                    }
                 }
             });
             let options = ControlOptions {
@@ -632,6 +887,8 @@ mod tests {
                 server: Some(server),
                 dir,
                 plane: Some(plane),
+                held,
+                taken,
             }
         }
 
@@ -674,9 +931,11 @@ mod tests {
     fn short() -> Limits {
         Limits {
             max_clients: 4,
+            per_user: 4,
             max_request: 4096,
             read_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_millis(300),
+            stall: Duration::from_millis(100),
             answer_timeout: Duration::from_secs(5),
         }
     }
@@ -794,21 +1053,44 @@ mod tests {
         assert!(!e.is_empty());
     }
 
+    /// Clients that hold their place: each asks for the stats, which the
+    /// held data plane does not answer until it is let go; returns once it
+    /// took them all.
+    fn working(served: &Served, n: usize) -> Vec<std::thread::JoinHandle<Reply>> {
+        served.held.store(true, Ordering::Release);
+        let before = served.taken.load(Ordering::Acquire);
+        let stats = ClientRequest {
+            stats: true,
+            ..Default::default()
+        };
+        let threads = (0..n)
+            .map(|_| {
+                let (path, stats) = (served.path(), stats.clone());
+                std::thread::spawn(move || {
+                    call_within(&path, &stats, Duration::from_secs(5)).unwrap()
+                })
+            })
+            .collect();
+        let give_up = std::time::Instant::now() + Duration::from_secs(5);
+        while served.taken.load(Ordering::Acquire) < before + n {
+            assert!(std::time::Instant::now() < give_up, "not all taken");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        threads
+    }
+
     #[test]
     fn clients_beyond_the_cap_are_told_to_retry() {
         let served = Served::new(
             "cap",
             Limits {
                 max_clients: 2,
-                read_timeout: Duration::from_secs(10),
                 ..short()
             },
         );
-        let idle: Vec<UnixStream> = (0..2)
-            .map(|_| UnixStream::connect(served.path()).unwrap())
-            .collect();
-        // The accept loop takes them in turn; the third finds both slots
-        // held (bounded: the idle ones wait 10 s for their request).
+        let busy_ones = working(&served, 2);
+        // Both places are taken by requests being answered (bounded: the
+        // held plane lets go after 10 s).
         let give_up = std::time::Instant::now() + Duration::from_secs(5);
         let busy = loop {
             let r = served.raw(b"{\"stats\": true}\n");
@@ -820,17 +1102,61 @@ mod tests {
         assert_eq!(busy.status, EX_UNAVAILABLE, "{busy:?}");
         assert_eq!(busy.kind, Some(ErrorKind::Busy));
         assert!(busy.stderr.contains("busy: 2 clients"), "{}", busy.stderr);
-        drop(idle);
-        // Freed once they leave (their threads see the end of input).
+        served.held.store(false, Ordering::Release);
+        for t in busy_ones {
+            assert_eq!(t.join().unwrap().status, 0);
+        }
+        assert_eq!(served.stats().status, 0);
+    }
+
+    #[test]
+    fn idle_and_stalled_clients_give_their_place_to_a_new_one() {
+        let served = Served::new(
+            "evict",
+            Limits {
+                max_clients: 2,
+                read_timeout: Duration::from_secs(10),
+                ..short()
+            },
+        );
+        let idle = UnixStream::connect(served.path()).unwrap();
+        let mut partial = UnixStream::connect(served.path()).unwrap();
+        partial.write_all(b"{\"stats\"").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // Served at once, not after their 10 s; the oldest gave way.
+        let started = std::time::Instant::now();
+        let r = call_within(
+            &served.path(),
+            &ClientRequest {
+                stats: true,
+                ..Default::default()
+            },
+            Duration::ZERO,
+        )
+        .unwrap();
+        assert_eq!(r.status, 0, "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        let cut = std::io::Read::read_to_end(&mut &idle, &mut rest);
+        assert!(cut.is_ok(), "{cut:?}");
+        // A client whose request is being answered keeps its place: the
+        // next one is told to retry rather than take it.
+        drop(partial);
+        let holders = working(&served, 2);
         let give_up = std::time::Instant::now() + Duration::from_secs(5);
-        let again = loop {
-            let r = served.stats();
-            if r.status == 0 || std::time::Instant::now() > give_up {
+        let busy = loop {
+            let r = served.raw(b"{\"stats\": true}\n");
+            if r.status != 0 || std::time::Instant::now() > give_up {
                 break r;
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        assert_eq!(again.status, 0, "{again:?}");
+        assert_eq!(busy.kind, Some(ErrorKind::Busy), "{busy:?}");
+        served.held.store(false, Ordering::Release);
+        for t in holders {
+            assert_eq!(t.join().unwrap().status, 0);
+        }
     }
 
     #[test]
@@ -839,7 +1165,6 @@ mod tests {
             "retry",
             Limits {
                 max_clients: 1,
-                read_timeout: Duration::from_secs(10),
                 ..short()
             },
         );
@@ -847,9 +1172,8 @@ mod tests {
             stats: true,
             ..Default::default()
         };
-        // One idle connection holds the only place (bounded: it is read
-        // for 10 s at most).
-        let idle = UnixStream::connect(served.path()).unwrap();
+        // One request being answered holds the only place.
+        let holder = working(&served, 1);
         let give_up = std::time::Instant::now() + Duration::from_secs(5);
         loop {
             let r = call_within(&served.path(), &stats, Duration::ZERO).unwrap();
@@ -863,14 +1187,18 @@ mod tests {
         let r = call_within(&served.path(), &stats, Duration::ZERO).unwrap();
         assert_eq!(r.kind, Some(ErrorKind::Busy), "{r:?}");
         // ...with time, the client asks again and is served once the
-        // idle connection leaves.
+        // first is answered.
+        let held = served.held.clone();
         let leave = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(150));
-            drop(idle);
+            held.store(false, Ordering::Release);
         });
         let r = call_within(&served.path(), &stats, Duration::from_secs(5)).unwrap();
         leave.join().unwrap();
         assert_eq!(r.status, 0, "{r:?}");
+        for t in holder {
+            assert_eq!(t.join().unwrap().status, 0);
+        }
     }
 
     #[test]

@@ -104,6 +104,10 @@ pub const LATE_NON_IP: Nanos = 5_000_000;
 /// of the kernel's room for unread arrivals fills.
 const LATE_ROOM_SHARE: u64 = 4;
 
+/// At a shutdown, ports that refused frames for lack of room get this long
+/// to take them before they are dropped.
+const SHUTDOWN_HELD: Nanos = 200_000_000;
+
 /// At [`Precision::Timer`], how often the data plane checks that it keeps
 /// the idle time its real-time budget asks for ([`Rest`]).
 const PACE_EVERY: Nanos = 1_000_000;
@@ -277,10 +281,10 @@ pub enum RequestKind {
 pub enum Answer {
     /// The engine's notes (values it brought within bounds), or why it
     /// refused the command.
-    Applied(Result<Vec<String>, dummynet_engine::ConfigError>),
+    Applied(Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::ConfigError>),
     /// The notes of every command of a batch, or the one refused (and
     /// then none was applied).
-    AppliedAll(Result<Vec<String>, dummynet_engine::BatchError>),
+    AppliedAll(Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::BatchError>),
     Snapshot {
         snap: Box<dummynet_engine::Snapshot>,
         now: Nanos,
@@ -292,7 +296,7 @@ pub enum Answer {
     /// commands said.
     Detached(
         Option<Box<dyn Backend>>,
-        Result<Vec<String>, dummynet_engine::BatchError>,
+        Result<Vec<dummynet_engine::ConfigNote>, dummynet_engine::BatchError>,
     ),
 }
 
@@ -362,8 +366,15 @@ pub struct TargetCounts {
 /// leave the engine: a hash lookup and two adds per packet; an entry is
 /// made the first time a target is seen and kept (at most one per pipe or
 /// queue number that ever carried traffic).
+///
+/// Also counts the bridged frames that passed their `in` pass and went on
+/// to their `out` pass: the engine counts each pass as a packet arriving
+/// (and the first as delivered), the report counts frames.
 #[derive(Debug, Default)]
-pub struct TargetBook(std::collections::HashMap<Target, TargetCounts, TargetHasher>);
+pub struct TargetBook(
+    std::collections::HashMap<Target, TargetCounts, TargetHasher>,
+    u64,
+);
 
 /// Targets are two small numbers: FxHash is plenty, and cheap per packet.
 type TargetHasher = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
@@ -385,16 +396,83 @@ impl TargetBook {
         }
     }
 
+    fn forwarded(&mut self) {
+        self.1 += 1;
+    }
+
     fn list(&self) -> Vec<(Target, TargetCounts)> {
         self.0.iter().map(|(t, c)| (*t, *c)).collect()
     }
 }
 
+/// A line about the engine's memory for `stats` and the report at the end,
+/// only when it calls for something: packets without a bound, a
+/// configuration whose worst case exceeds the machine's memory (`total`),
+/// or packets near their `held_limit`. Otherwise `None`; `ipfw memory`
+/// shows every part, always.
+pub fn memory_advice(m: &dummynet_engine::MemoryReport, total: Option<u64>) -> Option<String> {
+    use dummynet_engine::stats::human_bytes;
+    let now = human_bytes(m.now());
+    let packets = m.part("packets");
+    let Some(worst) = m.worst() else {
+        return Some(format!(
+            "memory: {now} now, and nothing bounds the packets held (no held_limit): a long \
+             delay at a high rate can take all of this machine's memory; set a bound with \
+             `sysctl net.inet.ip.dummynet.held_limit=SIZE` (or `run --memory-limit SIZE`)"
+        ));
+    };
+    if let Some(total) = total.filter(|t| worst > *t) {
+        let biggest = m.parts.iter().max_by_key(|p| p.worst.unwrap_or(0))?;
+        let what = match biggest.name {
+            "packets" => "lower `net.inet.ip.dummynet.held_limit` (or `run --memory-limit`)".to_string(),
+            "queues" | "instances" | "timers" => format!(
+                "lower `net.inet.ip.dummynet.instance_limit` (now {}: each masked pipe may make that \
+                 many per-flow queues), or use narrower masks",
+                m.instance_limit
+            ),
+            "states" => "lower `net.inet.ip.fw.dyn_max`".to_string(),
+            _ => "see `dummynet ipfw memory`".to_string(),
+        };
+        return Some(format!(
+            "memory: {now} now, but this configuration could take up to {} (more than this \
+             machine's {}), mostly {}: {what}; `dummynet ipfw memory` shows each part",
+            human_bytes(worst),
+            human_bytes(total),
+            biggest.name
+        ));
+    }
+    if let Some(p) = packets.filter(|p| {
+        p.worst
+            .is_some_and(|w| p.now.saturating_mul(5) >= w.saturating_mul(4))
+    }) {
+        return Some(format!(
+            "memory: the packets held take {} of at most {} (held_limit): arrivals beyond it \
+             are dropped (`held-limit`); raise `net.inet.ip.dummynet.held_limit` if that is \
+             not what you want",
+            human_bytes(p.now),
+            human_bytes(p.worst.unwrap_or(0))
+        ));
+    }
+    None
+}
+
+/// This machine's memory (`MemTotal`), for [`memory_advice`].
+fn mem_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 /// Everything the data plane counted, reported at shutdown and by `stats`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
+    /// Packets (a bridged frame once, though it passes the rules twice).
     pub arrived: u64,
     pub delivered: u64,
+    /// Passes through the rules: `arrived` plus the bridged frames' `out`
+    /// passes.
+    pub passes: u64,
     pub dropped: u64,
     /// Drops by reason (`queue-full`, `plr`, `deleted`, ...), non-zero only.
     pub drops: Vec<(&'static str, u64)>,
@@ -502,6 +580,9 @@ impl std::fmt::Display for Report {
         if self.marked > 0 {
             write!(f, " ({} ECN-marked)", self.marked)?;
         }
+        if self.passes != self.arrived {
+            write!(f, ", {} passes through the rules", self.passes)?;
+        }
         writeln!(f)?;
         if self.duplicated + self.duplicate_failed + self.corrupted > 0 {
             writeln!(
@@ -607,8 +688,8 @@ impl std::fmt::Display for Report {
             instances: self.memory_counts.1,
             instance_limit: self.memory_counts.2,
         };
-        if !memory.parts.is_empty() {
-            write!(f, "{memory}")?;
+        if let Some(advice) = memory_advice(&memory, mem_total()) {
+            writeln!(f, "{advice}")?;
         }
         if let Some(o) = &self.observer {
             writeln!(f, "{o}")?;
@@ -990,6 +1071,17 @@ impl DataPlane {
         // Released ahead of time on purpose: not lateness.
         self.due = None;
         self.flush_all();
+        // Frames a port refused for lack of room get a little longer
+        // (bounded) to leave, then what is still held is dropped.
+        let give_up = self.clock.now().saturating_add(SHUTDOWN_HELD);
+        while self.backends.slots.iter().any(|b| b.holding()) && self.clock.now() < give_up {
+            std::thread::sleep(std::time::Duration::from_nanos(super::held::RETRY));
+            self.flush_all();
+        }
+        for b in self.backends.slots.iter_mut() {
+            b.drop_held();
+        }
+        self.flush_all();
         match self.worker.take() {
             Some(w) => self.shard_end(w),
             None => self.report(),
@@ -1344,7 +1436,7 @@ impl DataPlane {
             },
             None => Pace::Fine,
         };
-        let plan = plan_wait(
+        let mut plan = plan_wait(
             &self.options,
             now,
             late.map(|p| p.until).or(deadline),
@@ -1353,6 +1445,15 @@ impl DataPlane {
             self.timer.median(),
             self.timer.spin_needed(),
         );
+        // A port holds frames it refused: try them again soon, whatever
+        // else is due (a wake-up for this is not one for a departure).
+        let retry = now.saturating_add(super::held::RETRY);
+        let retrying =
+            self.backends.slots.iter().any(|b| b.holding()) && plan.until.is_none_or(|u| u > retry);
+        if retrying {
+            plan.until = Some(retry);
+            plan.spin = plan.spin.min(super::held::RETRY / 2);
+        }
         if look {
             self.next_pace = now + PACE_EVERY;
         }
@@ -1410,7 +1511,9 @@ impl DataPlane {
         }] += 1;
         // Staged only at `max`: at `timer`, what arrived meanwhile runs
         // first, at its own times (the top of the loop).
-        deadline.filter(|_| woke == Woke::Deadline && self.options.precision == Precision::Max)
+        deadline.filter(|_| {
+            woke == Woke::Deadline && !retrying && self.options.precision == Precision::Max
+        })
     }
 
     /// Releases what falls due at `d` ahead of time (the engine's work and
@@ -1438,8 +1541,14 @@ impl DataPlane {
                 .map(|p| (p.name, p.now, p.worst))
                 .collect(),
             memory_counts: (memory.queues, memory.instances, memory.instance_limit),
-            arrived: t.arrived,
-            delivered: t.delivered,
+            // Frames, not passes: a bridged frame's `out` pass is not
+            // another packet, and its `in` pass did not deliver it. With
+            // workers, one worker may count the forward and another the
+            // pass: each report may be "negative", their (wrapping) sum
+            // is not ([`super::sharded::absorb`]).
+            arrived: t.arrived.wrapping_sub(self.targets.1),
+            delivered: t.delivered.wrapping_sub(self.targets.1),
+            passes: t.arrived,
             dropped: t.dropped(),
             drops: dummynet_engine::DropReason::ALL
                 .iter()
@@ -1596,6 +1705,7 @@ impl Settle<'_> {
                 }
                 Verdict::Pass { mut payload, rule } => match payload.out_pass.take() {
                     Some(xmit) => {
+                        self.targets.forwarded();
                         if let Some(tap) = tap {
                             let r = Record {
                                 len: info.len,
@@ -2070,6 +2180,90 @@ mod tests {
         (report, sent, at)
     }
 
+    /// A port whose kernel has no room for its frame the first `refusals`
+    /// times it is flushed (it holds the frame meanwhile, as the bridge
+    /// does), with nothing else to wake the data plane.
+    struct Refusing {
+        burst: Vec<Arrival>,
+        pending: u64,
+        refusals: u32,
+        sent: Arc<Mutex<Option<Instant>>>,
+    }
+
+    impl Backend for Refusing {
+        fn describe(&self) -> String {
+            "refusing port".into()
+        }
+        fn fds(&self) -> Vec<BorrowedFd<'_>> {
+            Vec::new()
+        }
+        fn receive(&mut self, _: &mut Engine<Carrier>, arrivals: &mut Vec<Arrival>) -> bool {
+            arrivals.append(&mut self.burst);
+            false
+        }
+        fn complete(&mut self, _: Carrier, deliver: bool) {
+            self.pending += u64::from(deliver);
+        }
+        fn flush(&mut self) {
+            if self.pending == 0 {
+                return;
+            }
+            if self.refusals > 0 {
+                self.refusals -= 1;
+                return;
+            }
+            self.pending = 0;
+            *self.sent.lock().unwrap() = Some(Instant::now());
+        }
+        fn holding(&self) -> bool {
+            self.pending > 0
+        }
+        fn stats(&mut self) -> Vec<(String, u64)> {
+            Vec::new()
+        }
+    }
+
+    /// A port holding a refused frame is tried again every 100 us, not at
+    /// the data plane's next reason to wake (here none: it would sleep
+    /// 100 ms at a time, and 20 refusals would take 2 s).
+    #[test]
+    fn a_port_holding_frames_is_flushed_again_soon() {
+        for precision in [Precision::Timer, Precision::Max] {
+            let sent = Arc::new(Mutex::new(None));
+            let port = Refusing {
+                burst: vec![frame(1)],
+                pending: 0,
+                refusals: 20,
+                sent: sent.clone(),
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            let engine = configured(&["add 100 allow ip from any to any"]);
+            let plane = DataPlane::new(engine, vec![Box::new(port)], None, stop.clone())
+                .with_options(PlaneOptions {
+                    priority: Priority::Nice,
+                    precision,
+                    spin: DEFAULT_SPIN,
+                });
+            let start = Instant::now();
+            let thread = std::thread::spawn(move || plane.run());
+            let give_up = start + Duration::from_secs(5);
+            while sent.lock().unwrap().is_none() && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+            let report = thread.join().unwrap();
+            let at = sent.lock().unwrap().expect("the held frame never left");
+            let took = at.duration_since(start);
+            // 20 tries 100 us apart: 2 ms, and generous room for a loaded
+            // machine; without the retries, 2 s.
+            assert!(
+                took < Duration::from_millis(600),
+                "{precision:?}: held {took:?}"
+            );
+            assert_eq!(report.delivered, 1, "{precision:?}");
+        }
+    }
+
     #[test]
     fn a_control_plane_that_hangs_up_is_answered_then_no_longer_watched() {
         let (req_tx, req_rx) = std::sync::mpsc::channel();
@@ -2097,14 +2291,14 @@ mod tests {
         };
         let text = report.to_string();
         assert!(text.contains("packets: 0 arrived"), "{text}");
-        // The engine's memory by part, now and at worst (no held_limit
-        // here, so packets are unbounded).
+        // No held_limit here, so packets are unbounded: the memory line
+        // says so, and how to bound them (`ipfw memory` has the parts).
         assert!(text.contains("\nmemory: "), "{text}");
         assert!(
-            text.contains("  packets           0 B now,  unbounded at worst"),
+            text.contains("nothing bounds the packets held (no held_limit)")
+                && text.contains("net.inet.ip.dummynet.held_limit"),
             "{text}"
         );
-        assert!(text.contains("(0 of at most 65536)"), "{text}");
         // ...and the closed socket, which would poll readable forever, is
         // out of the wait.
         assert!(plane.inbox.is_none());
@@ -2359,6 +2553,87 @@ mod tests {
                 report.lateness.max_ns / 1000
             );
         }
+    }
+
+    /// The memory line shows only when it calls for something, and says
+    /// what to do.
+    #[test]
+    fn the_memory_line_is_said_only_when_useful() {
+        use dummynet_engine::stats::MemoryPart;
+        let report = |packets: Option<u64>, queues: u64, held: u64| dummynet_engine::MemoryReport {
+            parts: vec![
+                MemoryPart {
+                    name: "packets",
+                    now: held,
+                    worst: packets,
+                },
+                MemoryPart {
+                    name: "queues",
+                    now: 1000,
+                    worst: Some(queues),
+                },
+            ],
+            queues: 1,
+            instances: 1,
+            instance_limit: 65536,
+        };
+        const GIB: u64 = 1 << 30;
+        // Bounded, within the machine, far from the limit: nothing to say.
+        assert_eq!(
+            memory_advice(&report(Some(GIB), GIB, 0), Some(8 * GIB)),
+            None
+        );
+        // More than the machine could give: what to lower.
+        let said = memory_advice(&report(Some(GIB), 80 * GIB, 0), Some(8 * GIB)).unwrap();
+        assert!(
+            said.contains("instance_limit") && said.contains("8.0 GiB"),
+            "{said}"
+        );
+        // Unbounded packets: how to bound them.
+        let said = memory_advice(&report(None, GIB, 0), Some(8 * GIB)).unwrap();
+        assert!(said.contains("held_limit"), "{said}");
+        // Packets near their bound: that arrivals will be dropped.
+        let said = memory_advice(&report(Some(GIB), GIB, GIB - 1), Some(8 * GIB)).unwrap();
+        assert!(said.contains("held-limit"), "{said}");
+        // The report says nothing of memory when there is nothing to say.
+        let r = Report {
+            memory: vec![("packets", 0, Some(GIB)), ("queues", 1000, Some(GIB))],
+            ..Report::default()
+        };
+        assert!(!r.to_string().contains("memory"), "{r}");
+    }
+
+    /// A bridged frame passes the rules twice (`in`, then `out`): the
+    /// report counts it once, and its passes apart.
+    #[test]
+    fn a_bridged_frame_counts_once_though_it_passes_the_rules_twice() {
+        let mut engine = configured(&[
+            "pipe 1 config delay 1ms",
+            "add 100 pipe 1 ip from any to any in",
+            "add 200 allow ip from any to any",
+        ]);
+        let xmit = engine.iface("b0");
+        let burst = (0..4)
+            .map(|n| {
+                let mut a = frame(n);
+                a.carrier.out_pass = Some(xmit);
+                a
+            })
+            .collect();
+        let port = port_with(burst, None);
+        let (report, sent, _) = run_until_sent(engine, port, Precision::Timer, 4);
+        assert_eq!(sent.0, 4, "{report}");
+        assert_eq!(
+            (
+                report.arrived,
+                report.delivered,
+                report.dropped,
+                report.inside
+            ),
+            (4, 4, 0, 0),
+            "{report}"
+        );
+        assert_eq!(report.passes, 8, "{report}");
     }
 
     /// Arrivals the kernel stamped run at those times, however late they

@@ -131,10 +131,19 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
     )?;
     let ([up, down], rules) = numbers(k);
     let mut out = Vec::new();
+    // A direction with a scheduler type sends to queue N of scheduler N
+    // (see `feed_typed_schedulers`), renumbered as its pipe is.
+    let mut action = ["pipe", "pipe"];
     for (_, c) in config {
         match c {
             Command::ConfigPipe(1, cfg) => out.push(Command::ConfigPipe(up, cfg)),
             Command::ConfigPipe(2, cfg) => out.push(Command::ConfigPipe(down, cfg)),
+            Command::ConfigQueue(n @ (1 | 2), mut q) => {
+                let to = if n == 1 { up } else { down };
+                q.sched = Some(to);
+                action[n as usize - 1] = "queue";
+                out.push(Command::ConfigQueue(to, q));
+            }
             // The single shell's rules: replaced by the link's own.
             Command::AddRule(_) => {}
             other => return Err(format!("a joined link cannot take {other:?}")),
@@ -142,11 +151,11 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
     }
     let (app, peer) = (format!("app-{k}"), format!("peer-{k}"));
     let text = format!(
-        "add {} pipe {up} ip from any to any in recv {app}\n\
-         add {} pipe {down} ip from any to any in recv {peer}\n\
+        "add {} {} {up} ip from any to any in recv {app}\n\
+         add {} {} {down} ip from any to any in recv {peer}\n\
          add {} allow ip from any to any out xmit {app}\n\
          add {} allow ip from any to any out xmit {peer}\n",
-        rules[0], rules[1], rules[2], rules[3]
+        rules[0], action[0], rules[1], action[1], rules[2], rules[3]
     );
     let parsed = crate::lang::commands(&text, None)
         .map_err(|(line, e)| format!("the joined link's rule {line}: {e}"))?;
@@ -198,6 +207,8 @@ pub fn serve(
             let (pipes, rules) = numbers(k);
             snap.links.iter().any(|l| pipes.contains(&l.number))
                 || snap.rules.iter().any(|r| rules.contains(&r.number))
+                // A typed direction's queue takes its pipe's number.
+                || snap.flowsets.iter().any(|f| pipes.contains(&f.number))
         })
         .collect();
     drop(snap);
@@ -468,5 +479,39 @@ impl Session {
             ),
             Ok(0)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dummynet_engine::config::Action;
+
+    /// A joined link with a scheduler type sends that direction to its
+    /// queue of the scheduler, renumbered with its pipe, as a lone shell does.
+    #[test]
+    fn a_typed_direction_of_a_joined_link_goes_to_its_queue() {
+        let req = JoinRequest {
+            up: Some("bw 1Mbit/s type fq_codel".into()),
+            ..JoinRequest::default()
+        };
+        let ([up, down], _) = numbers(3);
+        let cmds = link_commands(3, &req).unwrap();
+        assert!(cmds
+            .iter()
+            .any(|c| matches!(c, Command::ConfigQueue(n, q) if *n == up && q.sched == Some(up))));
+        let actions: Vec<Action> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::AddRule(r) => Some(r.action),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(actions[..2], [Action::Queue(up), Action::Pipe(down)]);
+        let mut e: dummynet_engine::Engine<()> = dummynet_engine::Engine::new(1);
+        for c in cmds {
+            e.apply(0, c).unwrap();
+        }
+        assert!(e.take_notes().is_empty());
     }
 }

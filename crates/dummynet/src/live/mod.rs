@@ -65,6 +65,7 @@ pub mod dataplane;
 pub mod demo;
 pub mod flood;
 pub mod floor;
+pub mod held;
 pub mod host;
 pub mod http;
 pub mod join;
@@ -315,6 +316,15 @@ pub trait Backend: Send {
     fn take_unsent(&mut self) -> u64 {
         0
     }
+    /// True while the backend holds frames a port refused for lack of room
+    /// ([`held`]): the data plane then turns at least every
+    /// [`held::RETRY`] ns so that [`Backend::flush`] tries them again.
+    fn holding(&self) -> bool {
+        false
+    }
+    /// The daemon is stopping: what is still held is dropped (and counted
+    /// as unsent).
+    fn drop_held(&mut self) {}
     /// Counters, one `name value` pair per entry.
     fn stats(&mut self) -> Vec<(String, u64)>;
     /// First step of a shutdown: stop taking packets from the system (the

@@ -783,20 +783,20 @@ fn listed_options(p: &Preset, d: Direction, trace_dir: Option<&Path>) -> Result<
 /// `dummynet presets`: the table, with the pipe options each direction gets.
 pub fn table(trace_dir: Option<&Path>) -> Result<String, String> {
     let mut s = format!(
-        "{:<17} {:>12} {:>8} {:>12} {:>8} {:>15} {:>11} {:<23}   pipe options (up | down)\n",
-        "name", "down", "down ms", "up", "up ms", "loss (d/u)", "jitter", "trace (down)"
+        "{:<17} {:>12} {:>8} {:>12} {:>8} {:>15} {:>13} {:<23}   pipe options (up | down)\n",
+        "name", "up", "up ms", "down", "down ms", "loss (u/d)", "jitter (u/d)", "trace (down)"
     );
     for p in PRESETS {
         let _ = writeln!(
             s,
-            "{:<17} {:>12} {:>8} {:>12} {:>8} {:>15} {:>11} {:<23}   {} | {}",
+            "{:<17} {:>12} {:>8} {:>12} {:>8} {:>15} {:>13} {:<23}   {} | {}",
             p.name,
-            rate_cell(p.down),
-            p.down.delay_ms,
             rate_cell(p.up),
             p.up.delay_ms,
-            format!("{}/{}", loss_cell(p.down), loss_cell(p.up)),
-            format!("{}/{}", jitter_cell(p.down), jitter_cell(p.up)),
+            rate_cell(p.down),
+            p.down.delay_ms,
+            format!("{}/{}", loss_cell(p.up), loss_cell(p.down)),
+            format!("{}/{}", jitter_cell(p.up), jitter_cell(p.down)),
             p.down.trace.map_or("-", |t| t.name),
             listed_options(p, p.up, trace_dir)?,
             listed_options(p, p.down, trace_dir)?
@@ -1065,6 +1065,17 @@ mod tests {
         assert_eq!(cw["up"]["trace"], "cellular-walk-up.trace");
         // Every row of the table too.
         assert_eq!(table(None).unwrap().lines().count(), PRESETS.len() + 1);
+        // Up before down in every column, as in its options' `up | down`.
+        let shown = table(None).unwrap();
+        let header: Vec<&str> = shown.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(&header[1..5], ["up", "up", "ms", "down"], "{shown}");
+        let lte = shown.lines().find(|l| l.starts_with("lte ")).unwrap();
+        let cells: Vec<&str> = lte.split_whitespace().collect();
+        assert_eq!(&cells[1..5], ["10Mbit/s", "65", "50Mbit/s", "50"], "{lte}");
+        assert!(
+            lte.contains("bw 10Mbit/s delay 65ms queue 143KBytes | bw 50Mbit/s"),
+            "{lte}"
+        );
         // With a trace folder, the traces land there and the options name them.
         let dir = std::env::temp_dir().join(format!("dummynet-json-{}", std::process::id()));
         let v: serde_json::Value = serde_json::from_str(&json(Some(&dir)).unwrap()).unwrap();

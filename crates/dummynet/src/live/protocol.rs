@@ -329,7 +329,7 @@ pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Li
             Ok((snap, now)) => render(show, parsed.flags, &snap, now, req.json),
             Err(reply) => reply,
         },
-        Statement::Nop(_) => Reply::ok(""),
+        Statement::Nop(_) => applied(&parsed.notes, Ok(Vec::new())),
     }
 }
 
@@ -465,12 +465,16 @@ pub fn apply_batch(batch: Batch, link: &PlaneLink, timeout: Duration) -> Reply {
 
 /// The answer to an applied (or refused) command: the parser's doubts and
 /// the values the engine brought within a plug-in's bounds are warnings.
-fn applied(parser_notes: &[String], result: Result<Vec<String>, ConfigError>) -> Reply {
+fn applied(
+    parser_notes: &[String],
+    result: Result<Vec<dummynet_engine::ConfigNote>, ConfigError>,
+) -> Reply {
     match result {
         Ok(notes) => Reply {
             stderr: parser_notes
                 .iter()
-                .chain(&notes)
+                .cloned()
+                .chain(notes.iter().map(ToString::to_string))
                 .map(|n| format!("ipfw: warning: {n}\n"))
                 .collect(),
             ..Reply::ok("")
@@ -610,7 +614,7 @@ pub fn execute<P: dummynet_engine::Payload>(
             engine.apply(now, cmd.clone()).map(|()| engine.take_notes()),
         ),
         Statement::Show(req) => render(req, parsed.flags, &engine.snapshot(), now, json),
-        Statement::Nop(_) => Reply::ok(""),
+        Statement::Nop(_) => applied(&parsed.notes, Ok(Vec::new())),
     }
 }
 
@@ -943,6 +947,28 @@ mod tests {
         let r: Reply =
             serde_json::from_str(r#"{"status": 0, "stdout": "x", "stderr": ""}"#).unwrap();
         assert_eq!(r, Reply::ok("x"));
+    }
+
+    /// `ipfw del pipe 1` deletes nothing, as FreeBSD's does, and the
+    /// client is told, with the command that would.
+    #[test]
+    fn delete_pipe_n_succeeds_deleting_nothing_with_a_warning() {
+        let plane = Plane::new(configured(&["pipe 1 config bw 1Mbit/s"]));
+        let r = plane.line("del pipe 1", false);
+        assert_eq!(r.status, 0, "{r:?}");
+        assert!(
+            r.stderr
+                .starts_with("ipfw: warning: `delete pipe 1` deletes nothing")
+                && r.stderr.contains("`pipe 1 delete` deletes pipe 1"),
+            "{}",
+            r.stderr
+        );
+        assert!(plane
+            .engine()
+            .snapshot()
+            .links
+            .iter()
+            .any(|l| l.number == 1));
     }
 
     #[test]

@@ -15,16 +15,17 @@ use super::registry::{self, Record};
 
 #[derive(Debug, clap::Args)]
 pub struct PsArgs {
-    /// One JSON object, `{"daemons": [...]}`, each with pid, mode (kind:
-    /// bridge with interfaces, host with queue, shell with command), netns
-    /// (inode, and name, pid, path when known), socket, http, started
-    /// (Unix seconds), uptime_s, version, start_ticks and pid_ns.
+    /// One JSON object, `{"daemons": [...], "removed_sockets": [...]}`,
+    /// each daemon with pid, mode (kind: bridge with interfaces, host with
+    /// queue, shell with command), netns (inode, and name, pid, path when
+    /// known), socket, http, started (Unix seconds), uptime_s, version,
+    /// start_ticks and pid_ns; each removed socket with path and pid.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: PsArgs) -> ExitCode {
-    let mut records = match registry::list_all() {
+    let (mut records, stale) = match registry::list_all() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("dummynet ps: reading {}: {e}", registry::REGISTRY_DIR);
@@ -48,7 +49,14 @@ pub fn run(args: PsArgs) -> ExitCode {
                 v
             })
             .collect();
-        format!("{}\n", json!({ "daemons": daemons }))
+        let removed: Vec<_> = stale
+            .iter()
+            .map(|s| json!({ "path": s.path, "pid": s.pid }))
+            .collect();
+        format!(
+            "{}\n",
+            json!({ "daemons": daemons, "removed_sockets": removed })
+        )
     } else if records.is_empty() {
         "no dummynet daemons are running\n".to_string()
     } else {
@@ -56,7 +64,19 @@ pub fn run(args: PsArgs) -> ExitCode {
     };
     // A closed pipe (`dummynet ps | head -1`) is not an error worth a panic.
     let _ = std::io::stdout().write_all(out.as_bytes());
+    // On stderr, so the table stays the table.
+    if !args.json {
+        eprint!("{}", removed_lines(&stale));
+    }
     ExitCode::SUCCESS
+}
+
+/// What `ps` says of the stale sockets it removed, a line each.
+fn removed_lines(stale: &[registry::StaleSocket]) -> String {
+    stale
+        .iter()
+        .map(|s| format!("dummynet ps: removed the stale control socket {s}\n"))
+        .collect()
 }
 
 /// The text form: one row per daemon, columns as wide as their widest cell.
@@ -120,6 +140,20 @@ fn uptime(s: u64) -> String {
 mod tests {
     use super::*;
     use crate::live::registry::{Mode, Namespace};
+
+    #[test]
+    fn removed_sockets_are_said_a_line_each() {
+        let stale = [registry::StaleSocket {
+            path: "/run/dummynet/shell-77.sock".into(),
+            pid: Some(77),
+        }];
+        assert_eq!(
+            removed_lines(&stale),
+            "dummynet ps: removed the stale control socket \
+             /run/dummynet/shell-77.sock (its daemon, PID 77, is gone)\n"
+        );
+        assert_eq!(removed_lines(&[]), "");
+    }
 
     #[test]
     fn uptimes_read_short() {

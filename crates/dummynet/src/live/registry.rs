@@ -13,7 +13,10 @@
 //! with SIGKILL cannot remove its record: a record counts only while a
 //! process with its PID *and* its start time (`/proc/PID/stat`, field 22)
 //! runs, so neither a dead daemon nor a reused PID is listed, and
-//! [`list_in`] removes such stale records as it meets them.
+//! [`list_in`] removes such stale records as it meets them. Nor can it
+//! remove its control socket: [`sweep_in`] removes the sockets of stale
+//! records and the shells' `shell-PID.sock` whose PID is gone, when nobody
+//! listens on them, and `ps` says which.
 
 use std::io::{self, Write as _};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -255,21 +258,86 @@ pub fn places() -> Vec<PathBuf> {
     dirs
 }
 
-/// The records in every one of [`places`], each daemon once, by PID.
+/// The records in every one of [`places`], each daemon once, by PID, and
+/// the stale control sockets removed on the way ([`sweep_in`]).
 /// Directories that cannot be read are skipped, except [`REGISTRY_DIR`],
 /// whose error is returned.
-pub fn list_all() -> io::Result<Vec<Record>> {
+pub fn list_all() -> io::Result<(Vec<Record>, Vec<StaleSocket>)> {
     let mut records = Vec::new();
+    let mut stale = Vec::new();
     for (i, dir) in places().iter().enumerate() {
-        match list_in(dir) {
-            Ok(r) => records.extend(r),
+        match sweep_in(dir) {
+            Ok((r, s)) => {
+                records.extend(r);
+                stale.extend(s);
+            }
             Err(e) if i == 0 => return Err(e),
             Err(_) => {}
         }
     }
     records.sort_by_key(|r| (r.pid, r.start_ticks));
     records.dedup_by_key(|r| (r.pid, r.start_ticks, r.pid_ns));
-    Ok(records)
+    stale.sort_by(|a, b| a.path.cmp(&b.path));
+    stale.dedup_by(|a, b| a.path == b.path);
+    Ok((records, stale))
+}
+
+/// A control socket whose daemon is gone (killed with SIGKILL, it could
+/// not remove it), which `ps` removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleSocket {
+    pub path: PathBuf,
+    /// The daemon's PID, when a record or the file's name says it.
+    pub pid: Option<u32>,
+}
+
+impl std::fmt::Display for StaleSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        match self.pid {
+            Some(pid) => write!(f, " (its daemon, PID {pid}, is gone)"),
+            None => write!(f, " (nobody listens on it)"),
+        }
+    }
+}
+
+/// Removes `path` if it is a socket file nobody listens on
+/// ([`super::control::is_stale_socket`]) and its daemon `pid` is gone
+/// (`known_gone`: a stale record says so; else no process has the PID).
+fn remove_stale_socket(path: &Path, pid: u32, known_gone: bool) -> Option<StaleSocket> {
+    let gone = known_gone || start_ticks(pid).is_none();
+    (gone && super::control::is_stale_socket(path) && std::fs::remove_file(path).is_ok()).then(
+        || StaleSocket {
+            path: path.to_path_buf(),
+            pid: Some(pid),
+        },
+    )
+}
+
+/// [`list_in`], and the stale control sockets it removed: those named by
+/// the stale records it removes, and the shells' `shell-PID.sock` in the
+/// run-time directory above `dir` (`dir/..`) whose process is gone. Only a
+/// socket file nobody listens on is removed (connection refused).
+pub fn sweep_in(dir: &Path) -> io::Result<(Vec<Record>, Vec<StaleSocket>)> {
+    let mut stale = Vec::new();
+    let records = list_in_with(dir, &mut |r: &Record| {
+        if let Some(path) = &r.socket {
+            stale.extend(remove_stale_socket(path, r.pid, true));
+        }
+    })?;
+    if let Some(Ok(entries)) = dir.parent().map(std::fs::read_dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("shell-")?.strip_suffix(".sock"))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                stale.extend(remove_stale_socket(&entry.path(), pid, false));
+            }
+        }
+    }
+    Ok((records, stale))
 }
 
 /// Writes `record` into [`own_dir`].
@@ -315,6 +383,11 @@ fn same_owner(path: &Path, pid: u32) -> bool {
 /// checked from here, is listed only while its control socket accepts a
 /// connection, and never removed.
 pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
+    list_in_with(dir, &mut |_| {})
+}
+
+/// [`list_in`], calling `gone` with each stale record it removes.
+fn list_in_with(dir: &Path, gone: &mut dyn FnMut(&Record)) -> io::Result<Vec<Record>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -344,8 +417,9 @@ pub fn list_in(dir: &Path) -> io::Result<Vec<Record>> {
             Some(r) if r.alive() => records.extend(same_owner(&path, r.pid).then_some(r)),
             // A record whose writer is gone; or a file no daemon of this
             // version can read, left by a process that no longer runs.
-            Some(_) => {
+            Some(r) => {
                 let _ = std::fs::remove_file(&path);
+                gone(&r);
             }
             None if start_ticks(pid).is_none() => {
                 let _ = std::fs::remove_file(&path);
@@ -450,6 +524,61 @@ mod tests {
         drop(listener);
         drop(reg);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A daemon killed with SIGKILL leaves its socket file: `ps` removes
+    /// it, and says so, when its record's daemon is gone or (a shell's
+    /// `shell-PID.sock`) its PID runs no process; a socket someone listens
+    /// on, or whose process runs, stays.
+    #[test]
+    fn stale_control_sockets_are_removed_and_reported() {
+        let run = scratch("sockets");
+        let dir = run.join("daemons");
+        std::fs::create_dir_all(&dir).unwrap();
+        // A socket file nobody listens on: bound, then the listener dropped.
+        let stale_socket = |path: &Path| {
+            drop(std::os::unix::net::UnixListener::bind(path).unwrap());
+            assert!(path.exists());
+        };
+        let mut dead = ours();
+        dead.pid = 4194305;
+        let killed = run.join("killed.sock");
+        stale_socket(&killed);
+        dead.socket = Some(killed.clone());
+        std::mem::forget(register_in(&dir, &dead).unwrap());
+        let shell = run.join("shell-4194306.sock");
+        stale_socket(&shell);
+        // Our own PID runs: kept, though nobody listens.
+        let mine = run.join(format!("shell-{}.sock", std::process::id()));
+        stale_socket(&mine);
+        // Someone listens: kept.
+        let live_path = run.join("shell-4194307.sock");
+        let _live = std::os::unix::net::UnixListener::bind(&live_path).unwrap();
+        let (records, mut removed) = sweep_in(&dir).unwrap();
+        assert_eq!(records, vec![]);
+        removed.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(
+            removed,
+            vec![
+                StaleSocket {
+                    path: killed.clone(),
+                    pid: Some(4194305)
+                },
+                StaleSocket {
+                    path: shell.clone(),
+                    pid: Some(4194306)
+                },
+            ]
+        );
+        assert!(!killed.exists() && !shell.exists());
+        assert!(mine.exists() && live_path.exists());
+        assert_eq!(
+            removed[0].to_string(),
+            format!("{} (its daemon, PID 4194305, is gone)", killed.display())
+        );
+        // Nothing left to remove the second time.
+        assert_eq!(sweep_in(&dir).unwrap().1, vec![]);
+        let _ = std::fs::remove_dir_all(&run);
     }
 
     #[test]

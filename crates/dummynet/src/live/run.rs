@@ -142,6 +142,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub default_allow: bool,
     /// Control socket (default: $DUMMYNET_SOCKET or /run/dummynet.sock).
+    /// 32 clients at once, each with 2 s to send its request; one still
+    /// sending yields its place to a newcomer (and is told busy).
     #[arg(long)]
     pub socket: Option<PathBuf>,
     /// A group (name or number) whose members may also use the control
@@ -151,7 +153,11 @@ pub struct RunArgs {
     pub socket_group: Option<u32>,
     #[command(flatten)]
     pub http: HttpArgs,
-    /// Seed for `prob`, `plr` and profiles.
+    /// Seed of the engine's random draws, so that a run can be replayed:
+    /// rules' `prob`, `plr`, netem's `loss`, `duplicate` and `corrupt`
+    /// (which packets, and which bit), `jitter`, `reorder`, `slot`,
+    /// profiles' loss and delay draws, and RED's, GRED's and PIE's random
+    /// drops.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Run the data plane at nice -20 instead of SCHED_FIFO (the default,
@@ -256,7 +262,10 @@ pub struct HttpArgs {
     /// Serve the HTTP API (JSON, /metrics for Prometheus) on ADDR:PORT,
     /// e.g. 127.0.0.1:8080 (port 0: any free port, printed at start). Off
     /// by default. Any address but loopback needs --http-token. No TLS:
-    /// put a TLS proxy in front. See "HTTP API" in the README.
+    /// put a TLS proxy in front. Idle and slow clients cannot lock it out:
+    /// 32 connections, 8 per address, 2 s to send a request's head; one
+    /// that has not sent it yields its slot to a newcomer. See "HTTP API"
+    /// in the README.
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<std::net::SocketAddr>,
     /// A file whose first line is the bearer token HTTP clients must send

@@ -453,8 +453,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// p99 of the two). The configuration's state (scheduled commands, the
 /// instance limit) is the same on every replica: the leader's is kept.
 pub fn absorb(r: &mut Report, o: Report) {
-    r.arrived += o.arrived;
-    r.delivered += o.delivered;
+    // Each worker's may be "negative" (see `DataPlane::report`).
+    r.arrived = r.arrived.wrapping_add(o.arrived);
+    r.delivered = r.delivered.wrapping_add(o.delivered);
+    r.passes += o.passes;
     r.dropped += o.dropped;
     r.inside += o.inside;
     r.marked += o.marked;

@@ -65,9 +65,21 @@ pub struct ShellArgs {
     /// `app`, towards the command, and `peer`).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Seed for `prob`, `plr` and profiles.
+    /// Seed of the engine's random draws, so that a run can be replayed:
+    /// rules' `prob`, `plr`, netem's `loss`, `duplicate` and `corrupt`
+    /// (which packets, and which bit), `jitter`, `reorder`, `slot`,
+    /// profiles' loss and delay draws, and RED's, GRED's and PIE's random
+    /// drops.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Print each pipe's configuration in full at start, as `pipe show`
+    /// does (by default: one line per pipe).
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print nothing but errors and warnings: no configuration at start,
+    /// no report at the end.
+    #[arg(short, long)]
+    pub quiet: bool,
     /// How the command's traffic goes beyond this host: the shell turns
     /// forwarding on in the namespace it was started in and masquerades
     /// the link's addresses (IPv4 and IPv6) in a table of its own, removed
@@ -416,8 +428,49 @@ fn routes6(text: &str) -> Vec<(u128, u8)> {
 }
 
 /// The emulator's rules for a shell: pipe 1 up, pipe 2 down, everything
-/// else (the `out` pass, ARP is not IP) allowed.
+/// else (the `out` pass, ARP is not IP) allowed. A direction given a
+/// scheduler type (`bw 10Mbit/s type fq_codel`) is shaped so that the type
+/// applies ([`feed_typed_schedulers`]).
 pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
+    let mut config = pipes_and_rules(up, down)?;
+    feed_typed_schedulers(&mut config);
+    Ok(config)
+}
+
+/// A pipe's `type T` sets its scheduler N, which packets sent to `pipe N`
+/// never meet: they take the pipe's own FIFO queue, as in FreeBSD. For a
+/// pipe given a type, this adds queue N of scheduler N (with the pipe's
+/// queue options: size, loss, AQM...) and sends the rules' packets there
+/// (`queue N` for `pipe N`), which is what `--up "... type fq_codel"` asks.
+pub fn feed_typed_schedulers(config: &mut Vec<(usize, Command)>) {
+    let typed: Vec<(usize, u32, dummynet_engine::config::FlowsetConfig)> = config
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, c))| match c {
+            Command::ConfigPipe(n, cfg) if cfg.sched.is_some() => {
+                Some((i, *n, cfg.flowset.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (i, n, flowset) in typed.into_iter().rev() {
+        let line = config[i].0;
+        let queue = dummynet_engine::config::QueueConfig {
+            sched: Some(n),
+            flowset,
+        };
+        config.insert(i + 1, (line, Command::ConfigQueue(n, queue)));
+        for (_, c) in config.iter_mut() {
+            if let Command::AddRule(spec) = c {
+                if spec.action == dummynet_engine::config::Action::Pipe(n) {
+                    spec.action = dummynet_engine::config::Action::Queue(n);
+                }
+            }
+        }
+    }
+}
+
+fn pipes_and_rules(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
     let text = format!(
         "pipe 1 config {up}\n\
          pipe 2 config {down}\n\
@@ -457,7 +510,7 @@ pub fn link_config(
     })?;
     let (base_up, base_down) = p.options_for_use()?;
     let mut config =
-        shell_config(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
+        pipes_and_rules(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
     for (number, flag, given) in [(1, "--up", up), (2, "--down", down)] {
         let Some(given) = given else { continue };
         let (change, fields) = parse_modify(number, given).map_err(|e| format!("{flag}: {e}"))?;
@@ -474,6 +527,7 @@ pub fn link_config(
             sched: change.sched.or_else(|| pipe.sched.take()),
         };
     }
+    feed_typed_schedulers(&mut config);
     Ok(config)
 }
 
@@ -488,15 +542,28 @@ fn parse_modify(number: u32, options: &str) -> Result<(PipeConfig, Fields), Stri
     }
 }
 
-/// What each direction of a shell's link is, as `pipe show` prints it
-/// (link and queue lines), for the start of a shell: the configuration
-/// after any merge, checked by an engine as the emulator will check it.
-pub fn describe_links(config: &[(usize, Command)], seed: u64) -> Result<String, String> {
+/// What each direction of a shell's link is, for the start of a shell:
+/// the configuration after any merge, checked by an engine as the
+/// emulator will check it. One line per pipe (`dummynet shell: up (pipe
+/// 1): 10 Mbit/s, 20 ms, queue 50 slots`); `verbose`: as `pipe show`
+/// prints it (link and queue lines).
+pub fn describe_links(
+    config: &[(usize, Command)],
+    seed: u64,
+    verbose: bool,
+) -> Result<String, String> {
     let engine: dummynet_engine::Engine<crate::live::Carrier> = crate::sim::configure(config, seed)
         .map_err(|(line, e)| format!("the link configuration (line {line}): {e}"))?;
     let snapshot = engine.snapshot();
     let mut out = String::new();
     for (number, what) in [(1, "up (pipe 1)"), (2, "down (pipe 2)")] {
+        if !verbose {
+            let views = super::views::pipes(&snapshot, &[number]);
+            if let Some(pipe) = views.pipes.first() {
+                let _ = writeln!(out, "dummynet shell: {what}: {}", one_line(pipe));
+            }
+            continue;
+        }
         let shown = dummynet_lang::format_pipes(&snapshot, &[number]);
         let _ = writeln!(out, "dummynet shell: {what}:");
         // The scheduler lines say nothing about a pipe's own FIFO.
@@ -505,6 +572,34 @@ pub fn describe_links(config: &[(usize, Command)], seed: u64) -> Result<String, 
         }
     }
     Ok(out)
+}
+
+/// A pipe in a few words: its rate, delay, queue and what else it does.
+fn one_line(pipe: &super::views::PipeJson) -> String {
+    let link = &pipe.link;
+    let mut parts = vec![match (&link.profile, link.trace, link.bandwidth_bps) {
+        (Some(p), _, _) => format!("profile {p}"),
+        (None, true, _) => "trace-driven".to_string(),
+        (None, false, 0) => "unlimited".to_string(),
+        (None, false, bw) => super::presets::format_bw(bw),
+    }];
+    parts.push(format!("{} ms", link.delay_ns as f64 / 1e6));
+    parts.extend(link.impairments.iter().cloned());
+    if let Some(q) = &pipe.queue {
+        match (q.limit_packets, q.limit_bytes) {
+            (Some(n), _) => parts.push(format!("queue {n} slots")),
+            (None, Some(b)) => parts.push(format!("queue {b} bytes")),
+            (None, None) => {}
+        }
+        if q.plr > 0.0 {
+            parts.push(format!("plr {}", q.plr));
+        }
+        if q.aqm != "droptail" {
+            parts.push(q.aqm.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+        parts.extend(q.impairments.iter().cloned());
+    }
+    parts.join(", ")
 }
 
 pub fn run(args: ShellArgs) -> ExitCode {
@@ -887,10 +982,14 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 args.down.as_deref(),
             )?;
             // On stderr: the command's output stays its own.
-            if let (Some(name), true) = (&args.preset, args.up.is_some() || args.down.is_some()) {
+            let merged = args.up.is_some() || args.down.is_some();
+            if let (Some(name), true, false) = (&args.preset, merged, args.quiet) {
                 say!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
             }
-            super::say_str(&describe_links(&config, args.seed)?);
+            let described = describe_links(&config, args.seed, args.verbose)?;
+            if !args.quiet {
+                super::say_str(&described);
+            }
             config
         }
     };
@@ -965,8 +1064,15 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         say!("dummynet shell: {note}");
     }
     let mut http_addr = None;
-    if let Some(http) = http {
+    if let Some(mut http) = http {
         let token = http.token.is_some();
+        // The pipes --up and --down made (a --config file's are its own).
+        if args.config.is_none() && args.join.is_none() {
+            http.roles = vec![
+                (1, "up: from the command".into()),
+                (2, "down: to the command".into()),
+            ];
+        }
         let addr = link.serve_http(http)?;
         http_addr = Some(addr);
         super::run::say_http(addr, token);
@@ -1013,7 +1119,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         Err(e) => {
             let (report, undone) = link.stop();
             // On stderr: the command's output stays its own.
-            say!("dummynet shell: {}", report.cost());
+            if !args.quiet {
+                say!("dummynet shell: {}", report.cost());
+            }
             if let Err(e) = undone {
                 say!("dummynet shell: {e}");
             }
@@ -1048,7 +1156,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let (report, undone) = link.stop();
     // On stderr: the command's output stays its own. A joined shell's
     // emulator goes on: its cost is the daemon's to tell.
-    if !joined {
+    if !joined && !args.quiet {
         say!("dummynet shell: {}", report.cost());
     }
     if let Err(e) = undone {
@@ -1269,9 +1377,17 @@ mod tests {
         assert_eq!(down.link.bw, lte.down.bw);
         assert_eq!(down.link.delay, pipe(&preset, 2).link.delay);
         // What the shell prints at start is that merged configuration.
-        let shown = describe_links(&merged, 1).unwrap();
+        let shown = describe_links(&merged, 1, true).unwrap();
         println!("{shown}");
         assert!(shown.contains("10.000 Mbit/s   50 ms"), "{shown}");
+        // By default, one line per pipe, saying the same.
+        let short = describe_links(&merged, 1, false).unwrap();
+        println!("{short}");
+        assert_eq!(short.lines().count(), 2, "{short}");
+        assert!(
+            short.starts_with("dummynet shell: up (pipe 1): 10Mbit/s, 50 ms, queue "),
+            "{short}"
+        );
         // Without a preset, --up is the whole configuration of pipe 1.
         let bare = link_config(None, Some("delay 50ms"), None).unwrap();
         assert_eq!(pipe(&bare, 1).link.bw, 0);
@@ -1288,6 +1404,68 @@ mod tests {
             e.contains("unknown preset `no-such-link`") && e.contains("lte"),
             "{e}"
         );
+    }
+
+    /// `--up "bw 1Mbit/s type fq_codel"` really runs FQ-CoDel: the shell
+    /// sends the direction to a queue of scheduler 1 (not to the pipe's own
+    /// FIFO queue), so on the virtual clock a lone packet of a new flow
+    /// leaves right away behind a bulk flow's backlog, which a FIFO would
+    /// make it wait behind (or drop it, full).
+    #[test]
+    fn a_scheduler_type_in_up_is_fed_and_isolates_flows() {
+        use dummynet_engine::{FlowKey, PacketInfo};
+        let lone_wait = |up: &str| -> Option<u64> {
+            let config = link_config(None, Some(up), None).unwrap();
+            let mut e: dummynet_engine::Engine<()> = crate::sim::configure(&config, 1).unwrap();
+            let app = e.iface(APP_IF);
+            let packet = |sport: u16| PacketInfo {
+                len: 1500,
+                key: FlowKey::v4(
+                    std::net::Ipv4Addr::new(10, 0, 0, 1),
+                    std::net::Ipv4Addr::new(10, 0, 0, 2),
+                    17,
+                    sport,
+                    9,
+                ),
+                dir: dummynet_engine::Direction::In,
+                recv_if: Some(app),
+                xmit_if: None,
+            };
+            // 40 packets of a bulk flow (480 ms of 1 Mbit/s), then one of
+            // another flow at 1 ms.
+            for _ in 0..40 {
+                let _ = e.input(0, packet(1000), ());
+            }
+            let lone = 1_000_000;
+            let _ = e.input(lone, packet(2000), ());
+            let mut now = 0;
+            while now < 2_000_000_000 {
+                while let Some(out) = e.poll(now) {
+                    if out.info.key.sport == 2000 {
+                        return out.delivered().then(|| out.at - lone);
+                    }
+                }
+                now += 1_000_000;
+            }
+            None
+        };
+        let fq = lone_wait("bw 1Mbit/s type fq_codel").expect("the lone packet left");
+        // Behind a few of the bulk flow's packets (12 ms each), not 40.
+        assert!(fq <= 50_000_000, "waited {fq} ns under FQ-CoDel");
+        let fifo = lone_wait("bw 1Mbit/s").expect("the lone packet left");
+        assert!(
+            fifo >= 400_000_000,
+            "a FIFO makes it wait behind the backlog: {fifo} ns"
+        );
+        // The generated commands: queue 1 of scheduler 1, the rule to it.
+        let config = link_config(None, Some("bw 1Mbit/s type fq_codel"), None).unwrap();
+        assert!(config.iter().any(|(_, c)| matches!(c,
+            Command::ConfigQueue(1, q) if q.sched == Some(1))));
+        assert!(config.iter().any(|(_, c)| matches!(c,
+            Command::AddRule(r) if r.action == dummynet_engine::config::Action::Queue(1))));
+        assert!(!config
+            .iter()
+            .any(|(_, c)| matches!(c, Command::ConfigQueue(2, _))));
     }
 
     #[test]

@@ -13,8 +13,9 @@ use super::dataplane::Report;
 /// The JSON form of a [`Report`].
 #[derive(Debug, Serialize)]
 pub struct StatsJson<'a> {
-    /// The books: `arrived = delivered + dropped + inside`, copies made by
-    /// `duplicate` counted in `arrived`.
+    /// The books, in packets: `arrived = delivered + dropped + inside`,
+    /// copies made by `duplicate` counted in `arrived`; a bridged frame
+    /// counts once though it passes the rules twice (`passes`).
     pub totals: Totals,
     pub drops_by_reason: BTreeMap<&'static str, u64>,
     pub lateness_ns: Lateness,
@@ -36,8 +37,9 @@ pub struct Observer<'a> {
     /// Records the data plane handed over.
     pub records: u64,
     /// Records its buffer could not take, by kind (`arrival`, `enqueue`,
-    /// `forward`, `departure`, `drop`; every kind present), and their sum:
-    /// dropped from the observer, never from the traffic.
+    /// `forward`, `departure`, `drop`; every kind present); `lost` is their
+    /// sum plus the events the files did not get after a write error
+    /// (`error`): dropped from the observer, never from the traffic.
     pub lost: u64,
     pub lost_by_kind: BTreeMap<&'static str, u64>,
     /// The same sum by data-plane worker (`run --workers N`; one entry
@@ -58,7 +60,8 @@ pub struct Observer<'a> {
     /// for (each subscription also counts its own).
     pub subscribers: u64,
     pub subscriber_lost: u64,
-    /// The first write error; files are not written after it.
+    /// The first write error, naming the file; files are not written
+    /// after it.
     pub error: Option<&'a str>,
 }
 
@@ -66,6 +69,9 @@ pub struct Observer<'a> {
 pub struct Totals {
     pub arrived: u64,
     pub delivered: u64,
+    /// Passes through the rules: `arrived` and each bridged frame's `out`
+    /// pass (what the rules' counters add up to).
+    pub passes: u64,
     pub dropped: u64,
     pub inside: u64,
     pub duplicated: u64,
@@ -147,6 +153,7 @@ impl<'a> StatsJson<'a> {
             totals: Totals {
                 arrived: r.arrived,
                 delivered: r.delivered,
+                passes: r.passes,
                 dropped: r.dropped,
                 inside: r.inside,
                 duplicated: r.duplicated,

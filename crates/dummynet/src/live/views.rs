@@ -150,6 +150,8 @@ pub struct QueueJson {
     pub limit_bytes: Option<u64>,
     /// `plr`, 0..1.
     pub plr: f64,
+    /// The hash table's size in use, as `show` prints it: 1 without a
+    /// mask (every packet in one queue), else the `buckets` configured.
     pub buckets: u32,
     pub mask: MaskJson,
     /// `droptail`, or the AQM and its parameters as `show` prints them.
@@ -347,7 +349,7 @@ fn queue(f: &FlowsetView) -> QueueJson {
         limit_packets,
         limit_bytes,
         plr: f.plr.as_f64(),
-        buckets: f.buckets,
+        buckets: if f.mask.is_empty() { 1 } else { f.buckets },
         mask: mask(&f.mask),
         aqm: f.aqm.clone(),
         impairments: f.impairments().map(|i| i.display()).collect(),
@@ -482,5 +484,31 @@ pub fn memory(snap: &Snapshot) -> MemoryJson {
             instances: m.instances,
             instance_limit: m.instance_limit,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `show` and the JSON view say the same number of buckets: 1 without
+    /// a mask, the configured number with one.
+    #[test]
+    fn text_and_json_agree_on_buckets() {
+        let config = crate::lang::commands(
+            "pipe 1 config delay 1ms\npipe 2 config mask src-ip 0xffffff00 buckets 128\n",
+            None,
+        )
+        .unwrap();
+        let engine: dummynet_engine::Engine<crate::live::Carrier> =
+            crate::sim::configure(&config, 1).unwrap();
+        let snap = engine.snapshot();
+        for (n, want) in [(1, 1), (2, 128)] {
+            let text = dummynet_lang::format_pipes(&snap, &[n]);
+            assert!(text.contains(&format!("({want} buckets)")), "{text}");
+            let view = pipes(&snap, &[n]);
+            let q = view.pipes[0].queue.as_ref().unwrap();
+            assert_eq!(q.buckets, want, "pipe {n}: {text}");
+        }
     }
 }

@@ -482,7 +482,7 @@ impl<P: Payload> Cluster<P> {
         now: Nanos,
         cmds: Vec<Command>,
     ) -> (
-        Result<Vec<String>, BatchError>,
+        Result<Vec<dummynet_engine::ConfigNote>, BatchError>,
         Vec<(usize, PacketInfo, Verdict<P>)>,
     ) {
         // A frame back for its `out` pass may go on to another ring.
@@ -513,7 +513,7 @@ pub fn apply_checked<P: Payload>(
     now: Nanos,
     cmds: Vec<Command>,
     workers: usize,
-) -> Result<Vec<String>, BatchError> {
+) -> Result<Vec<dummynet_engine::ConfigNote>, BatchError> {
     if workers <= 1 {
         return engine.apply_all(now, cmds);
     }

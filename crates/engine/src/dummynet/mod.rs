@@ -485,6 +485,9 @@ pub(crate) struct Dummynet<P> {
     pub copies_failed: u64,
     /// Packets `corrupt` hit.
     pub corrupted: u64,
+    /// Runs of a trace's opportunities served (a run: those at one
+    /// instant), for tests of a dense trace's cost.
+    pub trace_runs: u64,
     /// The most queues, and the most scheduler instances, an arrival may
     /// make exist (`instance_limit`; set by the engine).
     pub instance_limit: u32,
@@ -515,6 +518,7 @@ impl<P> Dummynet<P> {
             copy_room: u64::MAX,
             copies_failed: 0,
             corrupted: 0,
+            trace_runs: 0,
             instance_limit: crate::config::DEFAULT_INSTANCE_LIMIT,
         }
     }
@@ -1068,7 +1072,13 @@ impl<P: Payload> Dummynet<P> {
         let flow_queueing = limit.is_some();
         let mut overtook = false;
         while let Some(c) = cur.filter(|&c| tr.at(start, c) <= now) {
-            let mut budget = u64::from(trace::OPPORTUNITY_BYTES);
+            // The run of opportunities at this instant is one credit: the
+            // same as serving them one by one (a packet's bytes carry from
+            // one to the next, and what the queue leaves is lost either
+            // way), at a cost that does not grow with the run.
+            let run = tr.run_len(c.index).max(1);
+            self.trace_runs += 1;
+            let mut budget = u64::from(trace::OPPORTUNITY_BYTES).saturating_mul(run as u64);
             while budget > 0 {
                 if fx.head.is_none() {
                     if (*backlog == 0 && !flow_queueing) || policy.dequeue(&mut ops).is_none() {
@@ -1094,7 +1104,10 @@ impl<P: Payload> Dummynet<P> {
                     }
                 }
             }
-            cur = tr.next(c);
+            cur = tr.next(trace::TraceCursor {
+                lap: c.lap,
+                index: c.index + run - 1,
+            });
         }
         fx.cursor = cur;
         self.marks += ops.marks;
@@ -1979,9 +1992,52 @@ impl<P: Payload> Dummynet<P> {
         self.flowsets.remove(&n);
     }
 
-    pub fn delete_sched(&mut self, n: u32) {
+    /// Deletes scheduler `n` at `now`. As FreeBSD's `si_destroy` frees an
+    /// instance's delay line, what its instances hold past their queues (on
+    /// the link, on the delay lines) leaves at once as `Deleted` drops and
+    /// the instances are freed; their queued packets are the caller's (they
+    /// were drained, and `refill` finds no scheduler for them).
+    pub fn delete_sched(&mut self, n: u32, now: Nanos) {
         self.retire_instances(n);
+        // Its instances retired just now, and those an earlier new mask
+        // retired that are still draining.
+        let ids: Vec<InstId> = self
+            .instances
+            .iter()
+            .filter(|(_, i)| i.sched == n && i.retired)
+            .map(|(id, _)| id)
+            .collect();
+        for i in ids {
+            self.purge(i, now);
+        }
         self.scheds.remove(&n);
+    }
+
+    /// Frees retired instance `inst` now, its packets in flight leaving at
+    /// `now` as `Deleted` drops, in the order they arrived. Its timers go
+    /// stale and are skipped when they come up.
+    fn purge(&mut self, inst: InstId, now: Nanos) {
+        if !self.instances.get(inst).is_some_and(|i| i.retired) {
+            return;
+        }
+        let Some(mut instance) = self.instances.remove(inst) else {
+            return;
+        };
+        let mut doomed: Vec<Held<P>> = instance.dline.drain(..).collect();
+        if let Some(fx) = instance.fx.as_deref_mut() {
+            doomed.extend(fx.head.take().map(|(h, _)| h));
+            while let Some(h) = fx.pop_early() {
+                doomed.push(h);
+            }
+        }
+        doomed.sort_by_key(|h| h.seq);
+        for held in doomed {
+            self.exits.push_back(Exit {
+                held,
+                at: now,
+                drop: Some(DropReason::Deleted),
+            });
+        }
     }
 
     pub fn delete_link(&mut self, n: u32) {
@@ -2038,7 +2094,8 @@ impl<P: Payload> Dummynet<P> {
     }
 
     /// Detaches scheduler `n`'s instances: their queues go, and they live on
-    /// only to finish their delay lines.
+    /// only to finish their delay lines (after a new mask; a deletion then
+    /// purges them).
     fn retire_instances(&mut self, n: u32) {
         let Some(sched) = self.scheds.get_mut(&n) else {
             return;
@@ -2175,6 +2232,9 @@ impl<P: Payload> Dummynet<P> {
 
     pub fn flowset_view(&self, n: u32) -> Option<crate::stats::FlowsetView> {
         let fs = self.flowsets.get(&n)?;
+        // A flow-queueing scheduler's queues are its buckets: the key holds
+        // the bucket's index in `src` (see `queue_for`).
+        let buckets = self.scheds.get(&fs.sched).is_some_and(|s| s.sub.is_some());
         // In table order, as `instances` in `sched_view`.
         let flows: Vec<crate::stats::FlowView> = fs
             .queues
@@ -2182,6 +2242,7 @@ impl<P: Payload> Dummynet<P> {
             .filter_map(|(&(_, id), &q)| self.queues.get(q).map(|q| (id, q)))
             .map(|(id, q)| crate::stats::FlowView {
                 id,
+                sub_queue: buckets.then(|| u32::try_from(id.src).unwrap_or(u32::MAX)),
                 counters: FlowCounters {
                     tot_pkts: q.tot_pkts,
                     tot_bytes: q.tot_bytes,

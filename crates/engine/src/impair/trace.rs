@@ -204,6 +204,26 @@ impl Trace {
         }
     }
 
+    /// How many opportunities, from `index` on, share its instant in one
+    /// lap (0 past the end). A dense trace lists the same time many times;
+    /// this finds the run in O(log run) comparisons (a gallop, then a
+    /// binary search), so a link serves it as one credit of
+    /// run × [`OPPORTUNITY_BYTES`], whatever its length.
+    pub fn run_len(&self, index: usize) -> usize {
+        let Some(rest) = self.times.get(index..).filter(|r| !r.is_empty()) else {
+            return 0;
+        };
+        let t = rest[0];
+        // rest[hi / 2] == t throughout.
+        let mut hi = 1;
+        while hi < rest.len() && rest[hi] == t {
+            hi = hi.saturating_mul(2);
+        }
+        let hi = hi.min(rest.len());
+        let lo = hi / 2;
+        lo + rest[lo..hi].partition_point(|&x| x == t)
+    }
+
     /// The rate the trace offers on average, in bit/s: every opportunity
     /// used in full over one period (`opportunities × 1504 × 8 / period`).
     pub fn mean_rate(&self) -> u64 {
@@ -451,6 +471,22 @@ mod tests {
         }
         // 100 opportunities at 7 per 10 ms lap: past lap 13.
         assert_eq!(c.lap, 14);
+    }
+
+    #[test]
+    fn run_len_counts_an_instants_opportunities() {
+        let t = trace("0\n0\n0\n1\n2\n2\n5\n", TraceMode::Loop);
+        let runs: Vec<usize> = (0..=t.times.len()).map(|i| t.run_len(i)).collect();
+        assert_eq!(runs, [3, 2, 1, 1, 2, 1, 1, 0]);
+        // Every length up to past a power of two, at every offset.
+        for n in 1..70 {
+            let text: String = "3\n".repeat(n) + "4\n";
+            let t = trace(&text, TraceMode::Loop);
+            for i in 0..n {
+                assert_eq!(t.run_len(i), n - i, "run of {n} from {i}");
+            }
+            assert_eq!(t.run_len(n), 1);
+        }
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! `POST /v1/commands`: command lines applied all or nothing, as the
 //! control socket's batches are.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
 use super::super::protocol::{BatchCommand, Caller};
+use super::body::JsonBody;
 use super::{blocking, ApiError, ApiResult, App};
 
 /// `{"commands": ["pipe 1 config bw 1Mbit/s", ...]}`, each a command line
@@ -52,11 +52,7 @@ pub(super) fn string_list(
         .collect()
 }
 
-pub(super) async fn commands(
-    State(app): State<App>,
-    body: Result<Json<Value>, JsonRejection>,
-) -> ApiResult {
-    let Json(body) = body?;
+pub(super) async fn commands(State(app): State<App>, JsonBody(body): JsonBody) -> ApiResult {
     let lines = command_lines(&body)?;
     blocking(move || apply_batch(&app, &lines)).await?
 }

@@ -44,6 +44,7 @@ impl ApiError {
             "method_not_allowed" => StatusCode::METHOD_NOT_ALLOWED,
             "conflict" => StatusCode::CONFLICT,
             "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+            "unsupported_media_type" => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unavailable" => StatusCode::NOT_IMPLEMENTED,
             "busy" | "stopped" => StatusCode::SERVICE_UNAVAILABLE,
             "timeout" => StatusCode::GATEWAY_TIMEOUT,

@@ -11,9 +11,10 @@
 //! The server runs on a thread of its own, on a current-thread tokio
 //! runtime (axum's routing on hyper). Whatever waits for the data plane or
 //! parses runs on tokio's blocking pool, bounded like the connections. Its
-//! costs are bounded: connections served at once (more wait in the kernel's
-//! backlog), one request per connection, the time to send the headers and
-//! to finish the whole exchange, and the body's size.
+//! costs are bounded: connections at once, and per peer, in slots that idle
+//! and slow clients cannot exhaust ([`slots`]); one request per connection;
+//! the time to send the head, the body, to read the answer, and to finish
+//! the whole exchange; and the body's size.
 //!
 //! Off loopback a bearer token is required (`--http-token FILE`), compared
 //! in constant time. There is no TLS: a TLS proxy goes in front.
@@ -41,6 +42,7 @@ use super::observer::Observer;
 
 use super::protocol::PlaneLink;
 
+mod body;
 mod commands;
 mod counters;
 mod dashboard;
@@ -48,6 +50,8 @@ mod errors;
 mod events;
 mod objects;
 mod rules;
+mod shape;
+mod slots;
 
 use commands::commands;
 use counters::{metrics, reset, stats};
@@ -56,8 +60,8 @@ use errors::{kind_name, not_found};
 use events::events;
 use objects::{delete_object, get_object, list_objects, put_object, ObjKind};
 use rules::{
-    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, replace_rule,
-    replace_rules,
+    add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, patch_rule,
+    replace_rule, replace_rules,
 };
 
 /// What a handler answers.
@@ -69,12 +73,24 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// Bounds on what HTTP clients may cost the daemon.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections held at once. When all are taken a new one takes the
+    /// place of the oldest that has not sent its whole request (or whose
+    /// answer waits on it); only if none has does it wait.
     pub max_connections: usize,
+    /// Connections one peer (IP address) may hold at once.
+    pub per_peer: usize,
     /// The largest request body, in bytes.
     pub max_body: usize,
-    /// How long a client may take to send its request's headers.
+    /// How long a client may take to send its request's head.
     pub header_timeout: Duration,
+    /// How long it may take to send the body after the head.
+    pub body_timeout: Duration,
+    /// How long a write of the answer may wait on a client that does not
+    /// read before the connection is reset.
+    pub write_timeout: Duration,
+    /// How long a write must have waited before its slot may be given to
+    /// a new connection.
+    pub stall: Duration,
     /// How long one connection may last, request and answer included.
     pub connection_timeout: Duration,
     /// How long a request waits for the data plane (see [`PlaneLink::ask`]).
@@ -85,9 +101,15 @@ impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             max_connections: 32,
+            // A dashboard's page, its stream and a few requests at once.
+            per_peer: 8,
             // A batch of commands is a few KiB; a megabyte is generous.
             max_body: 1 << 20,
-            header_timeout: Duration::from_secs(5),
+            // A head is a few hundred bytes, sent at once.
+            header_timeout: Duration::from_secs(2),
+            body_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(5),
+            stall: Duration::from_millis(250),
             // Two answer timeouts (a request the data plane took is waited
             // for twice) and room to send the answer.
             connection_timeout: Duration::from_secs(30),
@@ -153,6 +175,10 @@ pub struct HttpOptions {
     pub listener: std::net::TcpListener,
     pub token: Option<Token>,
     pub limits: HttpLimits,
+    /// What pipes are for, by number, said with them (`role` in the
+    /// pipes' answers, and on the dashboard): a shell's pipe 1 is `up:
+    /// from the command`.
+    pub roles: Vec<(u32, String)>,
 }
 
 /// Checks `--http ADDR:PORT` and `--http-token FILE` and binds the address
@@ -175,6 +201,7 @@ pub fn bind(addr: SocketAddr, token: Option<&Path>) -> Result<HttpOptions, Strin
         listener,
         token,
         limits: HttpLimits::default(),
+        roles: Vec::new(),
     })
 }
 
@@ -253,6 +280,8 @@ struct App {
     /// The longest a stream lasts before it ends itself, within the
     /// connection's time; a client (the dashboard, EventSource) reconnects.
     stream_length: Duration,
+    /// [`HttpOptions::roles`].
+    roles: Arc<Vec<(u32, String)>>,
 }
 
 /// The routes, with the token check and the body limit. Public for tests
@@ -288,6 +317,7 @@ fn router(app: App, max_body: usize) -> Router {
             get(get_rule)
                 .post(add_rule_at)
                 .put(replace_rule)
+                .patch(patch_rule)
                 .delete(delete_rule),
         )
         .route("/v1/commands", post(commands))
@@ -309,6 +339,7 @@ async fn serve(
     let limits = options.limits.clone();
     let app = App {
         link,
+        roles: Arc::new(options.roles),
         token: options.token,
         answer_timeout: limits.answer_timeout,
         observer,
@@ -327,19 +358,12 @@ async fn serve(
         return;
     };
     let routes = router(app, limits.max_body);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let table = slots::Table::new(&limits);
     loop {
-        let slot = tokio::select! {
-            _ = &mut shutdown => return,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => return,
-            },
-        };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // Out of file descriptors and the like: let it pass.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -347,18 +371,124 @@ async fn serve(
                 }
             },
         };
-        let service = hyper_util::service::TowerToHyperService::new(routes.clone());
-        let limits = limits.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(false)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(limits.connection_timeout, conn).await;
-        });
+        let slot = loop {
+            match table.admit(peer.ip(), Some(&stream)) {
+                slots::Admit::In(slot) => break Some(slot),
+                slots::Admit::Refused => break None,
+                // Every slot is doing real work: wait for one (the next
+                // connections wait in the kernel's backlog meanwhile).
+                slots::Admit::Full => tokio::select! {
+                    _ = &mut shutdown => return,
+                    _ = table.freed.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                },
+            }
+        };
+        let Some(slot) = slot else {
+            slots::reset_on_close(&stream);
+            continue;
+        };
+        tokio::spawn(serve_connection(
+            stream,
+            slot,
+            routes.clone(),
+            limits.clone(),
+        ));
     }
+}
+
+/// One connection, from its slot to its close: cut short (and reset) when
+/// it is evicted, when a write has waited on the client for the write
+/// timeout, or at the connection timeout.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    slot: slots::Slot,
+    routes: Router,
+    limits: HttpLimits,
+) {
+    let conn = slot.conn.clone();
+    let io = hyper_util::rt::TokioIo::new(slots::Watched {
+        inner: stream,
+        conn: conn.clone(),
+    });
+    let service = {
+        let conn = conn.clone();
+        let limits = limits.clone();
+        hyper::service::service_fn(move |req| {
+            read_then_route(req, conn.clone(), routes.clone(), limits.clone())
+        })
+    };
+    let http = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(false)
+        .serve_connection(io, service);
+    let stalled = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if conn
+                .stalled_for(std::time::Instant::now())
+                .is_some_and(|d| d >= limits.write_timeout)
+            {
+                return;
+            }
+        }
+    };
+    let cut = tokio::select! {
+        _ = http => false,
+        _ = conn.evict.notified() => true,
+        _ = stalled => true,
+        _ = tokio::time::sleep(limits.connection_timeout) => true,
+    };
+    if cut {
+        conn.reset_on_close();
+    }
+    drop(slot);
+}
+
+/// Reads the whole request body (within the body timeout and size limit)
+/// before the request counts as read and goes to the routes: until then
+/// its connection may be evicted.
+async fn read_then_route(
+    req: axum::http::Request<hyper::body::Incoming>,
+    conn: Arc<slots::Conn>,
+    routes: Router,
+    limits: HttpLimits,
+) -> Result<Response, std::convert::Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(body);
+    let bytes = match tokio::time::timeout(
+        limits.body_timeout,
+        axum::body::to_bytes(body, limits.max_body),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Ok(ApiError::new(
+                "too_large",
+                format!(
+                    "the request body is larger than {} bytes (or was cut off)",
+                    limits.max_body
+                ),
+            )
+            .into_response())
+        }
+        Err(_) => {
+            return Ok(ApiError::new(
+                "timeout",
+                format!(
+                    "the request body did not arrive within {:?}",
+                    limits.body_timeout
+                ),
+            )
+            .into_response())
+        }
+    };
+    conn.request_read();
+    let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let service = hyper_util::service::TowerToHyperService::new(routes);
+    hyper::service::Service::call(&service, req).await
 }
 
 /// Refuses a request without the token, when there is one.
@@ -491,7 +621,11 @@ impl App {
         match self.ask(kind)? {
             Answer::Applied(Ok(notes)) => Ok(Applied {
                 command,
-                warnings: parsed.notes.into_iter().chain(notes).collect(),
+                warnings: parsed
+                    .notes
+                    .into_iter()
+                    .chain(notes.iter().map(ToString::to_string))
+                    .collect(),
             }),
             Answer::Applied(Err(e)) => Err(ApiError::new(
                 kind_name(Some(super::protocol::config_kind(&e))),

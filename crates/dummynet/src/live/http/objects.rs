@@ -3,13 +3,13 @@
 //! DELETE; bodies are the language's options, written as a command and
 //! parsed by `dummynet_lang`, so the API and the CLI cannot disagree.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path as UrlPath, State};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::{applied_json, blocking, ApiError, ApiResult, App};
+use super::body::JsonBody;
+use super::{applied_json, blocking, shape, ApiError, ApiResult, App};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ObjKind {
@@ -19,7 +19,7 @@ pub(super) enum ObjKind {
 }
 
 impl ObjKind {
-    fn word(self) -> &'static str {
+    pub(super) fn word(self) -> &'static str {
         match self {
             ObjKind::Pipe => "pipe",
             ObjKind::Queue => "queue",
@@ -58,7 +58,7 @@ fn number(kind: &str, text: &str) -> Result<u32, ApiError> {
 
 /// The objects numbered `n` (all if empty) as the control protocol's
 /// JSON views give them (`pipe show --json`).
-fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> Value {
+pub(super) fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> Value {
     let view = match kind {
         ObjKind::Pipe => serde_json::to_value(super::super::views::pipes(snap, n)),
         ObjKind::Queue => serde_json::to_value(super::super::views::queues(snap, n)),
@@ -67,10 +67,26 @@ fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> V
     view.unwrap_or(Value::Null)
 }
 
+/// A pipe's `role` (see [`super::HttpOptions::roles`]) added to its view.
+fn with_role(app: &App, kind: ObjKind, mut one: Value) -> Value {
+    let n = one["number"].as_u64();
+    let role = app.roles.iter().find(|(r, _)| Some(u64::from(*r)) == n);
+    if let (ObjKind::Pipe, Some((_, role)), Value::Object(m)) = (kind, role, &mut one) {
+        m.insert("role".into(), role.clone().into());
+    }
+    one
+}
+
 pub(super) async fn list_objects(State(app): State<App>, kind: ObjKind) -> ApiResult {
+    let roles = app.clone();
     let (snap, _) = blocking(move || app.snapshot()).await??;
     let numbers = kind.numbers(&snap);
     let mut view = objects_json(kind, &snap, &numbers);
+    if let Some(Value::Array(list)) = view.get_mut(format!("{}s", kind.word())) {
+        for one in list.iter_mut() {
+            *one = with_role(&roles, kind, one.take());
+        }
+    }
     if numbers.is_empty() {
         // No numbers is "all" to the views; here it is none.
         view = json!({ format!("{}s", kind.word()): [] });
@@ -84,37 +100,46 @@ pub(super) async fn get_object(
     UrlPath(n): UrlPath<String>,
 ) -> ApiResult {
     let n = number(kind.word(), &n)?;
+    let roles = app.clone();
     let (snap, _) = blocking(move || app.snapshot()).await??;
     if !kind.numbers(&snap).contains(&n) {
         return Err(no_such(kind.word(), n));
     }
     let view = objects_json(kind, &snap, &[n]);
     let one = view[format!("{}s", kind.word())][0].clone();
-    Ok(Json(one).into_response())
+    Ok(Json(with_role(&roles, kind, one)).into_response())
 }
 
 fn no_such(word: &str, n: u32) -> ApiError {
     ApiError::new("not_found", format!("there is no {word} {n}"))
 }
 
-/// `PUT` (`config`: the options given, the rest at their defaults) or
-/// `PATCH` (`modify`: only the options given change).
+/// `PUT` (`config`: the fields given, the rest at their defaults) or
+/// `PATCH` (`modify`: a JSON Merge Patch of the GET document; only what it
+/// changes changes). The body is the GET document (see [`super::shape`]),
+/// the command language's options (`{"bw": "1Mbit/s"}`), or both.
 pub(super) async fn put_object(
     State(app): State<App>,
     kind: ObjKind,
     UrlPath(n): UrlPath<String>,
-    body: Result<Json<Value>, JsonRejection>,
+    JsonBody(body): JsonBody,
     modify: bool,
 ) -> ApiResult {
     let n = number(kind.word(), &n)?;
-    let Json(body) = body?;
+    let Some(map) = body.as_object() else {
+        return Err(not_an_object());
+    };
+    let (view, options): (Map<String, Value>, Map<String, Value>) = map
+        .clone()
+        .into_iter()
+        .partition(|(k, v)| shape::is_view_field(kind, k, v));
     let verb = if modify { "modify" } else { "config" };
-    let (words, keys) = option_words(&body, &[kind.word(), &n.to_string(), verb])?;
-    if modify && keys.is_empty() {
-        return Err(ApiError::new(
-            "invalid",
-            "PATCH with no option: nothing to change",
-        ));
+    let (mut words, keys) = option_words(
+        &Value::Object(options),
+        &[kind.word(), &n.to_string(), verb],
+    )?;
+    if !modify {
+        words.extend(shape::view_words(kind, n, &view, None)?);
     }
     let done = blocking(move || {
         if modify {
@@ -122,11 +147,33 @@ pub(super) async fn put_object(
             if !kind.numbers(&snap).contains(&n) {
                 return Err(no_such(kind.word(), n));
             }
+            if !view.is_empty() {
+                let current = objects_json(kind, &snap, &[n])[format!("{}s", kind.word())][0].clone();
+                let mut merged = current.clone();
+                shape::merge_patch(&mut merged, &Value::Object(view));
+                let (Some(base), Some(merged)) = (current.as_object(), merged.as_object()) else {
+                    return Err(ApiError::new("internal", "the object's view is not an object"));
+                };
+                words.extend(shape::view_words(kind, n, merged, Some(base))?);
+            }
+            if words.len() == 3 {
+                return Err(ApiError::new(
+                    "invalid",
+                    "PATCH changes nothing: give a field to change (read-only fields such as counters are ignored)",
+                ));
+            }
         }
         app.apply(&words).map_err(|e| name_unknown_field(e, &keys))
     })
     .await??;
     Ok(applied_json(vec![done]))
+}
+
+fn not_an_object() -> ApiError {
+    ApiError::new(
+        "syntax",
+        "the body must be a JSON object: the object as GET gives it ({\"link\": {\"delay_ns\": 20000000}}), or the command language's options ({\"bw\": \"10Mbit/s\", \"delay\": \"20ms\"})",
+    )
 }
 
 pub(super) async fn delete_object(
@@ -159,10 +206,7 @@ type OptionWords = (Vec<String>, Vec<(usize, String)>);
 /// an error at one names the field.
 pub(super) fn option_words(body: &Value, prefix: &[&str]) -> Result<OptionWords, ApiError> {
     let Some(map) = body.as_object() else {
-        return Err(ApiError::new(
-            "syntax",
-            "the body must be a JSON object of options, e.g. {\"bw\": \"10Mbit/s\", \"delay\": \"20ms\"}",
-        ));
+        return Err(not_an_object());
     };
     let mut words: Vec<String> = prefix.iter().map(|w| w.to_string()).collect();
     let mut keys = Vec::new();
@@ -236,6 +280,9 @@ pub(super) fn name_unknown_field(mut e: ApiError, keys: &[(usize, String)]) -> A
     if let Some((_, name)) = keys.iter().find(|(i, k)| Some(*i) == at && k == token) {
         let name = name.clone();
         e.message = format!("unknown field `{name}`: {}", e.message);
+        if let Some(s) = e.extra.get("suggestion").and_then(Value::as_str) {
+            e.message = format!("{}; did you mean `{s}`?", e.message);
+        }
         e.kind = "unknown_field";
         e.extra.insert("field".into(), name.into());
     }

@@ -121,7 +121,7 @@ mod tap;
 mod writers;
 use merge::Merge;
 pub use tap::Tap;
-use writers::{MmLog, Pcap, SharedFile, Writers};
+use writers::{MmLog, Pcap, RecordFile, SharedFile, Writers};
 
 /// A packet's id (`Carrier::id`, the log's `id`) with `run --workers N`:
 /// the worker that read it in the bits from this one up, its count of the
@@ -504,6 +504,8 @@ struct Shared {
     subscriber_lost: AtomicU64,
     /// The first write error; files are no longer written after it.
     error: Mutex<Option<String>>,
+    /// Events not written to the files because of it.
+    unwritten: AtomicU64,
     /// The wall clock of t = 0, once the data plane has said.
     wall_ns: AtomicU64,
     /// Files are written (the data plane always sends records).
@@ -559,12 +561,16 @@ pub struct ObserverStats {
     pub mm_lines: u64,
     pub subscribers: u64,
     pub subscriber_lost: u64,
+    /// Events the files did not get after a write error (`error`).
+    pub unwritten: u64,
     pub error: Option<String>,
 }
 
 impl ObserverStats {
+    /// Events lost: the channel's, and those the files did not get after
+    /// a write error.
     pub fn lost_total(&self) -> u64 {
-        self.lost.iter().map(|(_, n)| n).sum()
+        self.lost.iter().map(|(_, n)| n).sum::<u64>() + self.unwritten
     }
 }
 
@@ -600,7 +606,11 @@ impl std::fmt::Display for ObserverStats {
             )?;
         }
         if let Some(e) = &self.error {
-            write!(f, "; stopped writing: {e}")?;
+            write!(
+                f,
+                "; stopped {e} ({} events not written since)",
+                self.unwritten
+            )?;
         }
         Ok(())
     }
@@ -655,18 +665,24 @@ impl Observer {
                 .map(|f| BufWriter::with_capacity(1 << 16, f))
                 .map_err(|e| format!("cannot create {}: {e}", p.display()))
         };
+        let records = |p: &Path| {
+            RecordFile::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
+        };
         let pcap = |p: &Path| -> Result<Pcap, String> {
-            let out = SharedFile(Arc::new(Mutex::new(create(p)?)));
+            let out = SharedFile(Arc::new(Mutex::new(records(p)?)));
             let writer = capture::Writer::with_snaplen(out.clone(), o.linktype, o.snaplen)
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            // The file's header is whole: a cut may come back to it.
+            out.lock().boundary();
             Ok(Pcap { writer, out })
         };
         let writers = Writers {
-            log: o.log.as_deref().map(create).transpose()?,
+            log: o.log.as_deref().map(records).transpose()?,
             capture_in: o.capture_in.as_deref().map(pcap).transpose()?,
             capture_out: o.capture_out.as_deref().map(pcap).transpose()?,
             mm: match &o.mm_log {
                 Some((p, pipe)) => Some(MmLog {
+                    path: p.clone(),
                     out: create(p)?,
                     pipe: *pipe,
                     base_ms: 0,
@@ -762,6 +778,7 @@ impl Shared {
             mm_lines: n(&self.mm_lines),
             subscribers: self.subscribers.load(Ordering::Relaxed) as u64,
             subscriber_lost: n(&self.subscriber_lost),
+            unwritten: n(&self.unwritten),
             error: match self.error.lock() {
                 Ok(e) => e.clone(),
                 Err(p) => p.into_inner().clone(),
@@ -790,6 +807,7 @@ impl Shared {
             mm_lines: AtomicU64::new(0),
             subscriber_lost: AtomicU64::new(0),
             error: Mutex::new(None),
+            unwritten: AtomicU64::new(0),
             wall_ns: AtomicU64::new(0),
             files,
             stopped: AtomicBool::new(false),
@@ -961,16 +979,21 @@ impl Worker {
     fn packet(&mut self, w: usize, r: &Record, frame: Option<(&[u8], u32)>) {
         if let Some((bytes, orig_len)) = frame {
             let ts = self.wall_ns.saturating_add(r.t_ns);
-            let (w, n) = match r.kind {
-                Kind::Arrival => (&mut self.writers.capture_in, &self.shared.captured_in),
-                _ => (&mut self.writers.capture_out, &self.shared.captured_out),
+            let w = match r.kind {
+                Kind::Arrival => &mut self.writers.capture_in,
+                _ => &mut self.writers.capture_out,
             };
-            if let (Some(w), false) = (w, self.failed) {
-                let res = w.writer.write(ts, orig_len, bytes);
-                if res.is_ok() {
-                    n.fetch_add(1, Ordering::Relaxed);
+            if let Some(w) = w {
+                if self.failed {
+                    self.shared.unwritten.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let res = w.writer.write(ts, orig_len, bytes);
+                    if res.is_ok() {
+                        // Counted once on disk (`Worker::flush`).
+                        w.out.lock().end_record();
+                    }
+                    self.check(res.map_err(std::io::Error::other));
                 }
-                self.check(res.map_err(std::io::Error::other));
             }
         }
         self.mm(|mm, wall| mm.record(r, wall));
@@ -1034,15 +1057,17 @@ impl Worker {
     }
 
     fn log(&mut self, e: &Event<String>) {
-        if self.failed {
-            return;
-        }
         if let Some(w) = &mut self.writers.log {
+            if self.failed {
+                self.shared.unwritten.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             let res = serde_json::to_writer(&mut *w, e)
                 .map_err(std::io::Error::other)
                 .and_then(|()| w.write_all(b"\n"));
             if res.is_ok() {
-                self.shared.logged.fetch_add(1, Ordering::Relaxed);
+                // Counted once on disk (`Worker::flush`).
+                w.end_record();
             }
             self.check(res);
         }
@@ -1079,18 +1104,29 @@ impl Worker {
         let w = &mut self.writers;
         let mut res = Ok(());
         if let Some(l) = &mut w.log {
-            res = res.and(l.flush());
+            match l.commit() {
+                Ok(n) => self.shared.logged.store(n, Ordering::Relaxed),
+                Err(e) => res = Err(e),
+            }
         }
-        for c in [&mut w.capture_in, &mut w.capture_out]
-            .into_iter()
-            .flatten()
-        {
-            res = res.and(c.out.clone().flush());
+        for (c, n) in [
+            (&mut w.capture_in, &self.shared.captured_in),
+            (&mut w.capture_out, &self.shared.captured_out),
+        ] {
+            if let Some(c) = c {
+                match c.out.lock().commit() {
+                    Ok(records) => n.store(records, Ordering::Relaxed),
+                    Err(e) => res = res.and(Err(e)),
+                }
+            }
         }
         if let Some(m) = &mut w.mm {
             res = res.and(m.out.flush());
         }
         self.check(res);
+        if self.failed {
+            return;
+        }
         // What was written goes to the disk now, a little at a time, and
         // leaves the page cache once it is there: left to the kernel's
         // thresholds, a capture at 100 kpps (40 MB/s) piles up gigabytes
@@ -1109,28 +1145,68 @@ impl Worker {
                 nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
             );
         };
-        if let Some(l) = &w.log {
-            advise(l.get_ref());
+        if let Some(f) = w.log.as_ref().and_then(RecordFile::file) {
+            advise(f);
         }
         for c in [&w.capture_in, &w.capture_out].into_iter().flatten() {
-            advise(c.out.lock().get_ref());
+            if let Some(f) = c.out.lock().file() {
+                advise(f);
+            }
         }
         if let Some(m) = &w.mm {
             advise(m.out.get_ref());
         }
     }
 
-    /// Keeps the first write error and stops writing files after it (a
-    /// full disk would otherwise fail every line).
+    /// On the first write error, stops writing files (a full disk would
+    /// otherwise fail every line): the log and captures are cut back to
+    /// their last whole record, what they hold is counted, the error is
+    /// kept for `stats` and said once on stderr, naming the file. Events
+    /// from then on are counted as lost ([`ObserverStats::unwritten`]).
     fn check(&mut self, res: std::io::Result<()>) {
-        if let Err(e) = res {
-            self.failed = true;
-            let mut slot = match self.shared.error.lock() {
-                Ok(s) => s,
-                Err(p) => p.into_inner(),
-            };
-            slot.get_or_insert_with(|| e.to_string());
+        let Err(e) = res else {
+            return;
+        };
+        if self.failed {
+            return;
         }
+        self.failed = true;
+        let w = &mut self.writers;
+        // The file that failed, and the OS's words (a serializer or the
+        // pcap writer would wrap them in its own).
+        let mut failed: Option<(PathBuf, String)> = None;
+        if let Some(l) = &mut w.log {
+            if let Some(err) = l.error.clone() {
+                failed.get_or_insert((l.path.clone(), err));
+            }
+            self.shared.logged.store(l.cut(), Ordering::Relaxed);
+        }
+        for (c, n) in [
+            (&mut w.capture_in, &self.shared.captured_in),
+            (&mut w.capture_out, &self.shared.captured_out),
+        ] {
+            if let Some(c) = c {
+                let mut out = c.out.lock();
+                if let Some(err) = out.error.clone() {
+                    failed.get_or_insert((out.path.clone(), err));
+                }
+                n.store(out.cut(), Ordering::Relaxed);
+            }
+        }
+        let (path, err) = failed.unwrap_or_else(|| {
+            let path = w.mm.as_ref().map(|m| m.path.clone()).unwrap_or_default();
+            (path, e.to_string())
+        });
+        let why = format!("writing {}: {err}", path.display());
+        say_now!(
+            "dummynet: {why}; the log and captures are no longer written (each ends with its \
+             last whole record), and events from now on are counted as lost in `dummynet stats`"
+        );
+        let mut slot = match self.shared.error.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        slot.get_or_insert(why);
     }
 }
 

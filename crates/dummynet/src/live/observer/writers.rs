@@ -5,7 +5,7 @@ use super::*;
 
 /// The files.
 pub(super) struct Writers {
-    pub(super) log: Option<BufWriter<File>>,
+    pub(super) log: Option<RecordFile>,
     pub(super) capture_in: Option<Pcap>,
     pub(super) capture_out: Option<Pcap>,
     pub(super) mm: Option<MmLog>,
@@ -21,10 +21,10 @@ pub(super) struct Pcap {
 /// A buffered file two owners write through; only the observer thread
 /// ever locks it, so the lock is never contended.
 #[derive(Clone)]
-pub(super) struct SharedFile(pub(super) Arc<Mutex<BufWriter<File>>>);
+pub(super) struct SharedFile(pub(super) Arc<Mutex<RecordFile>>);
 
 impl SharedFile {
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, BufWriter<File>> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, RecordFile> {
         match self.0.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -41,8 +41,123 @@ impl Write for SharedFile {
     }
 }
 
+/// A buffered file written in whole records (a log line, a pcap record).
+/// It counts the records known to be on disk, and after a write error
+/// (a full disk) cuts the file back to the last whole record and writes
+/// nothing more: a capture stays readable, a log ends with a whole line.
+pub(super) struct RecordFile {
+    pub(super) path: PathBuf,
+    /// `None` once cut.
+    out: Option<BufWriter<File>>,
+    /// Bytes handed to the buffer since the start.
+    len: u64,
+    /// Records ended since the start.
+    records: u64,
+    /// Where each record ended (offset, records up to it) since the last
+    /// flush that got everything to the disk.
+    ends: VecDeque<(u64, u64)>,
+    /// The last such flush: everything up to here is on disk.
+    on_disk: (u64, u64),
+    /// The first error a write or flush met, as the OS said it.
+    pub(super) error: Option<String>,
+}
+
+impl RecordFile {
+    pub(super) fn create(path: &Path) -> std::io::Result<RecordFile> {
+        Ok(RecordFile {
+            path: path.to_path_buf(),
+            out: Some(BufWriter::with_capacity(1 << 16, File::create(path)?)),
+            len: 0,
+            records: 0,
+            ends: VecDeque::new(),
+            on_disk: (0, 0),
+            error: None,
+        })
+    }
+
+    /// What was written so far is whole (a file header): the file may be
+    /// cut back to here.
+    pub(super) fn boundary(&mut self) {
+        self.ends.push_back((self.len, self.records));
+    }
+
+    /// One record ends here.
+    pub(super) fn end_record(&mut self) {
+        self.records += 1;
+        self.boundary();
+    }
+
+    /// Flushes; the records on disk.
+    pub(super) fn commit(&mut self) -> std::io::Result<u64> {
+        self.flush()?;
+        self.on_disk = (self.len, self.records);
+        self.ends.clear();
+        Ok(self.records)
+    }
+
+    /// After an error: the file is cut back to the last whole record that
+    /// reached it, what is still buffered is thrown away, and nothing more
+    /// is written. The records left in the file.
+    pub(super) fn cut(&mut self) -> u64 {
+        let Some(out) = self.out.take() else {
+            return self.on_disk.1;
+        };
+        // Not flushed: the buffer is what the disk had no room for.
+        let (file, _) = out.into_parts();
+        let Ok(reached) = file.metadata().map(|m| m.len()) else {
+            return self.on_disk.1;
+        };
+        let (end, records) = self
+            .ends
+            .iter()
+            .rev()
+            .find(|(end, _)| *end <= reached)
+            .copied()
+            .unwrap_or(self.on_disk);
+        self.ends.clear();
+        self.on_disk = (end, records);
+        if reached > end && file.set_len(end).is_err() {
+            // Left as it is: at least the count says what is whole.
+        }
+        records
+    }
+
+    pub(super) fn file(&self) -> Option<&File> {
+        self.out.as_ref().map(BufWriter::get_ref)
+    }
+
+    fn remember<T>(&mut self, res: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &res {
+            self.error.get_or_insert_with(|| e.to_string());
+        }
+        res
+    }
+}
+
+impl Write for RecordFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(out) = &mut self.out else {
+            return Err(std::io::Error::other("not written after an error"));
+        };
+        let res = out.write(buf);
+        if let Ok(n) = res {
+            self.len += n as u64;
+        }
+        self.remember(res)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let Some(out) = &mut self.out else {
+            return Err(std::io::Error::other("not written after an error"));
+        };
+        let res = out.flush();
+        self.remember(res)
+    }
+}
+
 /// mahimahi's link log of one pipe.
 pub(super) struct MmLog {
+    pub(super) path: PathBuf,
     pub(super) out: BufWriter<File>,
     pub(super) pipe: u32,
     /// The start, ms since the Unix epoch.

@@ -356,15 +356,18 @@ async function pollPipes() {
     const p = pipeEntry(n);
     const link = pipe.link || {};
     p.charts.throughput.capacity = link.bandwidth_bps || null;
+    // Its role, when the daemon knows one (a shell's pipe 1 is "up: from
+    // the command").
+    const role = pipe.role ? ` (${pipe.role})` : "";
     p.card.querySelector("h3").textContent =
-      `pipe ${n}: ${link.bandwidth_bps ? fmtRate(link.bandwidth_bps) : "unlimited"}, ${fmtNs(link.delay_ns || 0)} delay`;
+      `pipe ${n}${role}: ${link.bandwidth_bps ? fmtRate(link.bandwidth_bps) : "unlimited"}, ${fmtNs(link.delay_ns || 0)} delay`;
     const flows = (pipe.queue && pipe.queue.flows) || [];
     const sum = (k) => flows.reduce((a, f) => a + (f[k] || 0), 0);
     const q = pipe.queue || {};
     const limit = q.limit_bytes ? `${fmtCount(q.limit_bytes)} B` : q.limit_packets ? `${q.limit_packets} slots` : "–";
     const row = document.createElement("tr");
     for (const text of [
-      n,
+      pipe.role ? `${n} (${pipe.role})` : n,
       link.bandwidth_bps ? fmtRate(link.bandwidth_bps) : "unlimited",
       fmtNs(link.delay_ns || 0),
       limit,
