@@ -87,7 +87,7 @@ pub struct ShellArgs {
     /// command reaches this host (its peer) only.
     #[arg(long, value_enum, default_value_t = Nat::Auto)]
     pub nat: Nat,
-    /// Without root only (see README, "Without root"): the userspace
+    /// Without root only (see the book's "Without root" chapter): the userspace
     /// network stack that connects the shell's own namespaces to this
     /// host's network: `auto` takes pasta (package passt) if installed,
     /// else slirp4netns, else none; `none`: the command reaches its peer
