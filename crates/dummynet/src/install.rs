@@ -1,31 +1,92 @@
 //! `dummynet install`: puts the binary on the PATH with its two other
 //! names, `ipfw` and `dnctl` (symbolic links), so scripts written for
-//! FreeBSD run as they are.
+//! FreeBSD run as they are, and its man pages and shell completions
+//! ([`crate::manuals`]) under the same prefix; `--uninstall` removes them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct InstallArgs {
-    /// Directory for `dummynet`, `ipfw` and `dnctl`.
+    /// Directory for `dummynet`, `ipfw` and `dnctl`; the man pages and
+    /// completions go under its parent's `share/` (/usr/local/share).
     #[arg(long, default_value = "/usr/local/bin")]
     pub dir: PathBuf,
+    /// Remove what `dummynet install --dir DIR` installed instead.
+    #[arg(long)]
+    pub uninstall: bool,
 }
 
-pub fn run(args: InstallArgs) -> ExitCode {
-    match install(&args.dir) {
-        Ok(()) => {
+/// Installs or uninstalls; `cmd` is the command line's definition, which
+/// the man pages and completions are made from.
+pub fn run(args: InstallArgs, cmd: &clap::Command) -> ExitCode {
+    let files = crate::manuals::generate(cmd);
+    let prefix = prefix(&args.dir);
+    let done = if args.uninstall {
+        uninstall(&args.dir, &prefix, &files).map(|removed| {
+            println!("removed {removed} files from {}", prefix.display());
+        })
+    } else {
+        install(&args.dir).and_then(|()| {
+            write_manuals(&prefix, &files)?;
             println!(
-                "installed {0}/dummynet with links {0}/ipfw and {0}/dnctl",
-                args.dir.display()
+                "installed {0}/dummynet with links {0}/ipfw and {0}/dnctl, {1} man pages \
+                 and completions for bash, zsh and fish under {2}/share",
+                args.dir.display(),
+                files.len() - 3,
+                prefix.display()
             );
-            ExitCode::SUCCESS
-        }
+            Ok(())
+        })
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dummynet install: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `/usr/local/bin` → `/usr/local`: where `share/` is.
+fn prefix(dir: &Path) -> PathBuf {
+    match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
+}
+
+fn write_manuals(prefix: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
+    for (rel, bytes) in files {
+        let path = prefix.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes the binary, our two links (not a file of someone else's in their
+/// place) and the man pages and completions; returns how many went.
+fn uninstall(dir: &Path, prefix: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<usize, String> {
+    let mut paths: Vec<PathBuf> = vec![dir.join("dummynet")];
+    for name in ["ipfw", "dnctl"] {
+        let link = dir.join(name);
+        if std::fs::read_link(&link).is_ok_and(|t| t == Path::new("dummynet")) {
+            paths.push(link);
+        }
+    }
+    paths.extend(files.iter().map(|(rel, _)| prefix.join(rel)));
+    let mut removed = 0;
+    for path in paths {
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("removing {}: {e}", path.display())),
+        }
+    }
+    Ok(removed)
 }
 
 fn install(dir: &Path) -> Result<(), String> {

@@ -17,6 +17,7 @@ pub mod gen;
 pub mod install;
 pub mod lang;
 pub mod live;
+pub mod manuals;
 pub mod plot;
 pub mod sim;
 pub mod tracegen;

@@ -14,7 +14,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 // Large blocks (the engine's per-flow tables at high flow counts) on huge
 // pages where the kernel wants to be asked: see dummynet_io::hugealloc.
@@ -81,8 +81,9 @@ enum Cmd {
     Shell(live::shell::ShellArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
-    /// List the built-in link presets (seed 000's table, browser and
-    /// mobile test tools' profiles, lossy and traced links).
+    /// List the built-in link presets (the typical-links table of the
+    /// FreeBSD dummynet article, browser and mobile test tools' profiles,
+    /// lossy and traced links).
     Presets {
         /// Print them as JSON, with each direction's pipe options.
         #[arg(long)]
@@ -92,7 +93,8 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         traces: Option<std::path::PathBuf>,
     },
-    /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl` links.
+    /// Copy this binary to a directory on the PATH with `ipfw` and `dnctl`
+    /// links, and its man pages and shell completions beside it.
     Install(install::InstallArgs),
     /// List the dummynet daemons on this machine and what each shapes: PID,
     /// mode, network namespace, control socket, HTTP address, uptime.
@@ -103,8 +105,8 @@ enum Cmd {
         /// /run/dummynet.sock).
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
-        /// One JSON object instead of text (field names in the README:
-        /// "stats --json").
+        /// One JSON object instead of text (its field names: the book,
+        /// "Live", `stats --json`).
         #[arg(long)]
         json: bool,
     },
@@ -149,7 +151,7 @@ fn main() -> ExitCode {
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Ps(a) => live::ps::run(a),
         Cmd::Stats { socket, json } => live::client::stats(socket, json),
-        Cmd::Install(a) => install::run(a),
+        Cmd::Install(a) => install::run(a, &Cli::command()),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),
     }

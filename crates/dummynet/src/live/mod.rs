@@ -12,8 +12,8 @@
 //!   ipfw|dnctl` and the `ipfw`/`dnctl` names of the binary.
 //! - [`http`]: the HTTP API (`--http`), with [`metrics`] for Prometheus.
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
-//!   [`presets`] are typical links: seed 000's table, browser and mobile
-//!   test tools' profiles, lossy, jittery and trace-driven variants.
+//!   [`presets`] are typical links: the typical-links table of the FreeBSD
+//!   dummynet article, browser and mobile test tools' profiles, lossy, jittery and trace-driven variants.
 //! - [`netns_target`]: `run --netns`, a container's namespace entered from
 //!   outside; [`registry`] and [`ps`]: the daemons' records and `dummynet
 //!   ps`, which lists them.

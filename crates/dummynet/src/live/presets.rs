@@ -1,7 +1,8 @@
-//! Typical links, per direction: seed 000's table ("Bandwidth and Delay for
-//! Different Types of Network"), the profiles browser and mobile test tools
-//! made familiar (Chrome DevTools, WebPageTest, Apple's Network Link
-//! Conditioner), and a few lossy, jittery and trace-driven links of our own.
+//! Typical links, per direction: the typical-links table of the FreeBSD
+//! dummynet article ("Bandwidth and Delay for Different Types of Network"),
+//! the profiles browser and mobile test tools made familiar (Chrome
+//! DevTools, WebPageTest, Apple's Network Link Conditioner), and a few
+//! lossy, jittery and trace-driven links of our own.
 //!
 //! `up` is what the application sends (the uplink), `down` what it
 //! receives. Delays are ONE-WAY, per direction: a tool that states a round
@@ -227,7 +228,9 @@ const fn rtt(down_bw: u64, up_bw: u64, rtt_ms: u64) -> (Direction, Direction) {
 const K: u64 = 1_000;
 const M: u64 = 1_000_000;
 
-const SEED: &str = "seed 000: Bandwidth and Delay for Different Types of Network";
+/// The table of "Dummynet: The Better Way to Build FreeBSD Networks".
+const TYPICAL: &str =
+    "Bandwidth and Delay for Different Types of Network (the FreeBSD dummynet article's typical links)";
 /// The presets of DevTools' Network panel, `front_end/core/sdk/NetworkManager.ts`
 /// (ChromeDevTools/devtools-frontend, renamed and extended in 2024, crbug.com/342406608).
 const DEVTOOLS: &str = "Chrome DevTools network throttling (NetworkManager.ts, 2024)";
@@ -268,11 +271,11 @@ const WIFI_BURSTS: Loss = Loss::GilbertElliott {
 };
 
 pub static PRESETS: &[Preset] = &[
-    // Seed 000's table, unchanged; the demo uses `lte`.
+    // The typical-links table, unchanged; the demo uses `lte`.
     Preset {
         name: "edge",
         title: "Edge",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(240 * K, 400),
         up: dir(200 * K, 440),
@@ -280,7 +283,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "3g",
         title: "3G",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(780 * K, 100),
         up: dir(330 * K, 100),
@@ -288,7 +291,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "lte",
         title: "LTE",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(50 * M, 50),
         up: dir(10 * M, 65),
@@ -296,7 +299,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "dsl",
         title: "DSL",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(2 * M, 10),
         up: dir(256 * K, 10),
@@ -304,7 +307,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "vdsl",
         title: "VDSL",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(50 * M, 10),
         up: dir(10 * M, 10),
@@ -312,7 +315,7 @@ pub static PRESETS: &[Preset] = &[
     Preset {
         name: "geo-satellite",
         title: "Geo-Satellite",
-        source: SEED,
+        source: TYPICAL,
         source_latency: Latency::OneWay,
         down: dir(10 * M, 325),
         up: dir(2 * M, 325),
@@ -460,7 +463,7 @@ pub static PRESETS: &[Preset] = &[
     // dropped for each direction. ("High Latency DNS" delays only DNS
     // answers, which a pipe cannot single out, so it is left out.)
 
-    // "3G": 780 kbit/s 100 ms down, 330 kbit/s 100 ms up (seed 000's 3G).
+    // "3G": 780 kbit/s 100 ms down, 330 kbit/s 100 ms up (the typical-links table's 3G).
     Preset {
         name: "nlc-3g",
         title: "Network Link Conditioner 3G",
@@ -535,7 +538,7 @@ pub static PRESETS: &[Preset] = &[
     },
     // Our own impaired links, to exercise what a clean table cannot.
 
-    // Seed 000's LTE with normally distributed jitter of 10 ms (standard
+    // The typical-links table's LTE with normally distributed jitter of 10 ms (standard
     // deviation) on each direction's delay.
     Preset {
         name: "lte-jittery",
@@ -562,7 +565,7 @@ pub static PRESETS: &[Preset] = &[
             WIFI_BURSTS,
         ),
     },
-    // Seed 000's geostationary satellite with 1 % independent loss and
+    // The typical-links table's geostationary satellite with 1 % independent loss and
     // 5 ms of normal jitter each way, as rain fade and a shared beam bring.
     Preset {
         name: "satellite-lossy",
@@ -580,7 +583,7 @@ pub static PRESETS: &[Preset] = &[
     },
     // A cellular link whose rate wanders (examples/traces/cellular-walk*,
     // a random walk around 8 Mbit/s down and 2 Mbit/s up with a few
-    // outages), with seed 000's LTE delays.
+    // outages), with the typical-links table's LTE delays.
     Preset {
         name: "cellular-walk",
         title: "Cellular, varying rate (trace)",
@@ -874,10 +877,13 @@ mod tests {
                 .pipe_options(lookup("edge").unwrap().up),
             "bw 200Kbit/s delay 440ms queue 75KBytes"
         );
-        let seed: Vec<_> = PRESETS.iter().filter(|p| p.source == SEED).collect();
+        let seed: Vec<_> = PRESETS.iter().filter(|p| p.source == TYPICAL).collect();
         let names: Vec<_> = seed.iter().map(|p| p.name).collect();
         assert_eq!(names, ["edge", "3g", "lte", "dsl", "vdsl", "geo-satellite"]);
-        assert_eq!(PRESETS[..6].iter().filter(|p| p.source == SEED).count(), 6);
+        assert_eq!(
+            PRESETS[..6].iter().filter(|p| p.source == TYPICAL).count(),
+            6
+        );
         for p in seed {
             for d in [p.up, p.down] {
                 assert_eq!((d.jitter, d.loss, d.trace), (None, None, None));

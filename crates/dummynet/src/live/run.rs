@@ -87,7 +87,7 @@ pub struct RunArgs {
     /// for the control plane and the kernel's own work, at least 1 (so 1
     /// on two cores); 1 where workers do not apply (--xdp, host mode, a
     /// configuration with `one_pass 0`), said at start. AF_PACKET bridge
-    /// only. See README "Workers".
+    /// only. See the book's "Workers" chapter.
     #[arg(long, default_value = "auto", value_parser = parse_workers)]
     pub workers: Workers,
     /// Shape this machine's own traffic: a netfilter table of the daemon's
@@ -264,8 +264,8 @@ pub struct HttpArgs {
     /// by default. Any address but loopback needs --http-token. No TLS:
     /// put a TLS proxy in front. Idle and slow clients cannot lock it out:
     /// 32 connections, 8 per address, 2 s to send a request's head; one
-    /// that has not sent it yields its slot to a newcomer. See "HTTP API"
-    /// in the README.
+    /// that has not sent it yields its slot to a newcomer. See the book's
+    /// "HTTP API" chapter.
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<std::net::SocketAddr>,
     /// A file whose first line is the bearer token HTTP clients must send

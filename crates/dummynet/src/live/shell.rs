@@ -45,9 +45,9 @@ use super::Backend;
 
 #[derive(Debug, clap::Args)]
 pub struct ShellArgs {
-    /// A preset for both directions (`dummynet presets` lists them: seed
-    /// 000's table, browser and mobile test tools' profiles, lossy, jittery
-    /// and trace-driven links). With --up or --down, the options they give
+    /// A preset for both directions (`dummynet presets` lists them: the
+    /// typical-links table of the FreeBSD dummynet article, browser and
+    /// mobile test tools' profiles, lossy, jittery and trace-driven links). With --up or --down, the options they give
     /// replace the preset's of the same kind and the rest stays (`--preset
     /// lte --up "delay 50ms"` is lte with a 50 ms uplink delay), as `pipe
     /// N modify` does; the resulting configuration is printed at start.
@@ -87,7 +87,7 @@ pub struct ShellArgs {
     /// command reaches this host (its peer) only.
     #[arg(long, value_enum, default_value_t = Nat::Auto)]
     pub nat: Nat,
-    /// Without root only (see README, "Without root"): the userspace
+    /// Without root only (see the book's "Without root" chapter): the userspace
     /// network stack that connects the shell's own namespaces to this
     /// host's network: `auto` takes pasta (package passt) if installed,
     /// else slirp4netns, else none; `none`: the command reaches its peer

@@ -1,5 +1,5 @@
 //! `dummynet stats --json`: the data plane's [`Report`] as one JSON object
-//! whose field names are a promise (README: "stats --json"). Durations are
+//! whose field names are a promise (the book: "stats --json"). Durations are
 //! integer nanoseconds (`_ns`), sizes bytes (`_bytes`); every drop reason
 //! is present, 0 when it never happened, so a script can read any of them
 //! without checking it exists.

@@ -1,6 +1,6 @@
 //! `dummynet ipfw --json ...`: what the read commands show (`show`, `pipe
 //! show`, `queue show`, `sched show`, `table ... list`, `set show`,
-//! `memory`), as JSON documents whose field names are a promise (README:
+//! `memory`), as JSON documents whose field names are a promise (the book:
 //! "JSON views"). They are built from a [`Snapshot`] on the client's
 //! thread, never on the data plane's, through structs of their own rather
 //! than the engine's types, so the engine can change without breaking a
