@@ -90,6 +90,11 @@ pub struct MaskJson {
 #[derive(Debug, Serialize)]
 pub struct FlowCountersJson {
     pub flow: FlowJson,
+    /// For a queue feeding FQ-CoDel or FQ-PIE: the scheduler's sub-queue
+    /// (the 5-tuple's hash bucket) these counters are; `flow` then names no
+    /// flow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_queue: Option<u32>,
     /// Arrived, dropped ones included.
     pub total_packets: u64,
     pub total_bytes: u64,
@@ -257,9 +262,10 @@ fn mask(m: &FlowMask) -> MaskJson {
     }
 }
 
-fn counters(id: &FlowKey, c: &FlowCounters) -> FlowCountersJson {
+fn counters(id: &FlowKey, c: &FlowCounters, sub_queue: Option<u32>) -> FlowCountersJson {
     FlowCountersJson {
         flow: flow(id),
+        sub_queue,
         total_packets: c.tot_pkts,
         total_bytes: c.tot_bytes,
         queued_packets: u64::from(c.len_pkts),
@@ -353,7 +359,10 @@ fn queue(f: &FlowsetView) -> QueueJson {
         mask: mask(&f.mask),
         aqm: f.aqm.clone(),
         impairments: f.impairments().map(|i| i.display()).collect(),
-        flows: flows.iter().map(|x| counters(&x.id, &x.counters)).collect(),
+        flows: flows
+            .iter()
+            .map(|x| counters(&x.id, &x.counters, x.sub_queue))
+            .collect(),
     }
 }
 
@@ -419,7 +428,10 @@ pub fn scheds(snap: &Snapshot, numbers: &[u32]) -> SchedsJson {
                     mask: mask(&s.mask),
                     params: s.params.iter().cloned().collect(),
                     link: snap.links.iter().find(|l| l.number == s.number).map(link),
-                    instances: inst.iter().map(|i| counters(&i.id, &i.counters)).collect(),
+                    instances: inst
+                        .iter()
+                        .map(|i| counters(&i.id, &i.counters, None))
+                        .collect(),
                 }
             })
             .collect(),
@@ -493,6 +505,59 @@ mod tests {
 
     /// `show` and the JSON view say the same number of buckets: 1 without
     /// a mask, the configured number with one.
+    #[test]
+    fn fq_codel_sub_queues_are_named_by_index_in_json() {
+        use dummynet_engine::flow::proto;
+        use dummynet_engine::sched::bucket_of;
+        use dummynet_engine::{Direction, PacketInfo};
+        let mut engine: dummynet_engine::Engine<u64> = dummynet_engine::Engine::new(1);
+        for line in [
+            "pipe 1 config bw 1Mbit/s",
+            "sched 1 config pipe 1 type fq_codel",
+            "queue 1 config sched 1",
+            "add 100 queue 1 ip from any to any",
+        ] {
+            let Ok(dummynet_lang::Parsed {
+                statement: dummynet_lang::Statement::Apply(c),
+                ..
+            }) = dummynet_lang::parse_command(line)
+            else {
+                panic!("{line}")
+            };
+            engine.apply(0, c).unwrap();
+        }
+        let key = FlowKey::v4(
+            [10, 0, 0, 1].into(),
+            [10, 0, 0, 2].into(),
+            proto::UDP,
+            5000,
+            80,
+        );
+        let info = PacketInfo {
+            len: 1000,
+            key,
+            dir: Direction::In,
+            recv_if: None,
+            xmit_if: None,
+        };
+        for _ in 0..3 {
+            engine.input(0, info, 0);
+        }
+        let view = queues(&engine.snapshot(), &[1]);
+        let flows = &view.queues[0].flows;
+        assert!(!flows.is_empty());
+        assert!(
+            flows
+                .iter()
+                .all(|f| f.sub_queue == Some(bucket_of(&key, 1024))),
+            "{:?}",
+            flows.iter().map(|f| f.sub_queue).collect::<Vec<_>>()
+        );
+        // And plain queues carry none.
+        let text = serde_json::to_string(&queues(&engine.snapshot(), &[])).unwrap();
+        assert_eq!(text.matches("sub_queue").count(), flows.len(), "{text}");
+    }
+
     #[test]
     fn text_and_json_agree_on_buckets() {
         let config = crate::lang::commands(
