@@ -711,13 +711,22 @@ fn call_once(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
         .map_err(|e| proto(e.to_string()))?;
     let mut text = serde_json::to_string(req).map_err(|e| proto(e.to_string()))?;
     text.push('\n');
-    conn.write_all(text.as_bytes())
-        .map_err(|e| proto(e.to_string()))?;
+    // A daemon with no place answers `busy` without reading the request
+    // and closes: the write may then fail, but the answer is there to read.
+    let sent = conn.write_all(text.as_bytes());
+    if let Err(e) = &sent {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        if !matches!(e.kind(), BrokenPipe | ConnectionReset) {
+            return Err(proto(e.to_string()));
+        }
+    }
     let mut line = String::new();
-    BufReader::new(conn.take_limited_owned())
-        .read_line(&mut line)
-        .map_err(|e| proto(e.to_string()))?;
-    serde_json::from_str(&line).map_err(|e| proto(format!("unreadable answer: {e}")))
+    let read = BufReader::new(conn.take_limited_owned()).read_line(&mut line);
+    match (sent, read) {
+        (Err(e), Err(_) | Ok(0)) => Err(proto(e.to_string())),
+        (_, Err(e)) => Err(proto(e.to_string())),
+        _ => serde_json::from_str(&line).map_err(|e| proto(format!("unreadable answer: {e}"))),
+    }
 }
 
 trait TakeLimitedOwned {
@@ -1199,6 +1208,34 @@ mod tests {
         for t in holder {
             assert_eq!(t.join().unwrap().status, 0);
         }
+    }
+
+    /// A daemon that answers `busy` and closes before reading: the client's
+    /// write fails (a request larger than the socket's buffers is still
+    /// being sent), and the answer is read all the same.
+    #[test]
+    fn a_busy_answer_is_read_though_the_request_could_not_be_sent() {
+        let dir = std::env::temp_dir().join(format!("dummynet-busy-epipe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let busy = Reply::err(ErrorKind::Busy, EX_UNAVAILABLE, "dummynet: busy\n");
+            let mut text = serde_json::to_string(&busy).unwrap();
+            text.push('\n');
+            conn.write_all(text.as_bytes()).unwrap();
+            // Closed unread: the client's write then fails.
+        });
+        let req = ClientRequest {
+            argv: vec!["x".repeat(8 << 20)],
+            ..Default::default()
+        };
+        let r = call_once(&path, &req);
+        server.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(r.unwrap().kind, Some(ErrorKind::Busy));
     }
 
     #[test]
