@@ -443,10 +443,16 @@ fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
         return Live::Failed(format!("cannot make network namespace {}", sandbox.netns));
     }
     let body = block.body.join("\n");
-    // The plugin comes with the installed package (its entry point); before
-    // `pip install` (CI installs it after the Rust tests), name it.
+    // The plugin comes with the installed package (its pytest11 entry
+    // point, which pytest loads even when the package's files are gone);
+    // before `pip install` (CI installs it after the Rust tests), name it.
+    // Naming it as well as its entry point would register it twice.
     let installed = Command::new("python3")
-        .args(["-c", "import dummynet.pytest_plugin"])
+        .args([
+            "-c",
+            "import importlib.metadata as m, sys; \
+             sys.exit(0 if any(e.name == 'dummynet' for e in m.entry_points(group='pytest11')) else 1)",
+        ])
         .current_dir(std::env::temp_dir())
         .status()
         .is_ok_and(|s| s.success());
