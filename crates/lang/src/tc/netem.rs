@@ -125,6 +125,18 @@ fn maybe_percent(a: &mut Args, what: &str) -> Result<Option<Percent>, TcError> {
     }
 }
 
+/// A loss model's optional parameters, in order, each replacing its
+/// default while the next word is a number (tc stops at the first that is not).
+fn trailing_percents(a: &mut Args, values: &mut [Percent], names: &[&str]) -> Result<(), TcError> {
+    for (value, what) in values.iter_mut().zip(names) {
+        match maybe_percent(a, what)? {
+            Some(p) => *value = p,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
 fn delay_time(a: &mut Args, what: &str) -> Result<u64, TcError> {
     let w = a.next_or(what)?;
     let us = units::time_us(w).ok_or_else(|| {
@@ -283,15 +295,7 @@ impl Netem {
             "state" => {
                 let p13 = percent(a, "loss p13")?;
                 let mut s = [p13, p13.complement(), Percent(0), Percent::ALL, Percent(0)];
-                for (i, what) in ["loss p31", "loss p32", "loss p23", "loss p14"]
-                    .iter()
-                    .enumerate()
-                {
-                    match maybe_percent(a, what)? {
-                        Some(p) => s[i + 1] = p,
-                        None => break,
-                    }
-                }
+                trailing_percents(a, &mut s[1..], &["loss p31", "loss p32", "loss p23", "loss p14"])?;
                 Ok(Loss::State {
                     p13: s[0],
                     p31: s[1],
@@ -303,15 +307,7 @@ impl Netem {
             "gemodel" => {
                 let p = percent(a, "loss gemodel p")?;
                 let mut g = [p, p.complement(), Percent::ALL, Percent(0)];
-                for (i, what) in ["loss gemodel r", "loss gemodel h", "loss gemodel k"]
-                    .iter()
-                    .enumerate()
-                {
-                    match maybe_percent(a, what)? {
-                        Some(v) => g[i + 1] = v,
-                        None => break,
-                    }
-                }
+                trailing_percents(a, &mut g[1..], &["loss gemodel r", "loss gemodel h", "loss gemodel k"])?;
                 Ok(Loss::GeModel {
                     p: g[0],
                     r: g[1],
