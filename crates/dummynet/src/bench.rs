@@ -141,7 +141,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(workers) = &args.workers {
         return match workers_bench(workers, args.pipes.as_deref().unwrap_or("1,2"), &args) {
             Ok(reports) => {
-                crate::workers::bench::print(&reports, args.json);
+                print_workers(&reports, args.json);
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -938,6 +938,34 @@ pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64
         best = best.min(start.elapsed_secs() * 1e9 / packets as f64);
     }
     Ok(best)
+}
+
+/// The workers' scenarios, as JSON lines or as a table.
+fn print_workers(reports: &[crate::workers::bench::WorkersReport], json: bool) {
+    if json {
+        for r in reports {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
+        }
+        return;
+    }
+    println!(
+        "{:>7} {:>5} {:>10} {:>8} {:>10} {:>9} {:>12}  per worker ns/pkt read",
+        "workers", "pipes", "packets", "Mpps", "CPU ns/pkt", "crossed", "ring full"
+    );
+    for r in reports {
+        let per: Vec<String> = r.worker_cpu_ns.iter().map(|n| format!("{n:.1}")).collect();
+        println!(
+            "{:>7} {:>5} {:>10} {:>8.3} {:>10.1} {:>8.1}% {:>12}  {}",
+            r.workers,
+            r.pipes,
+            r.packets,
+            r.pps / 1e6,
+            r.cpu_ns_per_packet,
+            100.0 * r.handed as f64 / r.packets as f64,
+            r.ring_full_waits,
+            per.join(" ")
+        );
+    }
 }
 
 #[cfg(test)]

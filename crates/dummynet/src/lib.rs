@@ -9,19 +9,17 @@
 //! the modules beyond are public because the binary and the fuzz targets
 //! use them, and they change with the binary.
 
+pub use dummynet_dataplane::{capture, events, lang, workers};
+
 pub mod bench;
-pub mod capture;
 pub mod embed;
-pub mod events;
 pub mod gen;
 pub mod install;
-pub mod lang;
 pub mod live;
 pub mod manuals;
 pub mod plot;
 pub mod sim;
 pub mod tracegen;
-pub mod workers;
 
 pub use embed::{
     Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, Pipe, Reply,

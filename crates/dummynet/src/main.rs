@@ -125,6 +125,8 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // The data plane's messages are events: written to stderr as before.
+    live::say_to_stderr();
     // Installed as `ipfw` or `dnctl` (links to this binary): be that tool.
     let mut argv = std::env::args();
     let name = argv

@@ -129,7 +129,10 @@ impl BridgeBuilder {
 
     /// Claims both interfaces (refused if another daemon bridges either),
     /// opens them and starts the data plane; returns once it forwards.
+    /// The data plane's messages go to stderr unless the program installed
+    /// a `tracing` subscriber of its own first.
     pub fn start(self) -> Result<Bridge, Error> {
+        crate::live::say_to_stderr();
         let (a, b) = self.ports;
         if a == b {
             return Err(Error::Start(format!(

@@ -246,7 +246,10 @@ impl ShellBuilder {
     }
 
     /// Builds the link and starts the emulator; returns once it forwards.
+    /// The data plane's messages go to stderr unless the program installed
+    /// a `tracing` subscriber of its own first.
     pub fn start(self) -> Result<Shell, Error> {
+        crate::live::say_to_stderr();
         // `dummynet shell` runs without root by moving itself into a user
         // namespace before it starts any thread; the kernel allows that
         // only to a single-threaded process, which the caller's (a test

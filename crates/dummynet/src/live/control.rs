@@ -743,7 +743,7 @@ impl TakeLimitedOwned for UnixStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::dataplane::{Answer, RequestKind};
+    use crate::live::dataplane::{Answer, DataPlane, Inbox, RequestKind};
     use crate::live::protocol::EX_TEMPFAIL;
     use dummynet_engine::Engine;
     use std::sync::mpsc;
@@ -1254,5 +1254,108 @@ mod tests {
         assert!((2..=7).contains(&waits), "{waits} waits");
         assert!(spent >= Duration::from_millis(300), "{spent:?}");
         assert!(!b.wait(), "a wait past the limit");
+    }
+
+    fn words(line: &str) -> ClientRequest {
+        ClientRequest {
+            argv: line.split(' ').map(String::from).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A command that times out waiting for a data plane that is not
+    /// serving is answered "withdrawn", and it stays so: when the data plane
+    /// serves its inbox later, the command is skipped, not applied.
+    #[test]
+    fn a_command_the_client_stopped_waiting_for_never_takes_effect() {
+        let (req_tx, req_rx) = std::sync::mpsc::channel();
+        let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        wake_rx.set_nonblocking(true).unwrap();
+        wake_tx.set_nonblocking(true).unwrap();
+        let link = PlaneLink {
+            requests: req_tx,
+            wake: Arc::new(wake_tx),
+        };
+        let limits = Limits {
+            answer_timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let inbox = Inbox {
+            requests: req_rx,
+            wake: wake_rx,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
+        // Nobody calls serve_control while the client waits.
+        let reply = handle(
+            words("pipe 1 config bw 1Mbit/s"),
+            &Caller::Trusted,
+            &link,
+            &limits,
+        );
+        assert_eq!(reply.status, EX_UNAVAILABLE, "{reply:?}");
+        assert!(reply.stderr.contains("within 50 ms"), "{}", reply.stderr);
+        assert!(
+            reply.stderr.contains("will not take effect"),
+            "{}",
+            reply.stderr
+        );
+        // Now the data plane gets to its inbox: the request is there...
+        plane.serve_inbox_now();
+        // ...and is skipped.
+        assert!(
+            plane.engine().snapshot().links.is_empty(),
+            "applied after all"
+        );
+
+        // A request the data plane serves in time is applied and answered.
+        let served = std::thread::scope(|s| {
+            let asked = s.spawn(|| {
+                let limits = Limits {
+                    answer_timeout: Duration::from_secs(10),
+                    ..Default::default()
+                };
+                handle(
+                    words("pipe 2 config bw 1Mbit/s"),
+                    &Caller::Trusted,
+                    &link,
+                    &limits,
+                )
+            });
+            let give_up = Instant::now() + Duration::from_secs(10);
+            while !asked.is_finished() && Instant::now() < give_up {
+                plane.serve_inbox_now();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            asked.join().unwrap()
+        });
+        assert_eq!(served.status, 0, "{served:?}");
+        assert_eq!(plane.engine().snapshot().links.len(), 1);
+    }
+
+    /// Parsing happens before the data plane is asked: a bad command
+    /// reaches no inbox at all.
+    #[test]
+    fn a_bad_command_is_refused_without_the_data_plane() {
+        let (req_tx, req_rx) = std::sync::mpsc::channel();
+        let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        let link = PlaneLink {
+            requests: req_tx,
+            wake: Arc::new(wake_tx),
+        };
+        let bad = format!("sysctl {}=1", "x".repeat(1 << 16));
+        let reply = handle(
+            words(&bad),
+            &Caller::Trusted,
+            &link,
+            &Limits::default(),
+        );
+        assert_eq!(
+            reply.status,
+            64,
+            "{}",
+            &reply.stderr[..200.min(reply.stderr.len())]
+        );
+        assert!(req_rx.try_recv().is_err(), "the data plane was asked");
     }
 }

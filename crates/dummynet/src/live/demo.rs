@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dummynet_io::netns::Netns;
 
-use super::dataplane::Precision;
+use super::args::PrecisionArg;
 use super::observer::ObserveOptions;
 use super::presets::{self, Preset};
 use super::probe::{self, BulkServer, EchoServer};
@@ -33,8 +33,8 @@ pub struct DemoArgs {
     pub probes: u32,
     /// How exactly departures leave: `timer` (default) or `max` (see
     /// `dummynet run --help`).
-    #[arg(long, value_enum, default_value_t = Precision::Timer)]
-    pub precision: Precision,
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Timer)]
+    pub precision: PrecisionArg,
     /// Write one JSON line per packet event of the demo's traffic here
     /// (the schema of `sim --log` and `run --log`).
     #[arg(long, value_name = "FILE.jsonl")]
@@ -123,7 +123,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         1,
         None,
         Arc::new(AtomicBool::new(false)),
-        args.precision,
+        args.precision.into(),
         Gso::Auto,
         observe,
     )?;

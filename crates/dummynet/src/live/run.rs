@@ -20,10 +20,11 @@ use dummynet_io::portlock::{LockError, Port, PortLock};
 
 use super::bridge::Bridge;
 use super::control::{self, ControlOptions, ControlServer};
-use super::dataplane::{DataPlane, Inbox, PlaneOptions, Precision, Priority, Report};
+use super::dataplane::{DataPlane, Inbox, PlaneOptions, Priority, Report};
 use super::host::Host;
 use super::netns_target::Target;
-use super::observer::{ObserveArgs, ObserveOptions, Observer, ObserverThread, Tap};
+use super::args::{ObserveArgs, PrecisionArg};
+use super::observer::{ObserveOptions, Observer, ObserverThread, Tap};
 use super::registry;
 use super::{Backend, Carrier};
 
@@ -76,8 +77,8 @@ pub struct RunArgs {
     /// a veth's peer keeps its GSO. `driver`: the driver's XDP, zero-copy
     /// where the driver has it, every frame through AF_XDP; on a veth the
     /// peer then segments TCP. `auto`: generic if a port is a veth.
-    #[arg(long, requires = "xdp", value_enum, default_value_t = super::bridge_xdp::AttachChoice::Auto)]
-    pub xdp_attach: super::bridge_xdp::AttachChoice,
+    #[arg(long, requires = "xdp", value_enum, default_value_t = super::args::AttachArg::Auto)]
+    pub xdp_attach: super::args::AttachArg,
     /// --bridge: data-plane worker threads, each reading its share of both
     /// ports (the kernel spreads frames by flow hash, PACKET_FANOUT) and
     /// owning a share of the pipes (pipe N on worker N mod WORKERS; a
@@ -174,8 +175,8 @@ pub struct RunArgs {
     /// of `shell` and `demo`, which share their cores with the traffic's
     /// own programs) sleeps on the kernel's timer to each one, within its
     /// jitter (tens of µs on a VM), for a small share of a core.
-    #[arg(long, value_enum, default_value_t = Precision::Max)]
-    pub precision: Precision,
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Max)]
+    pub precision: PrecisionArg,
     /// At `--precision max`: microseconds the data plane spins before
     /// each deadline instead of sleeping: more is more exact on a busy
     /// machine, and burns more CPU. Under SCHED_FIFO, while short of the
@@ -955,7 +956,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         } else {
             Priority::Realtime
         },
-        precision: args.precision,
+        precision: args.precision.into(),
         spin: args.spin_us.saturating_mul(1000),
     };
     /// Opens the backends on the data-plane thread.
@@ -981,7 +982,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
                 a,
                 b,
                 opts,
-                args.xdp_attach,
+                args.xdp_attach.into(),
                 plain,
             ))
         } else {

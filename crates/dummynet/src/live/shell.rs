@@ -35,6 +35,7 @@ use dummynet_io::rtnl::Via;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::bridge::Bridge;
+use super::args::PrecisionArg;
 use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
 use super::rootless::{Gateway, UserNet};
@@ -118,8 +119,8 @@ pub struct ShellArgs {
     /// How exactly departures leave: `timer` (default: within the kernel
     /// timer's jitter, for a small share of a core) or `max` (within about a
     /// microsecond, spinning a core under load). See `dummynet run --help`.
-    #[arg(long, value_enum, default_value_t = Precision::Timer)]
-    pub precision: Precision,
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Timer)]
+    pub precision: PrecisionArg,
     /// Who runs the receiving TCP stacks of the link's endpoints:
     /// `threaded` (default) the kernel's NAPI threads (GRO on and threaded
     /// NAPI on the link's ends, TSO off on the emulator's ports while the
@@ -130,7 +131,7 @@ pub struct ShellArgs {
     #[arg(long, value_enum, default_value_t = Napi::Threaded)]
     pub napi: Napi,
     #[command(flatten)]
-    pub observe: super::observer::ObserveArgs,
+    pub observe: super::args::ObserveArgs,
     /// Put this shell's link in the emulator already running behind SOCKET
     /// (another `dummynet shell`'s, or `dummynet run --bridge`'s) instead of
     /// starting one: its own pipes and rules, created with the shell and
@@ -1025,7 +1026,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         nat: args.nat,
         socket: Some(socket),
         gso: args.gso,
-        precision: args.precision,
+        precision: args.precision.into(),
         napi: args.napi,
         observe,
         veth: format!("dn-{me}"),

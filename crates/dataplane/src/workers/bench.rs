@@ -114,7 +114,7 @@ struct Tally {
 }
 
 fn cpu_now() -> Nanos {
-    crate::live::clock::thread_cpu()
+    crate::clock::thread_cpu()
 }
 
 fn worker(
@@ -292,31 +292,4 @@ pub fn run(workers: usize, pipes: u32, packets: u64, size: u32) -> Result<Worker
         ring_full_waits: tallies.iter().map(|t| t.waits).sum(),
         delivered,
     })
-}
-
-pub fn print(reports: &[WorkersReport], json: bool) {
-    if json {
-        for r in reports {
-            println!("{}", serde_json::to_string(r).unwrap_or_default());
-        }
-        return;
-    }
-    println!(
-        "{:>7} {:>5} {:>10} {:>8} {:>10} {:>9} {:>12}  per worker ns/pkt read",
-        "workers", "pipes", "packets", "Mpps", "CPU ns/pkt", "crossed", "ring full"
-    );
-    for r in reports {
-        let per: Vec<String> = r.worker_cpu_ns.iter().map(|n| format!("{n:.1}")).collect();
-        println!(
-            "{:>7} {:>5} {:>10} {:>8.3} {:>10.1} {:>8.1}% {:>12}  {}",
-            r.workers,
-            r.pipes,
-            r.packets,
-            r.pps / 1e6,
-            r.cpu_ns_per_packet,
-            100.0 * r.handed as f64 / r.packets as f64,
-            r.ring_full_waits,
-            per.join(" ")
-        );
-    }
 }

@@ -114,7 +114,7 @@ const PACE_EVERY: Nanos = 1_000_000;
 
 /// How exactly the data plane releases departures, and what it spends on
 /// it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Precision {
     /// Sleep on the kernel's timer up to each departure, aimed so that the
     /// median wake-up lands on time, and spin only what is left (at most
@@ -537,7 +537,7 @@ pub struct Report {
     /// ([`Backend::failure`]). `None` when it was asked to stop.
     pub failure: Option<String>,
     /// Messages the daemon could not write to stderr (a full disk, a
-    /// closed pipe), and the first error ([`super::say_str`]).
+    /// closed pipe), and the first error ([`super::say`]).
     pub stderr_lost: u64,
     pub stderr_error: Option<String>,
     /// The per-packet observer's counters (`--log`, captures, the event
@@ -1286,6 +1286,19 @@ impl DataPlane {
         }
     }
 
+    /// Serves the control inbox at once, as a turn does when its wake
+    /// socket is readable: for the control plane's tests.
+    #[doc(hidden)]
+    pub fn serve_inbox_now(&mut self) {
+        self.inbox_ready = true;
+        self.serve_control();
+    }
+
+    /// The engine, as the data plane holds it between turns.
+    pub fn engine(&self) -> &Engine<Carrier> {
+        &self.engine
+    }
+
     fn serve_control(&mut self) {
         let Some(inbox) = self.inbox.as_mut().filter(|_| self.inbox_ready) else {
             return;
@@ -1529,7 +1542,7 @@ impl DataPlane {
     }
 
     pub fn report(&mut self) -> Report {
-        let (stderr_lost, stderr_error) = super::stderr_lost().unzip();
+        let (stderr_lost, stderr_error) = super::say::stderr_lost().unzip();
         let stderr_lost = stderr_lost.unwrap_or(0);
         let t = self.engine.totals();
         let sched = self.engine.schedule_stats();
@@ -2032,8 +2045,7 @@ mod tests {
     use dummynet_engine::FlowKey;
 
     use super::*;
-    use crate::live::control;
-    use crate::live::{Body, LateReading};
+    use crate::{Body, LateReading};
 
     /// A port that delivers `burst` frames on its first read and counts
     /// what the data plane sends through it.
@@ -2124,9 +2136,11 @@ mod tests {
     fn configured(commands: &[&str]) -> Engine<Carrier> {
         let mut engine = Engine::new(1);
         for cmd in commands {
-            let argv: Vec<String> = cmd.split(' ').map(String::from).collect();
-            let reply = control::run_command(&mut engine, 0, &argv, None);
-            assert_eq!(reply.status, 0, "{cmd}: {}", reply.stderr);
+            let parsed = crate::lang::commands(cmd, None).unwrap_or_else(|e| panic!("{cmd}: {e:?}"));
+            let cmds = parsed.into_iter().map(|(_, c)| c).collect();
+            if let Err(e) = engine.apply_all(0, cmds) {
+                panic!("{cmd}: {e:?}");
+            }
         }
         engine
     }
@@ -2302,111 +2316,6 @@ mod tests {
         // ...and the closed socket, which would poll readable forever, is
         // out of the wait.
         assert!(plane.inbox.is_none());
-    }
-
-    fn words(line: &str) -> control::ClientRequest {
-        control::ClientRequest {
-            argv: line.split(' ').map(String::from).collect(),
-            ..Default::default()
-        }
-    }
-
-    /// A command that times out waiting for a data plane that is not
-    /// serving is answered "withdrawn", and it stays so: when the data plane
-    /// serves its inbox later, the command is skipped, not applied.
-    #[test]
-    fn a_command_the_client_stopped_waiting_for_never_takes_effect() {
-        let (req_tx, req_rx) = std::sync::mpsc::channel();
-        let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
-        wake_rx.set_nonblocking(true).unwrap();
-        wake_tx.set_nonblocking(true).unwrap();
-        let link = control::PlaneLink {
-            requests: req_tx,
-            wake: Arc::new(wake_tx),
-        };
-        let limits = control::Limits {
-            answer_timeout: Duration::from_millis(50),
-            ..Default::default()
-        };
-        let inbox = Inbox {
-            requests: req_rx,
-            wake: wake_rx,
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut plane = DataPlane::new(Engine::new(1), Vec::new(), Some(inbox), stop);
-        // Nobody calls serve_control while the client waits.
-        let reply = control::handle(
-            words("pipe 1 config bw 1Mbit/s"),
-            &control::Caller::Trusted,
-            &link,
-            &limits,
-        );
-        assert_eq!(reply.status, control::EX_UNAVAILABLE, "{reply:?}");
-        assert!(reply.stderr.contains("within 50 ms"), "{}", reply.stderr);
-        assert!(
-            reply.stderr.contains("will not take effect"),
-            "{}",
-            reply.stderr
-        );
-        // Now the data plane gets to its inbox: the request is there...
-        plane.inbox_ready = true;
-        plane.serve_control();
-        // ...and is skipped.
-        assert!(
-            plane.engine.snapshot().links.is_empty(),
-            "applied after all"
-        );
-
-        // A request the data plane serves in time is applied and answered.
-        let served = std::thread::scope(|s| {
-            let asked = s.spawn(|| {
-                let limits = control::Limits {
-                    answer_timeout: Duration::from_secs(10),
-                    ..Default::default()
-                };
-                control::handle(
-                    words("pipe 2 config bw 1Mbit/s"),
-                    &control::Caller::Trusted,
-                    &link,
-                    &limits,
-                )
-            });
-            let give_up = Instant::now() + Duration::from_secs(10);
-            while !asked.is_finished() && Instant::now() < give_up {
-                plane.inbox_ready = true;
-                plane.serve_control();
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            asked.join().unwrap()
-        });
-        assert_eq!(served.status, 0, "{served:?}");
-        assert_eq!(plane.engine.snapshot().links.len(), 1);
-    }
-
-    /// Parsing happens before the data plane is asked: a bad command
-    /// reaches no inbox at all.
-    #[test]
-    fn a_bad_command_is_refused_without_the_data_plane() {
-        let (req_tx, req_rx) = std::sync::mpsc::channel();
-        let (_wake_rx, wake_tx) = UnixStream::pair().unwrap();
-        let link = control::PlaneLink {
-            requests: req_tx,
-            wake: Arc::new(wake_tx),
-        };
-        let bad = format!("sysctl {}=1", "x".repeat(1 << 16));
-        let reply = control::handle(
-            words(&bad),
-            &control::Caller::Trusted,
-            &link,
-            &control::Limits::default(),
-        );
-        assert_eq!(
-            reply.status,
-            64,
-            "{}",
-            &reply.stderr[..200.min(reply.stderr.len())]
-        );
-        assert!(req_rx.try_recv().is_err(), "the data plane was asked");
     }
 
     /// A backend whose descriptor hangs up, as a bridge port's socket
@@ -2773,30 +2682,6 @@ mod tests {
             ..l
         };
         assert_eq!(all_short.next_read(500 * MS, None), None);
-    }
-
-    /// `--help` states the numbers as they are (clap shows the variants'
-    /// documentation, where a link to a constant would print as its name).
-    #[test]
-    fn the_precision_help_says_what_the_constants_are() {
-        use clap::ValueEnum;
-        let help = |p: Precision| {
-            p.to_possible_value()
-                .and_then(|v| v.get_help().map(|h| h.to_string()))
-                .unwrap_or_default()
-        };
-        let timer = help(Precision::Timer);
-        assert!(
-            timer.contains(&format!("at most {} µs", TIMER_MAX_SPIN / 1_000)),
-            "{timer}"
-        );
-        assert!(timer.contains(&format!("at least {} ms", LATE_MIN_TRANSIT / 1_000_000)));
-        let max = help(Precision::Max);
-        assert!(
-            max.contains(&format!("last {} µs", DEFAULT_SPIN / 1_000)),
-            "{max}"
-        );
-        assert!(!timer.contains('[') && !max.contains('['));
     }
 
     /// The pacing decisions, on made-up timer readings.

@@ -20,7 +20,7 @@ pub fn commands(
         dummynet_lang::parse_file(text, base_dir).map_err(|e| (e.line, e.error.to_string()))?;
     for (line, p) in &parsed {
         for note in &p.notes {
-            eprintln!("dummynet: config line {line}: warning: {note}");
+            say!("dummynet: config line {line}: warning: {note}");
         }
     }
     Ok(parsed

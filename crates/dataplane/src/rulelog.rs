@@ -2,7 +2,7 @@
 //! thread of their own, which writes them to the daemon's stderr in
 //! FreeBSD's form (`ipfw: 100 Accept TCP 10.0.0.1:5000 10.0.0.2:80 out via
 //! eth0`), so a slow terminal or a full pipe never holds up forwarding.
-//! A batch waits at most [`super::SAY_WAIT`] for stderr, and none waits
+//! A batch waits at most [`super::say::WAIT`] for stderr, and none waits
 //! while stderr takes nothing, so a pipe nobody reads holds up no exit.
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -102,13 +102,15 @@ fn write_all(rx: Receiver<Batch>) {
                 b.lost
             ));
         }
-        let lost = super::stderr_lost().map_or(0, |(n, _)| n);
-        let wait = if blocked {
-            std::time::Duration::ZERO
-        } else {
-            super::SAY_WAIT
+        let Some(out) = out.strip_suffix('\n') else {
+            continue;
         };
-        super::say_within(&out, wait);
-        blocked = super::stderr_lost().map_or(0, |(n, _)| n) > lost;
+        let lost = super::say::stderr_lost().map_or(0, |(n, _)| n);
+        if blocked {
+            say_now!("{out}");
+        } else {
+            say!("{out}");
+        }
+        blocked = super::say::stderr_lost().map_or(0, |(n, _)| n) > lost;
     }
 }

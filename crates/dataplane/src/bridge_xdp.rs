@@ -57,7 +57,7 @@ struct Counters {
 }
 
 /// `--xdp-attach`: where the XDP program runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttachChoice {
     /// Generic XDP if either port is a veth, the driver's XDP otherwise.
     Auto,

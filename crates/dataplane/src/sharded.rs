@@ -546,7 +546,7 @@ fn merge_sorted(a: Vec<u64>, b: Vec<u64>) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::dataplane::TargetCounts;
+    use crate::dataplane::TargetCounts;
     use dummynet_engine::Target;
 
     /// A follower that stops, failed, never leaves the leader waiting:
@@ -673,7 +673,7 @@ mod tests {
     /// of every worker's recent samples pooled, not the leader's alone.
     #[test]
     fn memory_and_lateness_add_up_across_workers() {
-        use crate::live::clock::{Lateness, LatenessHistogram};
+        use crate::clock::{Lateness, LatenessHistogram};
         let report = |lates: &[u64], mem: Vec<(&'static str, u64, Option<u64>)>| {
             let mut l = Lateness::default();
             for &n in lates {
