@@ -2136,7 +2136,8 @@ mod tests {
     fn configured(commands: &[&str]) -> Engine<Carrier> {
         let mut engine = Engine::new(1);
         for cmd in commands {
-            let parsed = crate::lang::commands(cmd, None).unwrap_or_else(|e| panic!("{cmd}: {e:?}"));
+            let parsed =
+                crate::lang::commands(cmd, None).unwrap_or_else(|e| panic!("{cmd}: {e:?}"));
             let cmds = parsed.into_iter().map(|(_, c)| c).collect();
             if let Err(e) = engine.apply_all(0, cmds) {
                 panic!("{cmd}: {e:?}");

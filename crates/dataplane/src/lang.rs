@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use dummynet_engine::{Command, Snapshot};
+use dummynet_engine::{Command, Engine, Payload, Snapshot};
 use dummynet_lang::Statement;
 
 /// The commands of a configuration file with their line numbers, in file
@@ -30,6 +30,31 @@ pub fn commands(
             Statement::Show(_) | Statement::Nop(_) => None,
         })
         .collect())
+}
+
+/// The configuration's commands, or an error naming the file and line.
+pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    commands(&text, path.parent()).map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
+}
+
+/// An engine with the configuration applied at time 0, or the line of the
+/// first command it refused and why.
+pub fn configure<P: Payload>(
+    config: &[(usize, Command)],
+    seed: u64,
+) -> Result<Engine<P>, (usize, String)> {
+    let mut engine = Engine::new(seed);
+    for (line, cmd) in config {
+        engine
+            .apply(0, cmd.clone())
+            .map_err(|e| (*line, e.to_string()))?;
+        for note in engine.take_notes() {
+            say!("dummynet: config line {line}: warning: {note}");
+        }
+    }
+    Ok(engine)
 }
 
 /// `ipfw show` (with counters) then `ipfw pipe show`, for every rule and pipe.

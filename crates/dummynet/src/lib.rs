@@ -10,16 +10,12 @@
 //! use them, and they change with the binary.
 
 pub use dummynet_dataplane::{capture, events, lang, workers};
+pub use dummynet_sim::{bench, gen, plot, sim, tracegen};
 
-pub mod bench;
 pub mod embed;
-pub mod gen;
 pub mod install;
 pub mod live;
 pub mod manuals;
-pub mod plot;
-pub mod sim;
-pub mod tracegen;
 
 pub use embed::{
     Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, Pipe, Reply,

@@ -1344,12 +1344,7 @@ mod tests {
             wake: Arc::new(wake_tx),
         };
         let bad = format!("sysctl {}=1", "x".repeat(1 << 16));
-        let reply = handle(
-            words(&bad),
-            &Caller::Trusted,
-            &link,
-            &Limits::default(),
-        );
+        let reply = handle(words(&bad), &Caller::Trusted, &link, &Limits::default());
         assert_eq!(
             reply.status,
             64,

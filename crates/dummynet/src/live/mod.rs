@@ -17,9 +17,8 @@ use std::io::Write as _;
 
 pub use dummynet_dataplane::say::stderr_lost;
 pub use dummynet_dataplane::{
-    bridge, bridge_xdp, clock, dataplane, floor, held, host, learn_host, local_addrs,
-    netns_target, observer, routes, rulelog, sharded, Arrival, Backend, Body, Carrier,
-    LateReading,
+    bridge, bridge_xdp, clock, dataplane, floor, held, host, learn_host, local_addrs, netns_target,
+    observer, routes, rulelog, sharded, Arrival, Backend, Body, Carrier, LateReading,
 };
 
 /// What a daemon says on stderr, as `eprintln!` would, but a write that

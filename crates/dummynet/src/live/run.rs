@@ -18,12 +18,12 @@ use dummynet_io::firewall::{Backend as IptablesBackend, Firewall, InterceptSpec}
 use dummynet_io::netns::Netns;
 use dummynet_io::portlock::{LockError, Port, PortLock};
 
+use super::args::{ObserveArgs, PrecisionArg};
 use super::bridge::Bridge;
 use super::control::{self, ControlOptions, ControlServer};
 use super::dataplane::{DataPlane, Inbox, PlaneOptions, Priority, Report};
 use super::host::Host;
 use super::netns_target::Target;
-use super::args::{ObserveArgs, PrecisionArg};
 use super::observer::{ObserveOptions, Observer, ObserverThread, Tap};
 use super::registry;
 use super::{Backend, Carrier};
@@ -460,7 +460,7 @@ where
     if let Some(limit) = default_memory_limit() {
         config.insert(0, (0, Command::Set(Setting::HeldLimit(limit))));
     }
-    let mut engine: Engine<Carrier> = crate::sim::configure(&config, seed)
+    let mut engine: Engine<Carrier> = crate::lang::configure(&config, seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let (req_tx, req_rx) = mpsc::channel();
     let (wake_rx, wake_tx) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
@@ -624,7 +624,7 @@ fn start_followers(
             (config.to_vec(), open_worker.clone(), stop.clone());
         let tap = taps.next().flatten();
         let body = move || {
-            let made = crate::sim::configure(&config, seed)
+            let made = crate::lang::configure(&config, seed)
                 .map_err(|(line, e)| format!("config line {line}: {e}"))
                 .and_then(|mut engine: Engine<Carrier>| {
                     super::learn_host(&mut engine);
@@ -916,7 +916,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         say!("dummynet: in network namespace {}", t.describe());
     }
     let mut config = match &args.config {
-        Some(path) => crate::sim::load_config(path)?,
+        Some(path) => crate::lang::load_config(path)?,
         None => Vec::new(),
     };
     if args.default_allow {
@@ -938,7 +938,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             n >> 20
         ),
     }
-    let checked: Engine<()> = crate::sim::configure(&config, args.seed)
+    let checked: Engine<()> = crate::lang::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let workers = workers_for(args, &checked)?;
     if checked.drops_by_default() {

@@ -34,8 +34,8 @@ use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
-use super::bridge::Bridge;
 use super::args::PrecisionArg;
+use super::bridge::Bridge;
 use super::dataplane::{PlaneOptions, Precision, Report};
 use super::presets;
 use super::rootless::{Gateway, UserNet};
@@ -553,8 +553,9 @@ pub fn describe_links(
     seed: u64,
     verbose: bool,
 ) -> Result<String, String> {
-    let engine: dummynet_engine::Engine<crate::live::Carrier> = crate::sim::configure(config, seed)
-        .map_err(|(line, e)| format!("the link configuration (line {line}): {e}"))?;
+    let engine: dummynet_engine::Engine<crate::live::Carrier> =
+        crate::lang::configure(config, seed)
+            .map_err(|(line, e)| format!("the link configuration (line {line}): {e}"))?;
     let snapshot = engine.snapshot();
     let mut out = String::new();
     for (number, what) in [(1, "up (pipe 1)"), (2, "down (pipe 2)")] {
@@ -974,7 +975,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
                 return Err("--config replaces --preset/--up/--down; give one or the other".into());
             }
-            crate::sim::load_config(path)?
+            crate::lang::load_config(path)?
         }
         None => {
             let config = link_config(
@@ -1309,7 +1310,7 @@ mod tests {
     #[test]
     fn super_packets_cross_whole_only_where_no_pipe_counts_packets() {
         let engine = |c: &[(usize, Command)]| -> dummynet_engine::Engine<crate::live::Carrier> {
-            crate::sim::configure(c, 1).unwrap()
+            crate::lang::configure(c, 1).unwrap()
         };
         let whole = |up: &str, down: &str| engine(&shell_config(up, down).unwrap()).only_delays();
         assert!(whole("bw 0", "bw 0"));
@@ -1417,7 +1418,7 @@ mod tests {
         use dummynet_engine::{FlowKey, PacketInfo};
         let lone_wait = |up: &str| -> Option<u64> {
             let config = link_config(None, Some(up), None).unwrap();
-            let mut e: dummynet_engine::Engine<()> = crate::sim::configure(&config, 1).unwrap();
+            let mut e: dummynet_engine::Engine<()> = crate::lang::configure(&config, 1).unwrap();
             let app = e.iface(APP_IF);
             let packet = |sport: u16| PacketInfo {
                 len: 1500,

@@ -566,7 +566,7 @@ mod tests {
         )
         .unwrap();
         let engine: dummynet_engine::Engine<crate::live::Carrier> =
-            crate::sim::configure(&config, 1).unwrap();
+            crate::lang::configure(&config, 1).unwrap();
         let snap = engine.snapshot();
         for (n, want) in [(1, 1), (2, 128)] {
             let text = dummynet_lang::format_pipes(&snap, &[n]);

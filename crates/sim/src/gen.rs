@@ -21,7 +21,7 @@ use dummynet_engine::time::NS_PER_SEC;
 use dummynet_engine::Nanos;
 use etherparse::{IpHeaders, PacketBuilder, PacketBuilderStep};
 
-use crate::capture;
+use dummynet_dataplane::capture;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Proto {

@@ -130,7 +130,7 @@ pub fn run(args: BenchArgs) -> ExitCode {
             eprintln!("dummynet bench: --clock {seconds} is out of range 1..3600 seconds");
             return ExitCode::FAILURE;
         }
-        let floor = crate::live::floor::measure(std::time::Duration::from_secs(seconds));
+        let floor = dummynet_dataplane::floor::measure(std::time::Duration::from_secs(seconds));
         if args.json {
             println!("{}", serde_json::to_string(&floor).unwrap_or_default());
         } else {
@@ -167,7 +167,7 @@ fn workers_bench(
     workers: &str,
     pipes: &str,
     args: &BenchArgs,
-) -> Result<Vec<crate::workers::bench::WorkersReport>, String> {
+) -> Result<Vec<dummynet_dataplane::workers::bench::WorkersReport>, String> {
     let list = |what: &str, s: &str, max: u32| -> Result<Vec<u32>, String> {
         s.split(',')
             .map(|x| match x.trim().parse::<u32>() {
@@ -192,7 +192,7 @@ fn workers_bench(
     let mut out = Vec::new();
     for &p in &pipes {
         for &w in &workers {
-            out.push(crate::workers::bench::run(
+            out.push(dummynet_dataplane::workers::bench::run(
                 w as usize,
                 p,
                 args.packets.max(1),
@@ -941,7 +941,7 @@ pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64
 }
 
 /// The workers' scenarios, as JSON lines or as a table.
-fn print_workers(reports: &[crate::workers::bench::WorkersReport], json: bool) {
+fn print_workers(reports: &[dummynet_dataplane::workers::bench::WorkersReport], json: bool) {
     if json {
         for r in reports {
             println!("{}", serde_json::to_string(r).unwrap_or_default());

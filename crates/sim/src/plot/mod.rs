@@ -139,7 +139,7 @@ fn plot_file(args: &PlotArgs) -> Result<String, String> {
     let config = args
         .config
         .as_deref()
-        .map(|path| Ok::<_, String>((path, crate::sim::load_config(path)?)))
+        .map(|path| Ok::<_, String>((path, dummynet_dataplane::lang::load_config(path)?)))
         .transpose()?;
     plot_log(
         &args.log,
@@ -307,7 +307,7 @@ pub fn from_config(
     pipe: Option<u32>,
     s: &Series,
 ) -> Result<Capacity, (usize, String)> {
-    let engine = crate::sim::configure::<crate::sim::Packet>(config, 0)?;
+    let engine = dummynet_dataplane::lang::configure::<crate::sim::Packet>(config, 0)?;
     let snap = engine.snapshot();
     let link = match pipe {
         Some(n) => snap.links.iter().find(|l| l.number == n),
@@ -471,7 +471,7 @@ mod tests {
             "{\"event\":\"arrival\",\"t_ns\":0,\"id\":0,\"len\":1}\n",
             MS,
         );
-        let cfg = |text: &str| crate::lang::commands(text, None).unwrap();
+        let cfg = |text: &str| dummynet_dataplane::lang::commands(text, None).unwrap();
         let one = cfg("pipe 1 config bw 1Mbit/s delay 5ms\nadd pipe 1 ip from any to any\n");
         assert_eq!(
             from_config(&one, None, &s).unwrap(),

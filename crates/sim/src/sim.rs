@@ -29,12 +29,12 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::capture::{self, Capture};
-use crate::events::{dir_str, split_target};
+use dummynet_dataplane::capture::{self, Capture};
+use dummynet_dataplane::events::{dir_str, split_target};
+use dummynet_dataplane::lang::{configure, load_config};
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{
-    Command, Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target,
-    Verdict,
+    Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target, Verdict,
 };
 
 #[derive(Debug, clap::Args)]
@@ -259,14 +259,6 @@ fn create(path: &Path) -> Result<BufWriter<File>, String> {
         .map_err(|e| format!("cannot create {}: {e}", path.display()))
 }
 
-/// The configuration's commands, or an error naming the file and line.
-pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    crate::lang::commands(&text, path.parent())
-        .map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
-}
-
 /// One capture and where it meets the rules.
 pub struct Input {
     pub capture: Capture,
@@ -311,10 +303,10 @@ impl Payload for Packet {
 }
 
 /// The log's note on a copy made by `duplicate`.
-const DUPLICATE: &str = crate::events::DUPLICATE;
+const DUPLICATE: &str = dummynet_dataplane::events::DUPLICATE;
 
 /// One line of the log: the schema the live daemon's `--log` shares.
-type Event<'a> = crate::events::Event<&'a str>;
+type Event<'a> = dummynet_dataplane::events::Event<&'a str>;
 
 /// Reason name for frames that never reached the engine.
 pub const MALFORMED: &str = "malformed";
@@ -439,7 +431,7 @@ impl Summary {
         }
         let _ = writeln!(s, "time zero:     capture time {} s", secs(self.epoch));
         s.push('\n');
-        s.push_str(&crate::lang::final_state(&self.snapshot));
+        s.push_str(&dummynet_dataplane::lang::final_state(&self.snapshot));
         s
     }
 }
@@ -451,24 +443,6 @@ fn ms(ns: Nanos) -> String {
 
 fn secs(ns: Nanos) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
-/// An engine with the configuration applied at time 0, or the line of the
-/// first command it refused and why.
-pub fn configure<P: dummynet_engine::Payload>(
-    config: &[(usize, Command)],
-    seed: u64,
-) -> Result<Engine<P>, (usize, String)> {
-    let mut engine = Engine::new(seed);
-    for (line, cmd) in config {
-        engine
-            .apply(0, cmd.clone())
-            .map_err(|e| (*line, e.to_string()))?;
-        for note in engine.take_notes() {
-            eprintln!("dummynet: config line {line}: warning: {note}");
-        }
-    }
-    Ok(engine)
 }
 
 /// Runs the captures through a configured engine.
@@ -490,7 +464,7 @@ pub fn simulate<'w>(
         if !rules.is_empty() {
             eprintln!(
                 "dummynet sim: warning: {}",
-                crate::live::bridge::both_passes_warning(&rules)
+                dummynet_dataplane::bridge::both_passes_warning(&rules)
             );
         }
     }
@@ -895,9 +869,10 @@ impl Sim<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::Frame;
+    use dummynet_dataplane::capture::Frame;
     use dummynet_engine::config::{Action, LinkConfig, PipeConfig, QueueLimit, RuleSpec};
     use dummynet_engine::time::NS_PER_MS;
+    use dummynet_engine::Command;
 
     #[test]
     fn pcap_specs() {

@@ -1,0 +1,36 @@
+#!/bin/bash
+# The library crates' dependency walls (issue 28): an embedder of the data
+# plane (and, once it is a crate of its own, the daemon) builds without the
+# HTTP stack, the plotting stack or clap; only dummynet-sim has plotters
+# and resvg. Fails, naming the crate and what it pulled in, if one does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# crate, then the packages its normal (non-dev, non-build) tree must not hold.
+walls=(
+    "dummynet-dataplane axum tokio hyper hyper-util plotters resvg clap"
+    "dummynet-daemon axum tokio hyper hyper-util plotters resvg"
+    "dummynet-sim axum tokio hyper hyper-util"
+)
+members=$(cargo metadata --no-deps --format-version 1 --locked |
+    python3 -c 'import json,sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
+bad=0
+checked=0
+for wall in "${walls[@]}"; do
+    read -r crate forbidden <<<"$wall"
+    case " $members " in *" $crate "*) ;; *) continue ;; esac
+    tree=$(cargo tree --locked -p "$crate" -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u)
+    for name in $forbidden; do
+        if grep -qx "$name" <<<"$tree"; then
+            echo "check-layers: $crate depends on $name:" >&2
+            cargo tree --locked -p "$crate" -e normal -i "$name" >&2 || true
+            bad=1
+        fi
+    done
+    checked=$((checked + 1))
+done
+if [ "$checked" -eq 0 ]; then
+    echo "check-layers: none of the walled crates is in the workspace" >&2
+    exit 1
+fi
+exit $bad
