@@ -1,5 +1,5 @@
-//! Live dummynet: the data plane ([`dummynet_dataplane`], re-exported
-//! here) with its control plane and commands.
+//! Live dummynet: the data plane ([`dummynet_dataplane`]) and the control
+//! plane ([`dummynet_daemon`]), re-exported here, with the commands.
 //!
 //! - [`protocol`]: the requests and replies of the control plane, and the
 //!   typed work they become; [`views`] are the JSON forms of `show`.
@@ -15,6 +15,8 @@
 
 use std::io::Write as _;
 
+pub use dummynet_daemon::shell::{napi as shell_napi, nat as shell_nat, rootless};
+pub use dummynet_daemon::{client, control, join, presets, protocol, registry, stats_json, views};
 pub use dummynet_dataplane::say::stderr_lost;
 pub use dummynet_dataplane::{
     bridge, bridge_xdp, clock, dataplane, floor, held, host, learn_host, local_addrs, netns_target,
@@ -49,25 +51,14 @@ macro_rules! say_now {
 }
 
 pub mod args;
-pub mod client;
-pub mod control;
 pub mod demo;
 pub mod flood;
 pub mod http;
-pub mod join;
 pub mod metrics;
-pub mod presets;
 pub mod probe;
-pub mod protocol;
 pub mod ps;
-pub mod registry;
-pub mod rootless;
 pub mod run;
 pub mod shell;
-pub mod shell_napi;
-pub mod shell_nat;
-pub mod stats_json;
-pub mod views;
 
 /// How long [`say!`] waits for stderr to take a message.
 pub const SAY_WAIT: std::time::Duration = dummynet_dataplane::say::WAIT;

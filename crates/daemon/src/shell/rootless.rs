@@ -20,7 +20,7 @@
 //! The path of a packet from the command to the world: `dn0`, the veth to
 //! `app`, the emulator (pipe 1), `peer`, the veth to `dn-PID` in "here";
 //! routed there to the default route, the tap of pasta (or slirp4netns),
-//! masqueraded to the tap's address on the way ([`super::shell_nat`],
+//! masqueraded to the tap's address on the way ([`super::nat`],
 //! with `nft` or `iptables` run inside "here", which is ours to change);
 //! pasta reads the frame from the tap and carries its payload on with a
 //! socket of its own in the user's network namespace (a TCP connection, a
@@ -172,7 +172,7 @@ impl Gateway {
     pub fn connect(here: &Netns, want: UserNet) -> Result<Gateway, String> {
         const HOW: &str = "the command reaches only $DUMMYNET_PEER; for the rest, install \
                            pasta (`apt-get install passt`, `dnf install passt`) or slirp4netns";
-        let found = |tool: &'static str| super::shell_nat::find_program(tool).map(|p| (tool, p));
+        let found = |tool: &'static str| super::nat::find_program(tool).map(|p| (tool, p));
         let (tool, program) = match want {
             UserNet::None => {
                 return Err("--user-net none: the command reaches only $DUMMYNET_PEER".into())

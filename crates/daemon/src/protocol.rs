@@ -27,8 +27,8 @@ use dummynet_lang::{ShowRequest, Statement};
 use serde::{Deserialize, Serialize};
 
 use super::control::Limits;
-use super::dataplane::{Answer, HostView, Request, RequestKind, Ticket};
 use super::views;
+use dummynet_dataplane::dataplane::{Answer, HostView, Request, RequestKind, Ticket};
 
 /// One request, as a client sends it.
 #[derive(Debug, Serialize, Deserialize, Default, Clone, PartialEq)]
@@ -548,10 +548,10 @@ fn no_table(name: Option<&dummynet_engine::config::TableName>) -> Reply {
 /// The host as the engine should see it for a command: read here, in the
 /// daemon's namespace (the control threads run where the data plane does),
 /// so that /proc and netlink are never read on the data-plane thread.
-pub(crate) fn host_view() -> HostView {
+pub fn host_view() -> HostView {
     HostView {
-        addrs: super::local_addrs(),
-        routes: super::routes::host_routes(),
+        addrs: dummynet_dataplane::local_addrs(),
+        routes: dummynet_dataplane::routes::host_routes(),
     }
 }
 

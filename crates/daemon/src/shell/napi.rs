@@ -22,7 +22,7 @@
 use dummynet_io::netdev::{self, Feature, NetdevError};
 use dummynet_io::netns::Netns;
 
-use super::shell::{Path, NEAR_IF};
+use super::path::{Path, NEAR_IF};
 
 /// Who runs a link's receiving stacks (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use dummynet_io::netns::Netns;
 
-use super::dataplane::Request;
+use dummynet_dataplane::dataplane::Request;
 // The protocol's names, where the fuzz target and older callers find them.
 pub use super::protocol::{
     handle, BatchCommand, Caller, ClientRequest, ErrorAt, ErrorKind, PlaneLink, Reply,
@@ -743,8 +743,8 @@ impl TakeLimitedOwned for UnixStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::dataplane::{Answer, DataPlane, Inbox, RequestKind};
-    use crate::live::protocol::EX_TEMPFAIL;
+    use crate::protocol::EX_TEMPFAIL;
+    use dummynet_dataplane::dataplane::{Answer, DataPlane, Inbox, RequestKind};
     use dummynet_engine::Engine;
     use std::sync::mpsc;
 

@@ -34,15 +34,15 @@ pub struct TraceFile {
 
 pub static CELLULAR_WALK: TraceFile = TraceFile {
     name: "cellular-walk.trace",
-    text: include_str!("../../../../examples/traces/cellular-walk.trace"),
+    text: include_str!("../../../examples/traces/cellular-walk.trace"),
 };
 pub static CELLULAR_WALK_UP: TraceFile = TraceFile {
     name: "cellular-walk-up.trace",
-    text: include_str!("../../../../examples/traces/cellular-walk-up.trace"),
+    text: include_str!("../../../examples/traces/cellular-walk-up.trace"),
 };
 pub static CONSTANT_12MBIT: TraceFile = TraceFile {
     name: "constant-12mbit.trace",
-    text: include_str!("../../../../examples/traces/constant-12mbit.trace"),
+    text: include_str!("../../../examples/traces/constant-12mbit.trace"),
 };
 
 /// netem's delay distributions, as `distribution NAME` names them.

@@ -560,13 +560,13 @@ mod tests {
 
     #[test]
     fn text_and_json_agree_on_buckets() {
-        let config = crate::lang::commands(
+        let config = dummynet_dataplane::lang::commands(
             "pipe 1 config delay 1ms\npipe 2 config mask src-ip 0xffffff00 buckets 128\n",
             None,
         )
         .unwrap();
-        let engine: dummynet_engine::Engine<crate::live::Carrier> =
-            crate::lang::configure(&config, 1).unwrap();
+        let engine: dummynet_engine::Engine<dummynet_dataplane::Carrier> =
+            dummynet_dataplane::lang::configure(&config, 1).unwrap();
         let snap = engine.snapshot();
         for (n, want) in [(1, 1), (2, 128)] {
             let text = dummynet_lang::format_pipes(&snap, &[n]);

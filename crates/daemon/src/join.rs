@@ -12,7 +12,7 @@
 //!    interfaces the shell is to create (`app-K`, `peer-K`) and the
 //!    network namespace to create them in (the data plane's, as a
 //!    `/proc/PID/task/TID/ns/net` path of the thread serving the shell).
-//! 3. The shell builds its path with those ends ([`super::shell`]) and
+//! 3. The shell builds its path with those ends ([`crate::shell`]) and
 //!    sends `{"attach": true}`; the daemon opens the ports on its own
 //!    thread and hands them to the data plane with the pipes and rules
 //!    ([`RequestKind::Attach`]), all or nothing, and answers.
@@ -38,11 +38,11 @@ use std::time::Duration;
 use dummynet_engine::Command;
 use serde::{Deserialize, Serialize};
 
-use super::bridge::Bridge;
 use super::control::{BusyBackoff, Limits, BUSY_WAIT};
-use super::dataplane::{Answer, RequestKind};
 use super::protocol::{host_view, ErrorKind, PlaneLink, Reply, EX_DATAERR, EX_UNAVAILABLE};
-use super::Backend;
+use dummynet_dataplane::bridge::Bridge;
+use dummynet_dataplane::dataplane::{Answer, RequestKind};
+use dummynet_dataplane::Backend;
 
 /// What a joining shell asks for: its link, as `dummynet shell` takes it.
 #[derive(Debug, Serialize, Deserialize, Default, Clone, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub fn numbers(k: u32) -> ([u32; 2], Vec<u16>) {
 /// The commands that give link K its pipes (configured as `dummynet shell`
 /// would configure pipes 1 and 2) and its rules.
 pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> {
-    let config = super::shell::link_config(
+    let config = crate::shell::link::link_config(
         req.preset.as_deref(),
         req.up.as_deref(),
         req.down.as_deref(),
@@ -157,7 +157,7 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
          add {} allow ip from any to any out xmit {peer}\n",
         rules[0], action[0], rules[1], action[1], rules[2], rules[3]
     );
-    let parsed = crate::lang::commands(&text, None)
+    let parsed = dummynet_dataplane::lang::commands(&text, None)
         .map_err(|(line, e)| format!("the joined link's rule {line}: {e}"))?;
     out.extend(parsed.into_iter().map(|(_, c)| c));
     Ok(out)

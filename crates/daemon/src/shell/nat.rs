@@ -381,7 +381,7 @@ fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
+pub fn find_program(name: &str) -> Option<PathBuf> {
     search_dirs()
         .into_iter()
         .map(|d| d.join(name))

@@ -2,7 +2,7 @@
 //! writes a small JSON record, `/run/dummynet/daemons/PID.json`, once it is
 //! up, and removes it when it stops. A shell without root cannot write
 //! there: its record goes in its user's run-time directory
-//! (`$XDG_RUNTIME_DIR/dummynet/daemons/`, see [`super::rootless`]), which
+//! (`$XDG_RUNTIME_DIR/dummynet/daemons/`, see [`crate::shell::rootless`]), which
 //! `ps` reads too: the user's own, and every user's when run by root.
 //!
 //! Records rather than asking control sockets: a record says what a socket
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::netns_target::{start_ticks, Target};
+use dummynet_dataplane::netns_target::{start_ticks, Target};
 
 /// Where the records are.
 pub const REGISTRY_DIR: &str = "/run/dummynet/daemons";
@@ -146,7 +146,7 @@ impl Record {
             http: None,
             version: env!("CARGO_PKG_VERSION").to_string(),
             pid_ns: own_pid_ns(),
-            user: super::rootless::outside_uid(),
+            user: crate::shell::rootless::outside_uid(),
         })
     }
 
@@ -213,7 +213,7 @@ pub fn announce(
 /// Where this process writes its record: [`REGISTRY_DIR`], or its user's
 /// own directory when it runs without root.
 pub fn own_dir() -> PathBuf {
-    super::rootless::runtime_dir().join("daemons")
+    crate::shell::rootless::runtime_dir().join("daemons")
 }
 
 /// Every directory `ps` reads, first [`REGISTRY_DIR`]: the caller's own
@@ -230,7 +230,7 @@ pub fn places() -> Vec<PathBuf> {
     }
     let uid = nix::unistd::geteuid().as_raw();
     dirs.push(PathBuf::from(format!("/tmp/dummynet-{uid}/daemons")));
-    if uid == 0 && !super::rootless::in_user_namespace() {
+    if uid == 0 && !crate::shell::rootless::in_user_namespace() {
         let under = |base: &str, pick: &dyn Fn(&str) -> Option<PathBuf>| -> Vec<PathBuf> {
             let Ok(entries) = std::fs::read_dir(base) else {
                 return Vec::new();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::dataplane::Report;
+use dummynet_dataplane::dataplane::Report;
 
 /// The JSON form of a [`Report`].
 #[derive(Debug, Serialize)]
@@ -214,7 +214,7 @@ impl<'a> StatsJson<'a> {
             observer: r.observer.as_ref().map(|o| Observer {
                 records: o.sent,
                 lost: o.lost_total(),
-                lost_by_kind: super::observer::Kind::ALL
+                lost_by_kind: dummynet_dataplane::observer::Kind::ALL
                     .iter()
                     .map(|k| {
                         let n = o.lost.iter().find(|(name, _)| *name == k.as_str());
@@ -301,7 +301,7 @@ mod tests {
         assert!(v["data_plane"]["cpu_ns"].is_u64());
         assert!(v["observer"].is_null(), "no observer: {v}");
         let r = Report {
-            observer: Some(crate::live::observer::ObserverStats {
+            observer: Some(dummynet_dataplane::observer::ObserverStats {
                 sent: 9,
                 lost: vec![("departure", 2)],
                 logged: 7,
