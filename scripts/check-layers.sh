@@ -1,8 +1,9 @@
 #!/bin/bash
 # The library crates' dependency walls (issue 28): an embedder of the data
-# plane (and, once it is a crate of its own, the daemon) builds without the
-# HTTP stack, the plotting stack or clap; only dummynet-sim has plotters
-# and resvg. Fails, naming the crate and what it pulled in, if one does.
+# plane and the daemon builds without the HTTP stack or the plotting stack
+# (and the data plane without clap); only dummynet-sim has plotters and
+# resvg, only dummynet-http axum, hyper and tokio, which the binary takes
+# only with its `http` feature. Fails, naming the crate and what it pulled in, if one does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,14 @@ for wall in "${walls[@]}"; do
         fi
     done
     checked=$((checked + 1))
+done
+# The binary without its `http` feature: no HTTP stack either.
+tree=$(cargo tree --locked -p dummynet --no-default-features -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u)
+for name in axum tokio hyper hyper-util dummynet-http; do
+    if grep -qx "$name" <<<"$tree"; then
+        echo "check-layers: dummynet --no-default-features depends on $name" >&2
+        bad=1
+    fi
 done
 if [ "$checked" -eq 0 ]; then
     echo "check-layers: none of the walled crates is in the workspace" >&2

@@ -5,7 +5,8 @@
 //!   typed work they become; [`views`] are the JSON forms of `show`.
 //! - [`control`]: the Unix socket that carries them, behind `dummynet
 //!   ipfw|dnctl` and the `ipfw`/`dnctl` names of the binary.
-//! - [`http`]: the HTTP API (`--http`), with [`metrics`] for Prometheus.
+//! - [`http`]: the HTTP API (`--http`), with [`metrics`] for Prometheus
+//!   ([`dummynet_http`]).
 //! - [`run`], [`shell`] and [`demo`]: the commands built from those pieces;
 //!   [`presets`] are typical links: the typical-links table of the FreeBSD
 //!   dummynet article, browser and mobile test tools' profiles, lossy, jittery and trace-driven variants.
@@ -22,6 +23,10 @@ pub use dummynet_dataplane::{
     bridge, bridge_xdp, clock, dataplane, floor, held, host, learn_host, local_addrs, netns_target,
     observer, routes, rulelog, sharded, Arrival, Backend, Body, Carrier, LateReading,
 };
+#[cfg(feature = "http")]
+pub use dummynet_http::{self as http, metrics};
+#[cfg(not(feature = "http"))]
+pub use no_http as http;
 
 /// What a daemon says on stderr, as `eprintln!` would, but a write that
 /// fails does not panic and one stderr does not take does not block for
@@ -53,8 +58,8 @@ macro_rules! say_now {
 pub mod args;
 pub mod demo;
 pub mod flood;
-pub mod http;
-pub mod metrics;
+#[cfg(not(feature = "http"))]
+pub mod no_http;
 pub mod probe;
 pub mod ps;
 pub mod run;

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use dummynet_lang::ParseError;
 
-use super::super::protocol::{ErrorKind, Reply};
+use dummynet_daemon::protocol::{ErrorKind, Reply};
 
 /// An error answer: `{"error": {"kind": ..., "message": ..., ...}}`, with
 /// the HTTP status its kind says.

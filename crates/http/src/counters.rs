@@ -4,9 +4,9 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 
-use super::super::dataplane::{Answer, RequestKind};
 use super::{applied_json, blocking, ApiError, ApiResult, App};
 use axum::http::header;
+use dummynet_dataplane::dataplane::{Answer, RequestKind};
 
 pub(super) async fn stats(State(app): State<App>) -> ApiResult {
     let report = blocking(move || match app.ask(RequestKind::Stats)? {
@@ -17,7 +17,7 @@ pub(super) async fn stats(State(app): State<App>) -> ApiResult {
         )),
     })
     .await??;
-    let text = super::super::stats_json::StatsJson::of(&report).to_line();
+    let text = dummynet_daemon::stats_json::StatsJson::of(&report).to_line();
     Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response())
 }
 
@@ -38,13 +38,9 @@ pub(super) async fn metrics(State(app): State<App>) -> ApiResult {
             }
         };
         let (snap, _) = app.snapshot()?;
-        super::super::metrics::render(&report, &snap)
+        crate::metrics::render(&report, &snap)
             .map_err(|e| ApiError::new("internal", format!("writing the metrics: {e}")))
     })
     .await??;
-    Ok((
-        [(header::CONTENT_TYPE, super::super::metrics::CONTENT_TYPE)],
-        text,
-    )
-        .into_response())
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }

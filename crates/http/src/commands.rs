@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::super::protocol::{BatchCommand, Caller};
 use super::body::JsonBody;
 use super::{blocking, ApiError, ApiResult, App};
+use dummynet_daemon::protocol::{BatchCommand, Caller};
 
 /// `{"commands": ["pipe 1 config bw 1Mbit/s", ...]}`, each a command line
 /// as `dummynet ipfw` takes it.
@@ -58,14 +58,14 @@ pub(super) async fn commands(State(app): State<App>, JsonBody(body): JsonBody) -
 }
 
 /// Applies `lines` all or nothing, as the control socket's batches are
-/// ([`super::super::protocol::parse_batch`], then one request the data plane
+/// ([`dummynet_daemon::protocol::parse_batch`], then one request the data plane
 /// applies with `Engine::apply_all`): every line is parsed first, and an
 /// engine refusal of any leaves the others unapplied too.
 pub(super) fn apply_batch(app: &App, lines: &[String]) -> Result<Response, ApiError> {
     let commands: Vec<BatchCommand> = lines.iter().cloned().map(BatchCommand::Line).collect();
-    let batch = super::super::protocol::parse_batch(&commands, None, &Caller::NoFiles)
+    let batch = dummynet_daemon::protocol::parse_batch(&commands, None, &Caller::NoFiles)
         .map_err(|r| ApiError::reply(&r))?;
-    let reply = super::super::protocol::apply_batch(batch, &app.link, app.answer_timeout);
+    let reply = dummynet_daemon::protocol::apply_batch(batch, &app.link, app.answer_timeout);
     if reply.status != 0 {
         return Err(ApiError::reply(&reply));
     }

@@ -1,13 +1,13 @@
 //! `GET /v1/events`: the daemon's per-packet events as Server-Sent Events,
 //! one `data:` line of JSON each, in the schema of the `--log` file
-//! ([`crate::events`]): first the `start` line (the wall clock of `t_ns`
+//! ([`dummynet_dataplane::events`]): first the `start` line (the wall clock of `t_ns`
 //! 0), then `arrival`, `forward`, `departure` and `drop` events as they
 //! happen.
 //!
 //! Filters, in the query: `pipe=N` (events that name pipe N), `rule=N`,
 //! `sample=N` (every event of one packet in N, by id, so a sampled
 //! packet's arrival and end both come). The events come from the
-//! observer's tap ([`super::super::observer`]): the data plane never waits
+//! observer's tap ([`dummynet_dataplane::observer`]): the data plane never waits
 //! for a stream, and a client too slow to keep up loses events, which it is
 //! told as `{"event": "lost", "count": N}` (SSE event name `lost`), so a
 //! chart of them is a sample that says so.
@@ -26,8 +26,8 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::super::observer::{EventFilter, Subscription};
 use super::{ApiError, ApiResult, App};
+use dummynet_dataplane::observer::{EventFilter, Subscription};
 
 /// Events a stream's subscription holds while the client reads: about a
 /// second of a busy pipe's events.

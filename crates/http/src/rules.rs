@@ -23,8 +23,11 @@ fn rule_number(text: &str) -> Result<u16, ApiError> {
 
 /// `ipfw --json -d show [N]`'s view: the rules numbered `numbers` (all if
 /// empty) and the dynamic rules they made.
-fn rules_json(snap: &dummynet_engine::Snapshot, numbers: &[u16]) -> super::super::views::RulesJson {
-    let mut view = super::super::views::rules(snap, numbers, true);
+fn rules_json(
+    snap: &dummynet_engine::Snapshot,
+    numbers: &[u16],
+) -> dummynet_daemon::views::RulesJson {
+    let mut view = dummynet_daemon::views::rules(snap, numbers, true);
     if let Some(states) = &mut view.states {
         states.retain(|st| numbers.is_empty() || numbers.contains(&st.rule));
     }

@@ -37,10 +37,10 @@ use dummynet_io::netns::Netns;
 use dummynet_lang::Statement;
 use serde_json::{json, Value};
 
-use super::dataplane::{Answer, RequestKind};
-use super::observer::Observer;
+use dummynet_dataplane::dataplane::{Answer, RequestKind};
+use dummynet_dataplane::observer::Observer;
 
-use super::protocol::PlaneLink;
+use dummynet_daemon::protocol::PlaneLink;
 
 mod body;
 mod commands;
@@ -48,6 +48,7 @@ mod counters;
 mod dashboard;
 mod errors;
 mod events;
+pub mod metrics;
 mod objects;
 mod rules;
 mod shape;
@@ -354,7 +355,10 @@ async fn serve(
             .max(Duration::from_secs(1)),
     };
     let Ok(listener) = tokio::net::TcpListener::from_std(options.listener) else {
-        super::say_str("dummynet: --http: the listener could not join the runtime\n");
+        tracing::info!(
+            target: "dummynet",
+            "dummynet: --http: the listener could not join the runtime"
+        );
         return;
     };
     let routes = router(app, limits.max_body);
@@ -570,7 +574,7 @@ fn local_host(host: &str) -> bool {
 // --------------------------------------------------------- the data plane
 
 /// Runs blocking work (the data plane's answer, a parse) off the runtime.
-pub(super) async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -579,7 +583,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 }
 
 /// A command the data plane applied, and what it warned about.
-pub(super) struct Applied {
+pub(crate) struct Applied {
     command: String,
     warnings: Vec<String>,
 }
@@ -616,7 +620,7 @@ impl App {
         };
         let kind = RequestKind::Apply {
             command: Box::new(cmd),
-            host: super::protocol::host_view(),
+            host: dummynet_daemon::protocol::host_view(),
         };
         match self.ask(kind)? {
             Answer::Applied(Ok(notes)) => Ok(Applied {
@@ -628,7 +632,7 @@ impl App {
                     .collect(),
             }),
             Answer::Applied(Err(e)) => Err(ApiError::new(
-                kind_name(Some(super::protocol::config_kind(&e))),
+                kind_name(Some(dummynet_daemon::protocol::config_kind(&e))),
                 e.message(),
             )
             .with("command", command)),
@@ -640,7 +644,7 @@ impl App {
     }
 }
 
-pub(super) fn applied_json(applied: Vec<Applied>) -> Response {
+pub(crate) fn applied_json(applied: Vec<Applied>) -> Response {
     let list: Vec<Value> = applied
         .into_iter()
         .map(|a| json!({ "command": a.command, "warnings": a.warnings }))

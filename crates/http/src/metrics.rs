@@ -16,8 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::clock::LATENESS_BUCKETS_NS;
-use super::dataplane::Report;
+use dummynet_dataplane::clock::LATENESS_BUCKETS_NS;
+use dummynet_dataplane::dataplane::Report;
 
 /// The answer's content type: the encoder writes OpenMetrics text, which
 /// Prometheus reads.
@@ -253,7 +253,7 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::dataplane::TargetCounts;
+    use dummynet_dataplane::dataplane::TargetCounts;
 
     #[test]
     fn the_names_and_labels_are_there() {

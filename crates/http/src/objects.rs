@@ -60,9 +60,9 @@ fn number(kind: &str, text: &str) -> Result<u32, ApiError> {
 /// JSON views give them (`pipe show --json`).
 pub(super) fn objects_json(kind: ObjKind, snap: &dummynet_engine::Snapshot, n: &[u32]) -> Value {
     let view = match kind {
-        ObjKind::Pipe => serde_json::to_value(super::super::views::pipes(snap, n)),
-        ObjKind::Queue => serde_json::to_value(super::super::views::queues(snap, n)),
-        ObjKind::Sched => serde_json::to_value(super::super::views::scheds(snap, n)),
+        ObjKind::Pipe => serde_json::to_value(dummynet_daemon::views::pipes(snap, n)),
+        ObjKind::Queue => serde_json::to_value(dummynet_daemon::views::queues(snap, n)),
+        ObjKind::Sched => serde_json::to_value(dummynet_daemon::views::scheds(snap, n)),
     };
     view.unwrap_or(Value::Null)
 }
