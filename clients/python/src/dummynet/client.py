@@ -1,7 +1,7 @@
 """The daemon's control socket, from Python.
 
 One request per connection, one JSON line each way, as ``dummynet ipfw``
-speaks it (crates/dummynet/src/live/control.rs): ``{"argv": [...], "cwd":
+speaks it (crates/daemon/src/control.rs): ``{"argv": [...], "cwd":
 "..."}`` for a command, ``{"stats": true, "json": true}`` for the data
 plane's report, ``{"commands": [...]}`` for a batch applied all or
 nothing; the answer is ``{"status": N, "stdout": "...", "stderr": "..."}``,
