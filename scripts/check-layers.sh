@@ -1,7 +1,7 @@
 #!/bin/bash
 # The library crates' dependency walls (issue 28): an embedder of the data
 # plane and the daemon builds without the HTTP stack or the plotting stack
-# (and the data plane without clap); only dummynet-sim has plotters and
+# (and without clap); only dummynet-sim has plotters and
 # resvg, only dummynet-http axum, hyper and tokio, which the binary takes
 # only with its `http` feature. Fails, naming the crate and what it pulled in, if one does.
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # crate, then the packages its normal (non-dev, non-build) tree must not hold.
 walls=(
     "dummynet-dataplane axum tokio hyper hyper-util plotters resvg clap"
-    "dummynet-daemon axum tokio hyper hyper-util plotters resvg"
+    "dummynet-daemon axum tokio hyper hyper-util plotters resvg clap"
     "dummynet-sim axum tokio hyper hyper-util"
 )
 members=$(cargo metadata --no-deps --format-version 1 --locked |

@@ -25,7 +25,7 @@ use dummynet_io::netns::Netns;
 use super::path::{Path, NEAR_IF};
 
 /// Who runs a link's receiving stacks (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Napi {
     /// The kernel's NAPI threads: GRO on and threaded NAPI on the ends,
     /// TSO off on the emulator's ports while the ends segment.

@@ -48,7 +48,7 @@ use dummynet_io::rtnl::{set_sysctl, sysctl};
 use nix::fcntl::{Flock, FlockArg};
 
 /// How (and whether) the shell lets its command's traffic out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Nat {
     /// `nft` if installed, else `iptables`/`ip6tables`.
     #[default]

@@ -9,7 +9,7 @@ use dummynet_io::netns::Netns;
 use dummynet_io::rtnl::Via;
 
 /// Whether GSO super-packets cross the shell whole (see [`ShellArgs::gso`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Gso {
     /// While the engine says they fare as their segments would
     /// (`Engine::only_delays`), following its configuration.

@@ -52,7 +52,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 /// Which userspace network stack connects a rootless shell to the world.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UserNet {
     /// pasta if installed, else slirp4netns, else none (and say so).
     #[default]

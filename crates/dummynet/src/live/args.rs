@@ -1,8 +1,13 @@
-//! The command line's options for the data plane's types: clap's forms of
-//! what `dummynet-dataplane` takes as plain values, and their conversions.
+//! The command line's options for the library crates' types: clap's forms
+//! of what `dummynet-dataplane` and `dummynet-daemon` take as plain values,
+//! and their conversions.
 
 use std::path::PathBuf;
 
+use dummynet_daemon::shell::napi::Napi;
+use dummynet_daemon::shell::nat::Nat;
+use dummynet_daemon::shell::path::Gso;
+use dummynet_daemon::shell::rootless::UserNet;
 use dummynet_dataplane::bridge_xdp::AttachChoice;
 use dummynet_dataplane::dataplane::Precision;
 use dummynet_dataplane::observer;
@@ -54,6 +59,95 @@ impl From<AttachArg> for AttachChoice {
             AttachArg::Auto => AttachChoice::Auto,
             AttachArg::Driver => AttachChoice::Driver,
             AttachArg::Generic => AttachChoice::Generic,
+        }
+    }
+}
+
+/// Which userspace network stack connects a rootless shell to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum UserNetArg {
+    /// pasta if installed, else slirp4netns, else none (and say so).
+    #[default]
+    Auto,
+    Pasta,
+    Slirp4netns,
+    /// The command reaches its peer only.
+    None,
+}
+
+impl From<UserNetArg> for UserNet {
+    fn from(a: UserNetArg) -> UserNet {
+        match a {
+            UserNetArg::Auto => UserNet::Auto,
+            UserNetArg::Pasta => UserNet::Pasta,
+            UserNetArg::Slirp4netns => UserNet::Slirp4netns,
+            UserNetArg::None => UserNet::None,
+        }
+    }
+}
+
+/// How (and whether) the shell lets its command's traffic out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NatArg {
+    /// `nft` if installed, else `iptables`/`ip6tables`.
+    #[default]
+    Auto,
+    Nft,
+    Iptables,
+    /// No forwarding and no NAT: the command reaches this namespace's
+    /// addresses (its peer) and nothing further.
+    Off,
+}
+
+impl From<NatArg> for Nat {
+    fn from(a: NatArg) -> Nat {
+        match a {
+            NatArg::Auto => Nat::Auto,
+            NatArg::Nft => Nat::Nft,
+            NatArg::Iptables => Nat::Iptables,
+            NatArg::Off => Nat::Off,
+        }
+    }
+}
+
+/// Who runs a link's receiving stacks (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NapiArg {
+    /// The kernel's NAPI threads: GRO on and threaded NAPI on the ends,
+    /// TSO off on the emulator's ports while the ends segment.
+    #[default]
+    Threaded,
+    /// The emulator's thread, inside its sends: the ends as the kernel
+    /// makes them (GRO off, TSO on, NAPI not threaded).
+    Inline,
+}
+
+impl From<NapiArg> for Napi {
+    fn from(a: NapiArg) -> Napi {
+        match a {
+            NapiArg::Threaded => Napi::Threaded,
+            NapiArg::Inline => Napi::Inline,
+        }
+    }
+}
+
+/// Whether GSO super-packets cross the shell whole (see [`ShellArgs::gso`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GsoArg {
+    /// While the engine says they fare as their segments would
+    /// (`Engine::only_delays`), following its configuration.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl From<GsoArg> for Gso {
+    fn from(a: GsoArg) -> Gso {
+        match a {
+            GsoArg::Auto => Gso::Auto,
+            GsoArg::On => Gso::On,
+            GsoArg::Off => Gso::Off,
         }
     }
 }

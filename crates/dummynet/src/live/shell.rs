@@ -28,7 +28,7 @@ use dummynet_engine::Command;
 use dummynet_io::netns::Netns;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
-use super::args::PrecisionArg;
+use super::args::{GsoArg, NapiArg, NatArg, PrecisionArg, UserNetArg};
 use super::bridge::Bridge;
 use super::dataplane::{PlaneOptions, Precision, Report};
 use super::rootless::{Gateway, UserNet};
@@ -83,15 +83,15 @@ pub struct ShellArgs {
     /// the link's addresses (IPv4 and IPv6) in a table of its own, removed
     /// when it ends (`auto`: with `nft`, else with `iptables`). `off`: the
     /// command reaches this host (its peer) only.
-    #[arg(long, value_enum, default_value_t = Nat::Auto)]
-    pub nat: Nat,
+    #[arg(long, value_enum, default_value_t = NatArg::Auto)]
+    pub nat: NatArg,
     /// Without root only (see the book's "Without root" chapter): the userspace
     /// network stack that connects the shell's own namespaces to this
     /// host's network: `auto` takes pasta (package passt) if installed,
     /// else slirp4netns, else none; `none`: the command reaches its peer
     /// only.
-    #[arg(long, value_enum, default_value_t = UserNet::Auto)]
-    pub user_net: UserNet,
+    #[arg(long, value_enum, default_value_t = UserNetArg::Auto)]
+    pub user_net: UserNetArg,
     /// The emulator's control socket, which `dummynet ipfw` inside the
     /// shell finds in $DUMMYNET_SOCKET (default
     /// /run/dummynet/shell-PID.sock; without root
@@ -111,8 +111,8 @@ pub struct ShellArgs {
     /// `ipfw` commands change it; `on` (also plain `--gso`) always, though a
     /// super-packet then takes one queue slot, one loss draw and one
     /// billing; `off` never.
-    #[arg(long, value_enum, default_value_t = Gso::Auto, num_args = 0..=1, default_missing_value = "on")]
-    pub gso: Gso,
+    #[arg(long, value_enum, default_value_t = GsoArg::Auto, num_args = 0..=1, default_missing_value = "on")]
+    pub gso: GsoArg,
     /// How exactly departures leave: `timer` (default: within the kernel
     /// timer's jitter, for a small share of a core) or `max` (within about a
     /// microsecond, spinning a core under load). See `dummynet run --help`.
@@ -125,8 +125,8 @@ pub struct ShellArgs {
     /// makes them, and a veth then runs its receiver's stack inside each of
     /// the emulator's sends (which makes releases late with many links).
     /// What the kernel refuses is said once; the link works either way.
-    #[arg(long, value_enum, default_value_t = Napi::Threaded)]
-    pub napi: Napi,
+    #[arg(long, value_enum, default_value_t = NapiArg::Threaded)]
+    pub napi: NapiArg,
     #[command(flatten)]
     pub observe: super::args::ObserveArgs,
     /// Put this shell's link in the emulator already running behind SOCKET
@@ -562,11 +562,11 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let options = ShellOptions {
         config,
         seed: args.seed,
-        nat: args.nat,
+        nat: args.nat.into(),
         socket: Some(socket),
-        gso: args.gso,
+        gso: args.gso.into(),
         precision: args.precision.into(),
-        napi: args.napi,
+        napi: args.napi.into(),
         observe,
         veth: format!("dn-{me}"),
     };
@@ -588,10 +588,17 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 down: args.down.clone(),
             };
             _gateway = None;
-            start_joined(shared, request, args.nat, args.gso, args.napi, options.veth)?
+            start_joined(
+                shared,
+                request,
+                args.nat.into(),
+                args.gso.into(),
+                args.napi.into(),
+                options.veth,
+            )?
         }
         None if super::rootless::is_rootless() => {
-            let (link, gateway) = start_rootless(options, args.user_net)?;
+            let (link, gateway) = start_rootless(options, args.user_net.into())?;
             _gateway = gateway;
             link
         }
