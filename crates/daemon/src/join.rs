@@ -38,22 +38,13 @@ use std::time::Duration;
 use dummynet_engine::Command;
 use serde::{Deserialize, Serialize};
 
-use super::control::{BusyBackoff, Limits, BUSY_WAIT};
 use super::protocol::{host_view, ErrorKind, PlaneLink, Reply, EX_DATAERR, EX_UNAVAILABLE};
+use crate::protocol::{BusyBackoff, Limits, BUSY_WAIT};
 use dummynet_dataplane::bridge::Bridge;
 use dummynet_dataplane::dataplane::{Answer, RequestKind};
 use dummynet_dataplane::Backend;
 
-/// What a joining shell asks for: its link, as `dummynet shell` takes it.
-#[derive(Debug, Serialize, Deserialize, Default, Clone, PartialEq, Eq)]
-pub struct JoinRequest {
-    #[serde(default)]
-    pub preset: Option<String>,
-    #[serde(default)]
-    pub up: Option<String>,
-    #[serde(default)]
-    pub down: Option<String>,
-}
+pub use crate::protocol::JoinRequest;
 
 /// What the daemon offers a joining shell (the stdout of its first reply).
 #[derive(Debug, Serialize, Deserialize, Clone, PartialEq, Eq)]
