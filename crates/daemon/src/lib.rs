@@ -24,4 +24,5 @@ pub mod protocol;
 pub mod registry;
 pub mod shell;
 pub mod stats_json;
+pub mod system;
 pub mod views;

@@ -47,6 +47,8 @@ use std::process::{Command, Stdio};
 use dummynet_io::rtnl::{set_sysctl, sysctl};
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::system::{find_program, search_dirs};
+
 /// How (and whether) the shell lets its command's traffic out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Nat {
@@ -368,26 +370,6 @@ fn run(program: &Path, args: &[&str], input: Option<&str>) -> Result<String, Str
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// $PATH, then the sbin directories a user's $PATH often lacks.
-fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for d in ["/usr/sbin", "/sbin", "/usr/local/sbin"] {
-        if !dirs.iter().any(|x| x == Path::new(d)) {
-            dirs.push(PathBuf::from(d));
-        }
-    }
-    dirs
-}
-
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    search_dirs()
-        .into_iter()
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 // ---------------------------------------------------------------------------
 // Forwarding
 // ---------------------------------------------------------------------------
@@ -463,7 +445,7 @@ fn forwarding(inside: &Inside<'_>, notes: &mut Vec<String>) -> Result<Vec<Want>,
 /// Where shells record the forwarding settings they changed, one file per
 /// network namespace (by inode), all under one lock.
 fn lease_dir() -> PathBuf {
-    super::rootless::runtime_dir().join("forwarding")
+    crate::system::runtime_dir().join("forwarding")
 }
 
 /// A process, told apart from a later one with the same pid by its start

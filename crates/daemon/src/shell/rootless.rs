@@ -63,15 +63,8 @@ pub enum UserNet {
     None,
 }
 
-/// Where dummynet keeps its run-time state (control sockets, the shells'
-/// records of forwarding): `/run/dummynet`, or the user's own directory
-/// once [`enter`] has run.
-pub fn runtime_dir() -> &'static Path {
-    static ROOT: &str = "/run/dummynet";
-    USER_DIR.get().map_or(Path::new(ROOT), PathBuf::as_path)
-}
-
-static USER_DIR: OnceLock<PathBuf> = OnceLock::new();
+pub use crate::system::runtime_dir;
+use crate::system::USER_DIR;
 static OUTSIDE_UID: OnceLock<u32> = OnceLock::new();
 
 /// The user this process runs as outside its user namespace, once
@@ -172,7 +165,7 @@ impl Gateway {
     pub fn connect(here: &Netns, want: UserNet) -> Result<Gateway, String> {
         const HOW: &str = "the command reaches only $DUMMYNET_PEER; for the rest, install \
                            pasta (`apt-get install passt`, `dnf install passt`) or slirp4netns";
-        let found = |tool: &'static str| super::nat::find_program(tool).map(|p| (tool, p));
+        let found = |tool: &'static str| crate::system::find_program(tool).map(|p| (tool, p));
         let (tool, program) = match want {
             UserNet::None => {
                 return Err("--user-net none: the command reaches only $DUMMYNET_PEER".into())
