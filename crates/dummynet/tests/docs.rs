@@ -42,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const README_MAX_LINES: usize = 250;
+/// Illustration-only examples must stay under this share of all examples.
+const ILLUSTRATION_MAX_PERCENT: usize = 10;
 /// The two commands README.md gives first, in order.
 const FRESH_MACHINE: [&str; 2] = [
     "cargo run --release -p dummynet -- demo",
@@ -451,6 +453,12 @@ fn documented_examples_run_as_printed() {
     assert!(
         failures.is_empty(),
         "{failures}(DUMMYNET_DOCS_BLESS=1 rewrites console blocks from what they print)"
+    );
+    assert!(
+        only.is_some() || illustrations.len() * 100 < ILLUSTRATION_MAX_PERCENT * total,
+        "{} of {total} examples are illustration-only: fewer than {ILLUSTRATION_MAX_PERCENT}% \
+         may be; make them run (`console`, `sh live`, `python live`, `sh ci`)",
+        illustrations.len()
     );
 }
 
