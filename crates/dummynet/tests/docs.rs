@@ -26,7 +26,8 @@
 //!   pytest) they are counted as skipped.
 //!   `ipfw` and `dnctl` are links to this build. `sh live daemon`: a bridge
 //!   daemon (`dummynet run --bridge eth1 eth2`) is running and answering on
-//!   the default socket when the block starts.
+//!   the default socket when the block starts; `sh live http`: the same
+//!   with `--http 127.0.0.1:8080`.
 //! - `rust test`: a Rust example that tests/book_rust.rs holds line for line
 //!   and runs (see `check_rust_block`).
 //! - `sh ci`: commands `.ci/run` runs (see `check_ci_block`), checked to be
@@ -66,6 +67,7 @@ struct Block {
     illustration: bool,
     live: bool,
     daemon: bool,
+    http: bool,
     ci: bool,
     test: bool,
     body: Vec<String>,
@@ -89,6 +91,7 @@ fn blocks(file: &Path) -> Vec<Block> {
                     live: words.contains(&"live"),
                     ci: words.contains(&"ci"),
                     daemon: words.contains(&"daemon"),
+                    http: words.contains(&"http"),
                     test: words.contains(&"test"),
                     body: Vec::new(),
                 });
@@ -534,7 +537,8 @@ for i in eth1 eth1p eth2 eth2p; do ip link set \"$i\" up; done
 
 /// What a `sh live daemon` block finds running: a bridge between the
 /// namespace's `eth1` and `eth2` on the default socket, answering.
-const DAEMON_PRELUDE: &str = "dummynet run --bridge eth1 eth2 >/run/dn-docs-daemon.log 2>&1 &
+const DAEMON_PRELUDE: &str =
+    "dummynet run --bridge eth1 eth2 $DN_DOCS_HTTP >/run/dn-docs-daemon.log 2>&1 &
 i=0
 until dummynet ipfw show >/dev/null 2>&1; do
   i=$((i + 1)); [ $i -lt 150 ] || { cat /run/dn-docs-daemon.log; exit 1; }; sleep 0.1
@@ -636,7 +640,11 @@ fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
         } else {
             ""
         };
-        let daemon = if block.daemon { DAEMON_PRELUDE } else { "" };
+        let daemon = match (block.daemon, block.http) {
+            (_, true) => format!("DN_DOCS_HTTP='--http 127.0.0.1:8080'\n{DAEMON_PRELUDE}"),
+            (true, false) => format!("DN_DOCS_HTTP=\n{DAEMON_PRELUDE}"),
+            (false, false) => String::new(),
+        };
         (
             "sh",
             vec![
