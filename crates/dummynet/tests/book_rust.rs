@@ -2,7 +2,8 @@
 //! ```` ```rust test ```` block of README.md and docs/book/src is here line for
 //! line, and these tests run them.
 //!
-//! Each example runs inside a network namespace the test makes (so the
+//! The engine's example runs on the virtual clock, as it is. Each live one
+//! (a `Shell`) runs inside a network namespace the test makes (so the
 //! shell's veth end lands there, not on the host): the test runs this same
 //! test binary again under `ip netns exec`, with `DN_BOOK_INSIDE` set and a
 //! stand-in `my-app` (a ping of its last argument) on PATH. Without root or
