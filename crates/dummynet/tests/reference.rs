@@ -564,3 +564,42 @@ fn the_event_log_schema_is_current() {
          cargo test -p dummynet --test reference rewrites it (review the diff)"
     );
 }
+
+/// The command line's reference, docs/book/src/reference/cli.md, is each
+/// subcommand's `--help` as a `console` block that tests/docs.rs runs and
+/// compares (so the text cannot drift); this checks none is missing: every
+/// subcommand `dummynet --help` lists has its block.
+#[test]
+fn every_subcommand_has_its_help_in_the_book() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dummynet"))
+        .arg("--help")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("dummynet --help runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/book/src/reference/cli.md"),
+    )
+    .expect("cli.md");
+    let subcommands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    assert!(
+        subcommands.len() >= 10,
+        "subcommands read from --help: {subcommands:?}"
+    );
+    let missing: Vec<&&str> = subcommands
+        .iter()
+        .filter(|s| !page.contains(&format!("\n$ dummynet {s} --help\n")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "cli.md has no `$ dummynet SUB --help` block for {missing:?}"
+    );
+}
