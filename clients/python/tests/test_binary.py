@@ -97,6 +97,7 @@ def test_the_client_is_the_crates_release() -> None:
 def test_the_wheel_finds_its_own_binary(monkeypatch: Any) -> None:
     monkeypatch.delenv("DUMMYNET_BIN", raising=False)
     assert shutil.which("dummynet") is None, "CI runs this with no dummynet on PATH"
+    assert not Path(dummynet.__file__).is_relative_to(ROOT), f"the client imported is the checkout's: {dummynet.__file__}"
     found = dummynet.find_binary()
     assert found == process._wheel_binary()
     assert dummynet.binary_version(found) == dummynet.__version__
