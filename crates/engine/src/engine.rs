@@ -9,12 +9,12 @@ use rustc_hash::FxHashMap;
 use crate::classifier::{
     self, Bytes, Decision, Interfaces, LogEvent, Reach, RuleRef, Ruleset, Tags, Walk,
 };
-use crate::config::{
+use crate::command::{
     Action, ArgAction, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
-    QueueLimit, RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
-    DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+    RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
 };
 use crate::dummynet::{Dummynet, Exit, Held, Rejected};
+use crate::error::{BatchError, ConfigError};
 use crate::flow::FlowKey;
 use crate::impair::On;
 use crate::modify;
@@ -26,26 +26,10 @@ use crate::stats::{
     Totals,
 };
 use crate::time::{Nanos, NS_PER_SEC};
-
-/// A configuration command the engine refused; nothing was changed. The
-/// variant says what kind of refusal it is, so that a caller can answer a
-/// missing object differently from a bad value (an HTTP API: 404 vs 400 vs
-/// 409) without reading the words; the words say what and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A value the engine does not take (out of range, unknown scheduler
-    /// type, a queue that does not fit its scheduler...).
-    #[error("{0}")]
-    Invalid(String),
-    /// The command names a rule, pipe, queue, scheduler, table or entry
-    /// that does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// The command is at odds with what exists: a table already there, one
-    /// still used by a rule, no room for another schedule.
-    #[error("{0}")]
-    Conflict(String),
-}
+use crate::units::{
+    QueueLimit, DEFAULT_RULE, DN_MAX_ID, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
+};
+use crate::units::{MAX_BW, MAX_DELAY};
 
 /// What a command was taken with that its user may not expect, said once
 /// when the command is applied ([`Engine::take_notes`]); the daemon and the
@@ -104,40 +88,6 @@ impl std::fmt::Display for ConfigNote {
     }
 }
 
-/// [`ConfigError`]'s variant without its message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConfigErrorKind {
-    Invalid,
-    NotFound,
-    Conflict,
-}
-
-impl ConfigError {
-    pub fn kind(&self) -> ConfigErrorKind {
-        match self {
-            ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
-            ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
-            ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
-        }
-    }
-
-    /// The sentence for the user.
-    pub fn message(&self) -> &str {
-        match self {
-            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
-        }
-    }
-}
-
-/// A batch [`Engine::apply_all`] refused: the command at `index` (counted
-/// from 0) and why. None of the batch took effect.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("command {} of the batch: {error}", index + 1)]
-pub struct BatchError {
-    pub index: usize,
-    pub error: ConfigError,
-}
-
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::Invalid(msg.into()))
 }
@@ -149,12 +99,6 @@ fn missing<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
 fn conflict<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::Conflict(msg.into()))
 }
-
-/// Largest bandwidth accepted: 10 Tbit/s (credit arithmetic has room for far more).
-pub const MAX_BW: u64 = 10_000_000_000_000;
-/// Largest delay accepted: one hour (FreeBSD stops at 10 s; a "link to the moon"
-/// or a deep-space hop needs more).
-pub const MAX_DELAY: Nanos = 3600 * NS_PER_SEC;
 
 /// With `expire` on, the per-flow queues and scheduler instances that masks
 /// made are swept about this often: one that was empty and saw no arrival
@@ -332,7 +276,10 @@ impl<P: Payload> Engine<P> {
     /// Pipe `n`'s trace (`pipe N config trace FILE`) and the time it
     /// started, if its link is trace-driven: what a mahimahi link log needs
     /// for its delivery-opportunity lines.
-    pub fn pipe_trace(&self, n: u32) -> Option<(std::sync::Arc<crate::config::Trace>, Nanos)> {
+    pub fn pipe_trace(
+        &self,
+        n: u32,
+    ) -> Option<(std::sync::Arc<crate::impair::trace::Trace>, Nanos)> {
         self.dn.trace(n)
     }
 
@@ -730,7 +677,7 @@ impl<P: Payload> Engine<P> {
             name: "states",
             now: self.rules.states.len() as u64 * per_state,
             worst: Some(
-                u64::from(self.settings.dyn_value(crate::config::DynSetting::Max))
+                u64::from(self.settings.dyn_value(crate::command::DynSetting::Max))
                     .max(self.rules.states.len() as u64)
                     * per_state,
             ),
@@ -1591,7 +1538,7 @@ impl<P: Payload> Engine<P> {
     /// `antispoof` look at (`None`: no routing table, and they hold). A
     /// live daemon gives its namespace's; they are interfaces' routes, so
     /// their interfaces are learnt as `recv` names are.
-    pub fn set_routes(&mut self, routes: Option<&[crate::config::Route]>) {
+    pub fn set_routes(&mut self, routes: Option<&[crate::command::Route]>) {
         use crate::classifier::route;
         let Some(routes) = routes else {
             self.rules.routes = None;
@@ -1599,13 +1546,13 @@ impl<P: Payload> Engine<P> {
         };
         let mut t = classifier::tables::Table::new(
             TableName::Name("routes".into()),
-            crate::config::TableType::Addr,
+            crate::command::TableType::Addr,
         );
         for r in routes {
             let id = u32::from(self.iface(&r.iface).0);
             let kind = if r.gateway { route::GATEWAY } else { 0 }
                 | if r.reject { route::REJECT } else { 0 };
-            t.insert(&crate::config::TableKey::Addr(r.net), id | kind);
+            t.insert(&crate::command::TableKey::Addr(r.net), id | kind);
         }
         self.rules.routes = Some(t);
     }
@@ -1625,7 +1572,7 @@ impl<P: Payload> Engine<P> {
     fn config_pipe(&mut self, now: Nanos, n: u32, mut cfg: PipeConfig) -> Result<(), ConfigError> {
         check_number("pipe", n)?;
         self.fill_buckets(&mut cfg.flowset);
-        cfg.flowset.aqm.fill_defaults(&self.settings);
+        cfg.flowset.aqm.fill_defaults(|t| self.settings.tunable(t));
         let mut clamped = Vec::new();
         cfg.flowset.aqm.clamp(&mut clamped);
         self.clamped(clamped);
@@ -1649,7 +1596,9 @@ impl<P: Payload> Engine<P> {
                     ));
                 };
                 let mut params = ps.params.clone();
-                crate::params::fill_defaults(kind.tunables, &mut params, &self.settings);
+                crate::params::fill_defaults(kind.tunables, &mut params, |t| {
+                    self.settings.tunable(t)
+                });
                 let mut clamped = Vec::new();
                 crate::params::clamp(kind.name, kind.params, &mut params, &mut clamped);
                 self.clamped(clamped);
@@ -1677,7 +1626,9 @@ impl<P: Payload> Engine<P> {
             ),
             (None, None) => {
                 let mut params = Vec::new();
-                crate::params::fill_defaults(default_type().tunables, &mut params, &self.settings);
+                crate::params::fill_defaults(default_type().tunables, &mut params, |t| {
+                    self.settings.tunable(t)
+                });
                 (default_type(), params)
             }
         };
@@ -1707,7 +1658,7 @@ impl<P: Payload> Engine<P> {
     ) -> Result<(), ConfigError> {
         check_number("queue", n)?;
         self.fill_buckets(&mut cfg.flowset);
-        cfg.flowset.aqm.fill_defaults(&self.settings);
+        cfg.flowset.aqm.fill_defaults(|t| self.settings.tunable(t));
         let mut clamped = Vec::new();
         cfg.flowset.aqm.clamp(&mut clamped);
         self.clamped(clamped);
@@ -1746,7 +1697,7 @@ impl<P: Payload> Engine<P> {
             },
             None => self.dn.sched_kind(n).unwrap_or_else(default_type),
         };
-        crate::params::fill_defaults(kind.tunables, &mut cfg.params, &self.settings);
+        crate::params::fill_defaults(kind.tunables, &mut cfg.params, |t| self.settings.tunable(t));
         let mut clamped = Vec::new();
         crate::params::clamp(kind.name, kind.params, &mut cfg.params, &mut clamped);
         self.clamped(clamped);
@@ -1874,7 +1825,7 @@ impl<P: Payload> Engine<P> {
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
         f.impairments()
-            .try_for_each(|i| i.check(On::Queue(f)))
+            .try_for_each(|i| i.check(On::Queue))
             .map_err(ConfigError::Invalid)?;
         if f.weight > MAX_WEIGHT {
             return err(format!(

@@ -10,11 +10,11 @@
 //! Defaults work as in FreeBSD, where the kernel, not ipfw, fills what a
 //! command left out from `net.inet.ip.dummynet.*` sysctls: a plug-in lists
 //! its [`Tunable`]s, and the engine fills the missing parameters from the
-//! current [`Settings`] when the command is applied ([`fill_defaults`]).
+//! current settings when the command is applied ([`fill_defaults`]).
 //! Parameters without a tunable take the plug-in's built-in default.
 
-use crate::config::Settings;
 use crate::time::NS_PER_US;
+use crate::units::fmt_time;
 
 /// One parameter, as a plug-in declares it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -114,7 +114,7 @@ impl ParamSpec {
     /// `v` as a command would write it.
     fn show(&self, v: u64) -> String {
         match self.kind {
-            ParamKind::Time => crate::aqm::fmt_time(v),
+            ParamKind::Time => fmt_time(v),
             ParamKind::Fraction { .. } => from_ppb(v).to_string(),
             ParamKind::Count | ParamKind::Size | ParamKind::Flag { .. } => v.to_string(),
         }
@@ -229,13 +229,17 @@ impl Tunable {
     }
 }
 
-/// Appends to `params` the value `settings` hold for each of `tunables`
-/// whose parameter `params` leaves out, as FreeBSD's kernel fills a new
-/// flowset or scheduler from its sysctls.
-pub fn fill_defaults(tunables: &[Tunable], params: &mut Vec<(String, u64)>, settings: &Settings) {
+/// Appends to `params` the value `sysctl` gives each of `tunables` whose
+/// parameter `params` leaves out (the engine passes its settings' values),
+/// as FreeBSD's kernel fills a new flowset or scheduler from its sysctls.
+pub fn fill_defaults(
+    tunables: &[Tunable],
+    params: &mut Vec<(String, u64)>,
+    sysctl: impl Fn(&Tunable) -> u64,
+) {
     for t in tunables {
         if get(params, t.param).is_none() {
-            params.push((t.param.to_string(), t.to_param(settings.tunable(t))));
+            params.push((t.param.to_string(), t.to_param(sysctl(t))));
         }
     }
 }
@@ -276,23 +280,6 @@ pub fn clamp(
     }
 }
 
-/// Every tunable of every registered plug-in (AQMs, then scheduler types).
-pub fn tunables() -> impl Iterator<Item = &'static Tunable> {
-    crate::aqm::REGISTRY
-        .iter()
-        .flat_map(|t| t.tunables.iter())
-        .chain(
-            crate::sched::REGISTRY
-                .iter()
-                .flat_map(|t| t.tunables.iter()),
-        )
-}
-
-/// The tunable named `sysctl` (after `net.inet.ip.dummynet.`).
-pub fn tunable(sysctl: &str) -> Option<&'static Tunable> {
-    tunables().find(|t| t.sysctl.eq_ignore_ascii_case(sysctl))
-}
-
 /// A time parameter within `min..=max`, or a message naming it.
 pub fn time_in(owner: &str, name: &str, v: u64, (min, max): (u64, u64)) -> Result<u64, String> {
     if (min..=max).contains(&v) {
@@ -300,13 +287,13 @@ pub fn time_in(owner: &str, name: &str, v: u64, (min, max): (u64, u64)) -> Resul
     } else {
         Err(format!(
             "{owner} {name} {} is out of range {}..{}",
-            crate::aqm::fmt_time(v),
+            fmt_time(v),
             if min == 0 {
                 "0".to_string()
             } else {
-                crate::aqm::fmt_time(min)
+                fmt_time(min)
             },
-            crate::aqm::fmt_time(max)
+            fmt_time(max)
         ))
     }
 }
@@ -334,7 +321,6 @@ pub fn fraction_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::NS_PER_MS;
 
     #[test]
     fn fractions_travel_exactly() {
@@ -342,29 +328,5 @@ mod tests {
             assert_eq!(from_ppb(to_ppb(v)), v, "{v}");
         }
         assert_eq!(to_ppb(-1.0), 0);
-    }
-
-    #[test]
-    fn every_tunable_fills_a_declared_parameter_and_accepts_its_default() {
-        let mut names = std::collections::HashSet::new();
-        for t in tunables() {
-            assert!(names.insert(t.sysctl), "{} registered twice", t.sysctl);
-            assert_eq!(t.check(t.default), Ok(t.default), "{}", t.sysctl);
-            assert!(t.check(t.max.saturating_add(1)).is_err() || t.max == u64::MAX);
-        }
-        assert!(tunable("codel.target").is_some());
-        assert!(tunable("CODEL.TARGET").is_some());
-        assert!(tunable("codel.nothing").is_none());
-    }
-
-    #[test]
-    fn defaults_fill_only_what_is_missing() {
-        let t = tunable("codel.target").unwrap();
-        let mut p = vec![("interval".to_string(), 7)];
-        fill_defaults(std::slice::from_ref(t), &mut p, &Settings::default());
-        assert_eq!(get(&p, "target"), Some(5 * NS_PER_MS));
-        let mut p = vec![("target".to_string(), 7)];
-        fill_defaults(std::slice::from_ref(t), &mut p, &Settings::default());
-        assert_eq!(p, vec![("target".to_string(), 7)]);
     }
 }

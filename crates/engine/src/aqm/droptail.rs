@@ -1,7 +1,7 @@
 //! Drop tail, FreeBSD's default: the queue limit alone, no state.
 
 use super::{AqmModel, AqmState, AqmType};
-use crate::config::QueueLimit;
+use crate::units::QueueLimit;
 
 pub static TYPE: AqmType = AqmType {
     name: "droptail",

@@ -29,10 +29,10 @@
 //! FreeBSD's fixed-point arithmetic (16 fraction bits) is replaced by `f64`.
 
 use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure};
-use crate::config::QueueLimit;
 use crate::params::{self, ParamError, ParamSpec, Params};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_SEC};
+use crate::units::QueueLimit;
 
 /// `red w_q/min_th/max_th/max_p`, marking with the flowset's `ecn`.
 pub static RED: AqmType = AqmType {

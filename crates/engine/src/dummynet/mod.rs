@@ -29,16 +29,18 @@ use rustc_hash::FxHashMap;
 
 use crate::aqm::{self, ecn, AqmState, AqmVerdict, Arrival, Departure, QueueState};
 use crate::classifier::RuleRef;
-use crate::config::{
-    Corrupt, Duplicate, FlowsetConfig, LinkConfig, LossModel, QueueLimit, DN_MAX_ID,
-};
+use crate::command::{FlowsetConfig, LinkConfig};
 use crate::flow::{FlowKey, FlowMask};
+use crate::impair::corrupt::Corrupt;
+use crate::impair::duplicate::Duplicate;
+use crate::impair::loss::LossModel;
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::{Probability, Rng};
 use crate::sched::{self, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
 use crate::stats::{DropReason, FlowCounters};
 use crate::time::Nanos;
+use crate::units::{QueueLimit, DN_MAX_ID};
 
 use delayline::LinkFx;
 use link::{LinkParams, LinkState};
@@ -519,7 +521,7 @@ impl<P> Dummynet<P> {
             copies_failed: 0,
             corrupted: 0,
             trace_runs: 0,
-            instance_limit: crate::config::DEFAULT_INSTANCE_LIMIT,
+            instance_limit: crate::units::DEFAULT_INSTANCE_LIMIT,
         }
     }
 }
@@ -1819,7 +1821,7 @@ impl<P: Payload> Dummynet<P> {
 
     /// Link `n`'s trace and when it started (its opportunities count from
     /// there), if the link is trace-driven.
-    pub fn trace(&self, n: u32) -> Option<(std::sync::Arc<crate::config::Trace>, Nanos)> {
+    pub fn trace(&self, n: u32) -> Option<(std::sync::Arc<crate::impair::trace::Trace>, Nanos)> {
         let trace = self.links.get(&n)?.trace.clone()?;
         Some((trace, self.trace_starts.get(&n).copied().unwrap_or(0)))
     }

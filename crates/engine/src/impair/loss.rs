@@ -387,7 +387,7 @@ mod tests {
 
     /// The model's own checks (it needs nothing of its queue).
     fn checked(m: &LossModel) -> Result<(), String> {
-        m.check(On::Queue(&crate::config::FlowsetConfig::default()))
+        m.check(On::Queue)
     }
 
     fn p(x: f64) -> Probability {

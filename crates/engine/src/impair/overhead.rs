@@ -115,7 +115,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(strip.billed(60), 0);
-        let on = On::Link(&crate::config::LinkConfig::default());
+        let on = On::Link(&crate::command::LinkConfig::default());
         assert!(atm.check(on).is_ok());
         let orphan = Overhead {
             cell_overhead: 3,

@@ -57,7 +57,7 @@ impl Impairment for Reorder {
         if self.gap == 0 {
             return Err("reorder gap must be at least 1".into());
         }
-        if matches!(on, On::Link(l) if l.delay == 0) {
+        if matches!(on, On::Link(l) if l.delay() == 0) {
             return Err(
                 "reorder needs a delay: reordered packets skip the delay to overtake \
                  the others, so without one nothing can change (add `delay T`)"

@@ -102,7 +102,7 @@ impl Impairment for Slot {
 
     fn display(&self) -> String {
         let s = self;
-        let t = crate::aqm::fmt_time;
+        let t = crate::units::fmt_time;
         let mut out = format!("slot {}", t(s.min));
         if s.max != s.min {
             out.push_str(&format!(" {}", t(s.max)));

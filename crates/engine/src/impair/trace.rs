@@ -286,10 +286,10 @@ impl Impairment for Trace {
     fn check(&self, on: On<'_>) -> Result<(), String> {
         if let On::Link(l) = on {
             let other = [
-                (l.bw > 0, "bw"),
-                (l.profile.is_some(), "profile"),
-                (l.burst > 0, "burst"),
-                (l.slot.is_some(), "slot"),
+                (l.bw() > 0, "bw"),
+                (l.has_profile(), "profile"),
+                (l.burst() > 0, "burst"),
+                (l.has_slot(), "slot"),
             ];
             if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
                 return Err(format!(

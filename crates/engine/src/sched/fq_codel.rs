@@ -35,13 +35,15 @@
 //!   bucket (FreeBSD's instance has one array for all its flowsets).
 
 use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
-use crate::aqm::fmt_time;
 pub(crate) use crate::aqm::pie::tunable as fq_tunable;
+use crate::units::fmt_time;
 use std::sync::Arc;
 
-use crate::config::{CodelConfig, QueueLimit};
+use crate::aqm::codel::CodelConfig;
+
 use crate::params::{time_in, TunableUnit};
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 /// FreeBSD's defaults (`net.inet.ip.dummynet.fqcodel.*`) and bounds
 /// (`fq_codel_config`).

@@ -24,12 +24,14 @@ use super::fq_codel::{
     FLOW_STATE_BYTES, MAX_FLOWS, MAX_LIMIT, MAX_QUANTUM, PACKETS,
 };
 use super::{ParamSpec, SchedType, SubQueues};
-use crate::aqm::{fmt_g, fmt_time};
+use crate::units::{fmt_g, fmt_time};
 use std::sync::Arc;
 
-use crate::config::{PieConfig, QueueLimit};
+use crate::aqm::pie::PieConfig;
+
 use crate::params::TunableUnit;
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 const MAX_TIME: Nanos = 5 * NS_PER_SEC;
 

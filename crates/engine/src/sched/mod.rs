@@ -22,8 +22,8 @@ pub use fifo::Fifo;
 use std::sync::Arc;
 
 use crate::aqm::AqmModel;
-use crate::config::QueueLimit;
 use crate::flow::FlowKey;
+use crate::units::QueueLimit;
 
 /// An engine-wide handle to a flow queue.
 pub type QueueId = u32;

@@ -47,7 +47,7 @@
 //!   levels deep instead of 14, and a node's children share a cache line.
 
 use super::{QueueId, QueueOps, SchedInstance, SchedType, Slot};
-use crate::config::MAX_WEIGHT;
+use crate::units::MAX_WEIGHT;
 
 pub static TYPE: SchedType = SchedType {
     name: "wf2q+",

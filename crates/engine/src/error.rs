@@ -1,0 +1,55 @@
+//! Why the engine refused a configuration command.
+
+/// A configuration command the engine refused; nothing was changed. The
+/// variant says what kind of refusal it is, so that a caller can answer a
+/// missing object differently from a bad value (an HTTP API: 404 vs 400 vs
+/// 409) without reading the words; the words say what and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A value the engine does not take (out of range, unknown scheduler
+    /// type, a queue that does not fit its scheduler...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The command names a rule, pipe, queue, scheduler, table or entry
+    /// that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The command is at odds with what exists: a table already there, one
+    /// still used by a rule, no room for another schedule.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// [`ConfigError`]'s variant without its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigErrorKind {
+    Invalid,
+    NotFound,
+    Conflict,
+}
+
+impl ConfigError {
+    pub fn kind(&self) -> ConfigErrorKind {
+        match self {
+            ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
+            ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
+            ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
+        }
+    }
+
+    /// The sentence for the user.
+    pub fn message(&self) -> &str {
+        match self {
+            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
+        }
+    }
+}
+
+/// A batch [`crate::Engine::apply_all`] refused: the command at `index` (counted
+/// from 0) and why. None of the batch took effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("command {} of the batch: {error}", index + 1)]
+pub struct BatchError {
+    pub index: usize,
+    pub error: ConfigError,
+}
