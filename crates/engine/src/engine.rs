@@ -13,12 +13,12 @@ use crate::command::{
     Action, ArgAction, Command, Field, FlowsetConfig, LinkConfig, PipeConfig, QueueConfig,
     RuleSpec, SchedConfig, Schedule, SetCmd, Setting, Settings, TableCmd, TableName,
 };
-use crate::dummynet::{Dummynet, Exit, Held, Rejected};
 use crate::error::{BatchError, ConfigError};
 use crate::flow::FlowKey;
 use crate::impair::On;
 use crate::modify;
 use crate::packet::{IfaceId, Output, PacketInfo, Payload, Target, Verdict};
+use crate::pipes::{Exit, Held, Pipes, Rejected};
 use crate::rng::Rng;
 use crate::sched::{self, SchedType};
 use crate::stats::{
@@ -119,7 +119,7 @@ pub const MAX_SCHEDULES: usize = 4096;
 pub struct Engine<P> {
     rules: Ruleset,
     ifaces: Interfaces,
-    dn: Dummynet<P>,
+    dn: Pipes<P>,
     settings: Settings,
     rng: Rng,
     /// Arrival counter, for stable ordering inside dummynet.
@@ -221,7 +221,7 @@ impl<P: Payload> Engine<P> {
     }
 
     pub fn with_settings(seed: u64, settings: Settings) -> Self {
-        let mut dn = Dummynet::new(seed);
+        let mut dn = Pipes::new(seed);
         dn.instance_limit = settings.instance_limit;
         Engine {
             rules: Ruleset::new(),
@@ -285,7 +285,7 @@ impl<P: Payload> Engine<P> {
 
     /// Whether a burst of packets sent as one (a GSO super-packet) fares
     /// exactly as its packets would: every pipe only delays
-    /// ([`Dummynet::only_delays`]: no bandwidth to bill it against, no
+    /// ([`Pipes::only_delays`]: no bandwidth to bill it against, no
     /// queue-slot limit it could overflow alone, no draw made once for it),
     /// no rule has `prob`, and no scheduled command waits (it may bring
     /// any of these in). A live caller that can make the kernel segment
@@ -647,9 +647,9 @@ impl<P: Payload> Engine<P> {
     ///   `held_limit`: a delay line holds whatever
     ///   arrives in its delay). Room queues keep after a burst is not
     ///   counted; an idle queue gives it back at the next expiry sweep.
-    /// - queues, instances: see [`Dummynet::record_bytes`].
+    /// - queues, instances: see [`Pipes::record_bytes`].
     /// - timers: the instances' link and delay-line timers, at most about
-    ///   four entries per instance (see [`Dummynet::timer_bytes`]).
+    ///   four entries per instance (see [`Pipes::timer_bytes`]).
     /// - states: `dyn_max` dynamic rules at worst.
     /// - rules, tables: what the commands made; traffic adds none.
     /// - log: at most [`classifier::LOG_CAPACITY`] events; more are counted
@@ -1742,7 +1742,7 @@ impl<P: Payload> Engine<P> {
 
     /// Takes queued packets out, changes the objects, and puts the packets
     /// back; those whose pipe or queue is gone leave as `Deleted` drops.
-    fn reconfigure(&mut self, now: Nanos, change: impl FnOnce(&mut Dummynet<P>)) {
+    fn reconfigure(&mut self, now: Nanos, change: impl FnOnce(&mut Pipes<P>)) {
         self.settle_exits();
         let drained = self.dn.drain();
         change(&mut self.dn);

@@ -6,8 +6,9 @@
 //! The layers, outermost first:
 //! - [`classifier`]: the ipfw ruleset. First match wins; `pipe`/`queue`
 //!   actions hand the packet to dummynet.
-//! - [`dummynet`]: flowsets and their per-flow queues, scheduler instances,
-//!   links (bandwidth, burst, profiles) and delay lines.
+//! - [`pipes`]: FreeBSD dummynet's objects: flowsets and their per-flow
+//!   queues, scheduler instances, links (bandwidth, burst, profiles) and
+//!   delay lines.
 //! - [`sched`] and [`aqm`]: the pluggable policies, one file each, whose
 //!   parameters and sysctl defaults are declared in [`params`]' terms;
 //!   [`plugin`] answers for all of them at once. [`impair`]: netem's and
@@ -29,7 +30,6 @@
 pub mod aqm;
 pub mod classifier;
 pub mod command;
-pub mod dummynet;
 mod engine;
 pub mod error;
 pub mod flow;
@@ -39,6 +39,7 @@ pub mod modify;
 pub mod packet;
 pub mod params;
 pub mod percentile;
+pub mod pipes;
 pub mod plugin;
 pub mod rng;
 pub mod sched;
