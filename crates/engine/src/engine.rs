@@ -1608,7 +1608,7 @@ impl<P: Payload> Engine<P> {
                 if let Some((q, e)) = self
                     .dn
                     .flowsets_of(n)
-                    .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
+                    .find_map(|(q, f)| kind.fits(f.weight, f.lmax).err().map(|e| (q, e)))
                 {
                     return err(format!(
                         "pipe {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
@@ -1667,7 +1667,7 @@ impl<P: Payload> Engine<P> {
         self.check_flowset(&cfg.flowset)?;
         // An unlinked queue is checked when its scheduler appears.
         if let Some(kind) = self.dn.sched_kind(sched) {
-            if let Err(e) = fits_type(kind, &cfg.flowset) {
+            if let Err(e) = kind.fits(cfg.flowset.weight, cfg.flowset.lmax) {
                 return err(format!(
                     "queue {n}: {e}; scheduler {sched} is {}",
                     kind.display
@@ -1707,7 +1707,7 @@ impl<P: Payload> Engine<P> {
         if let Some((q, e)) = self
             .dn
             .flowsets_of(n)
-            .find_map(|(q, f)| fits_type(kind, f).err().map(|e| (q, e)))
+            .find_map(|(q, f)| kind.fits(f.weight, f.lmax).err().map(|e| (q, e)))
         {
             return err(format!(
                 "sched {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
@@ -1964,31 +1964,6 @@ fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
         drop,
         rule: Some(held.rule.number),
         target: Some(held.target),
-    }
-}
-
-/// Whether a flowset's weight and `lmax` suit a scheduler of type `kind`;
-/// the reason if not. FreeBSD's prio takes the weight as a priority from 0
-/// (served first) to 63 (`prio_new_fsk` bounds it to `0..MAXPRIO-1`), while
-/// every other type bumps a weight below 1 to 1; RR and QFQ bound `lmax`
-/// ([`sched::lmax_range`]). FreeBSD rewrites such values silently; this
-/// engine refuses them.
-fn fits_type(kind: &SchedType, f: &FlowsetConfig) -> Result<(), String> {
-    if f.weight == 0 && kind.name != "prio" {
-        return Err(format!(
-            "weight 0 is a priority, only for queues of a prio scheduler (other types \
-             take 1..{MAX_WEIGHT})"
-        ));
-    }
-    match sched::lmax_range(kind) {
-        Some(r) if f.lmax != 0 && !r.contains(&f.lmax) => Err(format!(
-            "lmax {} is out of range {}..{} bytes for {}",
-            f.lmax,
-            r.start(),
-            r.end(),
-            kind.display
-        )),
-        _ => Ok(()),
     }
 }
 

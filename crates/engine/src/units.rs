@@ -34,7 +34,7 @@ pub const DEFAULT_BUCKETS: u32 = 64;
 pub const MAX_BUCKETS: u32 = 65536;
 pub const MAX_WEIGHT: u32 = 100;
 /// The widest `lmax` any scheduler takes (RR's 2048); each type narrows it
-/// (`lmax_range` of [`crate::sched::SchedType`]).
+/// ([`crate::sched::SchedType::lmax`]).
 pub const MAX_LMAX: u32 = 2048;
 /// `pri` is a C `int` in FreeBSD, unchecked.
 pub const MAX_PRI: u32 = i32::MAX as u32;

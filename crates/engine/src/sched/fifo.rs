@@ -22,6 +22,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<QueueId>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// Arrival order as a list of queue ids, one entry per queued packet.

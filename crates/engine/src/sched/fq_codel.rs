@@ -110,6 +110,8 @@ pub static TYPE: SchedType = SchedType {
             .sub_queues()
     }),
     describe: Some(|params| FqCodelParams::parse(params).unwrap_or_default().describe()),
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// fq_codel's parameters, validated.

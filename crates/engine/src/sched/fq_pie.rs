@@ -99,6 +99,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: FLOW_STATE_BYTES,
     sub_queues: Some(|params| FqPieParams::parse(params).unwrap_or_default().sub_queues()),
     describe: Some(|params| FqPieParams::parse(params).unwrap_or_default().describe()),
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// fq_pie's parameters, validated.

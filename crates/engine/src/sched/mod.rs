@@ -19,11 +19,13 @@ pub mod workload;
 
 pub use fifo::Fifo;
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use crate::aqm::AqmModel;
 use crate::flow::FlowKey;
 use crate::units::QueueLimit;
+use crate::units::MAX_WEIGHT;
 
 /// An engine-wide handle to a flow queue.
 pub type QueueId = u32;
@@ -107,6 +109,36 @@ pub struct SchedType {
     /// The parameter line `sched show` prints under the scheduler, in
     /// FreeBSD's format; `None` prints the parameters as `name value`.
     pub describe: Option<fn(&Params) -> String>,
+    /// Its flowsets' weights are priorities, and 0 (served first) is one
+    /// of them (prio); every other type takes a weight of 1 or more.
+    pub weight_is_priority: bool,
+    /// The `lmax` a flowset may give one of its queues (bytes), for the
+    /// types that read it; `None`: the type ignores it.
+    pub lmax: Option<RangeInclusive<u32>>,
+}
+
+impl SchedType {
+    /// Whether a flowset's `weight` and `lmax` (0: not set) suit this type,
+    /// and why not. FreeBSD rewrites such values silently; this engine
+    /// refuses them.
+    pub fn fits(&self, weight: u32, lmax: u32) -> Result<(), String> {
+        if weight == 0 && !self.weight_is_priority {
+            return Err(format!(
+                "weight 0 is a priority, only for queues of a prio scheduler (other types \
+                 take 1..{MAX_WEIGHT})"
+            ));
+        }
+        match &self.lmax {
+            Some(r) if lmax != 0 && !r.contains(&lmax) => Err(format!(
+                "lmax {} is out of range {}..{} bytes for {}",
+                lmax,
+                r.start(),
+                r.end(),
+                self.display
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// How a flow-queueing type wants its queues made, as FreeBSD's fq_codel and
@@ -152,21 +184,6 @@ pub fn bucket_of(key: &FlowKey, buckets: u32) -> u32 {
     ((u128::from(h) * u128::from(buckets.max(1))) >> 64) as u32
 }
 
-/// The `lmax` a flowset may give a queue of a `kind` scheduler, for the
-/// types that read it: RR's quantum base 64..=2048 (`rr_config`), QFQ's
-/// maximum packet 1..=2000 (`qfq_new_fsk`). `None`: the type ignores it.
-/// (FreeBSD bumps a value below the range to 1500 and clamps one above;
-/// this engine refuses both.)
-pub fn lmax_range(kind: &SchedType) -> Option<std::ops::RangeInclusive<u32>> {
-    if std::ptr::eq(kind, &rr::TYPE) {
-        Some(rr::MIN_QUANTUM..=rr::MAX_QUANTUM)
-    } else if std::ptr::eq(kind, &qfq::TYPE) {
-        Some(1..=qfq::MAX_LMAX)
-    } else {
-        None
-    }
-}
-
 /// Every scheduler type, one line each.
 pub static REGISTRY: &[&SchedType] = &[
     &fifo::TYPE,
@@ -194,4 +211,37 @@ pub fn names() -> Vec<&'static str> {
         .iter()
         .flat_map(|t| std::iter::once(t.name).chain(t.aliases.iter().copied()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_type_says_which_weights_and_lmax_its_queues_take() {
+        let t = |n| lookup(n).unwrap();
+        assert_eq!(t("prio").fits(0, 0), Ok(()));
+        for n in ["fifo", "wf2q+", "rr", "qfq", "fq_codel", "fq_pie"] {
+            assert_eq!(
+                t(n).fits(0, 0).unwrap_err(),
+                "weight 0 is a priority, only for queues of a prio scheduler (other types \
+                 take 1..100)",
+                "{n}"
+            );
+        }
+        assert_eq!(t("rr").fits(1, 64), Ok(()));
+        assert_eq!(t("rr").fits(1, 2048), Ok(()));
+        assert_eq!(
+            t("rr").fits(1, 63).unwrap_err(),
+            "lmax 63 is out of range 64..2048 bytes for RR"
+        );
+        assert_eq!(t("qfq").fits(1, 2000), Ok(()));
+        assert_eq!(
+            t("qfq").fits(1, 2001).unwrap_err(),
+            "lmax 2001 is out of range 1..2000 bytes for QFQ"
+        );
+        // The other types ignore lmax, whatever it is.
+        assert_eq!(t("wf2q+").fits(1, 65535), Ok(()));
+        assert_eq!(t("prio").fits(0, 65535), Ok(()));
+    }
 }

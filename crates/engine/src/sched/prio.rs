@@ -49,6 +49,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Member>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: true,
+    lmax: None,
 };
 
 /// Priority of a queue of weight `weight`: FreeBSD's bound to 0..=63.

@@ -102,6 +102,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Class>() + std::mem::size_of::<u32>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: Some(1..=MAX_LMAX),
 };
 
 fn lmax_param(params: &[(String, u64)]) -> Result<u32, String> {

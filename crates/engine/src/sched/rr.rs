@@ -52,6 +52,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Member>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: Some(MIN_QUANTUM..=MAX_QUANTUM),
 };
 
 /// The quantum base from `lmax N` or `quantum N` (the last one given).

@@ -69,6 +69,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Flow>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// Virtual time: bytes × 2^32 per unit of weight, since the instance last
