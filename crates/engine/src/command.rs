@@ -361,7 +361,7 @@ impl Settings {
             Setting::Tunable { sysctl, value } => {
                 let t = crate::plugin::tunable(sysctl)
                     .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;
-                if t.check(value)? == t.default {
+                if t.check(value).map_err(|e| e.to_string())? == t.default {
                     self.tunables.remove(t.sysctl);
                 } else {
                     self.tunables.insert(t.sysctl, value);

@@ -92,6 +92,11 @@ fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::Invalid(msg.into()))
 }
 
+/// A plug-in's refusal, with the sentence that says where.
+fn refused<T>(error: crate::params::ParamError, words: String) -> Result<T, ConfigError> {
+    Err(ConfigError::Plugin { error, words })
+}
+
 fn missing<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::NotFound(msg.into()))
 }
@@ -1603,17 +1608,19 @@ impl<P: Payload> Engine<P> {
                 crate::params::clamp(kind.name, kind.params, &mut params, &mut clamped);
                 self.clamped(clamped);
                 if let Err(e) = (kind.new_instance)(&params) {
-                    return err(format!("pipe {n} type {}: {e}", kind.name));
+                    let words = format!("pipe {n} type {}: {e}", kind.name);
+                    return refused(e, words);
                 }
                 if let Some((q, e)) = self
                     .dn
                     .flowsets_of(n)
                     .find_map(|(q, f)| kind.fits(f.weight, f.lmax).err().map(|e| (q, e)))
                 {
-                    return err(format!(
+                    let words = format!(
                         "pipe {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
                         kind.name
-                    ));
+                    );
+                    return refused(e, words);
                 }
                 (kind, params)
             }
@@ -1668,10 +1675,8 @@ impl<P: Payload> Engine<P> {
         // An unlinked queue is checked when its scheduler appears.
         if let Some(kind) = self.dn.sched_kind(sched) {
             if let Err(e) = kind.fits(cfg.flowset.weight, cfg.flowset.lmax) {
-                return err(format!(
-                    "queue {n}: {e}; scheduler {sched} is {}",
-                    kind.display
-                ));
+                let words = format!("queue {n}: {e}; scheduler {sched} is {}", kind.display);
+                return refused(e, words);
             }
         }
         self.reconfigure(now, |dn| dn.set_flowset(n, cfg.flowset, sched));
@@ -1702,17 +1707,19 @@ impl<P: Payload> Engine<P> {
         crate::params::clamp(kind.name, kind.params, &mut cfg.params, &mut clamped);
         self.clamped(clamped);
         if let Err(e) = (kind.new_instance)(&cfg.params) {
-            return err(format!("sched {n} type {}: {e}", kind.name));
+            let words = format!("sched {n} type {}: {e}", kind.name);
+            return refused(e, words);
         }
         if let Some((q, e)) = self
             .dn
             .flowsets_of(n)
             .find_map(|(q, f)| kind.fits(f.weight, f.lmax).err().map(|e| (q, e)))
         {
-            return err(format!(
+            let words = format!(
                 "sched {n} type {}: queue {q} does not fit it: {e}; reconfigure the queue first",
                 kind.name
-            ));
+            );
+            return refused(e, words);
         }
         if let Some(link) = &cfg.link {
             self.check_link(link)?;
@@ -1820,13 +1827,13 @@ impl<P: Payload> Engine<P> {
     fn check_impairments(&self, l: &LinkConfig) -> Result<(), ConfigError> {
         l.impairments()
             .try_for_each(|i| i.check(On::Link(l)))
-            .map_err(ConfigError::Invalid)
+            .map_err(ConfigError::from)
     }
 
     fn check_flowset(&self, f: &FlowsetConfig) -> Result<(), ConfigError> {
         f.impairments()
             .try_for_each(|i| i.check(On::Queue))
-            .map_err(ConfigError::Invalid)?;
+            .map_err(ConfigError::from)?;
         if f.weight > MAX_WEIGHT {
             return err(format!(
                 "weight {} is out of range 1..{MAX_WEIGHT} (0 for a prio scheduler's queues)",
@@ -1863,7 +1870,7 @@ impl<P: Payload> Engine<P> {
                 f.buckets
             ));
         }
-        crate::aqm::validate(&f.aqm).map_err(ConfigError::Invalid)
+        crate::aqm::validate(&f.aqm).map_err(ConfigError::from)
     }
 
     // ---------------------------------------------------------------- views

@@ -1,5 +1,7 @@
 //! Why the engine refused a configuration command.
 
+use crate::params::ParamError;
+
 /// A configuration command the engine refused; nothing was changed. The
 /// variant says what kind of refusal it is, so that a caller can answer a
 /// missing object differently from a bad value (an HTTP API: 404 vs 400 vs
@@ -18,6 +20,19 @@ pub enum ConfigError {
     /// still used by a rule, no room for another schedule.
     #[error("{0}")]
     Conflict(String),
+    /// A plug-in (an AQM, a scheduler type, an impairment) refused a value:
+    /// its own error, and the sentence for the user, which says where
+    /// (`pipe 1 type rr: rr quantum 9 is out of range 64..=2048 bytes`).
+    #[error("{words}")]
+    Plugin { error: ParamError, words: String },
+}
+
+impl From<ParamError> for ConfigError {
+    /// The plug-in's error, its own words the sentence.
+    fn from(error: ParamError) -> Self {
+        let words = error.to_string();
+        ConfigError::Plugin { error, words }
+    }
 }
 
 /// [`ConfigError`]'s variant without its message.
@@ -34,6 +49,7 @@ impl ConfigError {
             ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
             ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
             ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
+            ConfigError::Plugin { .. } => ConfigErrorKind::Invalid,
         }
     }
 
@@ -41,6 +57,7 @@ impl ConfigError {
     pub fn message(&self) -> &str {
         match self {
             ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
+            ConfigError::Plugin { words, .. } => words,
         }
     }
 }

@@ -113,9 +113,9 @@ impl CodelConfig {
                 "interval" => c.interval = params::time_in("codel", k, *v, TIME_RANGE)?,
                 "ecn" => c.ecn = *v != 0,
                 _ => {
-                    return Err(format!(
-                        "codel takes target, interval and ecn|noecn, not `{k}`"
-                    ))
+                    return Err(
+                        format!("codel takes target, interval and ecn|noecn, not `{k}`").into(),
+                    )
                 }
             }
         }

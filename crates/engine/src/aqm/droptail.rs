@@ -11,7 +11,7 @@ pub static TYPE: AqmType = AqmType {
     tunables: &[],
     build: |params| match params.first() {
         None => Ok(Box::new(DropTail)),
-        Some((k, _)) => Err(format!("droptail takes no parameters, not `{k}`")),
+        Some((k, _)) => Err(format!("droptail takes no parameters, not `{k}`").into()),
     },
 };
 

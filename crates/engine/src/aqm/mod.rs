@@ -277,7 +277,7 @@ pub fn display(cfg: &AqmConfig) -> String {
 /// Checks the AQM's parameters against what FreeBSD accepts. The engine
 /// calls this before applying a `pipe`/`queue config`, so a refused command
 /// changes nothing.
-pub fn validate(cfg: &AqmConfig) -> Result<(), String> {
+pub fn validate(cfg: &AqmConfig) -> Result<(), ParamError> {
     cfg.model().map(drop)
 }
 

@@ -191,7 +191,8 @@ impl PieConfig {
                 return Err(format!(
                     "{owner} takes target, tupdate, max_burst, max_ecnth, alpha, beta, \
                      ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and derand|noderand, not `{k}`"
-                ));
+                )
+                .into());
             }
         }
         Ok(c)

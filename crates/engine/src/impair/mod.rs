@@ -39,6 +39,7 @@ pub mod reorder;
 pub mod slot;
 pub mod trace;
 
+use crate::params::ParamError;
 use crate::time::Nanos;
 
 /// Where on a packet's path an impairment acts.
@@ -80,7 +81,7 @@ pub trait Impairment: std::fmt::Debug {
     fn stage(&self) -> Stage;
     /// Its bounds, and how it goes with what it is configured on. The engine
     /// refuses a command whose impairments say no, before anything changes.
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         Ok(())
     }
     /// Its words on the `impair:` line under its pipe or queue in `show`,

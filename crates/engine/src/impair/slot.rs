@@ -15,6 +15,7 @@
 //! With no `bw`, packets let through by one slot leave together at its start.
 
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::rng::Rng;
 use crate::time::Nanos;
 
@@ -86,7 +87,7 @@ impl Impairment for Slot {
         Stage::Link
     }
 
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         let s = self;
         if s.max < s.min {
             return Err("slot MAX must not be below MIN".into());

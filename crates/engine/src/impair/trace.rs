@@ -32,6 +32,7 @@
 use thiserror::Error;
 
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC};
 
 /// Why a trace file was refused.
@@ -283,7 +284,7 @@ impl Impairment for Trace {
     }
 
     /// A trace is the link's rate: nothing else may set or shape it.
-    fn check(&self, on: On<'_>) -> Result<(), String> {
+    fn check(&self, on: On<'_>) -> Result<(), ParamError> {
         if let On::Link(l) = on {
             let other = [
                 (l.bw() > 0, "bw"),
@@ -295,11 +296,12 @@ impl Impairment for Trace {
                 return Err(format!(
                     "`trace` and `{what}` exclude each other: a traced link sends \
                      only at its trace's opportunities"
-                ));
+                )
+                .into());
             }
         }
         if self.times.is_empty() {
-            return Err(format!("trace `{}` has no opportunities", self.name));
+            return Err(format!("trace `{}` has no opportunities", self.name).into());
         }
         Ok(())
     }

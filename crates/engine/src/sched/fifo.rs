@@ -13,7 +13,7 @@ pub static TYPE: SchedType = SchedType {
     tunables: &[],
     new_instance: |params| {
         if let Some((k, _)) = params.first() {
-            return Err(format!("fifo takes no parameters (got `{k}`)"));
+            return Err(format!("fifo takes no parameters (got `{k}`)").into());
         }
         Ok(Box::new(Fifo::default()))
     },

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use crate::aqm::codel::CodelConfig;
 
 use crate::params::{time_in, TunableUnit};
+use crate::params::{OutOfRange, ParamError};
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
 use crate::units::QueueLimit;
 
@@ -135,7 +136,7 @@ impl Default for FqCodelParams {
 }
 
 impl FqCodelParams {
-    pub fn parse(params: &[(String, u64)]) -> Result<Self, String> {
+    pub fn parse(params: &[(String, u64)]) -> Result<Self, ParamError> {
         let mut p = FqCodelParams::default();
         for (k, v) in params {
             match k.to_ascii_lowercase().as_str() {
@@ -156,7 +157,8 @@ impl FqCodelParams {
                         return Err(format!(
                             "fq_codel takes target, interval, quantum, limit, flows and \
                              ecn|noecn, not `{k}`"
-                        ));
+                        )
+                        .into());
                     }
                 }
             }
@@ -196,7 +198,7 @@ pub(crate) fn fq_param(
     ty: &str,
     k: &str,
     v: u64,
-) -> Result<bool, String> {
+) -> Result<bool, ParamError> {
     let (slot, max) = match k {
         "quantum" => (quantum, MAX_QUANTUM),
         "limit" => (limit, MAX_LIMIT),
@@ -206,7 +208,7 @@ pub(crate) fn fq_param(
     *slot = u32::try_from(v)
         .ok()
         .filter(|x| (1..=max).contains(x))
-        .ok_or_else(|| format!("{ty} {k} {v} is out of range 1..={max}"))?;
+        .ok_or_else(|| OutOfRange::new(k, v, 1, max).owner(ty).inclusive())?;
     Ok(true)
 }
 

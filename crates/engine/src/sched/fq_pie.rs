@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crate::aqm::pie::PieConfig;
 
+use crate::params::ParamError;
 use crate::params::TunableUnit;
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
 use crate::units::QueueLimit;
@@ -127,7 +128,7 @@ impl Default for FqPieParams {
 }
 
 impl FqPieParams {
-    pub fn parse(params: &[(String, u64)]) -> Result<Self, String> {
+    pub fn parse(params: &[(String, u64)]) -> Result<Self, ParamError> {
         let mut p = FqPieParams::default();
         for (k, v) in params {
             let k = k.to_ascii_lowercase();
@@ -138,7 +139,8 @@ impl FqPieParams {
                     "fq_pie takes target, tupdate, max_burst, max_ecnth, alpha, beta, quantum, \
                      limit, flows, ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and \
                      derand|noderand, not `{k}`"
-                ));
+                )
+                .into());
             }
         }
         Ok(p)

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use crate::aqm::AqmModel;
 use crate::flow::FlowKey;
+use crate::params::OutOfRange;
 use crate::units::QueueLimit;
 use crate::units::MAX_WEIGHT;
 
@@ -121,21 +122,21 @@ impl SchedType {
     /// Whether a flowset's `weight` and `lmax` (0: not set) suit this type,
     /// and why not. FreeBSD rewrites such values silently; this engine
     /// refuses them.
-    pub fn fits(&self, weight: u32, lmax: u32) -> Result<(), String> {
+    pub fn fits(&self, weight: u32, lmax: u32) -> Result<(), ParamError> {
         if weight == 0 && !self.weight_is_priority {
             return Err(format!(
                 "weight 0 is a priority, only for queues of a prio scheduler (other types \
                  take 1..{MAX_WEIGHT})"
-            ));
+            )
+            .into());
         }
         match &self.lmax {
-            Some(r) if lmax != 0 && !r.contains(&lmax) => Err(format!(
-                "lmax {} is out of range {}..{} bytes for {}",
-                lmax,
-                r.start(),
-                r.end(),
-                self.display
-            )),
+            Some(r) if lmax != 0 && !r.contains(&lmax) => {
+                Err(OutOfRange::new("lmax", lmax, r.start(), r.end())
+                    .unit("bytes")
+                    .for_type(self.display)
+                    .into())
+            }
             _ => Ok(()),
         }
     }
@@ -216,14 +217,16 @@ pub fn names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::ParamError;
 
     #[test]
     fn each_type_says_which_weights_and_lmax_its_queues_take() {
         let t = |n| lookup(n).unwrap();
+        let words = |r: Result<(), ParamError>| r.unwrap_err().to_string();
         assert_eq!(t("prio").fits(0, 0), Ok(()));
         for n in ["fifo", "wf2q+", "rr", "qfq", "fq_codel", "fq_pie"] {
             assert_eq!(
-                t(n).fits(0, 0).unwrap_err(),
+                words(t(n).fits(0, 0)),
                 "weight 0 is a priority, only for queues of a prio scheduler (other types \
                  take 1..100)",
                 "{n}"
@@ -232,16 +235,45 @@ mod tests {
         assert_eq!(t("rr").fits(1, 64), Ok(()));
         assert_eq!(t("rr").fits(1, 2048), Ok(()));
         assert_eq!(
-            t("rr").fits(1, 63).unwrap_err(),
+            words(t("rr").fits(1, 63)),
             "lmax 63 is out of range 64..2048 bytes for RR"
         );
         assert_eq!(t("qfq").fits(1, 2000), Ok(()));
         assert_eq!(
-            t("qfq").fits(1, 2001).unwrap_err(),
+            words(t("qfq").fits(1, 2001)),
             "lmax 2001 is out of range 1..2000 bytes for QFQ"
         );
         // The other types ignore lmax, whatever it is.
         assert_eq!(t("wf2q+").fits(1, 65535), Ok(()));
         assert_eq!(t("prio").fits(0, 65535), Ok(()));
+    }
+
+    #[test]
+    fn a_value_out_of_range_is_told_as_fields() {
+        let Err(ParamError::OutOfRange(r)) = lookup("rr").unwrap().fits(1, 63) else {
+            panic!("not an OutOfRange");
+        };
+        assert_eq!(
+            (
+                r.name.as_str(),
+                r.value.as_str(),
+                r.min.as_str(),
+                r.max.as_str()
+            ),
+            ("lmax", "63", "64", "2048")
+        );
+        assert_eq!((r.unit, r.for_type), ("bytes", Some("RR")));
+        let quantum = [("quantum".to_string(), 9)];
+        let Err(ParamError::OutOfRange(r)) = (lookup("rr").unwrap().new_instance)(&quantum) else {
+            panic!("not an OutOfRange");
+        };
+        assert_eq!(
+            (r.owner.as_str(), r.name.as_str(), r.value.as_str()),
+            ("rr", "quantum", "9")
+        );
+        assert_eq!(
+            r.to_string(),
+            "rr quantum 9 is out of range 64..=2048 bytes"
+        );
     }
 }

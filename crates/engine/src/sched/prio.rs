@@ -39,7 +39,7 @@ pub static TYPE: SchedType = SchedType {
         if let Some((k, _)) = params.first() {
             return Err(format!(
                 "prio takes no parameters (got `{k}`); a queue's priority is its `weight`, lowest first"
-            ));
+            ).into());
         }
         Ok(Box::new(Prio::default()))
     },

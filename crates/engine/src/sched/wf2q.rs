@@ -59,7 +59,8 @@ pub static TYPE: SchedType = SchedType {
         if let Some((k, _)) = params.first() {
             return Err(format!(
                 "wf2q+ takes no parameters (got `{k}`); weights belong to `queue N config weight W`"
-            ));
+            )
+            .into());
         }
         Ok(Box::new(Wf2q::default()))
     },
