@@ -204,7 +204,7 @@ pub enum Setting {
     /// most states kept.
     Dyn(DynSetting, u32),
     /// `net.inet.ip.dummynet.<sysctl>=<value>`: a plug-in parameter's
-    /// default ([`crate::params::tunable`] finds it by name), in its unit.
+    /// default ([`crate::plugin::tunable`] finds it by name), in its unit.
     Tunable { sysctl: &'static str, value: u64 },
 }
 
