@@ -15,8 +15,8 @@ use dummynet_engine::config::{
     Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, PipeSched,
     Profile, QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
-use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
+use dummynet_engine::pipes::profile;
 use dummynet_engine::sched::{self, ParamSpec, SchedType};
 
 use crate::aqm;
