@@ -5,6 +5,7 @@
 //! not emulated. The words are read by [`dummynet_lang::tc`].
 
 mod daemon;
+pub mod shim;
 mod show;
 mod system;
 
