@@ -390,3 +390,144 @@ fn a_containers_namespace_is_shaped_through_nsenter_and_from_outside() {
     assert!(!w.tables().contains("dummynet"), "{}", w.tables());
     nsenter(&["qdisc", "show", "dev", "c0"]);
 }
+
+/// The command lines chaos tools run, through a `tc` shim
+/// (`dummynet install --tc-shim DIR`, DIR first on PATH) inside C.
+struct Shim {
+    dir: Scratch,
+}
+
+impl Shim {
+    fn new() -> Shim {
+        let dir = Scratch::new();
+        let out = run_bounded(
+            Command::new(DUMMYNET)
+                .args(["install", "--tc-shim"])
+                .arg(dir.path("bin")),
+            Duration::from_secs(10),
+            "install --tc-shim",
+        );
+        expect_success(&out, "install --tc-shim");
+        Shim { dir }
+    }
+
+    /// `tc ARGS` as a tool runs it: by name, found on PATH, inside C.
+    fn tc(&self, w: &World, args: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.dir.path("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut full = vec![format!("PATH={path}"), "tc".to_string()];
+        full.extend(args.iter().map(|a| a.to_string()));
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        run_bounded(
+            &mut w.pair.c.command("env", &full),
+            Duration::from_secs(30),
+            &format!("tc {}", args.join(" ")),
+        )
+    }
+
+    fn tc_ok(&self, w: &World, line: &str) -> String {
+        let args: Vec<&str> = line.split(' ').collect();
+        expect_success(&self.tc(w, &args), line)
+    }
+}
+
+#[test]
+fn chaos_tools_command_lines_run_through_the_tc_shim() {
+    if !ready("tc shim", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let w = World::new();
+    let shim = Shim::new();
+    let base = w.ping_avg();
+
+    // Pumba (alexei-led/pumba): pkg/container/docker_client.go,
+    // startNetemContainer, runs `tc qdisc add dev IFACE root netem` and
+    // the netem words, which pkg/chaos/netem/delay_test.go gives for
+    // `pumba netem delay --time 200 --jitter 50 --correlation 25.5` as
+    // `delay 200ms 50ms 25.50`; stopNetemContainer runs `tc qdisc del dev
+    // IFACE root netem`.
+    shim.tc_ok(&w, "qdisc add dev c0 root netem delay 200ms 50ms 25.50");
+    let show = shim.tc_ok(&w, "qdisc show dev c0");
+    println!("pumba: {show}");
+    assert!(
+        show.starts_with(
+            "qdisc netem 8001: dev c0 root refcnt 2 limit 1000 delay 200ms  50ms 25.5%"
+        ),
+        "{show}"
+    );
+    let shaped = w.ping_avg();
+    println!("pumba delay 200ms 50ms: RTT {base:.3} → {shaped:.3} ms");
+    assert!(
+        (140.0..270.0).contains(&(shaped - base)),
+        "{base} → {shaped}"
+    );
+    shim.tc_ok(&w, "qdisc del dev c0 root netem");
+    assert!(!w.tables().contains("dummynet"), "{}", w.tables());
+
+    // Chaos Mesh's chaos daemon (chaos-mesh/chaos-mesh):
+    // pkg/chaosdaemon/tc_server.go first flushes every interface with `tc
+    // qdisc del dev IF root`, accepting "Cannot delete qdisc with handle
+    // of zero." as nothing to delete; then addNetem runs `tc qdisc add dev
+    // IF root handle 1: netem ARGS`, ARGS from convertNetemToArgs: times
+    // in bare microseconds, percentages as %f (`delay 50000 10000
+    // 25.000000 limit 1000 loss 1.000000`); addTbf runs `tc qdisc add dev
+    // IF root handle 1: tbf rate R burst B limit L` (convertTbfToArgs).
+    let flush = shim.tc(&w, &["qdisc", "del", "dev", "c0", "root"]);
+    assert!(!flush.status.success());
+    assert!(
+        text(&flush.stderr).contains("Cannot delete qdisc with handle of zero."),
+        "{}",
+        text(&flush.stderr)
+    );
+    shim.tc_ok(
+        &w,
+        "qdisc add dev c0 root handle 1: netem delay 50000 10000 25.000000 limit 1000 loss 1.000000",
+    );
+    let show = shim.tc_ok(&w, "qdisc show dev c0");
+    println!("chaos mesh netem: {show}");
+    assert!(
+        show.starts_with(
+            "qdisc netem 1: dev c0 root refcnt 2 limit 1000 delay 50ms  10ms 25% loss 1%"
+        ),
+        "{show}"
+    );
+    shim.tc_ok(&w, "qdisc del dev c0 root");
+    shim.tc_ok(
+        &w,
+        "qdisc add dev c0 root handle 1: tbf rate 1000000 burst 10000 limit 20000",
+    );
+    let show = shim.tc_ok(&w, "qdisc show dev c0");
+    println!("chaos mesh tbf: {show}");
+    assert!(
+        show.starts_with("qdisc tbf 1: dev c0 root refcnt 2 rate 1Mbit burst 10000b"),
+        "{show}"
+    );
+    shim.tc_ok(&w, "qdisc del dev c0 root");
+
+    // containerlab (srl-labs/containerlab) does not run tc: `tools netem
+    // set` (internal/tc/tc.go, SetImpairments) replaces the root qdisc
+    // over netlink with handle 1:, a 10000-packet limit, delay, jitter,
+    // loss and a rate in kbit. The same request as a tc command line:
+    shim.tc_ok(
+        &w,
+        "qdisc replace dev c0 root handle 1: netem limit 10000 delay 100ms 10ms loss 5% rate 1000kbit",
+    );
+    let show = shim.tc_ok(&w, "qdisc show dev c0");
+    println!("containerlab's request: {show}");
+    assert!(
+        show.starts_with(
+            "qdisc netem 1: dev c0 root refcnt 2 limit 10000 delay 100ms  10ms loss 5% rate 1Mbit"
+        ),
+        "{show}"
+    );
+    shim.tc_ok(&w, "qdisc del dev c0 root");
+
+    // What the shim does not emulate goes to the system's tc.
+    let filter = shim.tc(&w, &["filter", "show", "dev", "c0"]);
+    assert!(filter.status.success(), "{}", text(&filter.stderr));
+    assert!(!w.tables().contains("dummynet"), "{}", w.tables());
+}
