@@ -110,7 +110,7 @@ fn not_emulated(req: &QdiscRequest) -> Option<String> {
         ));
     }
     match &req.qdisc {
-        Some(q) => match q.pipe_options() {
+        Some(q) => match pipe_options(q) {
             Ok(_) => None,
             Err(e) => Some(e.message),
         },
@@ -165,10 +165,42 @@ fn apply(req: &QdiscRequest, words: &[&str]) -> Result<ExitCode, Refusal> {
     }
 }
 
+/// The pipe options of a qdisc: the language's for netem and tbf; fq_codel
+/// is the pipe's scheduler (`type fq_codel ...`) on a link without a rate
+/// of its own, queueing where the interface does. Its `memory_limit` and
+/// `drop_batch` bound the kernel's work and have no counterpart here.
+fn pipe_options(q: &Qdisc) -> Result<Vec<String>, tc::TcError> {
+    let Qdisc::FqCodel(f) = q else {
+        return q.pipe_options();
+    };
+    if f.ce_threshold_us.is_some() {
+        return Err(tc::TcError {
+            kind: TcErrorKind::NotEmulated,
+            message: "dummynet does not emulate fq_codel's `ce_threshold`".into(),
+            hints: Vec::new(),
+        });
+    }
+    Ok(vec![
+        "type".into(),
+        "fq_codel".into(),
+        "target".into(),
+        format!("{}us", f.target_us),
+        "interval".into(),
+        format!("{}us", f.interval_us),
+        "quantum".into(),
+        f.quantum.to_string(),
+        "limit".into(),
+        f.limit.to_string(),
+        "flows".into(),
+        f.flows.to_string(),
+        if f.ecn { "ecn" } else { "noecn" }.into(),
+    ])
+}
+
 /// The pipe configuration of a qdisc: `pipe 1 config OPTIONS`, checked by
 /// the language before anything is changed.
 pub(crate) fn pipe_config(q: &Qdisc) -> Result<Vec<String>, Refusal> {
-    let opts = q.pipe_options().map_err(|e| Refusal {
+    let opts = pipe_options(q).map_err(|e| Refusal {
         status: 1,
         message: e.to_string(),
     })?;
@@ -182,4 +214,49 @@ pub(crate) fn pipe_config(q: &Qdisc) -> Result<Vec<String>, Refusal> {
         message: format!("dummynet cannot do this {}: {e}", q.kind()),
     })?;
     Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qdisc(line: &str) -> Qdisc {
+        let words: Vec<&str> = line.split(' ').collect();
+        match tc::parse(&words).map(|t| t.command) {
+            Ok(TcCommand::Qdisc(r)) => r.qdisc.expect("a qdisc"),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fq_codel_is_the_pipes_scheduler_with_its_parameters() {
+        let argv = pipe_config(&qdisc(
+            "qdisc add dev eth0 root fq_codel limit 1000 target 2ms interval 50ms noecn",
+        ))
+        .expect("the language takes it");
+        assert_eq!(
+            argv.join(" "),
+            "pipe 1 config type fq_codel target 2000us interval 50000us quantum 1514 \
+             limit 1000 flows 1024 noecn"
+        );
+        let refused =
+            pipe_config(&qdisc("qdisc add dev eth0 root fq_codel ce_threshold 1ms")).unwrap_err();
+        assert!(
+            refused.message.contains("ce_threshold"),
+            "{}",
+            refused.message
+        );
+    }
+
+    #[test]
+    fn netem_and_tbf_become_pipes_the_language_takes() {
+        for line in [
+            "qdisc add dev eth0 root netem delay 100ms 10ms 25% loss 1% duplicate 1% rate 1mbit",
+            "qdisc add dev eth0 root handle 1: tbf rate 1mbit burst 32kbit latency 400ms",
+        ] {
+            let argv =
+                pipe_config(&qdisc(line)).unwrap_or_else(|e| panic!("{line}: {}", e.message));
+            assert_eq!(argv[..3], ["pipe", "1", "config"]);
+        }
+    }
 }
