@@ -123,10 +123,13 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// tc(8): `tc qdisc add|change|replace|del|show dev IF root netem|tbf
-    /// ...` carried out by dummynet on IF's egress (a daemon per
-    /// interface); the rest handed to the system's tc. The binary also
-    /// answers to the name `tc` (`dummynet install --tc-shim DIR`).
+    /// tc(8)'s netem, tbf and fq_codel qdiscs, carried out by dummynet.
+    ///
+    /// `tc qdisc add|change|replace|del|show dev IF root netem|tbf|fq_codel
+    /// ...` on IF's egress, in this network namespace (or `-n NAME`): a
+    /// daemon per interface with one pipe, stopped by `del`. The rest is
+    /// handed to the system's tc. The binary also answers to the name `tc`
+    /// (`dummynet install --tc-shim DIR`).
     #[command(disable_help_flag = true)]
     Tc {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
