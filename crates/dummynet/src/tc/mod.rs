@@ -15,6 +15,16 @@ use dummynet_lang::tc::{self, Parent, Qdisc, QdiscRequest, TcCommand, TcErrorKin
 
 pub use daemon::state_root;
 
+const USAGE: &str = "\
+usage: tc [-s] [-i] [-n NETNS] qdisc show [dev IF]
+       tc qdisc add|change|replace|del dev IF [handle H:] root netem|tbf|fq_codel [OPTIONS]
+       (dummynet tc [--netns NAME] ... the same)
+
+netem, tbf and fq_codel on root are carried out by dummynet on IF's egress in
+this network namespace: a daemon per interface, with one pipe, stopped by del.
+Everything else tc does (filter, class, other qdiscs) goes to the system's tc.
+";
+
 /// A refusal at the binary's edge: tc's words and tc's exit status (1 for
 /// what tc itself would not read, 2 for what the kernel would refuse).
 #[derive(Debug)]
@@ -36,6 +46,10 @@ impl Refusal {
 /// NAME` (dummynet's option; tc's own `-n NAME` works too) works in the
 /// named namespace (`ip netns`).
 pub fn main(args: Vec<String>) -> ExitCode {
+    if args.is_empty() || matches!(args[0].as_str(), "-h" | "--help" | "help" | "-help") {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(code) => code,
         Err(r) => {
