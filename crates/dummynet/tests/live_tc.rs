@@ -215,6 +215,36 @@ fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
     assert!(w
         .tc_ok(&["qdisc", "show", "dev", "c0"])
         .contains("delay 100ms"));
+    // So are words tc would not read, and a change to another kind, in
+    // tc's words.
+    let bad = w.tc(&[
+        "qdisc", "change", "dev", "c0", "root", "netem", "delay", "1ms", "foo",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).starts_with("What is \"foo\"?"),
+        "{}",
+        text(&bad.stderr)
+    );
+    let kind = w.tc(&[
+        "qdisc", "change", "dev", "c0", "root", "tbf", "rate", "1mbit", "burst", "10k", "latency",
+        "10ms",
+    ]);
+    assert_eq!(kind.status.code(), Some(2));
+    assert!(
+        text(&kind.stderr).contains("Invalid qdisc name"),
+        "{}",
+        text(&kind.stderr)
+    );
+    let nodev = w.tc(&[
+        "qdisc", "add", "dev", "nosuch0", "root", "netem", "delay", "1ms",
+    ]);
+    assert_eq!(text(&nodev.stderr).trim(), "Cannot find device \"nosuch0\"");
+    assert_eq!(
+        w.tc_ok(&["qdisc", "show", "dev", "c0"]),
+        format!("{}\n", show.lines().next().unwrap_or_default())
+    );
+    assert_eq!(w.daemon_pid(), Some(pid));
 
     w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
     assert!(!running(pid), "the daemon {pid} still runs after del");
