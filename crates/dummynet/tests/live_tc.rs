@@ -561,3 +561,42 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     assert!(filter.status.success(), "{}", text(&filter.stderr));
     assert!(!w.tables().contains("dummynet"), "{}", w.tables());
 }
+
+#[test]
+fn netems_seed_is_the_daemons_seed() {
+    if !ready("tc seed", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let w = World::new();
+    w.tc_ok(&[
+        "qdisc", "add", "dev", "c0", "root", "netem", "loss", "1%", "seed", "7",
+    ]);
+    let pid = w.daemon_pid().expect("the daemon's pid");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    assert!(
+        args.windows(2).any(|a| a[0] == b"--seed" && a[1] == b"7"),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    assert!(w
+        .tc_ok(&["qdisc", "show", "dev", "c0"])
+        .contains("loss 1% seed 7"));
+    // Another seed would need another daemon: refused, nothing changed.
+    let other = w.tc(&[
+        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "8",
+    ]);
+    assert_eq!(other.status.code(), Some(2));
+    assert!(text(&other.stderr).contains("delete the qdisc and add it again"));
+    assert!(w
+        .tc_ok(&["qdisc", "show", "dev", "c0"])
+        .contains("loss 1% seed 7"));
+    w.tc_ok(&[
+        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "7",
+    ]);
+    assert!(w
+        .tc_ok(&["qdisc", "show", "dev", "c0"])
+        .contains("loss 2% seed 7"));
+    w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+}
