@@ -248,7 +248,7 @@ fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
 
     w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
     assert!(!running(pid), "the daemon {pid} still runs after del");
-    assert!(!w.state.join("c0").exists());
+    assert!(!w.state.exists(), "{} is left after del", w.state.display());
     assert_eq!(w.tables(), before_tables, "nftables after del");
     assert_eq!(w.tc_ok(&["qdisc", "show", "dev", "c0"]), before_show);
     let after = w.ping_avg();

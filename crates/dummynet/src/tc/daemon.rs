@@ -272,7 +272,13 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        std::fs::remove_dir_all(&self.dir).map_err(|e| io_refusal("removing", &self.dir, e))
+        std::fs::remove_dir_all(&self.dir).map_err(|e| io_refusal("removing", &self.dir, e))?;
+        // The namespace's directory goes with its last interface (another
+        // still there keeps it: the removal fails, as it should).
+        if let Some(ns_dir) = self.dir.parent() {
+            let _ = std::fs::remove_dir(ns_dir);
+        }
+        Ok(())
     }
 
     /// The qdisc's counters from the daemon's books: Sent is what rule 200
