@@ -20,6 +20,7 @@ pub mod live;
 pub mod manuals;
 pub mod plot;
 pub mod sim;
+pub mod tc;
 pub mod tracegen;
 pub mod workers;
 

@@ -11,6 +11,7 @@
 //! - `ps`: list the daemons on this machine and what each shapes.
 //! - `ipfw` / `dnctl`: talk to a running daemon; the binary also answers to
 //!   those names, so seed scripts run verbatim.
+//! - `tc`: tc(8)'s netem and tbf qdiscs through dummynet (also as `tc`).
 
 use std::process::ExitCode;
 
@@ -22,7 +23,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
 // The modules are the library's (src/lib.rs), shared with the fuzz targets.
-use dummynet::{bench, gen, install, live, plot, sim, tracegen};
+use dummynet::{bench, gen, install, live, plot, sim, tc, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -122,6 +123,18 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// tc(8)'s netem, tbf and fq_codel qdiscs, carried out by dummynet.
+    ///
+    /// `tc qdisc add|change|replace|del|show dev IF root netem|tbf|fq_codel
+    /// ...` on IF's egress, in this network namespace (or `-n NAME`): a
+    /// daemon per interface with one pipe, stopped by `del`. The rest is
+    /// handed to the system's tc. The binary also answers to the name `tc`
+    /// (`dummynet install --tc-shim DIR`).
+    #[command(disable_help_flag = true)]
+    Tc {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -137,6 +150,9 @@ fn main() -> ExitCode {
         .unwrap_or_default();
     if name == "ipfw" || name == "dnctl" {
         return live::client::ipfw(&name, argv.collect());
+    }
+    if name == "tc" {
+        return tc::main(argv.collect());
     }
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
@@ -154,5 +170,6 @@ fn main() -> ExitCode {
         Cmd::Install(a) => install::run(a, &Cli::command()),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),
+        Cmd::Tc { args } => tc::main(args),
     }
 }

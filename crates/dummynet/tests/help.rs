@@ -27,6 +27,7 @@ const SUBCOMMANDS: &[&str] = &[
     "stats",
     "ipfw",
     "dnctl",
+    "tc",
 ];
 
 fn output(args: &[&str], columns: &str) -> String {
