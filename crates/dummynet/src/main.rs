@@ -22,7 +22,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
 // The modules are the library's (src/lib.rs), shared with the fuzz targets.
-use dummynet::{bench, gen, install, live, plot, sim, tracegen};
+use dummynet::{bench, experiment, gen, install, live, plot, sim, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -79,6 +79,10 @@ enum Cmd {
     /// is on its PATH, and `dummynet ipfw ...` inside talks to this shell's
     /// emulator ($DUMMYNET_SOCKET). The command dies with the shell.
     Shell(live::shell::ShellArgs),
+    /// Run an experiment file (TOML): a shell's link, TCP flows with each
+    /// sender's TCP_INFO sampled, pings and UDP, the emulator's own events;
+    /// CSVs, a JSON summary and figures in a directory per run (needs root).
+    Experiment(experiment::ExperimentArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
     /// List the built-in link presets (the typical-links table of the
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
+        Cmd::Experiment(a) => experiment::main(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Ps(a) => live::ps::run(a),
