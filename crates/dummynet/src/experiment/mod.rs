@@ -260,6 +260,23 @@ fn log_events(
         }
         // A queue's events name it rather than a pipe: the path's number.
         let e = match e {
+            Event::Forward {
+                t_ns,
+                id,
+                rule,
+                pipe: None,
+                queue: Some(q),
+                iface,
+                note,
+            } => Event::Forward {
+                t_ns,
+                id,
+                rule,
+                pipe: Some(q),
+                queue: None,
+                iface,
+                note,
+            },
             Event::Departure {
                 t_ns,
                 id,

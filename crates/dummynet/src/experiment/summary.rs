@@ -125,11 +125,10 @@ pub fn flow(run: &Run, i: usize, samples: &[FlowSample], cc: &str) -> FlowSummar
         .collect();
     let last = samples.iter().rev().find_map(|s| s.info);
     let bytes = samples.last().map_or(0, |s| s.received);
-    let active = samples.iter().rev().find(|s| s.t <= to).map_or(0, |s| s.t);
-    let goodput_mean_bps = match active.checked_sub(from) {
-        Some(d) if d > 0 => bytes as f64 * 8e9 / d as f64,
-        _ => 0.0,
-    };
+    // Over the flow's span only: what a full queue hands over after the
+    // sender stopped is not goodput of that span.
+    let goodput_mean_bps =
+        bytes_within(samples, from, to).map_or(0.0, |(b, dt)| b as f64 * 8e9 / dt as f64);
     FlowSummary {
         direction: run.flows[i].direction,
         cc: cc.to_string(),
@@ -230,9 +229,10 @@ mod tests {
         assert_eq!(bins[0], (2 * S, 800_000.0));
         assert_eq!(bins[4], (6 * S, 4_000_000.0));
         assert_eq!(f.goodput_p50_bps, 2_400_000.0);
-        // All the bytes it received (the late ones too) over its span, 5 s.
+        // All the bytes it received, the late ones too; its mean is over
+        // its span, 1.5 MB in 5 s.
         assert_eq!(f.bytes, 6_500_000);
-        assert_eq!(f.goodput_mean_bps, 6_500_000.0 * 8.0 / 5.0);
+        assert_eq!(f.goodput_mean_bps, 2_400_000.0);
         // srtt: 10, 20, 20, 30, 40, 50, 60 ms: p50 30, p90 60, p99 60.
         assert_eq!(f.srtt_p50_ms, Some(30.0));
         assert_eq!(f.srtt_p90_ms, Some(60.0));
