@@ -21,10 +21,13 @@ const COLOURS: [RGBColor; 7] = [
     RGBColor(0x00, 0x00, 0x00),
 ];
 
-/// One panel: its y axis's name and its lines, (name, points (s, value)).
+/// One named line: (name, points (s, value)).
+pub type Line = (String, Vec<(f64, f64)>);
+
+/// One panel: its y axis's name and its lines.
 pub struct Panel {
     pub y_label: String,
-    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+    pub lines: Vec<Line>,
 }
 
 /// The panels as an SVG document, `title` above, `x_max` s wide.

@@ -751,7 +751,7 @@ fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), Str
     let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     std::fs::write(&p, json + "\n").map_err(|e| format!("{}: {e}", p.display()))?;
     // Read back each run's flows.csv: the figures need the series.
-    let mut per_metric: [Vec<(String, Vec<(f64, f64)>)>; 3] = Default::default();
+    let mut per_metric: [Vec<figure::Line>; 3] = Default::default();
     let mut x_max = 0.0f64;
     for s in results {
         x_max = x_max.max(s.duration_s);

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dummynet_engine::Nanos;
 use serde::Deserialize;
@@ -222,7 +222,7 @@ pub fn parse(src: &str, dir: &Path) -> Result<Vec<Run>, SpecError> {
             message: e.message().trim().to_string(),
         }
     })?;
-    let cx = Cx { src, dir };
+    let cx = Cx { src };
     // The sweep: every combination, the file's first key varying slowest.
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for (name, values) in &raw.sweep {
@@ -286,11 +286,9 @@ pub fn parse(src: &str, dir: &Path) -> Result<Vec<Run>, SpecError> {
         .collect()
 }
 
-/// What resolving needs: the source (for lines) and its directory.
+/// What resolving needs: the source, for the lines of errors.
 struct Cx<'a> {
     src: &'a str,
-    #[allow(dead_code)]
-    dir: &'a Path,
 }
 
 impl Cx<'_> {
@@ -431,7 +429,9 @@ impl Cx<'_> {
         };
 
         let mut flows = Vec::new();
-        for f in &raw.flow {
+        // Which `[[flow]]` each flow comes from (a count makes several).
+        let mut origin = Vec::new();
+        for (k, f) in raw.flow.iter().enumerate() {
             let ff = f.get_ref();
             let direction = direction(&ff.direction, "flow.direction")?;
             let start = time_or(&ff.start, "flow.start", 0)?;
@@ -480,7 +480,9 @@ impl Cx<'_> {
                 cc,
                 ecn: ff.ecn.unwrap_or(false),
             };
-            flows.extend(std::iter::repeat_n(flow, count as usize).take(MAX_FLOWS as usize + 1));
+            let n = (count as usize).min(MAX_FLOWS as usize + 1);
+            flows.extend(std::iter::repeat_n(flow, n));
+            origin.extend(std::iter::repeat_n(k, n));
             if flows.len() > MAX_FLOWS as usize {
                 return Err(self.err(
                     f,
@@ -493,10 +495,7 @@ impl Cx<'_> {
         // every connection is opened from the shell's side.
         if let Some(first) = flows.first() {
             if let Some((i, _)) = flows.iter().enumerate().find(|(_, f)| f.ecn != first.ecn) {
-                let at = raw
-                    .flow
-                    .get(i.min(raw.flow.len() - 1))
-                    .unwrap_or(&raw.flow[0]);
+                let at = &raw.flow[origin[i]];
                 return Err(self.err(
                     at,
                     "flow.ecn",
@@ -582,11 +581,6 @@ impl Cx<'_> {
             udp,
         })
     }
-}
-
-/// The directory of the experiment file (its `config` names are from it).
-pub fn base_dir(path: &Path) -> PathBuf {
-    path.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -46,13 +46,16 @@ pub struct Measured {
     /// The congestion control each flow's sender ended with.
     pub cc: Vec<String>,
     /// Per ping: (time sent since time 0, RTT) in ns; lost ones `None`.
-    pub pings: Vec<Vec<(Nanos, Option<Nanos>)>>,
+    pub pings: Vec<Echoes>,
     /// Per UDP flow: (t, bytes received so far) at each sample, and the
     /// bytes sent.
     pub udp: Vec<(Vec<(Nanos, u64)>, u64)>,
     /// Problems met (a flow that could not connect...), for the summary.
     pub warnings: Vec<String>,
 }
+
+/// One ping flow's echoes: (time sent since time 0, RTT), `None` if lost.
+pub type Echoes = Vec<(Nanos, Option<Nanos>)>;
 
 /// A TCP flow's two ends: `tx` sends, `rx` receives; `inside` says which
 /// of them lives in the shell's namespace.
@@ -230,8 +233,7 @@ pub fn drive(
     }
 
     // Pings: an echo server here, a client inside.
-    let ping_results: Vec<Arc<Mutex<Vec<(Nanos, Option<Nanos>)>>>> =
-        run.pings.iter().map(|_| Arc::default()).collect();
+    let ping_results: Vec<Arc<Mutex<Echoes>>> = run.pings.iter().map(|_| Arc::default()).collect();
     if !run.pings.is_empty() {
         let echo =
             in_ns(outside, || UdpSocket::bind((peer, 0))).map_err(|e| format!("ping echo: {e}"))?;
@@ -382,7 +384,7 @@ fn ping_loop(
     duration: Nanos,
     interval: Nanos,
     end: Instant,
-    out: &Mutex<Vec<(Nanos, Option<Nanos>)>>,
+    out: &Mutex<Echoes>,
     done: &AtomicBool,
 ) {
     let start_at = t0 + Duration::from_nanos(start);
