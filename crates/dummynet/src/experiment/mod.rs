@@ -160,12 +160,13 @@ pub struct UdpSummary {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LinkSummary {
-    /// The pipe (or queue) number that carried each direction: 1 up, 2 down.
+    /// Each pipe that carried traffic (a queue's packets count as its
+    /// scheduler's pipe's); the shell's pipe 1 is up, 2 down.
     pub paths: Vec<PathSummary>,
-    /// Packets an AQM marked CE during the run (all pipes).
+    /// Packets an AQM marked CE during the run (all pipes), from the data
+    /// plane's counters read at time 0 and at the run's end.
     pub ecn_marked: u64,
-    /// Drops by reason during the run (all pipes), from the data plane's
-    /// counters.
+    /// Drops by reason during the run (all pipes), the same way.
     pub drops: Vec<(String, u64)>,
     /// Events the run's log could not keep (0: the log is whole).
     pub events_lost: u64,
@@ -218,7 +219,8 @@ fn wall_ns() -> u64 {
 }
 
 /// The event log's side of a run: written to `events.jsonl` and read into
-/// one [`Series`] per path (pipe or queue 1 and 2), on a thread of its own.
+/// one [`Series`] per pipe (a queue's packets count as its pipe's), on a
+/// thread of its own.
 struct EventLog {
     series: Vec<(u32, Series)>,
     /// (`t_ns` of the log, wall ns) of its start line.
@@ -226,16 +228,31 @@ struct EventLog {
     lost: u64,
 }
 
+/// Where the event log's series come from: the pipes, and which pipe
+/// each queue feeds (a queue's events name the queue; its scheduler N is
+/// pipe N's).
+struct Paths {
+    pipes: Vec<u32>,
+    queues: Vec<(u32, u32)>,
+}
+
 fn log_events(
     sub: crate::Subscription,
     path: PathBuf,
     window: Nanos,
+    paths: Paths,
     from_wall: Arc<std::sync::atomic::AtomicU64>,
     stop: Arc<AtomicBool>,
 ) -> Result<EventLog, String> {
     let file = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let mut out = BufWriter::new(file);
-    let mut readers: Vec<(u32, Reader)> = [1, 2].map(|n| (n, Reader::new(Some(n), window))).into();
+    let mut readers: Vec<(u32, Reader)> = paths
+        .pipes
+        .iter()
+        .map(|n| (*n, Reader::new(Some(*n), window)))
+        .collect();
+    // A queue not in the list (made later) keeps its own number.
+    let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
     let mut start = None;
     let mut n = 0u64;
     loop {
@@ -258,7 +275,7 @@ fn log_events(
         if from == 0 || at_wall.is_some_and(|w| w < from) {
             continue;
         }
-        // A queue's events name it rather than a pipe: the path's number.
+        // A queue's events name it rather than a pipe: its pipe's number.
         let e = match e {
             Event::Forward {
                 t_ns,
@@ -272,7 +289,7 @@ fn log_events(
                 t_ns,
                 id,
                 rule,
-                pipe: Some(q),
+                pipe: Some(pipe_of(q)),
                 queue: None,
                 iface,
                 note,
@@ -289,7 +306,7 @@ fn log_events(
                 t_ns,
                 id,
                 rule,
-                pipe: Some(q),
+                pipe: Some(pipe_of(q)),
                 queue: None,
                 iface,
                 note,
@@ -308,7 +325,7 @@ fn log_events(
                 id,
                 reason,
                 rule,
-                pipe: Some(q),
+                pipe: Some(pipe_of(q)),
                 queue: None,
                 dir,
                 note,
@@ -385,17 +402,35 @@ pub fn run_one(
         .iter()
         .map(|p| (p.number, p.link.bandwidth_bps))
         .collect();
+    let paths = Paths {
+        pipes: bandwidth.iter().map(|b| b.0).collect(),
+        queues: shell
+            .show_queues()
+            .map_err(|e| e.to_string())?
+            .queues
+            .iter()
+            .map(|q| (q.number, q.sched))
+            .collect(),
+    };
     let sub = shell.events(EventFilter::default());
     let log_stop = Arc::new(AtomicBool::new(false));
     let from_wall = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let logger = {
         let (path, window) = (dir.join("events.jsonl"), r.interval);
         let (from_wall, log_stop) = (Arc::clone(&from_wall), Arc::clone(&log_stop));
-        std::thread::spawn(move || log_events(sub, path, window, from_wall, log_stop))
+        std::thread::spawn(move || log_events(sub, path, window, paths, from_wall, log_stop))
     };
     let before = shell.stats().map_err(|e| e.to_string())?;
-    let driven = traffic::drive(r, shell.netns(), &outside, shell.peer(), stop, &from_wall);
-    let after = shell.stats().map_err(|e| e.to_string());
+    let mut after = Err("the run ended before its end".to_string());
+    let driven = traffic::drive(
+        r,
+        shell.netns(),
+        &outside,
+        shell.peer(),
+        stop,
+        &from_wall,
+        &mut || after = shell.stats().map_err(|e| e.to_string()),
+    );
     // The log takes what is still in the observer's hands, then stops.
     std::thread::sleep(Duration::from_millis(200));
     log_stop.store(true, Ordering::Relaxed);

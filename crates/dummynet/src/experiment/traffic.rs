@@ -145,7 +145,8 @@ pub fn set_ecn(ns: &Netns, on: bool) -> Result<(), String> {
 /// `peer` (the end in `outside`, where the shell was started) and samples it; returns when the run is
 /// over (at most [`GRACE`] past its duration). Returns the run's time 0
 /// on the wall clock (ns since the epoch), also stored in `time0` as soon
-/// as it is known (the event log starts its series there).
+/// as it is known (the event log starts its series there); `at_end` is
+/// called the moment the run's duration is over.
 pub fn drive(
     run: &Run,
     ns: &Netns,
@@ -153,6 +154,7 @@ pub fn drive(
     peer: Ipv4Addr,
     stop: &AtomicBool,
     time0: &AtomicU64,
+    at_end: &mut dyn FnMut(),
 ) -> Result<(u64, Measured), String> {
     let flows = connect(run, ns, outside, peer)?;
     let mut m = Measured::default();
@@ -356,6 +358,10 @@ pub fn drive(
         }
         k += 1;
     }
+    // The run is over: what the link counted is read now, before the
+    // senders' FINs (not ECN-capable, so an AQM in its dropping state may
+    // drop one) and what is still queued reach it.
+    at_end();
     done.store(true, Ordering::Relaxed);
     for t in threads {
         match t.join() {
