@@ -79,9 +79,11 @@ enum Cmd {
     /// is on its PATH, and `dummynet ipfw ...` inside talks to this shell's
     /// emulator ($DUMMYNET_SOCKET). The command dies with the shell.
     Shell(live::shell::ShellArgs),
-    /// Run an experiment file (TOML): a shell's link, TCP flows with each
-    /// sender's TCP_INFO sampled, pings and UDP, the emulator's own events;
-    /// CSVs, a JSON summary and figures in a directory per run (needs root).
+    /// Run an experiment file (TOML): flows through a shell's link, measured
+    ///
+    /// TCP flows with each sender's TCP_INFO sampled, pings and UDP, the
+    /// emulator's own packet events on the same clock; CSVs, a JSON summary
+    /// and figures in a directory per run, a sweep's runs compared (root).
     Experiment(experiment::ExperimentArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
