@@ -13,6 +13,7 @@ pub mod bench;
 pub mod capture;
 pub mod embed;
 pub mod events;
+pub mod experiment;
 pub mod gen;
 pub mod install;
 pub mod lang;

@@ -23,7 +23,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
 // The modules are the library's (src/lib.rs), shared with the fuzz targets.
-use dummynet::{bench, gen, install, live, plot, sim, tc, tracegen};
+use dummynet::{bench, experiment, gen, install, live, plot, sim, tc, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -80,6 +80,12 @@ enum Cmd {
     /// is on its PATH, and `dummynet ipfw ...` inside talks to this shell's
     /// emulator ($DUMMYNET_SOCKET). The command dies with the shell.
     Shell(live::shell::ShellArgs),
+    /// Run an experiment file (TOML): flows through a shell's link, measured
+    ///
+    /// TCP flows with each sender's TCP_INFO sampled, pings and UDP, the
+    /// emulator's own packet events on the same clock; CSVs, a JSON summary
+    /// and figures in a directory per run, a sweep's runs compared (root).
+    Experiment(experiment::ExperimentArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
     /// List the built-in link presets (the typical-links table of the
@@ -163,6 +169,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
+        Cmd::Experiment(a) => experiment::main(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Ps(a) => live::ps::run(a),

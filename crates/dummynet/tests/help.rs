@@ -20,6 +20,7 @@ const SUBCOMMANDS: &[&str] = &[
     "demo",
     "run",
     "shell",
+    "experiment",
     "flood",
     "presets",
     "install",
