@@ -6,10 +6,10 @@ script builds the image of deploy/Containerfile and runs the container of
 deploy/dummynet-daemonset.yaml with podman, the way a kubelet would run it,
 in a network namespace that stands in for the node.
 
-1. The image. The Containerfile's first stage builds the binary from a Rust
-   image on a registry; here that stage is given instead
+1. The image. The Containerfile's first stage builds the release tarball
+   from a Rust image on a registry; here that stage is given instead
    (`--build-context build=DIR`) as a directory holding what its RUN leaves
-   in /out, from a static binary built on this machine. The final stage,
+   in /out, from the tarball (or a static binary) built on this machine. The final stage,
    the one that ships, is built from the Containerfile as written.
 2. The image's own checks: the entrypoint answers `--version`, the `ipfw`
    and `dnctl` links are the same program.
@@ -36,8 +36,10 @@ with the container and podman's private storage, even when a check fails.
 Every wait and every transfer is bounded.
 
 Usage (as root; needs podman, iperf3, ping, ip, and python3's yaml):
-    scripts/test-deploy.py [--binary PATH] [--release]
-Without --binary it builds one: `cargo build --locked --target
+    scripts/test-deploy.py [--tarball PATH | --binary PATH | --release]
+CI gives --tarball, the release tarball scripts/release.sh made: the image
+then holds its bin/, the stripped release build users get. Without
+--tarball or --binary it builds one: `cargo build --locked --target
 x86_64-unknown-linux-musl -p dummynet --bin dummynet` (with --release, the
 Containerfile's own profile; without, a debug build, quicker, the same
 program). Exit status 0 when every check passed, 1 otherwise.
@@ -123,13 +125,23 @@ def build_binary(release):
     return os.path.join(ROOT, "target", MUSL, "release" if release else "debug", "dummynet")
 
 
-def stage_dir(scratch, binary):
+def stage_dir(scratch, binary=None, tarball=None):
     """What the Containerfile's build stage leaves in /out: the binary, its
-    ipfw and dnctl links, and an empty /run/dummynet."""
+    ipfw and dnctl links, and an empty /run/dummynet; from the release
+    tarball's bin/ as the stage takes them, or from a binary."""
     stage = os.path.join(scratch, "stage")
     bin_dir = os.path.join(stage, "out", "bin")
-    os.makedirs(bin_dir)
     os.makedirs(os.path.join(stage, "out", "run", "dummynet"))
+    if tarball is not None:
+        unpacked = os.path.join(scratch, "unpacked")
+        os.makedirs(unpacked)
+        run(["tar", "-C", unpacked, "-xzf", tarball])
+        (top,) = os.listdir(unpacked)
+        shutil.copytree(os.path.join(unpacked, top, "bin"), bin_dir, symlinks=True)
+        check(sorted(os.listdir(bin_dir)) == ["dnctl", "dummynet", "ipfw"],
+              f"the tarball's bin/ holds dummynet and its links: {sorted(os.listdir(bin_dir))}")
+        return stage
+    os.makedirs(bin_dir)
     shutil.copy2(binary, os.path.join(bin_dir, "dummynet"))
     for name in ("ipfw", "dnctl"):
         os.symlink("dummynet", os.path.join(bin_dir, name))
@@ -239,6 +251,8 @@ def refused_connect_ms(port):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tarball", help="the release tarball (scripts/release.sh) whose bin/ goes in the image, "
+                    "as the Containerfile's build stage takes it (what CI does)")
     ap.add_argument("--binary", help="a static dummynet to put in the image (default: build one)")
     ap.add_argument("--release", action="store_true", help="build it with the release profile")
     args = ap.parse_args()
@@ -248,7 +262,7 @@ def main():
     if missing:
         sys.exit(f"test-deploy: not installed: {', '.join(missing)}")
 
-    binary = args.binary or build_binary(args.release)
+    binary = None if args.tarball else args.binary or build_binary(args.release)
     configmap, ds = read_manifest()
     pod = ds["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -261,8 +275,13 @@ def main():
         # 1-2. The image.
         empty = os.path.join(scratch, "context")
         os.makedirs(empty)
+        stage = stage_dir(scratch, binary, args.tarball)
+        # The node's own `dummynet ps` below runs the image's binary.
+        binary = os.path.join(stage, "out", "bin", "dummynet")
         podman("build", "--quiet", "--tag", IMAGE, "--file", CONTAINERFILE,
-               "--build-context", f"build={stage_dir(scratch, binary)}", empty, limit=300)
+               "--build-context", f"build={stage}", empty, limit=300)
+        size = int(podman("image", "inspect", "--format", "{{.Size}}", IMAGE).stdout.strip())
+        say(f"the image: {size} bytes")
         limits = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
         version = podman("run", "--rm", *limits, "--network", "none", IMAGE, "--version").stdout
         check(version.startswith("dummynet "), f"the image's entrypoint: {version.strip()!r}")

@@ -2,7 +2,7 @@
 //! panic, and a profile it accepts must draw delays without panicking.
 #![no_main]
 
-use dummynet_engine::dummynet::profile;
+use dummynet_engine::pipes::profile;
 use dummynet_engine::rng::Rng;
 use libfuzzer_sys::fuzz_target;
 

@@ -15,11 +15,19 @@ pub struct InstallArgs {
     /// Remove what `dummynet install --dir DIR` installed instead.
     #[arg(long)]
     pub uninstall: bool,
+    /// Only put a `tc` in DIR that is this binary (a link to it): with DIR
+    /// first on the PATH, tc's netem and tbf qdiscs go to dummynet and the
+    /// rest to the system's tc. With --uninstall, remove that link.
+    #[arg(long, value_name = "DIR")]
+    pub tc_shim: Option<PathBuf>,
 }
 
 /// Installs or uninstalls; `cmd` is the command line's definition, which
 /// the man pages and completions are made from.
 pub fn run(args: InstallArgs, cmd: &clap::Command) -> ExitCode {
+    if let Some(dir) = &args.tc_shim {
+        return crate::tc::shim::run(dir, args.uninstall);
+    }
     let files = crate::manuals::generate(cmd);
     let prefix = prefix(&args.dir);
     let done = if args.uninstall {

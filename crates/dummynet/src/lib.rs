@@ -13,9 +13,11 @@ pub use dummynet_dataplane::{capture, events, lang, workers};
 pub use dummynet_sim::{bench, gen, plot, sim, tracegen};
 
 pub mod embed;
+pub mod experiment;
 pub mod install;
 pub mod live;
 pub mod manuals;
+pub mod tc;
 
 pub use embed::{
     Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, Pipe, Reply,

@@ -11,6 +11,7 @@
 //! - `ps`: list the daemons on this machine and what each shapes.
 //! - `ipfw` / `dnctl`: talk to a running daemon; the binary also answers to
 //!   those names, so seed scripts run verbatim.
+//! - `tc`: tc(8)'s netem and tbf qdiscs through dummynet (also as `tc`).
 
 use std::process::ExitCode;
 
@@ -22,7 +23,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 static ALLOC: dummynet_io::hugealloc::HugePageAlloc = dummynet_io::hugealloc::HugePageAlloc;
 
 // The modules are the library's (src/lib.rs), shared with the fuzz targets.
-use dummynet::{bench, gen, install, live, plot, sim, tracegen};
+use dummynet::{bench, experiment, gen, install, live, plot, sim, tc, tracegen};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -79,6 +80,12 @@ enum Cmd {
     /// is on its PATH, and `dummynet ipfw ...` inside talks to this shell's
     /// emulator ($DUMMYNET_SOCKET). The command dies with the shell.
     Shell(live::shell::ShellArgs),
+    /// Run an experiment file (TOML): flows through a shell's link, measured
+    ///
+    /// TCP flows with each sender's TCP_INFO sampled, pings and UDP, the
+    /// emulator's own packet events on the same clock; CSVs, a JSON summary
+    /// and figures in a directory per run, a sweep's runs compared (root).
+    Experiment(experiment::ExperimentArgs),
     /// Send a bounded flood of UDP frames out of an interface (live benchmarks).
     Flood(live::flood::FloodArgs),
     /// List the built-in link presets (the typical-links table of the
@@ -122,6 +129,18 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// tc(8)'s netem, tbf and fq_codel qdiscs, carried out by dummynet.
+    ///
+    /// `tc qdisc add|change|replace|del|show dev IF root netem|tbf|fq_codel
+    /// ...` on IF's egress, in this network namespace (or `-n NAME`): a
+    /// daemon per interface with one pipe, stopped by `del`. The rest is
+    /// handed to the system's tc. The binary also answers to the name `tc`
+    /// (`dummynet install --tc-shim DIR`).
+    #[command(disable_help_flag = true)]
+    Tc {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -140,6 +159,9 @@ fn main() -> ExitCode {
     if name == "ipfw" || name == "dnctl" {
         return live::client::ipfw(&name, argv.collect());
     }
+    if name == "tc" {
+        return tc::main(argv.collect());
+    }
     match Cli::parse().command {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Plot(a) => plot::run(a),
@@ -149,6 +171,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => live::demo::run(a),
         Cmd::Run(a) => live::run::run(a),
         Cmd::Shell(a) => live::shell::run(a),
+        Cmd::Experiment(a) => experiment::main(a),
         Cmd::Flood(a) => live::flood::run(a),
         Cmd::Presets { json, traces } => live::presets::print(json, traces.as_deref()),
         Cmd::Ps(a) => live::ps::run(a),
@@ -156,5 +179,6 @@ fn main() -> ExitCode {
         Cmd::Install(a) => install::run(a, &Cli::command()),
         Cmd::Ipfw { args } => live::client::ipfw("ipfw", args),
         Cmd::Dnctl { args } => live::client::ipfw("dnctl", args),
+        Cmd::Tc { args } => tc::main(args),
     }
 }

@@ -14,11 +14,24 @@
 //! - `sh live` and `python live`: run as root, each block in a network
 //!   namespace of its own (with interfaces `eth1` and `eth2`, veths, for the
 //!   bridge examples, and a private /run), from a scratch directory holding
-//!   `examples/` and a stand-in `./my-test` (a ping of `$DUMMYNET_PEER`);
-//!   `sudo` is a no-op. A `sh` block must exit 0 (under `set -e`, and curl
-//!   fails on an HTTP error status) and print no HTTP API error (`{"error":`); a `python` block is a pytest file run
-//!   with the client from clients/python and DUMMYNET_REQUIRE=1. Without
-//!   root (or pytest) they are counted as skipped.
+//!   `examples/`, a stand-in `./my-test` (a ping of `$DUMMYNET_PEER`) and
+//!   `my-app`/`my-client` on PATH (a ping of their last argument); `sudo` is
+//!   a no-op, `$HOME` is the scratch directory with this build as
+//!   `~/.cargo/bin/dummynet`, and a block that runs `dummynet install` has
+//!   tmpfs over /usr/local/bin and /usr/local/share.
+//!   A `sh` block must exit 0 (under `set -e`, and curl fails on an HTTP
+//!   error status) and print no HTTP API error (`{"error":`); a `python`
+//!   block is a pytest file if it has a `def test_`, else a script, run with
+//!   the client from clients/python and DUMMYNET_REQUIRE=1. Without root (or
+//!   pytest) they are counted as skipped.
+//!   `ipfw` and `dnctl` are links to this build. `sh live daemon`: a bridge
+//!   daemon (`dummynet run --bridge eth1 eth2`) is running and answering on
+//!   the default socket when the block starts; `sh live http`: the same
+//!   with `--http 127.0.0.1:8080`.
+//! - `rust test`: a Rust example that tests/book_rust.rs holds line for line
+//!   and runs (see `check_rust_block`).
+//! - `sh ci`: commands `.ci/run` runs (see `check_ci_block`), checked to be
+//!   there.
 //! - `text`, `json` and the like: listings (grammar, output), not commands.
 //!   A block without a language that holds a command fails the test.
 //!
@@ -26,10 +39,13 @@
 //! block from what the commands print now (review the diff).
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const README_MAX_LINES: usize = 250;
+/// Illustration-only examples must stay under this share of all examples.
+const ILLUSTRATION_MAX_PERCENT: usize = 10;
 /// The two commands README.md gives first, in order.
 const FRESH_MACHINE: [&str; 2] = [
     "cargo run --release -p dummynet -- demo",
@@ -51,6 +67,10 @@ struct Block {
     lang: String,
     illustration: bool,
     live: bool,
+    daemon: bool,
+    http: bool,
+    ci: bool,
+    test: bool,
     body: Vec<String>,
 }
 
@@ -70,6 +90,10 @@ fn blocks(file: &Path) -> Vec<Block> {
                     lang,
                     illustration: words.contains(&"illustration"),
                     live: words.contains(&"live"),
+                    ci: words.contains(&"ci"),
+                    daemon: words.contains(&"daemon"),
+                    http: words.contains(&"http"),
+                    test: words.contains(&"test"),
                     body: Vec::new(),
                 });
             }
@@ -156,6 +180,83 @@ fn readme_opens_with_the_fresh_machine_commands_ci_runs() {
     }
 }
 
+/// A `sh ci` block: commands `.ci/run` runs. Each command (comments and a
+/// leading `sudo` aside) is one of README's fresh-machine commands, or has its
+/// words in order on one line of `.ci/run`; `cargo test -p CRATE --test NAME`
+/// is run by `.ci/run`'s `cargo test --workspace` when CRATE has tests/NAME.rs.
+fn check_ci_block(block: &Block) -> Result<(), String> {
+    let ci = read(&root().join(".ci/run"));
+    let mut n = 0;
+    for line in &block.body {
+        let command = line.split(" #").next().unwrap_or("").trim();
+        let command = command.strip_prefix("sudo ").unwrap_or(command);
+        if command.is_empty() || command.starts_with('#') {
+            continue;
+        }
+        n += 1;
+        if FRESH_MACHINE.contains(&command) {
+            check_fresh_machine_block()?;
+            continue;
+        }
+        let words: Vec<&str> = command.split_whitespace().collect();
+        if let ["cargo", "test", "-p", krate, "--test", name] = words[..] {
+            let workspace = ci.lines().any(|l| l.trim() == FRESH_MACHINE[1]);
+            if workspace && crate_has_test(krate, name) {
+                continue;
+            }
+            return Err(format!(
+                "`{command}`: .ci/run does not run `{}` or {krate} has no tests/{name}.rs",
+                FRESH_MACHINE[1]
+            ));
+        }
+        let on_a_line = ci.lines().any(|l| {
+            let mut have = l.split_whitespace();
+            words.iter().all(|w| have.any(|h| h == *w))
+        });
+        if !on_a_line {
+            return Err(format!("`{command}` is not run by .ci/run"));
+        }
+    }
+    if n == 0 {
+        return Err("a `sh ci` block with no command".into());
+    }
+    Ok(())
+}
+
+/// Where the book's `rust test` blocks are run, line for line.
+const RUST_EXAMPLES: &str = "crates/dummynet/tests/book_rust.rs";
+
+/// A `rust test` block: its lines (trimmed) are consecutive lines of
+/// [`RUST_EXAMPLES`], whose tests run them.
+fn check_rust_block(block: &Block) -> Result<(), String> {
+    let file = read(&root().join(RUST_EXAMPLES));
+    let have: Vec<&str> = file.lines().map(str::trim).collect();
+    let want: Vec<&str> = block
+        .body
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    if want.is_empty() || !have.windows(want.len()).any(|w| w == want.as_slice()) {
+        return Err(format!(
+            "this `rust test` block is not, line for line, in {RUST_EXAMPLES} (which runs it)"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the workspace crate named `krate` has the test target `name`.
+fn crate_has_test(krate: &str, name: &str) -> bool {
+    let Ok(dirs) = std::fs::read_dir(root().join("crates")) else {
+        return false;
+    };
+    dirs.flatten().any(|d| {
+        let manifest = std::fs::read_to_string(d.path().join("Cargo.toml")).unwrap_or_default();
+        manifest.contains(&format!("name = \"{krate}\""))
+            && d.path().join("tests").join(format!("{name}.rs")).is_file()
+    })
+}
+
 /// `$ COMMAND` lines and the output each should print.
 fn console_steps(block: &Block) -> Vec<(String, Vec<String>)> {
     let mut steps: Vec<(String, Vec<String>)> = Vec::new();
@@ -211,12 +312,18 @@ fn documented_examples_run_as_printed() {
     let mut skipped: Vec<String> = Vec::new();
     let mut illustrations = Vec::new();
     let mut failures = String::new();
+    // DUMMYNET_DOCS_ONLY=PART runs only the files whose path holds PART
+    // (while writing them); the share of illustrations is then not judged.
+    let only = std::env::var("DUMMYNET_DOCS_ONLY").ok();
     for file in markdown_files() {
         let rel = file
             .strip_prefix(root())
             .unwrap_or(&file)
             .display()
             .to_string();
+        if only.as_ref().is_some_and(|o| !rel.contains(o.as_str())) {
+            continue;
+        }
         let mut blessed: Vec<(usize, Vec<String>)> = Vec::new();
         for (i, block) in blocks(&file).into_iter().enumerate() {
             if file.ends_with("README.md") && i == 0 {
@@ -238,6 +345,26 @@ fn documented_examples_run_as_printed() {
                     block.line
                 );
                 illustrations.push(format!("{rel}:{}", block.line));
+                continue;
+            }
+            if block.ci {
+                run += 1;
+                match check_ci_block(&block) {
+                    Ok(()) => passed += 1,
+                    Err(e) => {
+                        let _ = writeln!(failures, "{rel}:{}: {e}\n", block.line);
+                    }
+                }
+                continue;
+            }
+            if block.lang == "rust" && block.test {
+                run += 1;
+                match check_rust_block(&block) {
+                    Ok(()) => passed += 1,
+                    Err(e) => {
+                        let _ = writeln!(failures, "{rel}:{}: {e}\n", block.line);
+                    }
+                }
                 continue;
             }
             match block.lang.as_str() {
@@ -315,7 +442,7 @@ fn documented_examples_run_as_printed() {
         }
     }
     let total = run + unmarked + illustrations.len() + skipped.len();
-    println!(
+    let mut report = format!(
         "documentation examples: {run} run, {passed} passed, {} illustration-only ({:.0}% of {total}), \
          {} failed, {} live ones skipped; {listings} listings",
         illustrations.len(),
@@ -324,12 +451,21 @@ fn documented_examples_run_as_printed() {
         skipped.len()
     );
     if !skipped.is_empty() {
-        println!("skipped: {}", skipped.join(" "));
+        let _ = write!(report, "\nskipped: {}", skipped.join(" "));
     }
-    println!("illustration-only: {}", illustrations.join(" "));
+    let _ = write!(report, "\nillustration-only: {}", illustrations.join(" "));
+    // Straight to stderr, past the test harness's capture: CI's log shows
+    // the counts of a passing run too.
+    let _ = writeln!(std::io::stderr(), "{report}");
     assert!(
         failures.is_empty(),
         "{failures}(DUMMYNET_DOCS_BLESS=1 rewrites console blocks from what they print)"
+    );
+    assert!(
+        only.is_some() || illustrations.len() * 100 < ILLUSTRATION_MAX_PERCENT * total,
+        "{} of {total} examples are illustration-only: fewer than {ILLUSTRATION_MAX_PERCENT}% \
+         may be; make them run (`console`, `sh live`, `python live`, `sh ci`)",
+        illustrations.len()
     );
 }
 
@@ -403,6 +539,16 @@ ip link add eth2 type veth peer name eth2p
 for i in eth1 eth1p eth2 eth2p; do ip link set \"$i\" up; done
 ";
 
+/// What a `sh live daemon` block finds running: a bridge between the
+/// namespace's `eth1` and `eth2` on the default socket, answering.
+const DAEMON_PRELUDE: &str =
+    "dummynet run --bridge eth1 eth2 $DN_DOCS_HTTP >/run/dn-docs-daemon.log 2>&1 &
+i=0
+until dummynet ipfw show >/dev/null 2>&1; do
+  i=$((i + 1)); [ $i -lt 150 ] || { cat /run/dn-docs-daemon.log; exit 1; }; sleep 0.1
+done
+";
+
 fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
     if !is_root() {
         return Live::Skipped("not root");
@@ -430,6 +576,20 @@ fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
         std::fs::set_permissions(name, perm).expect("chmod");
     };
     script(&stand_ins.join("sudo"), "#!/bin/sh\nexec \"$@\"\n");
+    for name in ["ipfw", "dnctl"] {
+        std::os::unix::fs::symlink(bin_dir.join("dummynet"), stand_ins.join(name))
+            .expect("the ipfw and dnctl links");
+    }
+    // `my-app --server PEER` and `my-client PEER`: an application that
+    // needs the peer (a ping of its last argument).
+    let pinger = "#!/bin/sh\nfor a; do :; done\nping -c 1 -W 5 \"$a\" >/dev/null\n";
+    script(&stand_ins.join("my-app"), pinger);
+    script(&stand_ins.join("my-client"), pinger);
+    // ~/.cargo/bin/dummynet: this build, as `cargo install` would leave it.
+    let cargo_bin = sandbox.dir.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).expect("~/.cargo/bin");
+    std::os::unix::fs::symlink(bin_dir.join("dummynet"), cargo_bin.join("dummynet"))
+        .expect("~/.cargo/bin/dummynet");
     script(
         &sandbox.dir.join("my-test"),
         "#!/bin/sh\nping -c 1 -W 5 \"$DUMMYNET_PEER\" >/dev/null\n",
@@ -457,23 +617,47 @@ fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
         .status()
         .is_ok_and(|s| s.success());
     let (program, mut args): (&str, Vec<String>) = if block.lang == "python" {
-        let test = sandbox.dir.join("test_doc_example.py");
-        std::fs::write(&test, &body).expect("the test file");
+        // A block with tests is a pytest file; another, a script. Both
+        // after the prelude (the veths, a private /run).
+        let pytest = body.contains("def test_");
+        let file = sandbox.dir.join(if pytest {
+            "test_doc_example.py"
+        } else {
+            "doc_example.py"
+        });
+        std::fs::write(&file, &body).expect("the test file");
+        let mut args: Vec<String> = vec![
+            "-c".into(),
+            format!("{LIVE_PRELUDE}exec python3 \"$@\"\n"),
+            "python3".into(),
+        ];
+        if pytest {
+            args.extend(["-m", "pytest", "-q", "-p", "no:cacheprovider"].map(String::from));
+        }
+        args.push(file.display().to_string());
+        ("sh", args)
+    } else {
+        // `dummynet install` writes into /usr/local: a tmpfs over its bin
+        // and share, seen only in this block's mount namespace.
+        let install = if body.contains("dummynet install") {
+            "mount -t tmpfs dn-docs /usr/local/bin\nmount -t tmpfs dn-docs /usr/local/share\n"
+        } else {
+            ""
+        };
+        let daemon = match (block.daemon, block.http) {
+            (_, true) => format!("DN_DOCS_HTTP='--http 127.0.0.1:8080'\n{DAEMON_PRELUDE}"),
+            (true, false) => format!("DN_DOCS_HTTP=\n{DAEMON_PRELUDE}"),
+            (false, false) => String::new(),
+        };
         (
-            "python3",
+            "sh",
             vec![
-                "-m".into(),
-                "pytest".into(),
-                "-q".into(),
-                "-p".into(),
-                "no:cacheprovider".into(),
-                test.display().to_string(),
+                "-c".into(),
+                format!("{LIVE_PRELUDE}{install}{daemon}{body}\n"),
             ],
         )
-    } else {
-        ("sh", vec!["-c".into(), format!("{LIVE_PRELUDE}{body}\n")])
     };
-    if block.lang == "python" && !installed {
+    if block.lang == "python" && !installed && body.contains("def test_") {
         args.insert(args.len() - 1, "-p".into());
         args.insert(args.len() - 1, "dummynet.pytest_plugin".into());
     }
@@ -505,6 +689,7 @@ fn run_live(block: &Block, bin_dir: &Path, n: usize) -> Live {
         .env("PYTHONPATH", root().join("clients/python/src"))
         .env("DUMMYNET_BIN", bin_dir.join("dummynet"))
         .env("DUMMYNET_REQUIRE", "1")
+        .env("HOME", &sandbox.dir)
         .env_remove("DUMMYNET_SOCKET")
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone().expect("the output file"))

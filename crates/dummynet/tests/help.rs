@@ -20,6 +20,7 @@ const SUBCOMMANDS: &[&str] = &[
     "demo",
     "run",
     "shell",
+    "experiment",
     "flood",
     "presets",
     "install",
@@ -27,6 +28,7 @@ const SUBCOMMANDS: &[&str] = &[
     "stats",
     "ipfw",
     "dnctl",
+    "tc",
 ];
 
 fn output(args: &[&str], columns: &str) -> String {

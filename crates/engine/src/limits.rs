@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::config::LimitMask;
+use crate::command::LimitMask;
 use crate::flow::FlowKey;
 use crate::time::Nanos;
 

@@ -4,9 +4,9 @@
 //! `config` keeps FreeBSD's meaning (options left out go back to their
 //! defaults); `modify` is this engine's addition for links that change over
 //! time (a bandwidth step, a loss burst, a handover), alone or in a
-//! [`crate::config::Schedule`].
+//! [`crate::command::Schedule`].
 
-use crate::config::{Field, Fields, FlowsetConfig, LinkConfig, SchedConfig};
+use crate::command::{Field, Fields, FlowsetConfig, LinkConfig, SchedConfig};
 
 /// `cur` with the link options `f` names taken from `new`.
 pub fn link(cur: &LinkConfig, new: &LinkConfig, f: Fields) -> LinkConfig {

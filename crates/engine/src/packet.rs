@@ -1,7 +1,6 @@
 //! What the caller tells the engine about a packet, and what the engine answers.
 
 use crate::flow::FlowKey;
-use crate::stats::DropReason;
 use crate::time::Nanos;
 
 /// Direction through the firewall, as ipfw's `in` / `out`.
@@ -116,5 +115,94 @@ pub struct Output<P> {
 impl<P> Output<P> {
     pub fn delivered(&self) -> bool {
         self.drop.is_none()
+    }
+}
+
+/// Why a packet was dropped. Every drop has exactly one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// A `deny` rule, or the default rule when it denies.
+    RuleDeny,
+    /// The queue was full (slots or bytes).
+    QueueFull,
+    /// `plr` random loss at enqueue.
+    Plr,
+    /// A profile sample above its `loss-level`.
+    ProfileLoss,
+    /// The rule named a pipe or queue that does not exist.
+    NoSuchTarget,
+    /// The queue's scheduler does not exist yet.
+    Unlinked,
+    /// The object holding it was deleted or flushed.
+    Deleted,
+    /// Dropped by an AQM (RED, CoDel, PIE...).
+    Aqm,
+    /// netem's `loss` models (random, gemodel, state) at the pipe's entry.
+    Loss,
+    /// A `keep-state` or `limit` rule could not make its dynamic state
+    /// (`dyn_max` reached, or the rule's limit).
+    StateRefused,
+    /// Taking it in would have put more packet bytes inside the engine than
+    /// `net.inet.ip.dummynet.held_limit` allows (see [`crate::Totals::held_bytes`]).
+    MemoryLimit,
+    /// Delivered by the engine, but the caller could not send it (the
+    /// kernel refused the frame, the port went away): reported back with
+    /// [`crate::Engine::unsent`].
+    TxFailed,
+    /// It needed a new per-flow queue or scheduler instance (a new flow of
+    /// a mask), and `net.inet.ip.dummynet.instance_limit` of them exist.
+    InstanceLimit,
+    /// A data plane sharded over workers ([`crate::Engine::classify`] on
+    /// one, the pipe on another) found the ring to the pipe's worker full:
+    /// dropped rather than waiting for room.
+    HandoffFull,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 14] = [
+        DropReason::RuleDeny,
+        DropReason::QueueFull,
+        DropReason::Plr,
+        DropReason::ProfileLoss,
+        DropReason::NoSuchTarget,
+        DropReason::Unlinked,
+        DropReason::Deleted,
+        DropReason::Aqm,
+        DropReason::Loss,
+        DropReason::StateRefused,
+        DropReason::MemoryLimit,
+        DropReason::TxFailed,
+        DropReason::InstanceLimit,
+        DropReason::HandoffFull,
+    ];
+
+    /// Stable short name used in logs and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::RuleDeny => "rule-deny",
+            DropReason::QueueFull => "queue-full",
+            DropReason::Plr => "plr",
+            DropReason::ProfileLoss => "profile-loss",
+            DropReason::NoSuchTarget => "no-such-pipe",
+            DropReason::Unlinked => "unlinked-queue",
+            DropReason::Deleted => "deleted",
+            DropReason::Aqm => "aqm",
+            DropReason::Loss => "loss",
+            DropReason::StateRefused => "state-refused",
+            DropReason::MemoryLimit => "memory-limit",
+            DropReason::TxFailed => "tx-failed",
+            DropReason::InstanceLimit => "instance-limit",
+            DropReason::HandoffFull => "handoff-full",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -1,98 +1,13 @@
 //! Counters, drop reasons, and the read-only snapshot `show` is printed from.
 
-use crate::config::{LinkConfig, QueueLimit, RuleSpec};
+use crate::command::{LinkConfig, RuleSpec};
+
 use crate::flow::{FlowKey, FlowMask};
 use crate::rng::Probability;
 use crate::time::Nanos;
+use crate::units::QueueLimit;
 
-/// Why a packet was dropped. Every drop has exactly one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DropReason {
-    /// A `deny` rule, or the default rule when it denies.
-    RuleDeny,
-    /// The queue was full (slots or bytes).
-    QueueFull,
-    /// `plr` random loss at enqueue.
-    Plr,
-    /// A profile sample above its `loss-level`.
-    ProfileLoss,
-    /// The rule named a pipe or queue that does not exist.
-    NoSuchTarget,
-    /// The queue's scheduler does not exist yet.
-    Unlinked,
-    /// The object holding it was deleted or flushed.
-    Deleted,
-    /// Dropped by an AQM (RED, CoDel, PIE...).
-    Aqm,
-    /// netem's `loss` models (random, gemodel, state) at the pipe's entry.
-    Loss,
-    /// A `keep-state` or `limit` rule could not make its dynamic state
-    /// (`dyn_max` reached, or the rule's limit).
-    StateRefused,
-    /// Taking it in would have put more packet bytes inside the engine than
-    /// `net.inet.ip.dummynet.held_limit` allows (see [`Totals::held_bytes`]).
-    MemoryLimit,
-    /// Delivered by the engine, but the caller could not send it (the
-    /// kernel refused the frame, the port went away): reported back with
-    /// [`crate::Engine::unsent`].
-    TxFailed,
-    /// It needed a new per-flow queue or scheduler instance (a new flow of
-    /// a mask), and `net.inet.ip.dummynet.instance_limit` of them exist.
-    InstanceLimit,
-    /// A data plane sharded over workers ([`crate::Engine::classify`] on
-    /// one, the pipe on another) found the ring to the pipe's worker full:
-    /// dropped rather than waiting for room.
-    HandoffFull,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 14] = [
-        DropReason::RuleDeny,
-        DropReason::QueueFull,
-        DropReason::Plr,
-        DropReason::ProfileLoss,
-        DropReason::NoSuchTarget,
-        DropReason::Unlinked,
-        DropReason::Deleted,
-        DropReason::Aqm,
-        DropReason::Loss,
-        DropReason::StateRefused,
-        DropReason::MemoryLimit,
-        DropReason::TxFailed,
-        DropReason::InstanceLimit,
-        DropReason::HandoffFull,
-    ];
-
-    /// Stable short name used in logs and summaries.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::RuleDeny => "rule-deny",
-            DropReason::QueueFull => "queue-full",
-            DropReason::Plr => "plr",
-            DropReason::ProfileLoss => "profile-loss",
-            DropReason::NoSuchTarget => "no-such-pipe",
-            DropReason::Unlinked => "unlinked-queue",
-            DropReason::Deleted => "deleted",
-            DropReason::Aqm => "aqm",
-            DropReason::Loss => "loss",
-            DropReason::StateRefused => "state-refused",
-            DropReason::MemoryLimit => "memory-limit",
-            DropReason::TxFailed => "tx-failed",
-            DropReason::InstanceLimit => "instance-limit",
-            DropReason::HandoffFull => "handoff-full",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
-
-impl std::fmt::Display for DropReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::packet::DropReason;
 
 /// Engine-wide accounting: the conservation law is
 /// `arrived == delivered + dropped() + inside`.
@@ -174,7 +89,7 @@ pub struct Snapshot {
     pub links: Vec<LinkView>,
     pub scheds: Vec<SchedView>,
     pub flowsets: Vec<FlowsetView>,
-    pub settings: crate::config::Settings,
+    pub settings: crate::command::Settings,
     pub totals: Totals,
     /// Bit N set: rule set N is disabled.
     pub disabled_sets: u32,
@@ -262,9 +177,9 @@ pub struct StateView {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableView {
-    pub name: crate::config::TableName,
-    pub ty: crate::config::TableType,
-    pub entries: Vec<(crate::config::TableKey, u32)>,
+    pub name: crate::command::TableName,
+    pub ty: crate::command::TableType,
+    pub entries: Vec<(crate::command::TableKey, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -323,15 +238,15 @@ pub struct FlowsetView {
     /// AQM display (`droptail`).
     pub aqm: String,
     /// netem's entry impairments, as configured.
-    pub loss: Option<crate::config::LossModel>,
-    pub duplicate: Option<crate::config::Duplicate>,
-    pub corrupt: Option<crate::config::Corrupt>,
+    pub loss: Option<crate::impair::loss::LossModel>,
+    pub duplicate: Option<crate::impair::duplicate::Duplicate>,
+    pub corrupt: Option<crate::impair::corrupt::Corrupt>,
     /// In no particular order (sort by `id` to show them).
     pub flows: Vec<FlowView>,
 }
 
 impl FlowsetView {
-    /// Its entry impairments, as [`crate::config::FlowsetConfig::impairments`]
+    /// Its entry impairments, as [`crate::command::FlowsetConfig::impairments`]
     /// lists them for the configuration it shows.
     pub fn impairments(&self) -> impl Iterator<Item = &dyn crate::impair::Impairment> {
         use crate::impair::Impairment;

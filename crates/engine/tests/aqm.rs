@@ -184,7 +184,7 @@ struct Run {
 
 /// The random stream of pipe 1's queue in an engine seeded with `seed`.
 fn engine_stream(seed: u64) -> Rng {
-    dummynet_engine::dummynet::queue_stream(
+    dummynet_engine::pipes::queue_stream(
         seed,
         1 + 2 * dummynet_engine::config::DN_MAX_ID,
         &dummynet_engine::FlowKey::default(),

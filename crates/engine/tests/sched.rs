@@ -650,6 +650,39 @@ fn lmax_bounds_are_the_schedulers() {
     set_class_lmax(&mut h, 0, 5).unwrap();
 }
 
+#[test]
+fn a_schedulers_refusal_comes_with_its_fields() {
+    use dummynet_engine::params::ParamError;
+    use dummynet_engine::{ConfigError, ConfigErrorKind};
+    let mut h = weighted_link("qfq", vec![], &[1]);
+    let cmd = Command::ConfigQueue(
+        10,
+        QueueConfig {
+            sched: Some(1),
+            flowset: FlowsetConfig {
+                weight: 1,
+                lmax: 2001,
+                ..Default::default()
+            },
+        },
+    );
+    let e = h.e.apply(0, cmd).unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Invalid);
+    assert_eq!(
+        e.message(),
+        "queue 10: lmax 2001 is out of range 1..2000 bytes for QFQ; scheduler 1 is QFQ"
+    );
+    let ConfigError::Plugin {
+        error: ParamError::OutOfRange(r),
+        ..
+    } = e
+    else {
+        panic!("{e:?}");
+    };
+    assert_eq!((r.name.as_str(), r.value.as_str()), ("lmax", "2001"));
+    assert_eq!((r.min.as_str(), r.max.as_str()), ("1", "2000"));
+}
+
 /// `mask all` on one flowset of weight `w`: a queue per flow, by source port.
 fn masked_link(kind: &str, weight: u32, limit: u32) -> Harness {
     let mut h = Harness::new(3);

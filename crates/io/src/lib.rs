@@ -19,6 +19,7 @@
 //! - [`xdp`]: AF_XDP ports for the bridge: one UMEM, frames held in place.
 //! - [`rt`]: real-time scheduling for the data-plane thread.
 //! - [`hugealloc`]: the binary's allocator, huge pages for large tables.
+//! - [`tcpinfo`]: a TCP socket's `TCP_INFO` and congestion control.
 //! - [`userns`]: a user namespace of our own, so that an ordinary user
 //!   can make network namespaces (`dummynet shell` without root).
 //! - [`fsident`]: a control client's filesystem identity on one thread, to
@@ -35,5 +36,6 @@ pub mod portlock;
 pub mod rawip;
 pub mod rt;
 pub mod rtnl;
+pub mod tcpinfo;
 pub mod userns;
 pub mod xdp;

@@ -67,7 +67,7 @@ fn command_word(w: &str) -> String {
 }
 
 /// The sysctls of the engine itself; the plug-ins' defaults
-/// ([`dummynet_engine::params::tunables`]) come after them in [`settings`].
+/// ([`dummynet_engine::plugin::tunables`]) come after them in [`settings`].
 const ENGINE_SETTINGS: &[&str] = &[
     "net.inet.ip.fw.one_pass",
     "net.inet.ip.fw.default_to_accept",
@@ -120,7 +120,7 @@ const IGNORED_SETTINGS: &[(&str, &str)] = &[
 fn settings() -> &'static [&'static str] {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
-        let tunables = dummynet_engine::params::tunables().map(|t| &*t.full_name().leak());
+        let tunables = dummynet_engine::plugin::tunables().map(|t| &*t.full_name().leak());
         ENGINE_SETTINGS.iter().copied().chain(tunables).collect()
     })
 }
@@ -670,7 +670,7 @@ fn parse_setting(cur: &mut Cursor<'_>) -> Result<Setting, ParseError> {
 fn tunable_setting(name: &str, value: &str) -> Result<Option<Setting>, String> {
     let Some(t) = name
         .strip_prefix("net.inet.ip.dummynet.")
-        .and_then(dummynet_engine::params::tunable)
+        .and_then(dummynet_engine::plugin::tunable)
     else {
         return Ok(None);
     };

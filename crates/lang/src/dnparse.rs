@@ -15,8 +15,8 @@ use dummynet_engine::config::{
     Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, PipeSched,
     Profile, QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
-use dummynet_engine::dummynet::profile;
 use dummynet_engine::flow::FlowMask;
+use dummynet_engine::pipes::profile;
 use dummynet_engine::sched::{self, ParamSpec, SchedType};
 
 use crate::aqm;
@@ -75,30 +75,30 @@ impl Object {
 #[rustfmt::skip]
 const LINK_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
-    "trace",
+    "trace", "rate",
 ];
 /// Flowset options, the flowset's impairments included; the name of any
 /// registered AQM ([`dummynet_engine::aqm::REGISTRY`]) is one too.
 #[rustfmt::skip]
 const FLOWSET_OPTIONS: &[&str] = &[
     "queue", "plr", "mask", "buckets", "hash_size", "noerror", "weight", "lmax", "pri", "priority", "ecn",
-    "loss", "duplicate", "corrupt",
+    "loss", "duplicate", "corrupt", "limit",
 ];
 #[rustfmt::skip]
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
     "trace", "queue", "plr", "mask", "buckets", "hash_size", "noerror", "weight", "lmax", "pri", "priority",
-    "ecn", "loss", "duplicate", "corrupt",
+    "ecn", "loss", "duplicate", "corrupt", "rate", "limit",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
     "pipe", "sched", "weight", "lmax", "pri", "priority", "queue", "plr", "mask", "buckets", "hash_size",
-    "noerror", "ecn", "loss", "duplicate", "corrupt",
+    "noerror", "ecn", "loss", "duplicate", "corrupt", "limit",
 ];
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
     "type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder",
-    "overhead", "slot", "trace", "pipe",
+    "overhead", "slot", "trace", "pipe", "rate",
 ];
 #[rustfmt::skip]
 const MASK_FIELDS: &[&str] = &[
@@ -462,7 +462,7 @@ fn link_option<'a>(
     // A traced link's rate is its trace: the engine would take one and
     // drop the other, so both in one command is a mistake worth naming.
     let other = match kw.as_str() {
-        "bw" | "bandwidth" => w.trace,
+        "bw" | "bandwidth" | "rate" => w.trace,
         "trace" => w.bw,
         _ => None,
     };
@@ -499,11 +499,21 @@ fn link_option<'a>(
                     ));
                 }
             }
+            if let Some(note) = given.and_then(|g| crate::netem_words::byte_rate_note(g.text)) {
+                cur.note(note);
+            }
+            w.bw = Some(t);
+            Field::Bw
+        }
+        "rate" => {
+            link.bw = value(cur, &kw, "a rate such as 10mbit", crate::netem_words::rate)?;
             w.bw = Some(t);
             Field::Bw
         }
         "delay" => {
+            let given = cur.peek();
             link.delay = value(cur, &kw, "a delay such as 10ms", delay)?;
+            crate::netem_words::unit_apart(cur, given)?;
             // netem's `delay T J [C]`: a jitter without its keyword.
             if let Some(j) = impair::positional_jitter(cur, ctx)? {
                 link.jitter = Some(j);
@@ -701,6 +711,10 @@ fn flowset_option<'a>(
             )?;
             Field::Limit
         }
+        "limit" => {
+            fs.limit = value(cur, &kw, "a number of packets", crate::netem_words::limit)?;
+            Field::Limit
+        }
         "plr" => {
             fs.plr = value(cur, &kw, "a loss probability such as 0.01", probability)?;
             Field::Plr
@@ -835,6 +849,19 @@ fn unknown_option(
     // belongs to an option that is not right before it.
     if let Some(hint) = impair::misplaced(&kw) {
         return cur.error_at(t, ErrorKind::Syntax, format!("`{}` {hint}", t.text));
+    }
+    if let Some(meant) = crate::netem_words::near_miss(&kw) {
+        return cur
+            .error_at(
+                t,
+                ErrorKind::Syntax,
+                format!(
+                    "`{}` is not a {} option: did you mean `{meant}`?",
+                    t.text,
+                    obj.name()
+                ),
+            )
+            .with_suggestion(Some(meant));
     }
     if let Some(name) = after {
         let params = followers(name);

@@ -484,4 +484,5 @@ pub(crate) fn correlated(cur: &mut Cursor<'_>, what: &str) -> Result<Correlated,
 /// again, with the rest of the pipe, when it applies it.
 fn own_check(i: &dyn Impairment) -> Result<(), String> {
     i.check(On::Link(&LinkConfig::default()))
+        .map_err(|e| e.to_string())
 }

@@ -63,6 +63,7 @@ mod files;
 mod impair;
 mod lexer;
 mod names;
+mod netem_words;
 mod rule;
 mod rulefmt;
 mod ruleopt;

@@ -197,7 +197,7 @@ fn sysctls_fill_what_codel_and_pie_leave_out_when_applied() {
 
     // Every plug-in sysctl parses, in FreeBSD's units, and is refused out
     // of its range.
-    for t in dummynet_engine::params::tunables() {
+    for t in dummynet_engine::plugin::tunables() {
         let line = format!("sysctl {}={}", t.full_name(), t.max);
         let p = parse_command(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
         let want = Setting::Tunable {

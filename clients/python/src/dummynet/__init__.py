@@ -29,8 +29,10 @@ from .errors import (
     Stopped,
     Timeout,
     Unavailable,
+    WrongBinary,
 )
-from .process import Daemon, Shell, daemon, find_binary, shell
+from ._version import __version__
+from .process import Daemon, Shell, binary_version, daemon, find_binary, shell
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -58,7 +60,10 @@ __all__ = [
     "Stopped",
     "Timeout",
     "Unavailable",
+    "WrongBinary",
+    "__version__",
     "daemon",
+    "binary_version",
     "find_binary",
     "shell",
 ]

@@ -31,6 +31,11 @@ class ProtocolError(DummynetError):
     """The daemon's answer could not be read (cut short, not JSON)."""
 
 
+class WrongBinary(DummynetError):
+    """The ``dummynet`` program found is not this project's, or not the
+    release this client belongs to (its ``--version`` says which)."""
+
+
 class DaemonError(DummynetError):
     """A daemon or shell this package started failed to start or to stop.
 

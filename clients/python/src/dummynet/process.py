@@ -11,13 +11,17 @@ the control socket answers, raise :class:`~dummynet.errors.DaemonError`
 with the process's stderr if it does not start, and on exit stop the
 process and wait for it, exceptions or not.
 
-The binary is ``$DUMMYNET_BIN`` if set, else ``dummynet`` on ``PATH``.
+The binary is ``$DUMMYNET_BIN`` if set, else the one the ``dummynet-linux``
+wheel installed with this package, else ``dummynet`` on ``PATH``; it must
+say (``--version``) that it is this project's, of this client's release.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -28,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .client import Client
-from .errors import DaemonError, DummynetError
+from ._version import __version__
+from .errors import DaemonError, DummynetError, WrongBinary
 
 #: How long a shell or daemon may take to start, in seconds.
 START_TIMEOUT = 20.0
@@ -36,18 +41,95 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
 
+#: The distribution whose wheel carries the binary next to this client.
+DISTRIBUTION = "dummynet-linux"
+
+# `dummynet --version`: "dummynet 0.1.0 (0123456789 2026-11-28)", the
+# commit part absent in a build from outside git.
+_VERSION_LINE = re.compile(r"dummynet (\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)(?: \(.*\))?")
+
+
+def _wheel_binary() -> Optional[str]:
+    """The ``dummynet`` script installed with this distribution (the wheel
+    carries it), wherever its environment keeps scripts; None if this
+    client was not installed from the wheel."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == "dummynet" and f.parent.name in ("bin", "scripts", "Scripts"):
+            path = os.fspath(dist.locate_file(f))
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return os.path.abspath(path)
+    return None
+
+
 def find_binary() -> str:
-    """The dummynet binary: ``$DUMMYNET_BIN``, else ``dummynet`` on PATH;
-    :class:`~dummynet.errors.DummynetError` if neither is there."""
+    """The dummynet binary, checked with :func:`binary_version`:
+    ``$DUMMYNET_BIN``, else the one installed with this package (from the
+    wheel), else ``dummynet`` on PATH. :class:`~dummynet.errors.DummynetError`
+    if there is none, :class:`~dummynet.errors.WrongBinary` if the one found
+    is not ours or not this client's release."""
     given = os.environ.get("DUMMYNET_BIN")
     if given:
         if not (os.path.isfile(given) and os.access(given, os.X_OK)):
             raise DummynetError(f"DUMMYNET_BIN={given} is not an executable file")
-        return given
-    found = shutil.which("dummynet")
+        found: Optional[str] = given
+    else:
+        found = _wheel_binary() or shutil.which("dummynet")
     if found is None:
-        raise DummynetError("no dummynet binary: set DUMMYNET_BIN or put `dummynet` on PATH")
+        raise DummynetError(f"no dummynet binary: set DUMMYNET_BIN, install the {DISTRIBUTION} wheel, or put `dummynet` on PATH")
+    binary_version(found)
     return found
+
+
+def _pep440(version: str) -> str:
+    """A Cargo (semver) version as Python packaging writes it:
+    ``0.2.0-rc.1`` → ``0.2.0rc1``."""
+    release, _, pre = version.partition("-")
+    if not pre:
+        return release
+    pre = pre.replace(".", "")
+    for long, short in (("alpha", "a"), ("beta", "b")):
+        pre = pre.replace(long, short)
+    return release + pre
+
+
+_checked: Dict[Tuple[str, int, int], str] = {}
+
+
+def binary_version(path: str) -> str:
+    """The release of the dummynet binary at ``path`` (its ``--version``),
+    once it is known to be this project's and the same release as this
+    client (:data:`dummynet.__version__`); raises
+    :class:`~dummynet.errors.WrongBinary` otherwise. Another program
+    called ``dummynet`` (an unrelated project has a package of that name)
+    fails here rather than with a puzzling error later."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+    if key in _checked:
+        return _checked[key]
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise WrongBinary(f"{path} --version did not answer ({e}): is it dummynet for Linux?") from None
+    line = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+    found = _VERSION_LINE.fullmatch(line) if done.returncode == 0 else None
+    if found is None:
+        said = line or done.stderr.strip()[:200] or f"exit status {done.returncode}"
+        raise WrongBinary(
+            f"{path} is not dummynet for Linux: its --version said {said!r}, not 'dummynet {__version__} (...)'; "
+            f"set DUMMYNET_BIN to this project's binary (pip name {DISTRIBUTION})"
+        )
+    version = found.group(1)
+    if _pep440(version) != __version__:
+        raise WrongBinary(
+            f"{path} is dummynet {version} but this client is {__version__}: "
+            f"install the same release of both (pip install {DISTRIBUTION}=={__version__}), or set DUMMYNET_BIN"
+        )
+    _checked[key] = version
+    return version
 
 
 def _stderr_of(log: IO[bytes]) -> str:
@@ -168,6 +250,7 @@ def shell(
     more options for ``dummynet shell``.
     """
     exe = binary or find_binary()
+    binary_version(exe)
     workdir = tempfile.mkdtemp(prefix="dummynet-shell-")
     sock = os.path.join(workdir, "control.sock")
     argv = [exe, "shell", "--socket", sock, *_shell_args(preset, up, down, config, nat, seed, args), "--", "/bin/sh", "-c", _PLACEHOLDER]
@@ -263,6 +346,7 @@ def daemon(
     if (bridge is None) == (not host):
         raise ValueError("give bridge=(IF_A, IF_B) or host=True (one of them)")
     exe = binary or find_binary()
+    binary_version(exe)
     workdir = tempfile.mkdtemp(prefix="dummynet-run-")
     sock = os.fspath(socket) if socket is not None else os.path.join(workdir, "control.sock")
     argv = [exe, "run"]

@@ -1,8 +1,10 @@
 """pytest fixtures for tests behind an emulated link (entry point
 ``pytest11``: loaded by pytest once the package is installed).
 
-- ``dummynet_bin``: the binary's path (``$DUMMYNET_BIN``, else ``dummynet``
-  on PATH).
+- ``dummynet_bin``: the binary's path (``$DUMMYNET_BIN``, else the one
+  installed with this package, else ``dummynet`` on PATH); a program there
+  that is not this project's, or not this client's release, fails the test
+  (:class:`dummynet.WrongBinary`), it is not skipped.
 - ``dummynet_shell``: a factory; ``dummynet_shell(up="delay 20ms")`` starts
   a :func:`dummynet.shell` with those arguments and returns its
   :class:`dummynet.Shell`; every shell it started is stopped after the test.
@@ -20,7 +22,7 @@ from typing import Any, Callable, Iterator, NoReturn
 
 import pytest
 
-from .errors import DummynetError
+from .errors import DummynetError, WrongBinary
 from .process import Shell, find_binary, shell
 
 
@@ -35,6 +37,8 @@ def dummynet_bin() -> str:
     """The dummynet binary; skips without one."""
     try:
         return find_binary()
+    except WrongBinary as e:
+        pytest.fail(str(e), pytrace=False)
     except DummynetError as e:
         _unusable(str(e))
 

@@ -108,6 +108,11 @@ pub struct RunArgs {
     /// --host: directions to intercept: in, out, forward (comma-separated).
     #[arg(long, default_value = "in,out")]
     pub hooks: String,
+    /// --host: intercept only packets leaving by interface IF (an
+    /// `oifname IF` match; with --hooks out and/or forward). `dummynet tc`
+    /// runs its daemons so.
+    #[arg(long, value_name = "IF", requires = "host")]
+    pub oif: Option<String>,
     /// --host: hold the host's own outgoing packets in the kernel until they
     /// leave their pipe, instead of freeing them at once and sending copies
     /// (TCP Small Queues then limit a TCP sender through a delay to a few
@@ -818,6 +823,9 @@ fn intercept_spec(args: &RunArgs) -> Result<InterceptSpec, String> {
     spec.directions.input = false;
     spec.directions.output = false;
     spec.directions.forward = false;
+    if let Some(oif) = &args.oif {
+        spec.matches = vec!["-o".into(), oif.clone()];
+    }
     for h in args
         .hooks
         .split(',')

@@ -39,10 +39,10 @@
 //!   the loop.
 
 use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure};
-use crate::config::QueueLimit;
 use crate::params::{self, ParamError, ParamSpec, Params, Tunable, TunableUnit};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 /// `codel [target T] [interval T] [ecn|noecn]`.
 pub static TYPE: AqmType = AqmType {
@@ -113,9 +113,9 @@ impl CodelConfig {
                 "interval" => c.interval = params::time_in("codel", k, *v, TIME_RANGE)?,
                 "ecn" => c.ecn = *v != 0,
                 _ => {
-                    return Err(format!(
-                        "codel takes target, interval and ecn|noecn, not `{k}`"
-                    ))
+                    return Err(
+                        format!("codel takes target, interval and ecn|noecn, not `{k}`").into(),
+                    )
                 }
             }
         }
@@ -143,8 +143,8 @@ impl AqmModel for CodelConfig {
     fn display(&self) -> String {
         format!(
             "AQM CoDel target {} interval {} {}",
-            super::fmt_time(self.target),
-            super::fmt_time(self.interval),
+            crate::units::fmt_time(self.target),
+            crate::units::fmt_time(self.interval),
             if self.ecn { "ECN" } else { "NoECN" }
         )
     }

@@ -1,7 +1,7 @@
 //! Drop tail, FreeBSD's default: the queue limit alone, no state.
 
 use super::{AqmModel, AqmState, AqmType};
-use crate::config::QueueLimit;
+use crate::units::QueueLimit;
 
 pub static TYPE: AqmType = AqmType {
     name: "droptail",
@@ -11,7 +11,7 @@ pub static TYPE: AqmType = AqmType {
     tunables: &[],
     build: |params| match params.first() {
         None => Ok(Box::new(DropTail)),
-        Some((k, _)) => Err(format!("droptail takes no parameters, not `{k}`")),
+        Some((k, _)) => Err(format!("droptail takes no parameters, not `{k}`").into()),
     },
 };
 

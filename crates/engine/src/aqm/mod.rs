@@ -32,10 +32,10 @@ pub mod ecn;
 pub mod pie;
 pub mod red;
 
-use crate::config::{QueueLimit, Settings};
 use crate::params::{self, ParamError, ParamSpec, Params, Tunable};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_SEC};
+use crate::units::QueueLimit;
 
 /// What the AQM decides for a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,9 +194,10 @@ impl AqmConfig {
         std::ptr::eq(self.kind, &droptail::TYPE)
     }
 
-    /// Fills the parameters left out from the sysctls `settings` hold.
-    pub fn fill_defaults(&mut self, settings: &Settings) {
-        params::fill_defaults(self.kind.tunables, &mut self.params, settings);
+    /// Fills the parameters left out from the value `sysctl` gives each
+    /// tunable (the engine passes its settings').
+    pub fn fill_defaults(&mut self, sysctl: impl Fn(&Tunable) -> u64) {
+        params::fill_defaults(self.kind.tunables, &mut self.params, sysctl);
     }
 
     /// Brings the parameters within the AQM's bounds, noting each it
@@ -276,7 +277,7 @@ pub fn display(cfg: &AqmConfig) -> String {
 /// Checks the AQM's parameters against what FreeBSD accepts. The engine
 /// calls this before applying a `pipe`/`queue config`, so a refused command
 /// changes nothing.
-pub fn validate(cfg: &AqmConfig) -> Result<(), String> {
+pub fn validate(cfg: &AqmConfig) -> Result<(), ParamError> {
     cfg.model().map(drop)
 }
 
@@ -285,57 +286,6 @@ pub fn validate(cfg: &AqmConfig) -> Result<(), String> {
 #[inline]
 pub fn uniform(rng: &mut Rng) -> f64 {
     f64::from(rng.next_u32()) / 4_294_967_296.0
-}
-
-/// FreeBSD's `us_to_time` for `show`: microseconds as `0`, `NNus`, `N.Nms`
-/// or `N.Ns`, the fractional forms with C's `%g`.
-pub(crate) fn fmt_time(t: Nanos) -> String {
-    let us = t / 1_000;
-    if us == 0 {
-        "0".to_string()
-    } else if us < 1_000 {
-        format!("{us}us")
-    } else if us < 1_000_000 {
-        format!("{}ms", fmt_g(us as f64 / 1e3, 6))
-    } else {
-        format!("{}s", fmt_g(us as f64 / 1e6, 6))
-    }
-}
-
-/// C's `%.{precision}g`: `precision` significant digits, trailing zeros
-/// removed, exponent form below 1e-4 or from 10^precision on.
-pub(crate) fn fmt_g(v: f64, precision: usize) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return if v.is_finite() {
-            "0".to_string()
-        } else {
-            format!("{v}")
-        };
-    }
-    let p = precision.max(1);
-    // The exponent after rounding to `p` digits decides the form, as in C.
-    let sci = format!("{:.*e}", p - 1, v);
-    let exp: i32 = sci
-        .rsplit_once('e')
-        .and_then(|(_, e)| e.parse().ok())
-        .unwrap_or(0);
-    if exp < -4 || exp >= p as i32 {
-        let (mant, _) = sci.split_once('e').unwrap_or((&sci, ""));
-        let mant = strip_zeros(mant);
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", exp.unsigned_abs())
-    } else {
-        let decimals = (p as i32 - 1 - exp).max(0) as usize;
-        strip_zeros(&format!("{v:.decimals$}")).to_string()
-    }
-}
-
-fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
 }
 
 /// Time in seconds, for the AQMs whose laws are written in seconds.
@@ -347,34 +297,6 @@ pub(crate) fn secs(t: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::NS_PER_MS;
-
-    #[test]
-    fn g_format_matches_c() {
-        assert_eq!(fmt_g(5.0, 6), "5");
-        assert_eq!(fmt_g(0.125, 6), "0.125");
-        assert_eq!(fmt_g(1.25, 6), "1.25");
-        assert_eq!(fmt_g(2.5, 6), "2.5");
-        assert_eq!(fmt_g(999.999, 6), "999.999");
-        assert_eq!(fmt_g(0.1, 3), "0.1");
-        assert_eq!(fmt_g(0.0999755859375, 3), "0.1");
-        assert_eq!(fmt_g(0.0999755859375, 6), "0.0999756");
-        assert_eq!(fmt_g(0.00001, 6), "1e-05");
-        assert_eq!(fmt_g(1234567.0, 6), "1.23457e+06");
-        assert_eq!(fmt_g(100000.0, 6), "100000");
-        assert_eq!(fmt_g(0.0, 6), "0");
-    }
-
-    #[test]
-    fn times_print_like_us_to_time() {
-        assert_eq!(fmt_time(0), "0");
-        assert_eq!(fmt_time(999), "0");
-        assert_eq!(fmt_time(500_000), "500us");
-        assert_eq!(fmt_time(5 * NS_PER_MS), "5ms");
-        assert_eq!(fmt_time(2_500_000), "2.5ms");
-        assert_eq!(fmt_time(1_234_567), "1.234ms");
-        assert_eq!(fmt_time(1_500 * NS_PER_MS), "1.5s");
-    }
 
     #[test]
     fn limits_compare_like_freebsd() {
@@ -396,7 +318,7 @@ mod tests {
         for ty in REGISTRY {
             let cfg = AqmConfig::new(ty, Vec::new());
             let mut filled = cfg.clone();
-            filled.fill_defaults(&Settings::default());
+            filled.fill_defaults(|t| t.default);
             // RED has no defaults: its four values are required.
             if ty.positional.is_empty() {
                 let m = filled
@@ -440,7 +362,7 @@ mod tests {
                 lookup(name).unwrap(),
                 params.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
             );
-            c.fill_defaults(&Settings::default());
+            c.fill_defaults(|t| t.default);
             display(&c)
         };
         assert_eq!(shown("droptail", &[]), "droptail");

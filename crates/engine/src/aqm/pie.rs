@@ -38,10 +38,10 @@
 //! microseconds. Uniform draws are [`super::uniform`].
 
 use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure, QueueState};
-use crate::config::QueueLimit;
 use crate::params::{self, ParamError, ParamSpec, Params, Tunable, TunableUnit};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 /// `pie [target T] [tupdate T] [max_burst T] [max_ecnth F] [alpha F]
 /// [beta F] [ecn|noecn] [capdrop|nocapdrop] [onoff] [dre|ts]
@@ -191,7 +191,8 @@ impl PieConfig {
                 return Err(format!(
                     "{owner} takes target, tupdate, max_burst, max_ecnth, alpha, beta, \
                      ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and derand|noderand, not `{k}`"
-                ));
+                )
+                .into());
             }
         }
         Ok(c)
@@ -276,12 +277,12 @@ impl AqmModel for PieConfig {
     fn display(&self) -> String {
         format!(
             "AQM type PIE target {} tupdate {} alpha {} beta {} max_burst {} max_ecnth {} {}",
-            super::fmt_time(self.target),
-            super::fmt_time(self.tupdate),
-            super::fmt_g(self.alpha, 6),
-            super::fmt_g(self.beta, 6),
-            super::fmt_time(self.max_burst),
-            super::fmt_g(self.max_ecnth, 3),
+            crate::units::fmt_time(self.target),
+            crate::units::fmt_time(self.tupdate),
+            crate::units::fmt_g(self.alpha, 6),
+            crate::units::fmt_g(self.beta, 6),
+            crate::units::fmt_time(self.max_burst),
+            crate::units::fmt_g(self.max_ecnth, 3),
             self.flags(),
         )
     }

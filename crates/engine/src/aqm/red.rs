@@ -29,10 +29,10 @@
 //! FreeBSD's fixed-point arithmetic (16 fraction bits) is replaced by `f64`.
 
 use super::{AqmConfig, AqmModel, AqmState, AqmType, AqmVerdict, Arrival, Departure};
-use crate::config::QueueLimit;
 use crate::params::{self, ParamError, ParamSpec, Params};
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_SEC};
+use crate::units::QueueLimit;
 
 /// `red w_q/min_th/max_th/max_p`, marking with the flowset's `ecn`.
 pub static RED: AqmType = AqmType {
@@ -118,9 +118,7 @@ impl RedConfig {
             .iter()
             .find(|(k, _)| !["w_q", "min_th", "max_th", "max_p", "ecn"].contains(&k.as_str()))
         {
-            return Err(format!(
-                "{name} takes w_q/min_th/max_th/max_p and ecn, not `{k}`"
-            ));
+            return Err(format!("{name} takes w_q/min_th/max_th/max_p and ecn, not `{k}`").into());
         }
         let c = RedConfig {
             w_q: params::fraction_in(name, "w_q", need("w_q")?, (0.0, 1.0), true)?,
@@ -130,19 +128,17 @@ impl RedConfig {
             ecn: params::get(params, "ecn").is_some_and(|v| v != 0),
         };
         if c.max_th == 0 {
-            return Err(format!("{name}: max_th must be > 0"));
+            return Err(format!("{name}: max_th must be > 0").into());
         }
         if c.ecn && c.min_th > c.max_th {
-            return Err(format!(
-                "{name}: min_th {} must be <= max_th {}",
-                c.min_th, c.max_th
-            ));
+            return Err(
+                format!("{name}: min_th {} must be <= max_th {}", c.min_th, c.max_th).into(),
+            );
         }
         if !c.ecn && c.min_th >= c.max_th {
-            return Err(format!(
-                "{name}: min_th {} must be < max_th {}",
-                c.min_th, c.max_th
-            ));
+            return Err(
+                format!("{name}: min_th {} must be < max_th {}", c.min_th, c.max_th).into(),
+            );
         }
         Ok(c)
     }
@@ -448,6 +444,7 @@ mod tests {
         p.retain(|(k, _)| k != "max_p");
         assert!(RedConfig::from_params(&p, true)
             .unwrap_err()
+            .to_string()
             .contains("max_p"));
         p.push(("target".into(), 1));
         assert!(RedConfig::from_params(&p, true).is_err());

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use crate::config::{
+use crate::command::{
     AddrMatch, Bits, Cond, CondKind, IfaceSpec, LookupField, MacMatch, PortRange, TableRef,
     TableType,
 };

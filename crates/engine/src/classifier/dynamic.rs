@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{DynSetting, LimitMask, Settings};
+use crate::command::{DynSetting, LimitMask, Settings};
 use crate::flow::{proto, FlowKey};
 use crate::limits::{Lease, LimitKey, LimitTable};
 use crate::time::{Nanos, NS_PER_SEC};
@@ -417,7 +417,7 @@ mod tests {
     #[test]
     fn limits_and_dyn_max_refuse() {
         let mut s = Settings::default();
-        s.set(crate::config::Setting::Dyn(DynSetting::Max, 3))
+        s.set(crate::command::Setting::Dyn(DynSetting::Max, 3))
             .unwrap();
         let mut st = States::default();
         let m = LimitMask {

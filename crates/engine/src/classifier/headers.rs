@@ -12,7 +12,7 @@ use etherparse::{
     IpNumber, Ipv6ExtensionSlice, Ipv6ExtensionsSlice, TcpHeaderSlice, TcpOptionElement,
 };
 
-use crate::config::{frag_bit, tcp_option};
+use crate::command::{frag_bit, tcp_option};
 use crate::flow::proto;
 
 /// The bytes a payload exposes: the IP packet, and the link frame if it

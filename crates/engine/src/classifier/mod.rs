@@ -15,11 +15,13 @@ pub(crate) mod tables;
 
 use std::collections::VecDeque;
 
-use crate::config::{Action, ArgAction, RuleExtra, RuleSpec, Settings, StateKind, DEFAULT_RULE};
+use crate::command::{Action, ArgAction, RuleExtra, RuleSpec, Settings, StateKind};
+
 use crate::flow::{proto, FlowKey};
 use crate::packet::{Direction, PacketInfo, Target};
 use crate::rng::{Probability, Rng};
 use crate::time::Nanos;
+use crate::units::DEFAULT_RULE;
 
 use crate::packet::IfaceId;
 pub use cond::Tags;

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
-use crate::config::{AddrMatch, TableKey, TableName, TableType};
-use crate::engine::ConfigError;
+use crate::command::{AddrMatch, TableKey, TableName, TableType};
+use crate::error::ConfigError;
 
 /// Where a table lives among [`Tables`]' slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 use super::correlated::{self, CorrState};
 use super::dist::{self, Distribution};
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::rng::{Probability, Rng};
 use crate::time::{Nanos, NS_PER_MS};
 
@@ -54,20 +55,21 @@ impl Impairment for Jitter {
     }
 
     /// No more than a delay may be (an hour).
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
-        if self.amount > crate::engine::MAX_DELAY {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
+        if self.amount > crate::units::MAX_DELAY {
             return Err(format!(
                 "jitter {} ms is above the limit of {} ms (one hour)",
                 self.amount / NS_PER_MS,
-                crate::engine::MAX_DELAY / NS_PER_MS
-            ));
+                crate::units::MAX_DELAY / NS_PER_MS
+            )
+            .into());
         }
         Ok(())
     }
 
     fn display(&self) -> String {
         let j = self;
-        let mut s = format!("jitter {}", crate::aqm::fmt_time(j.amount));
+        let mut s = format!("jitter {}", crate::units::fmt_time(j.amount));
         if !j.correlation.is_zero() {
             s.push_str(&format!(
                 " correlation {}",

@@ -30,6 +30,7 @@
 
 use super::correlated::{self, CorrState, Correlated};
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::rng::{Probability, Rng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,14 +198,15 @@ fn check_row(
     (a, pa): (&str, Probability),
     (b, pb): (&str, Probability),
     state: &str,
-) -> Result<(), String> {
+) -> Result<(), ParamError> {
     if weight(pa) + weight(pb) > 1 << 32 {
         return Err(format!(
             "loss state: {a} {} and {b} {} add up to more than 100%; they are the \
              chances of leaving {state}, so together they may be at most 100%",
             correlated::fmt_percent(pa),
             correlated::fmt_percent(pb),
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -223,7 +225,7 @@ impl Impairment for LossModel {
     /// well-defined chain and is accepted, including ones that end in a state
     /// they never leave (Gilbert–Elliott with `R` = 0, 4-state with `P31` and
     /// `P32` = 0): a link that fails for good is a thing one may want to test.
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         let m = self;
         if let LossModel::FourState {
             p13, p31, p32, p14, ..
@@ -386,8 +388,8 @@ mod tests {
     use super::*;
 
     /// The model's own checks (it needs nothing of its queue).
-    fn checked(m: &LossModel) -> Result<(), String> {
-        m.check(On::Queue(&crate::config::FlowsetConfig::default()))
+    fn checked(m: &LossModel) -> Result<(), ParamError> {
+        m.check(On::Queue)
     }
 
     fn p(x: f64) -> Probability {
@@ -756,12 +758,16 @@ mod tests {
 
     #[test]
     fn validate_refuses_rows_above_one() {
-        let err = checked(&four(0.8, 0.1, 0.1, 1.0, 0.3)).unwrap_err();
+        let err = checked(&four(0.8, 0.1, 0.1, 1.0, 0.3))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("p13 80%") && err.contains("p14 30%") && err.contains("state 1"),
             "{err}"
         );
-        let err = checked(&four(0.1, 0.6, 0.5, 1.0, 0.0)).unwrap_err();
+        let err = checked(&four(0.1, 0.6, 0.5, 1.0, 0.0))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("p31 60%") && err.contains("p32 50%") && err.contains("at most 100%"),
             "{err}"

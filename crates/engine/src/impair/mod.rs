@@ -18,10 +18,10 @@
 //! Every impairment is one file holding its configuration type (what the
 //! language parses into), which implements [`Impairment`] (its checks and
 //! its words on `show`'s `impair:` line), and its per-queue or per-instance
-//! state. [`LinkConfig::impairments`] and [`FlowsetConfig::impairments`]
+//! state. `LinkConfig::impairments` and `FlowsetConfig::impairments`
 //! list the impairments of each stage, one line each; the engine checks and
 //! `show` prints through them alone. What an impairment does to a packet is
-//! called where its stage runs, in [`crate::dummynet`].
+//! called where its stage runs, in the pipes' data path.
 //!
 //! Random draws come from the stream of the queue or instance they act on
 //! ([`crate::rng::Rng::stream`]), so configuring one pipe never changes
@@ -39,7 +39,8 @@ pub mod reorder;
 pub mod slot;
 pub mod trace;
 
-use crate::config::{FlowsetConfig, LinkConfig};
+use crate::params::ParamError;
+use crate::time::Nanos;
 
 /// Where on a packet's path an impairment acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +57,21 @@ pub enum Stage {
 /// rest of it (`reorder` needs a delay; `trace` excludes `bw`).
 #[derive(Debug, Clone, Copy)]
 pub enum On<'a> {
-    Link(&'a LinkConfig),
-    Queue(&'a FlowsetConfig),
+    /// A pipe's link (`LinkConfig`).
+    Link(&'a dyn LinkShape),
+    /// A pipe's or queue's flowset.
+    Queue,
+}
+
+/// The rest of a link, as an impairment's checks see it.
+pub trait LinkShape: std::fmt::Debug {
+    /// `bw`, bit/s (0: unlimited).
+    fn bw(&self) -> u64;
+    fn delay(&self) -> Nanos;
+    /// `burst`, bytes.
+    fn burst(&self) -> u64;
+    fn has_profile(&self) -> bool;
+    fn has_slot(&self) -> bool;
 }
 
 /// An impairment's configuration, whatever its stage.
@@ -67,7 +81,7 @@ pub trait Impairment: std::fmt::Debug {
     fn stage(&self) -> Stage;
     /// Its bounds, and how it goes with what it is configured on. The engine
     /// refuses a command whose impairments say no, before anything changes.
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         Ok(())
     }
     /// Its words on the `impair:` line under its pipe or queue in `show`,

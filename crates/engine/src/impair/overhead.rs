@@ -11,6 +11,7 @@
 //! counters still see the packet's own length.
 
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 
 /// Largest absolute `overhead` / `celloverhead`, bytes.
 pub const MAX_OVERHEAD: i32 = 65_535;
@@ -51,18 +52,19 @@ impl Impairment for Overhead {
         Stage::Link
     }
 
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         let o = self;
         if o.bytes.abs() > MAX_OVERHEAD || o.cell_overhead.abs() > MAX_OVERHEAD {
-            return Err(format!(
-                "overhead is out of range -{MAX_OVERHEAD}..{MAX_OVERHEAD} bytes"
-            ));
+            return Err(
+                format!("overhead is out of range -{MAX_OVERHEAD}..{MAX_OVERHEAD} bytes").into(),
+            );
         }
         if o.cell_size > MAX_CELL {
             return Err(format!(
                 "cellsize {} is out of range 1..{MAX_CELL} bytes",
                 o.cell_size
-            ));
+            )
+            .into());
         }
         if o.cell_size == 0 && o.cell_overhead != 0 {
             return Err("celloverhead needs a cellsize".into());
@@ -71,7 +73,8 @@ impl Impairment for Overhead {
             return Err(format!(
                 "celloverhead {} leaves nothing of a {}-byte cell",
                 o.cell_overhead, o.cell_size
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -115,7 +118,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(strip.billed(60), 0);
-        let on = On::Link(&crate::config::LinkConfig::default());
+        let on = On::Link(&crate::command::LinkConfig::default());
         assert!(atm.check(on).is_ok());
         let orphan = Overhead {
             cell_overhead: 3,

@@ -12,6 +12,7 @@
 
 use super::correlated::{self, CorrState, Correlated};
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,11 +54,11 @@ impl Impairment for Reorder {
     }
 
     /// A gap of at least 1, and a delay to skip.
-    fn check(&self, on: On<'_>) -> Result<(), String> {
+    fn check(&self, on: On<'_>) -> Result<(), ParamError> {
         if self.gap == 0 {
             return Err("reorder gap must be at least 1".into());
         }
-        if matches!(on, On::Link(l) if l.delay == 0) {
+        if matches!(on, On::Link(l) if l.delay() == 0) {
             return Err(
                 "reorder needs a delay: reordered packets skip the delay to overtake \
                  the others, so without one nothing can change (add `delay T`)"

@@ -15,6 +15,7 @@
 //! With no `bw`, packets let through by one slot leave together at its start.
 
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::rng::Rng;
 use crate::time::Nanos;
 
@@ -86,7 +87,7 @@ impl Impairment for Slot {
         Stage::Link
     }
 
-    fn check(&self, _on: On<'_>) -> Result<(), String> {
+    fn check(&self, _on: On<'_>) -> Result<(), ParamError> {
         let s = self;
         if s.max < s.min {
             return Err("slot MAX must not be below MIN".into());
@@ -102,7 +103,7 @@ impl Impairment for Slot {
 
     fn display(&self) -> String {
         let s = self;
-        let t = crate::aqm::fmt_time;
+        let t = crate::units::fmt_time;
         let mut out = format!("slot {}", t(s.min));
         if s.max != s.min {
             out.push_str(&format!(" {}", t(s.max)));

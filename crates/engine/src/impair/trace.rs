@@ -32,6 +32,7 @@
 use thiserror::Error;
 
 use super::{Impairment, On, Stage};
+use crate::params::ParamError;
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC};
 
 /// Why a trace file was refused.
@@ -283,23 +284,24 @@ impl Impairment for Trace {
     }
 
     /// A trace is the link's rate: nothing else may set or shape it.
-    fn check(&self, on: On<'_>) -> Result<(), String> {
+    fn check(&self, on: On<'_>) -> Result<(), ParamError> {
         if let On::Link(l) = on {
             let other = [
-                (l.bw > 0, "bw"),
-                (l.profile.is_some(), "profile"),
-                (l.burst > 0, "burst"),
-                (l.slot.is_some(), "slot"),
+                (l.bw() > 0, "bw"),
+                (l.has_profile(), "profile"),
+                (l.burst() > 0, "burst"),
+                (l.has_slot(), "slot"),
             ];
             if let Some((_, what)) = other.iter().find(|(set, _)| *set) {
                 return Err(format!(
                     "`trace` and `{what}` exclude each other: a traced link sends \
                      only at its trace's opportunities"
-                ));
+                )
+                .into());
             }
         }
         if self.times.is_empty() {
-            return Err(format!("trace `{}` has no opportunities", self.name));
+            return Err(format!("trace `{}` has no opportunities", self.name).into());
         }
         Ok(())
     }

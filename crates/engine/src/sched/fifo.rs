@@ -13,7 +13,7 @@ pub static TYPE: SchedType = SchedType {
     tunables: &[],
     new_instance: |params| {
         if let Some((k, _)) = params.first() {
-            return Err(format!("fifo takes no parameters (got `{k}`)"));
+            return Err(format!("fifo takes no parameters (got `{k}`)").into());
         }
         Ok(Box::new(Fifo::default()))
     },
@@ -22,6 +22,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<QueueId>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// Arrival order as a list of queue ids, one entry per queued packet.

@@ -35,13 +35,16 @@
 //!   bucket (FreeBSD's instance has one array for all its flowsets).
 
 use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot, SubQueues};
-use crate::aqm::fmt_time;
 pub(crate) use crate::aqm::pie::tunable as fq_tunable;
+use crate::units::fmt_time;
 use std::sync::Arc;
 
-use crate::config::{CodelConfig, QueueLimit};
+use crate::aqm::codel::CodelConfig;
+
 use crate::params::{time_in, TunableUnit};
+use crate::params::{OutOfRange, ParamError};
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 /// FreeBSD's defaults (`net.inet.ip.dummynet.fqcodel.*`) and bounds
 /// (`fq_codel_config`).
@@ -108,6 +111,8 @@ pub static TYPE: SchedType = SchedType {
             .sub_queues()
     }),
     describe: Some(|params| FqCodelParams::parse(params).unwrap_or_default().describe()),
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// fq_codel's parameters, validated.
@@ -131,7 +136,7 @@ impl Default for FqCodelParams {
 }
 
 impl FqCodelParams {
-    pub fn parse(params: &[(String, u64)]) -> Result<Self, String> {
+    pub fn parse(params: &[(String, u64)]) -> Result<Self, ParamError> {
         let mut p = FqCodelParams::default();
         for (k, v) in params {
             match k.to_ascii_lowercase().as_str() {
@@ -152,7 +157,8 @@ impl FqCodelParams {
                         return Err(format!(
                             "fq_codel takes target, interval, quantum, limit, flows and \
                              ecn|noecn, not `{k}`"
-                        ));
+                        )
+                        .into());
                     }
                 }
             }
@@ -192,7 +198,7 @@ pub(crate) fn fq_param(
     ty: &str,
     k: &str,
     v: u64,
-) -> Result<bool, String> {
+) -> Result<bool, ParamError> {
     let (slot, max) = match k {
         "quantum" => (quantum, MAX_QUANTUM),
         "limit" => (limit, MAX_LIMIT),
@@ -202,7 +208,7 @@ pub(crate) fn fq_param(
     *slot = u32::try_from(v)
         .ok()
         .filter(|x| (1..=max).contains(x))
-        .ok_or_else(|| format!("{ty} {k} {v} is out of range 1..={max}"))?;
+        .ok_or_else(|| OutOfRange::new(k, v, 1, max).owner(ty).inclusive())?;
     Ok(true)
 }
 

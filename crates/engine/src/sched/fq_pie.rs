@@ -24,12 +24,15 @@ use super::fq_codel::{
     FLOW_STATE_BYTES, MAX_FLOWS, MAX_LIMIT, MAX_QUANTUM, PACKETS,
 };
 use super::{ParamSpec, SchedType, SubQueues};
-use crate::aqm::{fmt_g, fmt_time};
+use crate::units::{fmt_g, fmt_time};
 use std::sync::Arc;
 
-use crate::config::{PieConfig, QueueLimit};
+use crate::aqm::pie::PieConfig;
+
+use crate::params::ParamError;
 use crate::params::TunableUnit;
 use crate::time::{Nanos, NS_PER_SEC, NS_PER_US};
+use crate::units::QueueLimit;
 
 const MAX_TIME: Nanos = 5 * NS_PER_SEC;
 
@@ -97,6 +100,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: FLOW_STATE_BYTES,
     sub_queues: Some(|params| FqPieParams::parse(params).unwrap_or_default().sub_queues()),
     describe: Some(|params| FqPieParams::parse(params).unwrap_or_default().describe()),
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// fq_pie's parameters, validated.
@@ -123,7 +128,7 @@ impl Default for FqPieParams {
 }
 
 impl FqPieParams {
-    pub fn parse(params: &[(String, u64)]) -> Result<Self, String> {
+    pub fn parse(params: &[(String, u64)]) -> Result<Self, ParamError> {
         let mut p = FqPieParams::default();
         for (k, v) in params {
             let k = k.to_ascii_lowercase();
@@ -134,7 +139,8 @@ impl FqPieParams {
                     "fq_pie takes target, tupdate, max_burst, max_ecnth, alpha, beta, quantum, \
                      limit, flows, ecn|noecn, capdrop|nocapdrop, onoff, dre|ts and \
                      derand|noderand, not `{k}`"
-                ));
+                )
+                .into());
             }
         }
         Ok(p)

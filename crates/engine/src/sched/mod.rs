@@ -19,11 +19,14 @@ pub mod workload;
 
 pub use fifo::Fifo;
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use crate::aqm::AqmModel;
-use crate::config::QueueLimit;
 use crate::flow::FlowKey;
+use crate::params::OutOfRange;
+use crate::units::QueueLimit;
+use crate::units::MAX_WEIGHT;
 
 /// An engine-wide handle to a flow queue.
 pub type QueueId = u32;
@@ -107,6 +110,36 @@ pub struct SchedType {
     /// The parameter line `sched show` prints under the scheduler, in
     /// FreeBSD's format; `None` prints the parameters as `name value`.
     pub describe: Option<fn(&Params) -> String>,
+    /// Its flowsets' weights are priorities, and 0 (served first) is one
+    /// of them (prio); every other type takes a weight of 1 or more.
+    pub weight_is_priority: bool,
+    /// The `lmax` a flowset may give one of its queues (bytes), for the
+    /// types that read it; `None`: the type ignores it.
+    pub lmax: Option<RangeInclusive<u32>>,
+}
+
+impl SchedType {
+    /// Whether a flowset's `weight` and `lmax` (0: not set) suit this type,
+    /// and why not. FreeBSD rewrites such values silently; this engine
+    /// refuses them.
+    pub fn fits(&self, weight: u32, lmax: u32) -> Result<(), ParamError> {
+        if weight == 0 && !self.weight_is_priority {
+            return Err(format!(
+                "weight 0 is a priority, only for queues of a prio scheduler (other types \
+                 take 1..{MAX_WEIGHT})"
+            )
+            .into());
+        }
+        match &self.lmax {
+            Some(r) if lmax != 0 && !r.contains(&lmax) => {
+                Err(OutOfRange::new("lmax", lmax, r.start(), r.end())
+                    .unit("bytes")
+                    .for_type(self.display)
+                    .into())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// How a flow-queueing type wants its queues made, as FreeBSD's fq_codel and
@@ -152,21 +185,6 @@ pub fn bucket_of(key: &FlowKey, buckets: u32) -> u32 {
     ((u128::from(h) * u128::from(buckets.max(1))) >> 64) as u32
 }
 
-/// The `lmax` a flowset may give a queue of a `kind` scheduler, for the
-/// types that read it: RR's quantum base 64..=2048 (`rr_config`), QFQ's
-/// maximum packet 1..=2000 (`qfq_new_fsk`). `None`: the type ignores it.
-/// (FreeBSD bumps a value below the range to 1500 and clamps one above;
-/// this engine refuses both.)
-pub fn lmax_range(kind: &SchedType) -> Option<std::ops::RangeInclusive<u32>> {
-    if std::ptr::eq(kind, &rr::TYPE) {
-        Some(rr::MIN_QUANTUM..=rr::MAX_QUANTUM)
-    } else if std::ptr::eq(kind, &qfq::TYPE) {
-        Some(1..=qfq::MAX_LMAX)
-    } else {
-        None
-    }
-}
-
 /// Every scheduler type, one line each.
 pub static REGISTRY: &[&SchedType] = &[
     &fifo::TYPE,
@@ -194,4 +212,68 @@ pub fn names() -> Vec<&'static str> {
         .iter()
         .flat_map(|t| std::iter::once(t.name).chain(t.aliases.iter().copied()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::ParamError;
+
+    #[test]
+    fn each_type_says_which_weights_and_lmax_its_queues_take() {
+        let t = |n| lookup(n).unwrap();
+        let words = |r: Result<(), ParamError>| r.unwrap_err().to_string();
+        assert_eq!(t("prio").fits(0, 0), Ok(()));
+        for n in ["fifo", "wf2q+", "rr", "qfq", "fq_codel", "fq_pie"] {
+            assert_eq!(
+                words(t(n).fits(0, 0)),
+                "weight 0 is a priority, only for queues of a prio scheduler (other types \
+                 take 1..100)",
+                "{n}"
+            );
+        }
+        assert_eq!(t("rr").fits(1, 64), Ok(()));
+        assert_eq!(t("rr").fits(1, 2048), Ok(()));
+        assert_eq!(
+            words(t("rr").fits(1, 63)),
+            "lmax 63 is out of range 64..2048 bytes for RR"
+        );
+        assert_eq!(t("qfq").fits(1, 2000), Ok(()));
+        assert_eq!(
+            words(t("qfq").fits(1, 2001)),
+            "lmax 2001 is out of range 1..2000 bytes for QFQ"
+        );
+        // The other types ignore lmax, whatever it is.
+        assert_eq!(t("wf2q+").fits(1, 65535), Ok(()));
+        assert_eq!(t("prio").fits(0, 65535), Ok(()));
+    }
+
+    #[test]
+    fn a_value_out_of_range_is_told_as_fields() {
+        let Err(ParamError::OutOfRange(r)) = lookup("rr").unwrap().fits(1, 63) else {
+            panic!("not an OutOfRange");
+        };
+        assert_eq!(
+            (
+                r.name.as_str(),
+                r.value.as_str(),
+                r.min.as_str(),
+                r.max.as_str()
+            ),
+            ("lmax", "63", "64", "2048")
+        );
+        assert_eq!((r.unit, r.for_type), ("bytes", Some("RR")));
+        let quantum = [("quantum".to_string(), 9)];
+        let Err(ParamError::OutOfRange(r)) = (lookup("rr").unwrap().new_instance)(&quantum) else {
+            panic!("not an OutOfRange");
+        };
+        assert_eq!(
+            (r.owner.as_str(), r.name.as_str(), r.value.as_str()),
+            ("rr", "quantum", "9")
+        );
+        assert_eq!(
+            r.to_string(),
+            "rr quantum 9 is out of range 64..=2048 bytes"
+        );
+    }
 }

@@ -39,7 +39,7 @@ pub static TYPE: SchedType = SchedType {
         if let Some((k, _)) = params.first() {
             return Err(format!(
                 "prio takes no parameters (got `{k}`); a queue's priority is its `weight`, lowest first"
-            ));
+            ).into());
         }
         Ok(Box::new(Prio::default()))
     },
@@ -49,6 +49,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Member>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: true,
+    lmax: None,
 };
 
 /// Priority of a queue of weight `weight`: FreeBSD's bound to 0..=63.

@@ -58,6 +58,7 @@
 //!   bookkeeping FreeBSD has under `#if 0`.
 
 use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use crate::params::{OutOfRange, ParamError};
 
 /// Buckets per group.
 const MAX_SLOTS: u32 = 32;
@@ -102,18 +103,25 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Class>() + std::mem::size_of::<u32>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: Some(1..=MAX_LMAX),
 };
 
-fn lmax_param(params: &[(String, u64)]) -> Result<u32, String> {
+fn lmax_param(params: &[(String, u64)]) -> Result<u32, ParamError> {
     let mut lmax = DEFAULT_LMAX;
     for (k, v) in params {
         if !k.eq_ignore_ascii_case("lmax") {
-            return Err(format!("qfq takes `lmax`, not `{k}`"));
+            return Err(format!("qfq takes `lmax`, not `{k}`").into());
         }
         lmax = u32::try_from(*v)
             .ok()
             .filter(|l| (1..=MAX_LMAX).contains(l))
-            .ok_or_else(|| format!("qfq lmax {v} is out of range 1..={MAX_LMAX} bytes"))?;
+            .ok_or_else(|| {
+                OutOfRange::new("lmax", v, 1, MAX_LMAX)
+                    .owner("qfq")
+                    .inclusive()
+                    .unit("bytes")
+            })?;
     }
     Ok(lmax)
 }

@@ -30,6 +30,7 @@
 //!   instead of one visit at a time. The order of service is unchanged.
 
 use super::{ParamSpec, QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use crate::params::{OutOfRange, ParamError};
 
 /// FreeBSD's RR quantum base: default and bounds (`rr_config`).
 pub const DEFAULT_QUANTUM: u32 = 1500;
@@ -52,20 +53,25 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Member>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: Some(MIN_QUANTUM..=MAX_QUANTUM),
 };
 
 /// The quantum base from `lmax N` or `quantum N` (the last one given).
-fn quantum_param(params: &[(String, u64)]) -> Result<u32, String> {
+fn quantum_param(params: &[(String, u64)]) -> Result<u32, ParamError> {
     let mut base = DEFAULT_QUANTUM;
     for (k, v) in params {
         if !(k.eq_ignore_ascii_case("lmax") || k.eq_ignore_ascii_case("quantum")) {
-            return Err(format!("rr takes `lmax` (or `quantum`), not `{k}`"));
+            return Err(format!("rr takes `lmax` (or `quantum`), not `{k}`").into());
         }
         base = u32::try_from(*v)
             .ok()
             .filter(|b| (MIN_QUANTUM..=MAX_QUANTUM).contains(b))
             .ok_or_else(|| {
-                format!("rr {k} {v} is out of range {MIN_QUANTUM}..={MAX_QUANTUM} bytes")
+                OutOfRange::new(k.as_str(), v, MIN_QUANTUM, MAX_QUANTUM)
+                    .owner("rr")
+                    .inclusive()
+                    .unit("bytes")
             })?;
     }
     Ok(base)

@@ -47,7 +47,7 @@
 //!   levels deep instead of 14, and a node's children share a cache line.
 
 use super::{QueueId, QueueOps, SchedInstance, SchedType, Slot};
-use crate::config::MAX_WEIGHT;
+use crate::units::MAX_WEIGHT;
 
 pub static TYPE: SchedType = SchedType {
     name: "wf2q+",
@@ -59,7 +59,8 @@ pub static TYPE: SchedType = SchedType {
         if let Some((k, _)) = params.first() {
             return Err(format!(
                 "wf2q+ takes no parameters (got `{k}`); weights belong to `queue N config weight W`"
-            ));
+            )
+            .into());
         }
         Ok(Box::new(Wf2q::default()))
     },
@@ -69,6 +70,8 @@ pub static TYPE: SchedType = SchedType {
     queue_state_bytes: std::mem::size_of::<Flow>(),
     sub_queues: None,
     describe: None,
+    weight_is_priority: false,
+    lmax: None,
 };
 
 /// Virtual time: bytes × 2^32 per unit of weight, since the instance last

@@ -54,7 +54,7 @@ impl PolicyWorkload {
         if flows == 0 {
             return Err("a scheduler workload needs at least one flow".into());
         }
-        let mut policy = (kind.new_instance)(&[])?;
+        let mut policy = (kind.new_instance)(&[]).map_err(|e| e.to_string())?;
         let mixed = mix == Mix::Mixed;
         let ops = Queues(
             (0..flows)

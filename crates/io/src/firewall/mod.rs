@@ -14,7 +14,8 @@
 //!
 //! [`Firewall::Auto`] takes nftables, and iptables only when the kernel has
 //! no nf_tables (or neither of the two ways nftables has to hand a packet
-//! to a queue), or when the spec carries iptables match arguments.
+//! to a queue), or when the spec carries iptables match arguments other
+//! than `-o IF` (which nftables writes as `oifname IF`).
 //!
 //! # Network namespaces
 //!
@@ -321,10 +322,14 @@ impl Interception {
                 rules: Rules::Iptables(iptables::Chains::install(spec, backend)?),
                 fallback: None,
             }),
-            Firewall::Auto if !spec.matches.is_empty() => Ok(Interception {
-                rules: Rules::Iptables(iptables::Chains::install(spec, Backend::detect()?)?),
-                fallback: Some("the interception has iptables match arguments".into()),
-            }),
+            Firewall::Auto
+                if !spec.matches.is_empty() && nftables::out_interface(&spec.matches).is_none() =>
+            {
+                Ok(Interception {
+                    rules: Rules::Iptables(iptables::Chains::install(spec, Backend::detect()?)?),
+                    fallback: Some("the interception has iptables match arguments".into()),
+                })
+            }
             Firewall::Auto => match nftables::Table::install(spec) {
                 Ok(t) => Ok(Interception {
                     rules: Rules::Nftables(t),

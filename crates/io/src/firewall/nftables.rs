@@ -337,7 +337,18 @@ struct Layout {
     hooks: Vec<HookPoint>,
     loopback: bool,
     pass_mark: Option<u32>,
+    /// Only packets leaving by this interface (`oifname NAME`).
+    oif: Option<String>,
     comment: String,
+}
+
+/// The one iptables match nftables writes too: `-o NAME` (packets leaving
+/// by NAME), as `oifname NAME`. `None` for anything else.
+pub(crate) fn out_interface(matches: &[String]) -> Option<&str> {
+    match matches {
+        [o, name] if o == "-o" && !name.is_empty() && name.len() < IFNAMSIZ => Some(name),
+        _ => None,
+    }
 }
 
 fn hook_number(h: HookPoint) -> u32 {
@@ -438,6 +449,11 @@ fn install_batch(l: &Layout, how: QueueExpr, first_seq: u32) -> Batch {
                 let mut lo = [0u8; IFNAMSIZ];
                 lo[..2].copy_from_slice(b"lo");
                 meta_cmp(r, key, NFT_CMP_NEQ, &lo);
+            }
+            if let Some(oif) = &l.oif {
+                let mut name = [0u8; IFNAMSIZ];
+                name[..oif.len()].copy_from_slice(oif.as_bytes());
+                meta_cmp(r, NFT_META_OIFNAME, NFT_CMP_EQ, &name);
             }
             r.expr("counter", |_| {});
             match how {
@@ -814,7 +830,14 @@ impl Table {
     /// [`FirewallError::NftablesUnsupported`] if this kernel cannot.
     pub fn install(spec: &InterceptSpec) -> Result<Table, FirewallError> {
         spec.check()?;
-        if !spec.matches.is_empty() {
+        let oif = out_interface(&spec.matches);
+        if oif.is_some() && spec.directions.input {
+            return Err(FirewallError::Spec(
+                "`-o IF` (leaving by IF) matches no packet coming in: intercept out or forward"
+                    .into(),
+            ));
+        }
+        if !spec.matches.is_empty() && oif.is_none() {
             return Err(FirewallError::Spec(format!(
                 "extra match arguments ({}) are iptables syntax: use the iptables firewall",
                 spec.matches.join(" ")
@@ -833,6 +856,7 @@ impl Table {
             hooks: spec.directions.hooks().collect(),
             loopback: spec.loopback,
             pass_mark: spec.pass_mark,
+            oif: oif.map(str::to_string),
             comment: format!(
                 "dummynet: NFQUEUE {}, pid {}",
                 spec.queue,
@@ -953,6 +977,7 @@ mod tests {
             hooks: vec![HookPoint::Input, HookPoint::Output],
             loopback: false,
             pass_mark: Some(0x646e),
+            oif: None,
             comment: "c".into(),
         }
     }
@@ -1036,6 +1061,31 @@ mod tests {
         info.extend_from_slice(&1u16.to_ne_bytes());
         info.extend_from_slice(&[0, 0, 0, 0]);
         assert!(xt.windows(12).any(|w| w == info));
+    }
+
+    #[test]
+    fn an_out_interface_is_matched_by_name_in_the_queue_rules_only() {
+        let mut lo = vec![20, 0, NFTA_DATA_VALUE as u8, 0, b'l', b'o'];
+        lo.extend_from_slice(&[0; 14]);
+        let mut eth = vec![20, 0, NFTA_DATA_VALUE as u8, 0];
+        eth.extend_from_slice(b"veth-x1");
+        eth.extend_from_slice(&[0; 9]);
+        let mut l = layout();
+        assert!(!install_batch(&l, QueueExpr::Native, 1)
+            .buf
+            .windows(20)
+            .any(|w| w == eth));
+        l.hooks = vec![HookPoint::Output];
+        l.oif = Some("veth-x1".into());
+        let b = install_batch(&l, QueueExpr::Native, 1).buf;
+        // `oifname != "lo"` stays, and `oifname "veth-x1"` joins it.
+        assert_eq!(b.windows(20).filter(|w| *w == eth).count(), 1);
+        assert_eq!(b.windows(20).filter(|w| *w == lo).count(), 1);
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(out_interface(&words(&["-o", "eth0"])), Some("eth0"));
+        assert_eq!(out_interface(&words(&["-i", "eth0"])), None);
+        assert_eq!(out_interface(&words(&["-o", "a-name-too-long-1"])), None);
+        assert_eq!(out_interface(&words(&["-o", "eth0", "-p", "udp"])), None);
     }
 
     #[test]

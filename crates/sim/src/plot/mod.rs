@@ -17,6 +17,7 @@
 
 pub mod draw;
 pub mod series;
+pub mod panels;
 
 use std::fs::File;
 use std::io::{BufReader, Write};

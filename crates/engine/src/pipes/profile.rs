@@ -31,7 +31,7 @@
 
 use thiserror::Error;
 
-use crate::config::Profile;
+use crate::command::Profile;
 use crate::rng::Rng;
 use crate::time::{Nanos, NS_PER_MS};
 

@@ -9,7 +9,17 @@
 
 use std::sync::Arc;
 
-use crate::config::{Jitter, Overhead, Profile, Reorder, Slot, Trace};
+use crate::command::Profile;
+
+use crate::impair::jitter::Jitter;
+
+use crate::impair::overhead::Overhead;
+
+use crate::impair::reorder::Reorder;
+
+use crate::impair::slot::Slot;
+
+use crate::impair::trace::Trace;
 use crate::time::{Nanos, NS_PER_SEC};
 
 /// Units of credit per bit.
@@ -39,7 +49,7 @@ pub(crate) struct LinkParams {
 }
 
 impl LinkParams {
-    pub fn from_config(c: &crate::config::LinkConfig, trace_start: Nanos) -> Self {
+    pub fn from_config(c: &crate::command::LinkConfig, trace_start: Nanos) -> Self {
         let bw = c.profile.as_ref().and_then(|p| p.bw).unwrap_or(c.bw);
         LinkParams {
             bw,

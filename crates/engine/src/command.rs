@@ -1,4 +1,5 @@
-//! Typed configuration: what the ipfw/dnctl language compiles to.
+//! The commands the ipfw/dnctl language compiles to, and what they carry:
+//! settings, rules, and the configuration of pipes, queues and schedulers.
 //!
 //! Every value here is already validated for syntax and units by the parser;
 //! [`crate::Engine::apply`] validates it against the engine's state (limits,
@@ -9,33 +10,24 @@ use std::net::IpAddr;
 
 use std::sync::Arc;
 
-pub use crate::aqm::codel::CodelConfig;
-pub use crate::aqm::pie::PieConfig;
-pub use crate::aqm::red::RedConfig;
-pub use crate::aqm::AqmConfig;
+use crate::aqm::AqmConfig;
 use crate::flow::FlowMask;
-pub use crate::impair::correlated::Correlated;
-pub use crate::impair::corrupt::Corrupt;
-pub use crate::impair::dist::{DistTable, Distribution};
-pub use crate::impair::duplicate::Duplicate;
-pub use crate::impair::jitter::Jitter;
-pub use crate::impair::loss::LossModel;
-pub use crate::impair::overhead::Overhead;
-pub use crate::impair::reorder::Reorder;
-pub use crate::impair::slot::Slot;
-pub use crate::impair::trace::{Trace, TraceMode};
-use crate::impair::Impairment;
+use crate::impair::corrupt::Corrupt;
+use crate::impair::duplicate::Duplicate;
+use crate::impair::jitter::Jitter;
+use crate::impair::loss::LossModel;
+use crate::impair::overhead::Overhead;
+use crate::impair::reorder::Reorder;
+use crate::impair::slot::Slot;
+use crate::impair::trace::Trace;
+use crate::impair::{Impairment, LinkShape};
 use crate::params::Tunable;
 use crate::rng::Probability;
 use crate::time::Nanos;
-
-/// Highest user-visible rule, pipe, queue or scheduler number.
-pub const MAX_NUMBER: u32 = 65535;
-/// FreeBSD's `DN_MAX_ID`: `pipe N` also creates FIFO scheduler `N + DN_MAX_ID`
-/// and flowset `N + 2 * DN_MAX_ID` (the `q131073` of `pipe 1 show`).
-pub const DN_MAX_ID: u32 = 65536;
-/// The default rule's number.
-pub const DEFAULT_RULE: u16 = 65535;
+use crate::units::{
+    QueueLimit, DEFAULT_BUCKETS, DEFAULT_INSTANCE_LIMIT, MAX_BUCKETS, MAX_QUEUE_BYTES,
+    MAX_QUEUE_SLOTS,
+};
 
 /// One configuration change.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,12 +148,6 @@ pub struct Schedule {
     pub every: Option<Nanos>,
 }
 
-/// Default of `net.inet.ip.dummynet.instance_limit`: 65536 flows, each
-/// some hundreds of bytes of queue and instance (`dummynet stats` prints the
-/// worst case), tens of MiB at most; far more than the thousands of flows a
-/// busy emulated link sees between two expiry sweeps.
-pub const DEFAULT_INSTANCE_LIMIT: u32 = 65536;
-
 /// Run-time settings, named after the FreeBSD sysctls they mirror.
 ///
 /// The defaults of AQM and scheduler parameters
@@ -218,7 +204,7 @@ pub enum Setting {
     /// most states kept.
     Dyn(DynSetting, u32),
     /// `net.inet.ip.dummynet.<sysctl>=<value>`: a plug-in parameter's
-    /// default ([`crate::params::tunable`] finds it by name), in its unit.
+    /// default ([`crate::plugin::tunable`] finds it by name), in its unit.
     Tunable { sysctl: &'static str, value: u64 },
 }
 
@@ -373,9 +359,9 @@ impl Settings {
             }
             Setting::HashSize(v) => self.hash_size = v,
             Setting::Tunable { sysctl, value } => {
-                let t = crate::params::tunable(sysctl)
+                let t = crate::plugin::tunable(sysctl)
                     .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;
-                if t.check(value)? == t.default {
+                if t.check(value).map_err(|e| e.to_string())? == t.default {
                     self.tunables.remove(t.sysctl);
                 } else {
                     self.tunables.insert(t.sysctl, value);
@@ -819,6 +805,24 @@ impl LinkConfig {
     }
 }
 
+impl LinkShape for LinkConfig {
+    fn bw(&self) -> u64 {
+        self.bw
+    }
+    fn delay(&self) -> Nanos {
+        self.delay
+    }
+    fn burst(&self) -> u64 {
+        self.burst
+    }
+    fn has_profile(&self) -> bool {
+        self.profile.is_some()
+    }
+    fn has_slot(&self) -> bool {
+        self.slot.is_some()
+    }
+}
+
 /// A delay profile in FreeBSD's file format (`ipfw pipe N config profile FILE`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
@@ -832,34 +836,6 @@ pub struct Profile {
     /// from the file's (probability, delay) points: `samples[i]` is the delay at
     /// cumulative probability `i / samples.len()`.
     pub samples: Vec<Nanos>,
-}
-
-/// Queue size limit: FreeBSD's `queue N` (slots) or `queue NKbytes` (bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueLimit {
-    Slots(u32),
-    Bytes(u64),
-}
-
-/// FreeBSD: 50 slots by default; at most 100 slots and 1 MiB unless the
-/// `pipe_slot_limit` / `pipe_byte_limit` settings raise the bounds.
-pub const DEFAULT_QUEUE_SLOTS: u32 = 50;
-pub const MAX_QUEUE_SLOTS: u32 = 100;
-pub const MAX_QUEUE_BYTES: u64 = 1024 * 1024;
-/// FreeBSD's default hash size for masked flowsets.
-pub const DEFAULT_BUCKETS: u32 = 64;
-pub const MAX_BUCKETS: u32 = 65536;
-pub const MAX_WEIGHT: u32 = 100;
-/// The widest `lmax` any scheduler takes (RR's 2048); each type narrows it
-/// ([`crate::sched::lmax_range`]).
-pub const MAX_LMAX: u32 = 2048;
-/// `pri` is a C `int` in FreeBSD, unchecked.
-pub const MAX_PRI: u32 = i32::MAX as u32;
-
-impl Default for QueueLimit {
-    fn default() -> Self {
-        QueueLimit::Slots(DEFAULT_QUEUE_SLOTS)
-    }
 }
 
 /// Parameters shared by a pipe's implicit queue and a `queue N` flowset.

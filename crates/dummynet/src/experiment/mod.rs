@@ -1,0 +1,833 @@
+//! `dummynet experiment FILE`: a researcher's experiment in one command.
+//! The file ([`spec`]) says the link, the flows, the sampling and the
+//! sweep; each run gets `dummynet shell`'s link ([`crate::Shell`]), its
+//! traffic built in ([`traffic`]: TCP with each sender's `TCP_INFO`,
+//! pings, constant-rate UDP), the emulator's own packet events on the same
+//! clock, and a directory of its own with the raw series as CSV, a JSON
+//! summary ([`summary`]) and the figures ([`figure`], and the plot
+//! module's link panels). A sweep's runs also get comparison figures.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dummynet_engine::percentile::nearest_rank;
+use dummynet_engine::Nanos;
+use serde::Serialize;
+
+use crate::events::Event;
+use crate::plot::series::{Reader, Series};
+use crate::plot::{Capacity, Panel as LinkPanel, PlotOptions};
+use crate::{EventFilter, Shell};
+
+pub use dummynet_sim::plot::panels as figure;
+pub mod spec;
+pub mod summary;
+pub mod traffic;
+
+use spec::{Direction, Link, Run};
+use summary::FlowSummary;
+use traffic::Measured;
+
+#[derive(Debug, clap::Args)]
+pub struct ExperimentArgs {
+    /// The experiment file (TOML): link, flows, sampling, sweep.
+    #[arg(value_name = "FILE.toml")]
+    pub file: PathBuf,
+    /// The directory the runs' directories go in (made if need be).
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "DIR",
+        default_value = "experiment-results"
+    )]
+    pub out: PathBuf,
+    /// Read the file and list its runs, run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Figures as SVG only (a PNG takes seconds to rasterise, and needs a
+    /// font on this system).
+    #[arg(long)]
+    pub svg_only: bool,
+}
+
+/// `dummynet experiment`.
+pub fn main(args: ExperimentArgs) -> ExitCode {
+    let runs = match spec::load(&args.file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dummynet experiment: {}: {e}", args.file.display());
+            return ExitCode::from(65);
+        }
+    };
+    if args.dry_run {
+        for r in &runs {
+            println!(
+                "{}: {} s, {} TCP flow(s), {} ping(s), {} UDP flow(s)",
+                r.label,
+                r.duration as f64 / 1e9,
+                r.flows.len(),
+                r.pings.len(),
+                r.udp.len()
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
+    }
+    let mut results = Vec::new();
+    for r in &runs {
+        let dir = args.out.join(&r.label);
+        eprintln!(
+            "dummynet experiment: {} ({} s) -> {}",
+            r.label,
+            r.duration as f64 / 1e9,
+            dir.display()
+        );
+        let options = RunOptions {
+            png: !args.svg_only,
+            netns: None,
+        };
+        match run_one(r, &dir, &stop, &options) {
+            Ok(s) => {
+                eprintln!("{}", one_line(&s));
+                results.push(s);
+            }
+            Err(e) => {
+                eprintln!("dummynet experiment: {}: {e}", r.label);
+                return ExitCode::from(1);
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            eprintln!("dummynet experiment: interrupted");
+            return ExitCode::from(130);
+        }
+    }
+    if results.len() > 1 {
+        if let Err(e) = write_matrix(&args.out, &results, !args.svg_only) {
+            eprintln!("dummynet experiment: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// A run's JSON summary (`summary.json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub label: String,
+    pub vars: Vec<(String, String)>,
+    pub duration_s: f64,
+    pub interval_s: f64,
+    pub seed: u64,
+    /// The run's time 0 on the wall clock and on the event log's clock
+    /// (`t_ns` of events.jsonl): the CSVs' `t_s` is from it.
+    pub time0_wall_ns: u64,
+    pub time0_events_t_ns: Option<u64>,
+    pub flows: Vec<FlowSummary>,
+    /// Jain's index of the flows' goodputs over the span when all run.
+    pub jain_all_on: Option<f64>,
+    pub all_on_s: Option<(f64, f64)>,
+    pub pings: Vec<PingSummary>,
+    pub udp: Vec<UdpSummary>,
+    pub link: LinkSummary,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PingSummary {
+    pub sent: usize,
+    pub lost: usize,
+    pub rtt_p50_ms: Option<f64>,
+    pub rtt_p90_ms: Option<f64>,
+    pub rtt_p99_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpSummary {
+    pub direction: Direction,
+    pub rate_bps: u64,
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LinkSummary {
+    /// Each pipe that carried traffic (a queue's packets count as its
+    /// scheduler's pipe's); the shell's pipe 1 is up, 2 down.
+    pub paths: Vec<PathSummary>,
+    /// Packets an AQM marked CE during the run (all pipes), from the data
+    /// plane's counters read at time 0 and at the run's end.
+    pub ecn_marked: u64,
+    /// Drops by reason during the run (all pipes), the same way.
+    pub drops: Vec<(String, u64)>,
+    /// Events the run's log could not keep (0: the log is whole).
+    pub events_lost: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PathSummary {
+    pub number: u32,
+    pub direction: Option<Direction>,
+    /// The pipe's `bw` (0: none).
+    pub bandwidth_bps: u64,
+    /// Delivered over the run / (bandwidth × duration).
+    pub utilisation: Option<f64>,
+    pub delivered_packets: u64,
+    /// Time inside the pipe (queue, transmission and delay line), ms.
+    pub sojourn_p50_ms: Option<f64>,
+    pub sojourn_p99_ms: Option<f64>,
+    /// Drops by reason, from the event log.
+    pub drops: Vec<(String, u64)>,
+}
+
+fn one_line(s: &RunSummary) -> String {
+    let mut out = format!("  {}:", s.label);
+    for (i, f) in s.flows.iter().enumerate() {
+        out.push_str(&format!(
+            " flow {i} {:.2} Mbit/s srtt p50 {} ms;",
+            f.goodput_mean_bps / 1e6,
+            f.srtt_p50_ms.map_or("-".into(), |v| format!("{v:.1}"))
+        ));
+    }
+    if let Some(j) = s.jain_all_on {
+        out.push_str(&format!(" Jain {j:.4};"));
+    }
+    for p in &s.link.paths {
+        if let Some(u) = p.utilisation {
+            out.push_str(&format!(" path {} {:.0}% used;", p.number, u * 100.0));
+        }
+    }
+    out.push_str(&format!(
+        " drops {:?}, CE {}",
+        s.link.drops, s.link.ecn_marked
+    ));
+    out
+}
+
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The event log's side of a run: written to `events.jsonl` and read into
+/// one [`Series`] per pipe (a queue's packets count as its pipe's), on a
+/// thread of its own.
+struct EventLog {
+    series: Vec<(u32, Series)>,
+    /// (`t_ns` of the log, wall ns) of its start line.
+    start: Option<(u64, u64)>,
+    lost: u64,
+}
+
+/// Where the event log's series come from: the pipes, and which pipe
+/// each queue feeds (a queue's events name the queue; its scheduler N is
+/// pipe N's).
+struct Paths {
+    pipes: Vec<u32>,
+    queues: Vec<(u32, u32)>,
+}
+
+fn log_events(
+    sub: crate::Subscription,
+    path: PathBuf,
+    window: Nanos,
+    paths: Paths,
+    from_wall: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> Result<EventLog, String> {
+    let file = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    let mut readers: Vec<(u32, Reader)> = paths
+        .pipes
+        .iter()
+        .map(|n| (*n, Reader::new(Some(*n), window)))
+        .collect();
+    // A queue not in the list (made later) keeps its own number.
+    let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
+    let mut start = None;
+    let mut n = 0u64;
+    loop {
+        let e = match sub.recv_timeout(Duration::from_millis(50)) {
+            Ok(e) => e,
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
+        writeln!(out, "{line}").map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Event::Start { t_ns, wall_ns } = e {
+            start = Some((t_ns, wall_ns));
+            continue;
+        }
+        // The series start with the run's time 0 (the connections' set-up
+        // before it is left out of them).
+        let from = from_wall.load(Ordering::Relaxed);
+        let at_wall = start.map(|(t, w)| w + e.t_ns().saturating_sub(t));
+        if from == 0 || at_wall.is_some_and(|w| w < from) {
+            continue;
+        }
+        // A queue's events name it rather than a pipe: its pipe's number.
+        let e = match e {
+            Event::Forward {
+                t_ns,
+                id,
+                rule,
+                pipe: None,
+                queue: Some(q),
+                iface,
+                note,
+            } => Event::Forward {
+                t_ns,
+                id,
+                rule,
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                iface,
+                note,
+            },
+            Event::Departure {
+                t_ns,
+                id,
+                rule,
+                pipe: None,
+                queue: Some(q),
+                iface,
+                note,
+            } => Event::Departure {
+                t_ns,
+                id,
+                rule,
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                iface,
+                note,
+            },
+            Event::Drop {
+                t_ns,
+                id,
+                reason,
+                rule,
+                pipe: None,
+                queue: Some(q),
+                dir,
+                note,
+            } => Event::Drop {
+                t_ns,
+                id,
+                reason,
+                rule,
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                dir,
+                note,
+            },
+            e => e,
+        };
+        let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
+        n += 1;
+        for (_, r) in &mut readers {
+            r.line(n, &text)?;
+        }
+    }
+    out.flush()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(EventLog {
+        series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
+        start,
+        lost: sub.lost(),
+    })
+}
+
+/// How a run is made, besides its file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The figures in PNG too, not only SVG.
+    pub png: bool,
+    /// Start the shell from the network namespace at this path (the far
+    /// end of the link and the traffic's outer side are there), rather
+    /// than this process's.
+    pub netns: Option<PathBuf>,
+}
+
+/// Runs one run into `dir`; returns its summary. `stop` set (a signal)
+/// ends the traffic early.
+pub fn run_one(
+    r: &Run,
+    dir: &Path,
+    stop: &AtomicBool,
+    options: &RunOptions,
+) -> Result<RunSummary, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let outside = match &options.netns {
+        Some(p) => dummynet_io::netns::Netns::open(p),
+        None => dummynet_io::netns::Netns::current(),
+    }
+    .map_err(|e| format!("the outer namespace: {e}"))?;
+    let mut builder = Shell::builder().seed(r.seed);
+    if let Some(p) = &options.netns {
+        builder = builder.netns(p);
+    }
+    let builder = match &r.link {
+        Link::Commands(text) => builder.config_text(text),
+        Link::Options { preset, up, down } => {
+            let mut b = builder;
+            if let Some(p) = preset {
+                b = b.preset(p);
+            }
+            if let Some(u) = up {
+                b = b.up(u);
+            }
+            if let Some(d) = down {
+                b = b.down(d);
+            }
+            b
+        }
+    };
+    let shell = builder.start().map_err(|e| format!("the link: {e}"))?;
+    let ecn = r.flows.iter().any(|f| f.ecn);
+    traffic::set_ecn(shell.netns(), ecn)?;
+    let bandwidth: Vec<(u32, u64)> = shell
+        .show_pipes()
+        .map_err(|e| e.to_string())?
+        .pipes
+        .iter()
+        .map(|p| (p.number, p.link.bandwidth_bps))
+        .collect();
+    let paths = Paths {
+        pipes: bandwidth.iter().map(|b| b.0).collect(),
+        queues: shell
+            .show_queues()
+            .map_err(|e| e.to_string())?
+            .queues
+            .iter()
+            .map(|q| (q.number, q.sched))
+            .collect(),
+    };
+    let sub = shell.events(EventFilter::default());
+    let log_stop = Arc::new(AtomicBool::new(false));
+    let from_wall = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let logger = {
+        let (path, window) = (dir.join("events.jsonl"), r.interval);
+        let (from_wall, log_stop) = (Arc::clone(&from_wall), Arc::clone(&log_stop));
+        std::thread::spawn(move || log_events(sub, path, window, paths, from_wall, log_stop))
+    };
+    let before = shell.stats().map_err(|e| e.to_string())?;
+    let mut after = Err("the run ended before its end".to_string());
+    let driven = traffic::drive(
+        r,
+        shell.netns(),
+        &outside,
+        shell.peer(),
+        stop,
+        &from_wall,
+        &mut || after = shell.stats().map_err(|e| e.to_string()),
+    );
+    // The log takes what is still in the observer's hands, then stops.
+    std::thread::sleep(Duration::from_millis(200));
+    log_stop.store(true, Ordering::Relaxed);
+    let log = logger
+        .join()
+        .map_err(|_| "the event log's thread panicked".to_string())??;
+    let _ = shell.stop();
+    let (time0, m) = driven?;
+    let after = after?;
+    let s = summarize(r, &m, &log, &before, &after, &bandwidth, time0);
+    write_outputs(r, dir, &m, &log, &s, options.png)?;
+    Ok(s)
+}
+
+fn sorted_ms(mut v: Vec<u64>) -> impl Fn(u32) -> Option<f64> {
+    v.sort_unstable();
+    move |p| nearest_rank(&v, p).map(|ns| ns as f64 / 1e6)
+}
+
+fn summarize(
+    r: &Run,
+    m: &Measured,
+    log: &EventLog,
+    before: &crate::Report,
+    after: &crate::Report,
+    bandwidth: &[(u32, u64)],
+    time0: u64,
+) -> RunSummary {
+    let flows: Vec<FlowSummary> = m
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, s)| summary::flow(r, i, s, m.cc.get(i).map_or("", String::as_str)))
+        .collect();
+    let pings = m
+        .pings
+        .iter()
+        .map(|p| {
+            let rtts: Vec<u64> = p.iter().filter_map(|x| x.1).collect();
+            let pct = sorted_ms(rtts);
+            PingSummary {
+                sent: p.len(),
+                lost: p.iter().filter(|x| x.1.is_none()).count(),
+                rtt_p50_ms: pct(50),
+                rtt_p90_ms: pct(90),
+                rtt_p99_ms: pct(99),
+            }
+        })
+        .collect();
+    let udp = r
+        .udp
+        .iter()
+        .zip(&m.udp)
+        .map(|(u, (series, sent))| UdpSummary {
+            direction: u.direction,
+            rate_bps: u.rate,
+            sent_bytes: *sent,
+            received_bytes: series.last().map_or(0, |x| x.1),
+        })
+        .collect();
+    let paths = log
+        .series
+        .iter()
+        .filter(|(_, s)| s.delivered() > 0 || !s.reasons.is_empty())
+        .map(|(n, s)| {
+            let bw = bandwidth.iter().find(|b| b.0 == *n).map_or(0, |b| b.1);
+            // Windows inside the run's duration.
+            let whole = (r.duration / s.window) as usize;
+            let bits: u64 = s.windows.iter().take(whole).map(|w| w.delivered_bits).sum();
+            let span = s.window * whole as u64;
+            let pct = sorted_ms(s.all_delays());
+            PathSummary {
+                number: *n,
+                direction: match n {
+                    1 => Some(Direction::Up),
+                    2 => Some(Direction::Down),
+                    _ => None,
+                },
+                bandwidth_bps: bw,
+                utilisation: (bw > 0 && span > 0)
+                    .then(|| bits as f64 * 1e9 / span as f64 / bw as f64),
+                delivered_packets: s.delivered(),
+                sojourn_p50_ms: pct(50),
+                sojourn_p99_ms: pct(99),
+                drops: s
+                    .drops_by_reason()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect(),
+            }
+        })
+        .collect();
+    let drops = after
+        .drops
+        .iter()
+        .map(|(k, v)| {
+            let was = before.drops.iter().find(|b| b.0 == *k).map_or(0, |b| b.1);
+            (k.to_string(), v - was.min(*v))
+        })
+        .filter(|d| d.1 > 0)
+        .collect();
+    let all_on = summary::all_on(r);
+    RunSummary {
+        label: r.label.clone(),
+        vars: r.vars.clone(),
+        duration_s: r.duration as f64 / 1e9,
+        interval_s: r.interval as f64 / 1e9,
+        seed: r.seed,
+        time0_wall_ns: time0,
+        time0_events_t_ns: log.start.map(|(t, w)| t + time0.saturating_sub(w)),
+        flows,
+        jain_all_on: summary::jain_all_on(r, &m.flows),
+        all_on_s: all_on.map(|(a, b)| (a as f64 / 1e9, b as f64 / 1e9)),
+        pings,
+        udp,
+        link: LinkSummary {
+            paths,
+            ecn_marked: after.marked.saturating_sub(before.marked),
+            drops,
+            events_lost: log.lost,
+        },
+        warnings: m.warnings.clone(),
+    }
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, String> {
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+fn write_outputs(
+    r: &Run,
+    dir: &Path,
+    m: &Measured,
+    log: &EventLog,
+    s: &RunSummary,
+    png: bool,
+) -> Result<(), String> {
+    fn io(p: &Path) -> impl Fn(std::io::Error) -> String + '_ {
+        move |e| format!("{}: {e}", p.display())
+    }
+    // flows.csv
+    let p = dir.join("flows.csv");
+    let mut w = create(&p)?;
+    writeln!(w, "t_s,flow,received_bytes,goodput_bps,srtt_ms,rttvar_ms,cwnd,ssthresh,delivery_rate_bps,retransmits,delivered_ce").map_err(io(&p))?;
+    for (i, samples) in m.flows.iter().enumerate() {
+        let mut prev: Option<&traffic::FlowSample> = None;
+        for x in samples {
+            let goodput = prev
+                .filter(|p| x.t > p.t)
+                .map(|p| x.received.saturating_sub(p.received) as f64 * 8e9 / (x.t - p.t) as f64);
+            let i_ = x.info;
+            writeln!(
+                w,
+                "{:.3},{i},{},{},{},{},{},{},{},{},{}",
+                x.t as f64 / 1e9,
+                x.received,
+                opt(goodput.map(|g| g.round())),
+                opt(i_.map(|v| f64::from(v.srtt_us) / 1e3)),
+                opt(i_.map(|v| f64::from(v.rttvar_us) / 1e3)),
+                opt(i_.map(|v| v.cwnd)),
+                opt(i_.map(|v| v.ssthresh)),
+                opt(i_.map(|v| v.delivery_rate * 8)),
+                opt(i_.map(|v| v.total_retrans)),
+                opt(i_.map(|v| v.delivered_ce)),
+            )
+            .map_err(io(&p))?;
+            prev = Some(x);
+        }
+    }
+    w.flush().map_err(io(&p))?;
+    // pings.csv, udp.csv
+    if !m.pings.is_empty() {
+        let p = dir.join("pings.csv");
+        let mut w = create(&p)?;
+        writeln!(w, "ping,t_s,rtt_ms").map_err(io(&p))?;
+        for (i, ps) in m.pings.iter().enumerate() {
+            for (t, rtt) in ps {
+                writeln!(
+                    w,
+                    "{i},{:.6},{}",
+                    *t as f64 / 1e9,
+                    opt(rtt.map(|v| v as f64 / 1e6))
+                )
+                .map_err(io(&p))?;
+            }
+        }
+        w.flush().map_err(io(&p))?;
+    }
+    if !m.udp.is_empty() {
+        let p = dir.join("udp.csv");
+        let mut w = create(&p)?;
+        writeln!(w, "udp,t_s,received_bytes").map_err(io(&p))?;
+        for (i, (series, _)) in m.udp.iter().enumerate() {
+            for (t, b) in series {
+                writeln!(w, "{i},{:.3},{b}", *t as f64 / 1e9).map_err(io(&p))?;
+            }
+        }
+        w.flush().map_err(io(&p))?;
+    }
+    // link.csv: each path's windows on the run's clock.
+    let p = dir.join("link.csv");
+    let mut w = create(&p)?;
+    writeln!(
+        w,
+        "path,t_s,delivered_bps,sojourn_p95_ms,packets_inside,drops,drops_by_reason"
+    )
+    .map_err(io(&p))?;
+    let offset = |series: &Series| -> f64 {
+        match (log.start, s.time0_events_t_ns) {
+            (Some(_), Some(t0)) => (series.start as f64 - t0 as f64) / 1e9,
+            _ => 0.0,
+        }
+    };
+    for (n, series) in &log.series {
+        if series.delivered() == 0 && series.reasons.is_empty() {
+            continue;
+        }
+        let off = offset(series);
+        let delays = series.window_delays();
+        for (k, win) in series.windows.iter().enumerate() {
+            let len = series.window_len(k) as f64;
+            let reasons: Vec<String> = series
+                .reasons
+                .iter()
+                .zip(&win.drops)
+                .filter(|(_, n)| **n > 0)
+                .map(|(r, n)| format!("{r}={n}"))
+                .collect();
+            writeln!(
+                w,
+                "{n},{:.3},{:.0},{},{:.2},{},{}",
+                off + (k as u64 * series.window) as f64 / 1e9,
+                win.delivered_bits as f64 * 1e9 / len,
+                opt(delays.get(k).copied().flatten().map(|d| d.p95 as f64 / 1e6)),
+                series.mean_inside(k).0,
+                win.drops.iter().sum::<u64>(),
+                reasons.join(";"),
+            )
+            .map_err(io(&p))?;
+        }
+    }
+    w.flush().map_err(io(&p))?;
+    // summary.json
+    let p = dir.join("summary.json");
+    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+    std::fs::write(&p, json + "\n").map_err(io(&p))?;
+    // Figures.
+    let x_max = r.duration as f64 / 1e9;
+    let per_flow =
+        |f: &dyn Fn(&traffic::FlowSample, Option<&traffic::FlowSample>) -> Option<f64>| {
+            m.flows
+                .iter()
+                .enumerate()
+                .map(|(i, samples)| {
+                    let mut prev = None;
+                    let pts = samples
+                        .iter()
+                        .filter_map(|x| {
+                            let v = f(x, prev);
+                            prev = Some(x);
+                            v.map(|v| (x.t as f64 / 1e9, v))
+                        })
+                        .collect();
+                    (
+                        format!("flow {i} ({})", m.cc.get(i).map_or("", String::as_str)),
+                        pts,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+    let panels = [
+        figure::Panel {
+            y_label: "goodput (Mbit/s)".into(),
+            lines: per_flow(&|x, p| {
+                p.filter(|p| x.t > p.t && x.info.is_some()).map(|p| {
+                    x.received.saturating_sub(p.received) as f64 * 8e3 / (x.t - p.t) as f64
+                })
+            }),
+        },
+        figure::Panel {
+            y_label: "cwnd (segments)".into(),
+            lines: per_flow(&|x, _| x.info.map(|i| f64::from(i.cwnd))),
+        },
+        figure::Panel {
+            y_label: "smoothed RTT (ms)".into(),
+            lines: per_flow(&|x, _| x.info.map(|i| f64::from(i.srtt_us) / 1e3)),
+        },
+    ];
+    let mut png_error = None;
+    if !m.flows.is_empty() {
+        let title = format!("{}: the flows", r.label);
+        if let Err(e) = figure::write(&dir.join("flows"), &title, &panels, x_max, png) {
+            png_error = Some(e);
+        }
+    }
+    for (n, series) in &log.series {
+        if series.delivered() == 0 && series.reasons.is_empty() {
+            continue;
+        }
+        let bw = s
+            .link
+            .paths
+            .iter()
+            .find(|p| p.number == *n)
+            .map_or(0, |p| p.bandwidth_bps);
+        let capacity = if bw > 0 {
+            Capacity::Rate {
+                bps: bw,
+                from: format!("bw of path {n}"),
+            }
+        } else {
+            Capacity::Unknown("no bw".into())
+        };
+        let options = PlotOptions {
+            pipe: Some(*n),
+            what: vec![
+                LinkPanel::Throughput,
+                LinkPanel::Delay,
+                LinkPanel::Queue,
+                LinkPanel::Drops,
+            ],
+            capacity: None,
+            window: series.window,
+            title: Some(format!(
+                "{}: path {n} ({})",
+                r.label,
+                if *n == 1 { "up" } else { "down" }
+            )),
+        };
+        for ext in ["svg", "png"].iter().take(if png { 2 } else { 1 }) {
+            let out = dir.join(format!("link-{n}.{ext}"));
+            if let Err(e) = crate::plot::write(series, &capacity, &options, &out) {
+                png_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = png_error {
+        eprintln!("dummynet experiment: {}: a figure: {e}", r.label);
+    }
+    Ok(())
+}
+
+/// A sweep's comparison: `matrix.json` (each run's summary) and one figure
+/// per metric, each run's flows averaged into one line.
+fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), String> {
+    let p = out.join("matrix.json");
+    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(&p, json + "\n").map_err(|e| format!("{}: {e}", p.display()))?;
+    // Read back each run's flows.csv: the figures need the series.
+    let mut per_metric: [Vec<figure::Line>; 3] = Default::default();
+    let mut x_max = 0.0f64;
+    for s in results {
+        x_max = x_max.max(s.duration_s);
+        let text =
+            std::fs::read_to_string(out.join(&s.label).join("flows.csv")).unwrap_or_default();
+        // column of goodput, cwnd, srtt
+        for (k, col) in [(0usize, 3usize), (1, 6), (2, 4)] {
+            let mut by_t: std::collections::BTreeMap<u64, (f64, u32)> = Default::default();
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split(',').collect();
+                let (Some(t), Some(v)) = (
+                    f.first().and_then(|t| t.parse::<f64>().ok()),
+                    f.get(col).and_then(|v| v.parse::<f64>().ok()),
+                ) else {
+                    continue;
+                };
+                let e = by_t.entry((t * 1000.0).round() as u64).or_default();
+                e.0 += v;
+                e.1 += 1;
+            }
+            let scale = if k == 0 { 1e-6 } else { 1.0 };
+            let pts = by_t
+                .into_iter()
+                .map(|(t, (sum, n))| (t as f64 / 1000.0, sum / f64::from(n) * scale))
+                .collect();
+            per_metric[k].push((s.label.clone(), pts));
+        }
+    }
+    let names = [
+        ("compare-goodput", "goodput, mean of the flows (Mbit/s)"),
+        ("compare-cwnd", "cwnd, mean of the flows (segments)"),
+        ("compare-srtt", "smoothed RTT, mean of the flows (ms)"),
+    ];
+    for ((stem, label), lines) in names.iter().zip(per_metric) {
+        let panel = figure::Panel {
+            y_label: label.to_string(),
+            lines,
+        };
+        if let Err(e) = figure::write(&out.join(stem), stem, &[panel], x_max, png) {
+            eprintln!("dummynet experiment: {stem}: {e}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! `dummynet experiment`'s runs end to end, shortened: the AQM report's
+//! (seed 002) scenarios 1, 3 and 4 and the FIFO baseline, read from their
+//! files in examples/experiments/ and cut to 12–15 s, each checked against
+//! what the report describes:
+//!
+//! - scenario 1 (NewReno, CoDel target 5 ms, 20 ms path): the sender's
+//!   srtt median within path + target + 5 ms, goodput at least 85% of the
+//!   10 Mbit/s link;
+//! - scenario 3 (CUBIC, CoDel with ECN): nothing dropped, CE marks both in
+//!   the emulator's count and in the sender's `delivered_ce`;
+//! - scenario 4 (four CUBIC flows, FQ-CoDel): Jain's index at least 0.98
+//!   over the span when all four run;
+//! - FIFO of 1000 packets: the srtt median above path + 10 × target.
+//!
+//! Each run's shell is started from a namespace the test creates (its far
+//! end and the traffic's outer side are there), removed when the test
+//! ends, passed or not; the runs are bounded by their duration (the
+//! traffic's loops by the run's end plus a grace). Needs root.
+
+#[allow(dead_code)]
+mod live_common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use dummynet::experiment::spec::{self, Run, Until};
+use dummynet::experiment::{run_one, RunOptions, RunSummary};
+use live_common::*;
+
+const TOOLS: &[&str] = &["ip"];
+const S: u64 = 1_000_000_000;
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/experiments")
+        .join(name)
+}
+
+/// The example's one run, every time in it scaled by `num / den`.
+fn shortened(name: &str, num: u64, den: u64) -> Run {
+    let mut runs = spec::load(&example(name)).expect("the example reads");
+    assert_eq!(runs.len(), 1, "{name}");
+    let mut r = runs.remove(0);
+    let scale = |t: u64| t * num / den;
+    r.duration = scale(r.duration);
+    for f in &mut r.flows {
+        f.start = scale(f.start);
+        if let Until::Time(d) = &mut f.until {
+            *d = scale(*d);
+        }
+    }
+    for p in &mut r.pings {
+        p.start = scale(p.start);
+        p.duration = scale(p.duration);
+    }
+    r
+}
+
+/// Runs `r` from a namespace of the test's own, its outputs in a scratch
+/// directory; returns the summary and the directory.
+fn run(r: &Run) -> (RunSummary, Scratch) {
+    let mut r = r.clone();
+    // Ten samples a second: enough for medians over a 12 s run.
+    r.interval = S / 10;
+    let r = &r;
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let options = RunOptions {
+        png: false,
+        netns: Some(PathBuf::from(format!("/run/netns/{}", ns.name))),
+    };
+    let stop = AtomicBool::new(false);
+    let s = run_one(r, &scratch.path(&r.label), &stop, &options)
+        .unwrap_or_else(|e| panic!("{}: {e}", r.label));
+    println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+    // The run's files are all there.
+    let dir = scratch.path(&r.label);
+    for f in [
+        "flows.csv",
+        "link.csv",
+        "summary.json",
+        "events.jsonl",
+        "flows.svg",
+        "link-1.svg",
+    ] {
+        assert!(dir.join(f).is_file(), "{}: {f} missing", r.label);
+    }
+    (s, scratch)
+}
+
+fn srtt_p50(s: &RunSummary) -> f64 {
+    s.flows[0].srtt_p50_ms.expect("srtt samples")
+}
+
+/// The median of flow 0's srtt samples from `from_s` on, from the run's
+/// flows.csv (column 5): the steady state, after slow start's overshoot
+/// (which the report's figures show too, as a transient).
+fn srtt_p50_from(dir: &Path, from_s: f64) -> f64 {
+    let text = std::fs::read_to_string(dir.join("flows.csv")).expect("flows.csv");
+    let mut v: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let t: f64 = f.first()?.parse().ok()?;
+            (f.get(1) == Some(&"0") && t >= from_s).then(|| f.get(4)?.parse().ok())?
+        })
+        .collect();
+    assert!(v.len() >= 20, "{} samples", v.len());
+    v.sort_by(f64::total_cmp);
+    v[(v.len() - 1) / 2]
+}
+
+/// Scenario 1 cut to 12 s: CoDel keeps the standing queue near its
+/// target while the link stays busy.
+#[test]
+fn scenario1_codel_keeps_srtt_near_path_plus_target() {
+    if !ready("scenario1_codel_keeps_srtt_near_path_plus_target", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let r = shortened("aqm-report-s1.toml", 1, 5);
+    assert_eq!(r.duration, 12 * S);
+    let (s, dir) = run(&r);
+    let f = &s.flows[0];
+    assert_eq!(f.cc, "reno");
+    // 20 ms path + 5 ms target + 5 ms, once slow start is over.
+    let steady = srtt_p50_from(&dir.path(&r.label), 2.0);
+    println!(
+        "srtt p50 from 2 s: {steady} ms (over the whole flow: {})",
+        srtt_p50(&s)
+    );
+    assert!(steady <= 30.0, "srtt p50 {steady} ms");
+    assert!(steady >= 20.0, "below the path's RTT: {steady}");
+    assert!(
+        f.goodput_mean_bps >= 0.85 * 10e6,
+        "goodput {} bit/s",
+        f.goodput_mean_bps
+    );
+    // CoDel's drops are the link's only ones, and the log saw them too.
+    let aqm = |d: &[(String, u64)]| d.iter().find(|x| x.0 == "aqm").map_or(0, |x| x.1);
+    assert!(aqm(&s.link.drops) > 0, "{:?}", s.link.drops);
+    assert_eq!(s.link.drops.len(), 1, "{:?}", s.link.drops);
+    let up = s.link.paths.iter().find(|p| p.number == 1).expect("path 1");
+    if s.link.events_lost == 0 {
+        assert_eq!(aqm(&up.drops), aqm(&s.link.drops), "log and counters agree");
+    }
+    assert!(up.utilisation.is_some_and(|u| u > 0.85), "{up:?}");
+}
+
+/// Scenario 3 cut to 12 s: with ECN, CoDel marks rather than drops.
+#[test]
+fn scenario3_codel_ecn_marks_and_drops_nothing() {
+    if !ready("scenario3_codel_ecn_marks_and_drops_nothing", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let r = shortened("aqm-report-s3.toml", 1, 5);
+    assert!(r.flows[0].ecn);
+    let (s, _dir) = run(&r);
+    assert_eq!(s.flows[0].cc, "cubic");
+    assert!(s.link.drops.is_empty(), "drops: {:?}", s.link.drops);
+    assert!(s.link.ecn_marked > 0, "no CE marks");
+    assert!(
+        s.flows[0].ce_marks > 0,
+        "the sender saw no CE: {:?}",
+        s.flows[0]
+    );
+    assert_eq!(s.flows[0].retransmits, 0, "{:?}", s.flows[0]);
+}
+
+/// Scenario 4 cut to 15 s (flows from 0, 1.67, 3.33 and 5 s, 10 s each):
+/// FQ-CoDel shares the link evenly while all four run (5 to 10 s).
+#[test]
+fn scenario4_fq_codel_shares_fairly() {
+    if !ready("scenario4_fq_codel_shares_fairly", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let r = shortened("aqm-report-s4.toml", 1, 6);
+    assert_eq!(r.duration, 15 * S);
+    assert_eq!(r.flows.len(), 4);
+    let (s, _dir) = run(&r);
+    assert_eq!(s.all_on_s, Some((5.0, 10.0)));
+    let jain = s.jain_all_on.expect("a Jain index");
+    assert!(jain >= 0.98, "Jain {jain}: {:?}", s.flows);
+    // The link's view through a queue (FQ-CoDel's events name queue 1, not
+    // a pipe): busy, and CoDel's drops seen per path.
+    let up = s.link.paths.iter().find(|p| p.number == 1).expect("path 1");
+    assert!(up.utilisation.is_some_and(|u| u > 0.85), "{up:?}");
+    assert!(up.sojourn_p50_ms.is_some_and(|d| d >= 10.0), "{up:?}");
+}
+
+/// The FIFO baseline cut to 12 s: 1000 packets of droptail queue build a
+/// standing queue of hundreds of ms.
+#[test]
+fn fifo_baseline_bloats_srtt() {
+    if !ready("fifo_baseline_bloats_srtt", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let r = shortened("fifo-bufferbloat.toml", 1, 5);
+    let (s, dir) = run(&r);
+    // 20 ms path + 10 × the 5 ms target, over the whole flow and once the
+    // queue has built.
+    assert!(srtt_p50(&s) > 70.0, "srtt p50 {} ms", srtt_p50(&s));
+    assert!(srtt_p50_from(&dir.path(&r.label), 2.0) > 70.0);
+    // The pings wait behind the same queue.
+    let p = &s.pings[0];
+    assert!(p.rtt_p50_ms.is_some_and(|v| v > 70.0), "{p:?}");
+}

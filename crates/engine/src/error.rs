@@ -1,0 +1,72 @@
+//! Why the engine refused a configuration command.
+
+use crate::params::ParamError;
+
+/// A configuration command the engine refused; nothing was changed. The
+/// variant says what kind of refusal it is, so that a caller can answer a
+/// missing object differently from a bad value (an HTTP API: 404 vs 400 vs
+/// 409) without reading the words; the words say what and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A value the engine does not take (out of range, unknown scheduler
+    /// type, a queue that does not fit its scheduler...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The command names a rule, pipe, queue, scheduler, table or entry
+    /// that does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The command is at odds with what exists: a table already there, one
+    /// still used by a rule, no room for another schedule.
+    #[error("{0}")]
+    Conflict(String),
+    /// A plug-in (an AQM, a scheduler type, an impairment) refused a value:
+    /// its own error, and the sentence for the user, which says where
+    /// (`pipe 1 type rr: rr quantum 9 is out of range 64..=2048 bytes`).
+    #[error("{words}")]
+    Plugin { error: ParamError, words: String },
+}
+
+impl From<ParamError> for ConfigError {
+    /// The plug-in's error, its own words the sentence.
+    fn from(error: ParamError) -> Self {
+        let words = error.to_string();
+        ConfigError::Plugin { error, words }
+    }
+}
+
+/// [`ConfigError`]'s variant without its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigErrorKind {
+    Invalid,
+    NotFound,
+    Conflict,
+}
+
+impl ConfigError {
+    pub fn kind(&self) -> ConfigErrorKind {
+        match self {
+            ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
+            ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
+            ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
+            ConfigError::Plugin { .. } => ConfigErrorKind::Invalid,
+        }
+    }
+
+    /// The sentence for the user.
+    pub fn message(&self) -> &str {
+        match self {
+            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
+            ConfigError::Plugin { words, .. } => words,
+        }
+    }
+}
+
+/// A batch [`crate::Engine::apply_all`] refused: the command at `index` (counted
+/// from 0) and why. None of the batch took effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("command {} of the batch: {error}", index + 1)]
+pub struct BatchError {
+    pub index: usize,
+    pub error: ConfigError,
+}
