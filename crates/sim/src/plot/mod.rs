@@ -16,8 +16,8 @@
 //! them. One summary line goes to stdout.
 
 pub mod draw;
-pub mod series;
 pub mod panels;
+pub mod series;
 
 use std::fs::File;
 use std::io::{BufReader, Write};
