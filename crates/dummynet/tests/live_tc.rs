@@ -380,6 +380,21 @@ fn a_containers_namespace_is_shaped_through_nsenter_and_from_outside() {
         "the container's process",
     );
     let pid = container.pid().to_string();
+    // `ip netns exec` enters the namespace after fork: wait until the pid is inside it.
+    let target = std::fs::metadata(format!("/run/netns/{}", w.pair.c.name)).expect("netns file");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        use std::os::unix::fs::MetadataExt;
+        let now_in = std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| m.ino());
+        if now_in.ok() == Some(target.ino()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pid {pid} never entered the namespace"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let nsenter = |args: &[&str]| {
         let mut c = Command::new("nsenter");
         c.args(["-t", &pid, "-n", DUMMYNET, "tc"]).args(args);
