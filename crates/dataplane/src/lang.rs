@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use dummynet_engine::{Command, Engine, Payload, Snapshot};
+
+use crate::Carrier;
 use dummynet_lang::Statement;
 
 /// The commands of a configuration file with their line numbers, in file
@@ -39,9 +41,18 @@ pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
     commands(&text, path.parent()).map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
 }
 
-/// An engine with the configuration applied at time 0, or the line of the
-/// first command it refused and why.
-pub fn configure<P: Payload>(
+/// The live data plane's engine with the configuration applied at time 0,
+/// or the line of the first command it refused and why. Not generic, so the
+/// engine's configuration code is compiled once, here, for every caller.
+pub fn configure(
+    config: &[(usize, Command)],
+    seed: u64,
+) -> Result<Engine<Carrier>, (usize, String)> {
+    configure_for(config, seed)
+}
+
+/// [`configure`] for an engine of any payload (the simulator, tests).
+pub fn configure_for<P: Payload>(
     config: &[(usize, Command)],
     seed: u64,
 ) -> Result<Engine<P>, (usize, String)> {

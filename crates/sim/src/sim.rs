@@ -31,7 +31,7 @@ use std::process::ExitCode;
 
 use dummynet_dataplane::capture::{self, Capture};
 use dummynet_dataplane::events::{dir_str, split_target};
-use dummynet_dataplane::lang::{configure, load_config};
+use dummynet_dataplane::lang::{configure_for as configure, load_config};
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{
     Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target, Verdict,

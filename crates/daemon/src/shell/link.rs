@@ -305,7 +305,7 @@ mod tests {
         let lone_wait = |up: &str| -> Option<u64> {
             let config = link_config(None, Some(up), None).unwrap();
             let mut e: dummynet_engine::Engine<()> =
-                dummynet_dataplane::lang::configure(&config, 1).unwrap();
+                dummynet_dataplane::lang::configure_for(&config, 1).unwrap();
             let app = e.iface(APP_IF);
             let packet = |sport: u16| PacketInfo {
                 len: 1500,

@@ -754,7 +754,7 @@ fn parse_workers(s: &str) -> Result<Workers, String> {
 /// CPUs of this process's affinity mask less one (the control plane and
 /// the kernel's own work need a core), at least 1, and 1 wherever workers
 /// do not apply.
-fn workers_for(args: &RunArgs, checked: &Engine<()>) -> Result<usize, Failure> {
+fn workers_for(args: &RunArgs, checked: &Engine<Carrier>) -> Result<usize, Failure> {
     let applies = if args.bridge.is_none() {
         Err("workers shard the bridge only (--bridge)".to_string())
     } else if args.xdp {
@@ -946,7 +946,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             n >> 20
         ),
     }
-    let checked: Engine<()> = crate::lang::configure(&config, args.seed)
+    let checked: Engine<Carrier> = crate::lang::configure(&config, args.seed)
         .map_err(|(line, e)| format!("config line {line}: {e}"))?;
     let workers = workers_for(args, &checked)?;
     if checked.drops_by_default() {
