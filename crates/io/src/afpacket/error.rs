@@ -16,7 +16,7 @@ pub enum PortError {
     /// No interface by that name in the caller's network namespace.
     #[error("no interface named {ifname:?} in this thread's network namespace ({errno})")]
     NoSuchInterface { ifname: String, errno: Errno },
-    /// A [`PortOptions`] field is out of range.
+    /// A [`PortOptions`](super::PortOptions) field is out of range.
     #[error("port option {name} = {value} is out of range: allowed {allowed}")]
     BadOption {
         name: &'static str,

@@ -30,19 +30,19 @@ const RING_MAX_FRAMES: usize = 1 << 20;
 
 const RING_MAX_BYTES: usize = 1 << 30;
 
-/// How a [`Port`] is opened.
+/// How a [`Port`](super::Port) is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortOptions {
-    /// Deliver each frame with its [`VnetHdr`], so GSO/GRO super-packets and
+    /// Deliver each frame with its [`VnetHdr`](super::VnetHdr), so GSO/GRO super-packets and
     /// unfinished checksums cross the bridge intact and are finished by the
     /// kernel on the way out. When false, received frames are plain: the port
     /// finishes their checksums itself. Sending takes a header either way.
     pub vnet_hdr: bool,
-    /// Most frames one [`Port::recv_batch`] returns and one `sendmmsg` (or
+    /// Most frames one [`Port::recv_batch`](super::Port::recv_batch) returns and one `sendmmsg` (or
     /// `recvmmsg`) moves, 1 to [`MAX_BATCH`].
     pub batch: usize,
     /// The longest frame delivered whole; longer ones are dropped and counted
-    /// ([`PortStats::rx_truncated`]). It is the size of each `recvmmsg` slot
+    /// ([`PortStats::rx_truncated`](super::PortStats::rx_truncated)). It is the size of each `recvmmsg` slot
     /// and, with a ring, of the one slot that takes `TP_STATUS_COPY` frames.
     pub frame_capacity: usize,
     /// Bytes asked for `SO_RCVBUF` and `SO_SNDBUF` (the `FORCE` variants when

@@ -15,9 +15,9 @@ use super::{Port, PortError, RxFrame, VnetHdr};
 const RECV_ROUNDS: usize = 4;
 
 impl Port {
-    /// Reads up to `max` frames (and at most [`PortOptions::batch`]) and
+    /// Reads up to `max` frames (and at most [`PortOptions::batch`](super::PortOptions::batch)) and
     /// appends them to `out`. Returns how many were appended; 0 means nothing
-    /// was waiting (the socket is non-blocking: poll [`Port::as_fd`] for
+    /// was waiting (the socket is non-blocking: poll [`Port::as_fd`](super::Port#method.as_fd) for
     /// `POLLIN`). Frames too long for a slot are dropped and counted, never
     /// delivered cut. On an error (the interface went away, mostly), frames
     /// read before it are already in `out`.

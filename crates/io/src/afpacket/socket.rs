@@ -229,7 +229,7 @@ impl Port {
     /// reading clears), if any. The kernel sets `ENETDOWN` there when the
     /// interface goes down, or when the port is bound to a down one, and
     /// until it is taken `poll(2)` reports `POLLERR` at once, every time:
-    /// a caller waiting on [`Port::as_fd`] must take it when it sees
+    /// a caller waiting on [`Port::as_fd`](super::Port#method.as_fd) must take it when it sees
     /// `POLLERR`. (Left there, it would also fail the next send after the
     /// interface comes back, which is how the kernel clears it otherwise.)
     pub fn take_error(&self) -> Result<Option<Errno>, PortError> {

@@ -8,7 +8,7 @@ use super::mmsg::send_mmsg;
 use super::{Port, PortError, SendError, TxFrame, VnetHdr, MAX_BATCH};
 
 impl Port {
-    /// Sends `frames` in batches of [`PortOptions::batch`] per `sendmmsg`.
+    /// Sends `frames` in batches of [`PortOptions::batch`](super::PortOptions::batch) per `sendmmsg`.
     /// `Ok(n)` means all `n` were accepted. On a refusal, [`SendError`] says
     /// how many went before it and why the next one did not go, so the caller
     /// can keep it for later (`WouldBlock`: poll for `POLLOUT`) or count it as
