@@ -64,6 +64,7 @@ pub enum UserNet {
 }
 
 pub use crate::system::runtime_dir;
+use crate::start::StartError;
 use crate::system::USER_DIR;
 static OUTSIDE_UID: OnceLock<u32> = OnceLock::new();
 
@@ -92,11 +93,10 @@ pub fn is_rootless() -> bool {
 /// Makes the user's run-time directory, then moves this process into a
 /// user namespace of its own. Must run before any thread is started (the
 /// kernel's rule for entering a user namespace).
-pub fn enter() -> Result<Outside, String> {
+pub fn enter() -> Result<Outside, StartError> {
     let uid = nix::unistd::geteuid();
-    let dir = user_runtime_dir(uid.as_raw())?;
-    let outside = dummynet_io::userns::enter_own()
-        .map_err(|e| format!("running without root needs a user namespace: {e}"))?;
+    let dir = user_runtime_dir(uid.as_raw()).map_err(StartError::RuntimeDir)?;
+    let outside = dummynet_io::userns::enter_own().map_err(StartError::NotRoot)?;
     let _ = USER_DIR.set(dir);
     let _ = OUTSIDE_UID.set(outside.uid.as_raw());
     Ok(outside)

@@ -193,13 +193,14 @@ pub fn start_emulator(
         },
         observe,
         |e| {
-            let mut bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+            let mut bridge = Bridge::open(APP_IF, PEER_IF, e)?;
             if let Some(tell) = tell {
                 bridge = bridge.follow_bursts(tell);
             }
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     // The command starts only once its end segments as the configuration
     // needs.
     if let Some(first) = first {
