@@ -20,6 +20,7 @@ macro_rules! say {
 pub mod client;
 pub mod control;
 pub mod join;
+pub mod limits;
 pub mod presets;
 pub mod protocol;
 pub mod registry;

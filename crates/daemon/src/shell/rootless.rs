@@ -63,8 +63,8 @@ pub enum UserNet {
     None,
 }
 
-pub use crate::system::runtime_dir;
 use crate::start::StartError;
+pub use crate::system::runtime_dir;
 use crate::system::USER_DIR;
 static OUTSIDE_UID: OnceLock<u32> = OnceLock::new();
 

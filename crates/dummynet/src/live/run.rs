@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use dummynet_daemon::start::StartError;
 use dummynet_engine::config::Setting;
 use dummynet_engine::{Command, Engine};
 use dummynet_io::firewall::{Backend as IptablesBackend, Firewall, InterceptSpec};
 use dummynet_io::netns::Netns;
-use dummynet_daemon::start::StartError;
 use dummynet_io::portlock::{Port, PortLock};
 
 use super::args::{ObserveArgs, PrecisionArg};
@@ -481,8 +481,7 @@ where
     let n = workers.as_ref().map_or(1, |(n, _)| *n);
     let (observer, mut taps, observer_thread) = match &observe {
         Some(o) => {
-            let (obs, taps, thread) =
-                Observer::start_workers(o, n).map_err(StartError::Backend)?;
+            let (obs, taps, thread) = Observer::start_workers(o, n).map_err(StartError::Backend)?;
             (
                 Some(obs),
                 taps.into_iter().map(Some).collect(),
