@@ -307,17 +307,20 @@ fn serve_client(
 /// One request line of at most `max` bytes (one past it when longer), all
 /// of it within `deadline`
 /// (however slowly it trickles in).
-fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Vec<u8>, String> {
+fn read_line(
+    mut conn: &UnixStream,
+    max: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, RequestError> {
     let until = Instant::now() + deadline;
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
     while !line.ends_with(b"\n") && line.len() <= max {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("no complete request in time".into());
+            return Err(RequestError::Late);
         }
-        conn.set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(left))?;
         // Up to the newline or one byte past the limit; a client sends
         // nothing after its line before it is answered.
         let room = (max + 1 - line.len()).min(chunk.len());
@@ -331,9 +334,9 @@ fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Ve
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err("no complete request in time".into())
+                return Err(RequestError::Late)
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let got = &chunk[..n];
         match got.iter().position(|&b| b == b'\n') {
@@ -347,14 +350,31 @@ fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Ve
 /// The request in `line`, as read from a client: at most `max` bytes, a
 /// newline at the end, one JSON object. Whatever the bytes, an error that
 /// says what is wrong, never a panic (the `control_request` fuzz target).
-pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, String> {
+pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, RequestError> {
     if line.len() > max {
-        return Err(format!("larger than {max} bytes"));
+        return Err(RequestError::TooLarge { max });
     }
     if !line.ends_with(b"\n") {
-        return Err("incomplete (no newline before the connection closed)".into());
+        return Err(RequestError::Incomplete);
     }
-    serde_json::from_slice(line).map_err(|e| e.to_string())
+    Ok(serde_json::from_slice(line)?)
+}
+
+/// Why a client's request line could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("larger than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("incomplete (no newline before the connection closed)")]
+    Incomplete,
+    /// Not all of it within [`Limits::read_timeout`].
+    #[error("no complete request in time")]
+    Late,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Not one JSON object of the protocol's.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Writes `reply`, all of it within `deadline` (however slowly the client
@@ -715,17 +735,37 @@ mod tests {
     /// Whatever a client sends, decoding says what is wrong, and a good
     /// line decodes (the `control_request` fuzz target's seeds).
     #[test]
+    fn request_lines_that_do_not_decode_are_kinds() {
+        assert!(matches!(
+            decode_request(&[b'x'; 64], 32),
+            Err(RequestError::TooLarge { max: 32 })
+        ));
+        assert!(matches!(
+            decode_request(b"{}", 4096),
+            Err(RequestError::Incomplete)
+        ));
+        assert!(matches!(
+            decode_request(b"{\"argv\": 7}\n", 4096),
+            Err(RequestError::Json(_))
+        ));
+    }
+
+    #[test]
     fn request_lines_decode_or_say_why() {
         let ok = decode_request(b"{\"argv\": [\"show\"], \"cwd\": \"/tmp\"}\n", 4096).unwrap();
         assert_eq!(ok.argv, ["show"]);
         assert_eq!(ok.cwd.as_deref(), Some(Path::new("/tmp")));
-        let e = decode_request(b"{\"argv\": [\"show\"]}", 4096).unwrap_err();
+        let e = decode_request(b"{\"argv\": [\"show\"]}", 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no newline"), "{e}");
-        let e = decode_request(&[b'x'; 64], 32).unwrap_err();
+        let e = decode_request(&[b'x'; 64], 32).unwrap_err().to_string();
         assert!(e.contains("larger than 32 bytes"), "{e}");
-        let e = decode_request(b"{\"argv\": 7}\n", 4096).unwrap_err();
+        let e = decode_request(b"{\"argv\": 7}\n", 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid type"), "{e}");
-        let e = decode_request(b"\xff\xfe\n", 4096).unwrap_err();
+        let e = decode_request(b"\xff\xfe\n", 4096).unwrap_err().to_string();
         assert!(!e.is_empty());
     }
 
