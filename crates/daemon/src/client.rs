@@ -1,12 +1,16 @@
 //! The command-line side of the control socket: `dummynet ipfw ...`,
 //! `dummynet dnctl ...`, `dummynet stats`, and the binary run as `ipfw` or
-//! `dnctl`.
+//! `dnctl`; and the calls they make ([`call`]).
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use super::control::{self, ClientRequest, Reply};
+use crate::limits::{BusyBackoff, BUSY_WAIT};
+use crate::protocol::ErrorKind;
 
 /// Sends `args` (an ipfw or dnctl command line) to the daemon and prints its
 /// answer; the exit status is the daemon's.
@@ -154,5 +158,84 @@ mod tests {
             (false, argv("pipe show --json"))
         );
         assert_eq!(take_socket(Vec::new()), Ok((None, Vec::new())));
+    }
+}
+
+/// Why a client call failed before getting an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no dummynet daemon is listening on {0}.\n\
+         Start one with `dummynet run --bridge IF_A IF_B` or `dummynet run --host` \
+         (as root), or point DUMMYNET_SOCKET at the socket of a running one."
+    )]
+    NotRunning(PathBuf),
+    #[error("permission denied on {0}: the control socket is for root (as ipfw is) and the daemon's --socket-group")]
+    Denied(PathBuf),
+    #[error("talking to the daemon on {path}: {msg}")]
+    Protocol { path: PathBuf, msg: String },
+}
+
+/// Sends one request and returns the daemon's answer, asking again for
+/// up to [`BUSY_WAIT`] while the daemon is busy.
+pub fn call(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
+    call_within(path, req, BUSY_WAIT)
+}
+
+/// [`call`], asking a busy daemon again for up to `busy_wait`.
+pub fn call_within(
+    path: &Path,
+    req: &ClientRequest,
+    busy_wait: Duration,
+) -> Result<Reply, ClientError> {
+    let mut backoff = BusyBackoff::new(busy_wait);
+    loop {
+        let reply = call_once(path, req)?;
+        if reply.kind != Some(ErrorKind::Busy) || !backoff.wait() {
+            return Ok(reply);
+        }
+    }
+}
+
+/// One ask, whatever the answer (a busy daemon's included).
+pub(crate) fn call_once(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
+    let proto = |msg: String| ClientError::Protocol {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut conn = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ClientError::Denied(path.to_path_buf()),
+        _ => ClientError::NotRunning(path.to_path_buf()),
+    })?;
+    conn.set_read_timeout(Some(Duration::from_secs(15)))
+        .map_err(|e| proto(e.to_string()))?;
+    let mut text = serde_json::to_string(req).map_err(|e| proto(e.to_string()))?;
+    text.push('\n');
+    // A daemon with no place answers `busy` without reading the request
+    // and closes: the write may then fail, but the answer is there to read.
+    let sent = conn.write_all(text.as_bytes());
+    if let Err(e) = &sent {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        if !matches!(e.kind(), BrokenPipe | ConnectionReset) {
+            return Err(proto(e.to_string()));
+        }
+    }
+    let mut line = String::new();
+    let read = BufReader::new(conn.take_limited_owned()).read_line(&mut line);
+    match (sent, read) {
+        (Err(e), Err(_) | Ok(0)) => Err(proto(e.to_string())),
+        (_, Err(e)) => Err(proto(e.to_string())),
+        _ => serde_json::from_str(&line).map_err(|e| proto(format!("unreadable answer: {e}"))),
+    }
+}
+
+trait TakeLimitedOwned {
+    fn take_limited_owned(self) -> std::io::Take<UnixStream>;
+}
+
+impl TakeLimitedOwned for UnixStream {
+    fn take_limited_owned(self) -> std::io::Take<UnixStream> {
+        // `show` of a million flows is large; 256 MiB bounds a broken peer.
+        std::io::Read::take(self, 256 << 20)
     }
 }

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use super::protocol::{host_view, ErrorKind, PlaneLink, Reply, EX_DATAERR, EX_UNAVAILABLE};
 use crate::protocol::{BusyBackoff, Limits, BUSY_WAIT};
+use crate::shell::link::LinkError;
 use dummynet_dataplane::bridge::Bridge;
 use dummynet_dataplane::dataplane::{Answer, RequestKind};
 use dummynet_dataplane::Backend;
@@ -114,7 +115,7 @@ pub fn numbers(k: u32) -> ([u32; 2], Vec<u16>) {
 
 /// The commands that give link K its pipes (configured as `dummynet shell`
 /// would configure pipes 1 and 2) and its rules.
-pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> {
+pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, LinkError> {
     let config = crate::shell::link::link_config(
         req.preset.as_deref(),
         req.up.as_deref(),
@@ -137,7 +138,7 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
             }
             // The single shell's rules: replaced by the link's own.
             Command::AddRule(_) => {}
-            other => return Err(format!("a joined link cannot take {other:?}")),
+            other => return Err(LinkError::NotForAJoinedLink(Box::new(other))),
         }
     }
     let (app, peer) = (format!("app-{k}"), format!("peer-{k}"));
@@ -149,7 +150,7 @@ pub fn link_commands(k: u32, req: &JoinRequest) -> Result<Vec<Command>, String> 
         rules[0], action[0], rules[1], action[1], rules[2], rules[3]
     );
     let parsed = dummynet_dataplane::lang::commands(&text, None)
-        .map_err(|(line, e)| format!("the joined link's rule {line}: {e}"))?;
+        .map_err(|(line, error)| LinkError::JoinedRule { line, error })?;
     out.extend(parsed.into_iter().map(|(_, c)| c));
     Ok(out)
 }
@@ -358,6 +359,47 @@ fn delete_ifaces(offer: &JoinOffer) {
     }
 }
 
+/// Why a joining shell's conversation with the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("--join {}: cannot connect: {source}", socket.display())]
+    Connect {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--join {}: {source}", socket.display())]
+    Io {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--join {}: the daemon hung up", socket.display())]
+    HungUp { socket: PathBuf },
+    #[error("--join {}: no answer: {source}", socket.display())]
+    NoAnswer {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--join {}: bad answer: {source}", socket.display())]
+    BadAnswer {
+        socket: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("--join {}: not a join offer: {source}", socket.display())]
+    NotAnOffer {
+        socket: PathBuf,
+        source: serde_json::Error,
+    },
+    /// The daemon refused (its kind, if it said one, and its words).
+    #[error("--join {}: {stderr}", socket.display())]
+    Refused {
+        socket: PathBuf,
+        kind: Option<ErrorKind>,
+        stderr: String,
+    },
+    #[error("{0}")]
+    Encode(serde_json::Error),
+}
+
 /// The joining shell's end of the conversation.
 pub struct Session {
     conn: UnixStream,
@@ -373,7 +415,7 @@ impl Session {
     /// Asks the daemon on `socket` for a link; asks again for up to
     /// [`BUSY_WAIT`] while it answers that it is busy (hundreds of shells
     /// joining at once fill its cap of clients for a moment).
-    pub fn request(socket: &Path, req: JoinRequest) -> Result<Session, String> {
+    pub fn request(socket: &Path, req: JoinRequest) -> Result<Session, JoinError> {
         let mut backoff = BusyBackoff::new(BUSY_WAIT);
         loop {
             let (mut s, r) = Session::ask(socket, &req)?;
@@ -381,17 +423,25 @@ impl Session {
                 continue;
             }
             let r = s.checked(r)?;
-            s.offer = serde_json::from_str(r.stdout.trim())
-                .map_err(|e| format!("--join {}: not a join offer: {e}", socket.display()))?;
+            s.offer =
+                serde_json::from_str(r.stdout.trim()).map_err(|source| JoinError::NotAnOffer {
+                    socket: socket.to_path_buf(),
+                    source,
+                })?;
             return Ok(s);
         }
     }
 
     /// Connects and asks once; the session and the daemon's answer.
-    fn ask(socket: &Path, req: &JoinRequest) -> Result<(Session, Reply), String> {
-        let conn = UnixStream::connect(socket)
-            .map_err(|e| format!("--join {}: cannot connect: {e}", socket.display()))?;
-        let io = |e: std::io::Error| format!("--join {}: {e}", socket.display());
+    fn ask(socket: &Path, req: &JoinRequest) -> Result<(Session, Reply), JoinError> {
+        let conn = UnixStream::connect(socket).map_err(|source| JoinError::Connect {
+            socket: socket.to_path_buf(),
+            source,
+        })?;
+        let io = |source| JoinError::Io {
+            socket: socket.to_path_buf(),
+            source,
+        };
         conn.set_read_timeout(Some(ANSWER_WAIT)).map_err(io)?;
         conn.set_write_timeout(Some(ANSWER_WAIT)).map_err(io)?;
         let lines = BufReader::new(conn.try_clone().map_err(io)?);
@@ -412,48 +462,55 @@ impl Session {
             join: Some(req.clone()),
             ..Default::default()
         };
-        let r = s.send(&serde_json::to_string(&ask).map_err(|e| e.to_string())?)?;
+        let r = s.send(&serde_json::to_string(&ask).map_err(JoinError::Encode)?)?;
         Ok((s, r))
     }
 
     /// Sends one line and reads the answer; an error unless it is 0.
-    fn call(&mut self, line: &str) -> Result<Reply, String> {
+    fn call(&mut self, line: &str) -> Result<Reply, JoinError> {
         let r = self.send(line)?;
         self.checked(r)
     }
 
     /// `r`, or its error unless its status is 0.
-    fn checked(&self, r: Reply) -> Result<Reply, String> {
+    fn checked(&self, r: Reply) -> Result<Reply, JoinError> {
         if r.status != 0 {
-            let where_ = self.socket.display();
-            return Err(format!("--join {where_}: {}", r.stderr.trim_end()));
+            return Err(JoinError::Refused {
+                socket: self.socket.clone(),
+                kind: r.kind,
+                stderr: r.stderr.trim_end().to_string(),
+            });
         }
         Ok(r)
     }
 
     /// Sends one line and reads the answer, whatever its status.
-    fn send(&mut self, line: &str) -> Result<Reply, String> {
-        let where_ = self.socket.display().to_string();
+    fn send(&mut self, line: &str) -> Result<Reply, JoinError> {
+        let socket = self.socket.clone();
         (&self.conn)
             .write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| format!("--join {where_}: {e}"))?;
+            .map_err(|source| JoinError::Io {
+                socket: socket.clone(),
+                source,
+            })?;
         let mut answer = String::new();
         match self.lines.read_line(&mut answer) {
-            Ok(0) => return Err(format!("--join {where_}: the daemon hung up")),
+            Ok(0) => return Err(JoinError::HungUp { socket }),
             Ok(_) => {}
-            Err(e) => return Err(format!("--join {where_}: no answer: {e}")),
+            Err(source) => return Err(JoinError::NoAnswer { socket, source }),
         }
-        serde_json::from_str(answer.trim()).map_err(|e| format!("--join {where_}: bad answer: {e}"))
+        serde_json::from_str(answer.trim())
+            .map_err(|source| JoinError::BadAnswer { socket, source })
     }
 
     /// The path is built: the daemon starts forwarding. Returns what it
     /// said (the link's pipes and rules).
-    pub fn attach(&mut self) -> Result<String, String> {
+    pub fn attach(&mut self) -> Result<String, JoinError> {
         Ok(self.call(r#"{"attach":true}"#)?.stdout)
     }
 
     /// Leaves: the daemon removes the link and says so.
-    pub fn detach(mut self) -> Result<String, String> {
+    pub fn detach(mut self) -> Result<String, JoinError> {
         Ok(self.call(r#"{"detach":true}"#)?.stdout)
     }
 
@@ -477,6 +534,30 @@ impl Session {
 mod tests {
     use super::*;
     use dummynet_engine::config::Action;
+
+    /// A join that cannot reach its daemon, or asks for a link that cannot
+    /// be made, says which, in the words users read.
+    #[test]
+    fn join_failures_are_kinds() {
+        let socket = Path::new("/nonexistent/dummynet-join.sock");
+        let e = match Session::request(socket, JoinRequest::default()) {
+            Err(e) => e,
+            Ok(_) => panic!("joined a daemon that is not there"),
+        };
+        assert!(matches!(e, JoinError::Connect { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("--join /nonexistent/dummynet-join.sock: cannot connect: "),
+            "{e}"
+        );
+        let req = JoinRequest {
+            preset: Some("no-such-link".into()),
+            ..JoinRequest::default()
+        };
+        let e = link_commands(1, &req).unwrap_err();
+        assert!(matches!(&e, LinkError::UnknownPreset(n) if n == "no-such-link"));
+        assert!(e.to_string().contains("known: "), "{e}");
+    }
 
     /// A joined link with a scheduler type sends that direction to its
     /// queue of the scheduler, renumbered with its pipe, as a lone shell does.

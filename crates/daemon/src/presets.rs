@@ -21,7 +21,7 @@
 //! names them bare, for a parse whose base directory is `examples/traces/`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// A mahimahi trace shipped in `examples/traces/`.
@@ -632,7 +632,7 @@ impl Preset {
     /// `trace_dir`, where [`Preset::write_traces`] puts it. Refused if the
     /// path is not UTF-8 or holds what the ipfw lexer splits on (blanks,
     /// braces, commas).
-    pub fn pipe_options_in(&self, d: Direction, trace_dir: &Path) -> Result<String, String> {
+    pub fn pipe_options_in(&self, d: Direction, trace_dir: &Path) -> Result<String, PresetError> {
         let path = match d.trace {
             None => None,
             Some(t) => {
@@ -640,12 +640,7 @@ impl Preset {
                 let s = full
                     .to_str()
                     .filter(|s| !s.contains(|c: char| c.is_whitespace() || "{},".contains(c)))
-                    .ok_or_else(|| {
-                        format!(
-                            "{}: a trace path cannot hold blanks, braces or commas",
-                            full.display()
-                        )
-                    })?;
+                    .ok_or_else(|| PresetError::TracePath(full.clone()))?;
                 Some(s.to_string())
             }
         };
@@ -656,15 +651,14 @@ impl Preset {
     /// a traced direction's trace is first written under the system's
     /// temporary directory (`dummynet-traces/`), since `trace FILE` is read
     /// when the options are parsed.
-    pub fn options_for_use(&self) -> Result<(String, String), String> {
+    pub fn options_for_use(&self) -> Result<(String, String), PresetError> {
         let dir = std::env::temp_dir().join("dummynet-traces");
-        self.write_traces(&dir).map_err(|e| {
-            format!(
-                "writing preset `{}`'s traces to {}: {e}",
-                self.name,
-                dir.display()
-            )
-        })?;
+        self.write_traces(&dir)
+            .map_err(|source| PresetError::Traces {
+                preset: Some(self.name),
+                dir: dir.clone(),
+                source,
+            })?;
         Ok((
             self.pipe_options_in(self.up, &dir)?,
             self.pipe_options_in(self.down, &dir)?,
@@ -769,19 +763,26 @@ pub fn print(json_out: bool, trace_dir: Option<&Path>) -> ExitCode {
 
 /// A direction's options as the listing shows them: with `trace_dir`, the
 /// preset's traces are written there first and named there.
-fn listed_options(p: &Preset, d: Direction, trace_dir: Option<&Path>) -> Result<String, String> {
+fn listed_options(
+    p: &Preset,
+    d: Direction,
+    trace_dir: Option<&Path>,
+) -> Result<String, PresetError> {
     match trace_dir {
         None => Ok(p.pipe_options(d)),
         Some(dir) => {
-            p.write_traces(dir)
-                .map_err(|e| format!("writing traces into {}: {e}", dir.display()))?;
+            p.write_traces(dir).map_err(|source| PresetError::Traces {
+                preset: None,
+                dir: dir.to_path_buf(),
+                source,
+            })?;
             p.pipe_options_in(d, dir)
         }
     }
 }
 
 /// `dummynet presets`: the table, with the pipe options each direction gets.
-pub fn table(trace_dir: Option<&Path>) -> Result<String, String> {
+pub fn table(trace_dir: Option<&Path>) -> Result<String, PresetError> {
     let mut s = format!(
         "{:<17} {:>12} {:>8} {:>12} {:>8} {:>15} {:>13} {:<23}   pipe options (up | down)\n",
         "name", "up", "up ms", "down", "down ms", "loss (u/d)", "jitter (u/d)", "trace (down)"
@@ -812,8 +813,8 @@ pub fn table(trace_dir: Option<&Path>) -> Result<String, String> {
 /// text of a model), `trace` (the file name under examples/traces/, or null)
 /// and `options`, the ipfw pipe options (the trace named bare, or in
 /// `trace_dir` after writing it there).
-pub fn json(trace_dir: Option<&Path>) -> Result<String, String> {
-    let dir = |p: &Preset, d: Direction| -> Result<serde_json::Value, String> {
+pub fn json(trace_dir: Option<&Path>) -> Result<String, PresetError> {
+    let dir = |p: &Preset, d: Direction| -> Result<serde_json::Value, PresetError> {
         Ok(serde_json::json!({
             "bw": d.bw,
             "delay_ms": d.delay_ms,
@@ -841,12 +842,48 @@ pub fn json(trace_dir: Option<&Path>) -> Result<String, String> {
                 "up": dir(p, p.up)?,
             }))
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    serde_json::to_string_pretty(&all).map_err(|e| e.to_string())
+        .collect::<Result<Vec<_>, PresetError>>()?;
+    Ok(serde_json::to_string_pretty(&all)?)
+}
+
+/// Why a preset's options or its listing could not be given.
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    /// A trace's path the ipfw lexer would split (blanks, braces, commas)
+    /// or that is not UTF-8.
+    #[error("{}: a trace path cannot hold blanks, braces or commas", .0.display())]
+    TracePath(PathBuf),
+    /// The preset's traces could not be written where they are named.
+    #[error("writing {}traces {} {}: {source}", preset_of(*preset), if preset.is_some() { "to" } else { "into" }, dir.display())]
+    Traces {
+        preset: Option<&'static str>,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// `preset `NAME`'s `, or nothing.
+fn preset_of(name: Option<&str>) -> String {
+    name.map_or(String::new(), |n| format!("preset `{n}`'s "))
 }
 
 #[cfg(test)]
 mod tests {
+
+    /// A trace path the lexer would split is refused as such, naming it.
+    #[test]
+    fn a_trace_path_with_blanks_is_a_kind() {
+        let p = PRESETS.iter().find(|p| p.up.trace.is_some()).unwrap();
+        let e = p.pipe_options_in(p.up, Path::new("/tmp/a b")).unwrap_err();
+        assert!(matches!(&e, PresetError::TracePath(path) if path.starts_with("/tmp/a b")));
+        assert!(
+            e.to_string()
+                .ends_with(": a trace path cannot hold blanks, braces or commas"),
+            "{e}"
+        );
+    }
     use super::*;
     use dummynet_engine::impair::trace::{self, TraceMode};
 

@@ -129,10 +129,9 @@ pub struct Record {
 
 impl Record {
     /// A record for this process, started now.
-    pub fn new(mode: Mode, netns: Namespace) -> Result<Record, String> {
+    pub fn new(mode: Mode, netns: Namespace) -> Result<Record, RegistryError> {
         let pid = std::process::id();
-        let start_ticks =
-            start_ticks(pid).ok_or("cannot read this process's start time in /proc/self/stat")?;
+        let start_ticks = start_ticks(pid).ok_or(RegistryError::StartTime)?;
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -175,6 +174,15 @@ fn own_pid_ns() -> u64 {
     std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
 }
 
+/// Why this daemon's record could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read this process's start time in /proc/self/stat")]
+    StartTime,
+    #[error("writing {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+}
+
 /// A written record, removed when dropped.
 #[derive(Debug)]
 pub struct Registration {
@@ -199,7 +207,10 @@ pub fn announce(
     let written = Record::new(mode, netns).and_then(|mut r| {
         r.socket = socket.map(Path::to_path_buf);
         r.http = http.map(|a| a.to_string());
-        register(&r).map_err(|e| format!("writing {}/{}.json: {e}", own_dir().display(), r.pid))
+        register(&r).map_err(|source| RegistryError::Write {
+            path: own_dir().join(format!("{}.json", r.pid)),
+            source,
+        })
     });
     match written {
         Ok(reg) => Some(reg),

@@ -13,7 +13,7 @@ use crate::presets;
 /// else (the `out` pass, ARP is not IP) allowed. A direction given a
 /// scheduler type (`bw 10Mbit/s type fq_codel`) is shaped so that the type
 /// applies ([`feed_typed_schedulers`]).
-pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
+pub fn shell_config(up: &str, down: &str) -> Result<Vec<(usize, Command)>, LinkError> {
     let mut config = pipes_and_rules(up, down)?;
     feed_typed_schedulers(&mut config);
     Ok(config)
@@ -52,7 +52,7 @@ pub fn feed_typed_schedulers(config: &mut Vec<(usize, Command)>) {
     }
 }
 
-fn pipes_and_rules(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String> {
+fn pipes_and_rules(up: &str, down: &str) -> Result<Vec<(usize, Command)>, LinkError> {
     let text = format!(
         "pipe 1 config {up}\n\
          pipe 2 config {down}\n\
@@ -66,7 +66,7 @@ fn pipes_and_rules(up: &str, down: &str) -> Result<Vec<(usize, Command)>, String
             2 => "--down",
             _ => "the generated rules",
         };
-        format!("{what}: {e}")
+        LinkError::Options { what, error: e }
     })
 }
 
@@ -80,29 +80,31 @@ pub fn link_config(
     preset: Option<&str>,
     up: Option<&str>,
     down: Option<&str>,
-) -> Result<Vec<(usize, Command)>, String> {
+) -> Result<Vec<(usize, Command)>, LinkError> {
     let Some(name) = preset else {
         return shell_config(up.unwrap_or("bw 0"), down.unwrap_or("bw 0"));
     };
-    let p = presets::lookup(name).ok_or_else(|| {
-        format!(
-            "unknown preset `{name}`; known: {}",
-            presets::names().join(", ")
-        )
-    })?;
+    let p = presets::lookup(name).ok_or_else(|| LinkError::UnknownPreset(name.to_string()))?;
     let (base_up, base_down) = p.options_for_use()?;
-    let mut config =
-        pipes_and_rules(&base_up, &base_down).map_err(|e| format!("preset `{name}`: {e}"))?;
+    let mut config = pipes_and_rules(&base_up, &base_down).map_err(|e| LinkError::InPreset {
+        name: name.to_string(),
+        error: Box::new(e),
+    })?;
     for (number, flag, given) in [(1, "--up", up), (2, "--down", down)] {
         let Some(given) = given else { continue };
-        let (change, fields) = parse_modify(number, given).map_err(|e| format!("{flag}: {e}"))?;
+        let (change, fields) = parse_modify(number, given)
+            .map_err(|error| LinkError::Options { what: flag, error })?;
         let pipe = config
             .iter_mut()
             .find_map(|(_, c)| match c {
                 Command::ConfigPipe(n, cfg) if *n == number => Some(cfg),
                 _ => None,
             })
-            .ok_or_else(|| format!("preset `{name}` has no pipe {number} to merge {flag} onto"))?;
+            .ok_or_else(|| LinkError::NoPipe {
+                preset: name.to_string(),
+                number,
+                flag,
+            })?;
         *pipe = PipeConfig {
             link: modify::link(&pipe.link, &change.link, fields),
             flowset: modify::flowset(&pipe.flowset, &change.flowset, fields),
@@ -125,6 +127,39 @@ fn parse_modify(number: u32, options: &str) -> Result<(PipeConfig, Fields), Stri
     }
 }
 
+/// Why a shell's link could not be made of `--preset`, `--up` and
+/// `--down`.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// `--up`'s or `--down`'s options (or the rules made with them) do not
+    /// parse: the parser's words.
+    #[error("{what}: {error}")]
+    Options { what: &'static str, error: String },
+    #[error("unknown preset `{0}`; known: {known}", known = presets::names().join(", "))]
+    UnknownPreset(String),
+    /// A preset's own options do not parse (a bug in the table).
+    #[error("preset `{name}`: {error}")]
+    InPreset { name: String, error: Box<LinkError> },
+    #[error("preset `{preset}` has no pipe {number} to merge {flag} onto")]
+    NoPipe {
+        preset: String,
+        number: u32,
+        flag: &'static str,
+    },
+    /// The preset's traces could not be written for use.
+    #[error(transparent)]
+    Preset(#[from] presets::PresetError),
+    /// A line the engine refused.
+    #[error("the link configuration (line {line}): {error}")]
+    Configuration { line: usize, error: String },
+    /// A rule a joined link is given does not parse (a bug).
+    #[error("the joined link's rule {line}: {error}")]
+    JoinedRule { line: usize, error: String },
+    /// A command a joined link cannot take (only its pipes and queues).
+    #[error("a joined link cannot take {0:?}")]
+    NotForAJoinedLink(Box<Command>),
+}
+
 /// What each direction of a shell's link is, for the start of a shell:
 /// the configuration after any merge, checked by an engine as the
 /// emulator will check it. One line per pipe (`dummynet shell: up (pipe
@@ -134,10 +169,10 @@ pub fn describe_links(
     config: &[(usize, Command)],
     seed: u64,
     verbose: bool,
-) -> Result<String, String> {
+) -> Result<String, LinkError> {
     let engine: dummynet_engine::Engine<dummynet_dataplane::Carrier> =
         dummynet_dataplane::lang::configure(config, seed)
-            .map_err(|(line, e)| format!("the link configuration (line {line}): {e}"))?;
+            .map_err(|(line, error)| LinkError::Configuration { line, error })?;
     let snapshot = engine.snapshot();
     let mut out = String::new();
     for (number, what) in [(1, "up (pipe 1)"), (2, "down (pipe 2)")] {
@@ -283,11 +318,17 @@ mod tests {
 
     #[test]
     fn a_bad_override_or_preset_is_named() {
-        let e = link_config(Some("lte"), Some("dealy 50ms"), None).unwrap_err();
+        let e = link_config(Some("lte"), Some("dealy 50ms"), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--up:"), "{e}");
-        let e = link_config(Some("lte"), None, Some("bw fast")).unwrap_err();
+        let e = link_config(Some("lte"), None, Some("bw fast"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--down:"), "{e}");
-        let e = link_config(Some("no-such-link"), None, None).unwrap_err();
+        let e = link_config(Some("no-such-link"), None, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("unknown preset `no-such-link`") && e.contains("lte"),
             "{e}"
@@ -360,9 +401,13 @@ mod tests {
     #[test]
     fn shell_config_names_the_bad_direction() {
         assert!(shell_config("bw 1Mbit/s", "delay 5ms").is_ok());
-        let e = shell_config("bw 1Mbit/s", "dealy 5ms").unwrap_err();
+        let e = shell_config("bw 1Mbit/s", "dealy 5ms")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--down:"), "{e}");
-        let e = shell_config("bw fast", "delay 5ms").unwrap_err();
+        let e = shell_config("bw fast", "delay 5ms")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--up:"), "{e}");
     }
 }

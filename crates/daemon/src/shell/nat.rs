@@ -88,15 +88,15 @@ impl WayOut {
     /// namespace (the shell's main thread: the namespace it was started
     /// in), after removing what shells that are gone left there. `None`
     /// with `Nat::Off`.
-    pub fn open(nat: Nat, inside: &Inside<'_>) -> Result<Option<WayOut>, String> {
-        let Some(firewall) = Firewall::find(nat)? else {
+    pub fn open(nat: Nat, inside: &Inside<'_>) -> Result<Option<WayOut>, NatError> {
+        let Some(firewall) = Firewall::find(nat).map_err(NatError::Firewall)? else {
             return Ok(None);
         };
         let me = std::process::id();
         let name = firewall.name(me);
         let mut notes = Vec::new();
         // Ours can only be there if a shell that had our pid was killed.
-        for (stale, pid) in firewall.ours()? {
+        for (stale, pid) in firewall.ours().map_err(NatError::Firewall)? {
             if pid == me || Holder::of(pid).is_none() {
                 if let Err(e) = firewall.remove(&stale) {
                     notes.push(format!(
@@ -115,9 +115,11 @@ impl WayOut {
             notes,
             closed: false,
         };
-        out.firewall.install(&out.name, inside)?;
-        let wanted = forwarding(inside, &mut out.notes)?;
-        out.lease = Some(Lease::acquire(&wanted)?);
+        out.firewall
+            .install(&out.name, inside)
+            .map_err(NatError::Firewall)?;
+        let wanted = forwarding(inside, &mut out.notes).map_err(NatError::Forwarding)?;
+        out.lease = Some(Lease::acquire(&wanted).map_err(NatError::Forwarding)?);
         Ok(Some(out))
     }
 
@@ -128,11 +130,11 @@ impl WayOut {
 
     /// Removes the rules and gives the forwarding settings back (to their
     /// old values if no other shell of this namespace still runs).
-    pub fn close(mut self) -> Result<(), String> {
+    pub fn close(mut self) -> Result<(), NatError> {
         self.undo()
     }
 
-    fn undo(&mut self) -> Result<(), String> {
+    fn undo(&mut self) -> Result<(), NatError> {
         if self.closed {
             return Ok(());
         }
@@ -141,10 +143,27 @@ impl WayOut {
         let lease = self.lease.take().map_or(Ok(()), Lease::release);
         match (rules, lease) {
             (Ok(()), Ok(())) => Ok(()),
-            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
-            (Err(a), Err(b)) => Err(format!("{a}; {b}")),
+            (Err(e), Ok(())) => Err(NatError::Firewall(e)),
+            (Ok(()), Err(e)) => Err(NatError::Forwarding(e)),
+            (Err(rules), Err(forwarding)) => Err(NatError::Both { rules, forwarding }),
         }
     }
+}
+
+/// Why the way out (NAT and forwarding) could not be set up or taken down;
+/// each with the words of the program or file that refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NatError {
+    /// Finding nft or iptables, or their rules.
+    #[error("{0}")]
+    Firewall(String),
+    /// The namespace's forwarding settings, or the shells' shared record
+    /// of them.
+    #[error("{0}")]
+    Forwarding(String),
+    /// Taking down both.
+    #[error("{rules}; {forwarding}")]
+    Both { rules: String, forwarding: String },
 }
 
 impl Drop for WayOut {

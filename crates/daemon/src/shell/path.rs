@@ -5,8 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc::{self, Receiver, Sender};
 
-use dummynet_io::netns::Netns;
-use dummynet_io::rtnl::Via;
+use dummynet_io::netns::{Netns, NetnsError};
+use dummynet_io::rtnl::{RtnlError, Via};
 
 /// Whether GSO super-packets cross the shell whole (see [`ShellArgs::gso`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,8 +76,8 @@ pub const NEAR_IF: &str = "dn0";
 /// cross whole (billed for all their bytes), which multi-Gbit/s runs need
 /// but which lets a slot-limited queue hold far more than it says, until
 /// [`start_emulator`] says otherwise (`Gso::Auto`).
-pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, String> {
-    let mid = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
+pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, PathError> {
+    let mid = Netns::new_anonymous().map_err(PathError::Namespace)?;
     build_path_in(mid, [APP_IF, PEER_IF], near, far, far_if, gso)
 }
 
@@ -91,41 +91,37 @@ pub fn build_path_in(
     far: &Netns,
     far_if: &str,
     gso: Gso,
-) -> Result<Path, String> {
+) -> Result<Path, PathError> {
     let [app_if, peer_if] = mid_ifs;
     let whole = gso != Gso::Off;
     let subnet = far
         .run(free_subnet)
-        .map_err(|e| format!("reading routes: {e}"))??;
+        .map_err(PathError::Routes)?
+        .map_err(PathError::Subnet)?;
     let far_addr = Ipv4Addr::from(u32::from(subnet) + 1);
     let near_addr = Ipv4Addr::from(u32::from(subnet) + 2);
-    let mut m = mid.rtnl().map_err(|e| e.to_string())?;
-    m.add_veth(app_if, NEAR_IF, Some(near.as_fd_borrowed()))
-        .map_err(|e| e.to_string())?;
-    m.add_veth(peer_if, far_if, Some(far.as_fd_borrowed()))
-        .map_err(|e| e.to_string())?;
-    m.set_up(app_if).map_err(|e| e.to_string())?;
-    m.set_up(peer_if).map_err(|e| e.to_string())?;
-    let mut f = far.rtnl().map_err(|e| e.to_string())?;
-    f.add_address(far_if, IpAddr::V4(far_addr), V4_PREFIX)
-        .map_err(|e| e.to_string())?;
+    let mut m = mid.rtnl()?;
+    m.add_veth(app_if, NEAR_IF, Some(near.as_fd_borrowed()))?;
+    m.add_veth(peer_if, far_if, Some(far.as_fd_borrowed()))?;
+    m.set_up(app_if)?;
+    m.set_up(peer_if)?;
+    let mut f = far.rtnl()?;
+    f.add_address(far_if, IpAddr::V4(far_addr), V4_PREFIX)?;
     if !whole {
-        f.set_gso_max_segs(far_if, 1).map_err(|e| e.to_string())?;
+        f.set_gso_max_segs(far_if, 1)?;
     }
-    f.set_up(far_if).map_err(|e| e.to_string())?;
-    let mut n = near.rtnl().map_err(|e| e.to_string())?;
-    n.add_address(NEAR_IF, IpAddr::V4(near_addr), V4_PREFIX)
-        .map_err(|e| e.to_string())?;
+    f.set_up(far_if)?;
+    let mut n = near.rtnl()?;
+    n.add_address(NEAR_IF, IpAddr::V4(near_addr), V4_PREFIX)?;
     if !whole {
-        n.set_gso_max_segs(NEAR_IF, 1).map_err(|e| e.to_string())?;
+        n.set_gso_max_segs(NEAR_IF, 1)?;
     }
-    n.set_up(NEAR_IF).map_err(|e| e.to_string())?;
+    n.set_up(NEAR_IF)?;
     n.add_route(
         IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         0,
         Via::Gateway(IpAddr::V4(far_addr)),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let v6 = v6_of(subnet);
     let v6 = match (|| -> Result<(), dummynet_io::rtnl::RtnlError> {
         f.add_address(far_if, IpAddr::V6(v6.far_addr), V6_PREFIX)?;
@@ -174,13 +170,12 @@ const WHOLE_SEGS: u32 = 65_535;
 impl Path {
     /// Makes both ends segment their super-packets before sending, or lets
     /// them send them whole.
-    fn set_bursts(&self, whole: bool) -> Result<(), String> {
+    fn set_bursts(&self, whole: bool) -> Result<(), PathError> {
         let segs = if whole { WHOLE_SEGS } else { 1 };
-        let near = self.near.rtnl().map_err(|e| e.to_string())?;
-        let far = self.far.rtnl().map_err(|e| e.to_string())?;
+        let near = self.near.rtnl()?;
+        let far = self.far.rtnl()?;
         for (mut rtnl, name) in [(near, NEAR_IF), (far, self.far_if.as_str())] {
-            rtnl.set_gso_max_segs(name, segs)
-                .map_err(|e| e.to_string())?;
+            rtnl.set_gso_max_segs(name, segs)?;
         }
         if let Some(ports) = &self.tso_follows {
             // Not fatal: the link works either way (see shell_napi).
@@ -193,12 +188,12 @@ impl Path {
 }
 
 /// Where the outcome of applying the first word arrives.
-pub type FirstApplied = Receiver<Result<(), String>>;
+pub type FirstApplied = Receiver<Result<(), PathError>>;
 
 /// A thread that sets the path's segmentation as the emulator's bridge
 /// tells it (`Bridge::follow_bursts`), until the bridge is gone: netlink
 /// is no work for the data plane. Returns the bridge's end of the channel.
-pub fn follow_bursts(path: &Path) -> Result<(Sender<bool>, FirstApplied), String> {
+pub fn follow_bursts(path: &Path) -> Result<(Sender<bool>, FirstApplied), PathError> {
     let (tell, words) = mpsc::channel::<bool>();
     let (done, first) = mpsc::channel();
     let path = path.clone();
@@ -217,8 +212,29 @@ pub fn follow_bursts(path: &Path) -> Result<(Sender<bool>, FirstApplied), String
                 }
             }
         })
-        .map_err(|e| format!("cannot start a thread: {e}"))?;
+        .map_err(PathError::Thread)?;
     Ok((tell, first))
+}
+
+/// Why a shell's path of namespaces and veths could not be built or set.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("creating a namespace: {0}")]
+    Namespace(NetnsError),
+    /// The far namespace's routes could not be read there.
+    #[error("reading routes: {0}")]
+    Routes(NetnsError),
+    /// No free subnet, or the routes could not be read: what and where.
+    #[error("{0}")]
+    Subnet(String),
+    /// A namespace's rtnetlink socket could not be opened.
+    #[error("{0}")]
+    Netlink(#[from] NetnsError),
+    /// A link, address or route the kernel refused.
+    #[error("{0}")]
+    Rtnl(#[from] RtnlError),
+    #[error("cannot start a thread: {0}")]
+    Thread(std::io::Error),
 }
 
 trait BorrowFd {

@@ -63,6 +63,7 @@ pub enum UserNet {
     None,
 }
 
+use crate::start::StartError;
 pub use crate::system::runtime_dir;
 use crate::system::USER_DIR;
 static OUTSIDE_UID: OnceLock<u32> = OnceLock::new();
@@ -92,11 +93,10 @@ pub fn is_rootless() -> bool {
 /// Makes the user's run-time directory, then moves this process into a
 /// user namespace of its own. Must run before any thread is started (the
 /// kernel's rule for entering a user namespace).
-pub fn enter() -> Result<Outside, String> {
+pub fn enter() -> Result<Outside, StartError> {
     let uid = nix::unistd::geteuid();
-    let dir = user_runtime_dir(uid.as_raw())?;
-    let outside = dummynet_io::userns::enter_own()
-        .map_err(|e| format!("running without root needs a user namespace: {e}"))?;
+    let dir = user_runtime_dir(uid.as_raw()).map_err(StartError::RuntimeDir)?;
+    let outside = dummynet_io::userns::enter_own().map_err(StartError::NotRoot)?;
     let _ = USER_DIR.set(dir);
     let _ = OUTSIDE_UID.set(outside.uid.as_raw());
     Ok(outside)
@@ -157,27 +157,67 @@ const V6_WAIT: Duration = Duration::from_secs(2);
 /// How long it gets to exit after SIGTERM.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
+/// What a user without pasta or slirp4netns is told to install.
+const HOW: &str = "the command reaches only $DUMMYNET_PEER; for the rest, install \
+                   pasta (`apt-get install passt`, `dnf install passt`) or slirp4netns";
+
+/// Why a shell without root has no way out to the user's network.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("--user-net none: the command reaches only $DUMMYNET_PEER")]
+    NotWanted,
+    /// The tool asked for (or either, for `auto`) is not installed.
+    #[error("{}: {HOW}", missing(*.0))]
+    NotInstalled(UserNet),
+    #[error("handing the namespace to {tool}: {source}")]
+    Hand {
+        tool: &'static str,
+        source: std::io::Error,
+    },
+    #[error("starting {}: {source}", program.display())]
+    Start {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{tool} exited ({status}) before connecting the shell (its message is above): \
+         the command reaches only $DUMMYNET_PEER"
+    )]
+    Exited {
+        tool: &'static str,
+        status: std::process::ExitStatus,
+    },
+    #[error(
+        "{tool} did not set up a route within {CONNECT_WAIT:?}: the command reaches \
+         only $DUMMYNET_PEER"
+    )]
+    NoRoute { tool: &'static str },
+}
+
+/// What is missing for `--user-net want`.
+fn missing(want: UserNet) -> &'static str {
+    match want {
+        UserNet::Pasta => "--user-net pasta: no `pasta` program on PATH",
+        UserNet::Slirp4netns => "--user-net slirp4netns: no `slirp4netns` program on PATH",
+        UserNet::Auto | UserNet::None => "neither pasta nor slirp4netns is installed",
+    }
+}
+
 impl Gateway {
     /// Connects the namespace `here` (of our user namespace) to the
     /// user's, with the tool `want` names; returns once `here` has a
     /// default route through it. `Err` says why there is no way out, and
     /// how to get one.
-    pub fn connect(here: &Netns, want: UserNet) -> Result<Gateway, String> {
-        const HOW: &str = "the command reaches only $DUMMYNET_PEER; for the rest, install \
-                           pasta (`apt-get install passt`, `dnf install passt`) or slirp4netns";
+    pub fn connect(here: &Netns, want: UserNet) -> Result<Gateway, GatewayError> {
         let found = |tool: &'static str| crate::system::find_program(tool).map(|p| (tool, p));
+        let missing = || GatewayError::NotInstalled(want);
         let (tool, program) = match want {
-            UserNet::None => {
-                return Err("--user-net none: the command reaches only $DUMMYNET_PEER".into())
-            }
+            UserNet::None => return Err(GatewayError::NotWanted),
             UserNet::Auto => found("pasta")
                 .or_else(|| found("slirp4netns"))
-                .ok_or_else(|| format!("neither pasta nor slirp4netns is installed: {HOW}"))?,
-            UserNet::Pasta => found("pasta")
-                .ok_or_else(|| format!("--user-net pasta: no `pasta` program on PATH: {HOW}"))?,
-            UserNet::Slirp4netns => found("slirp4netns").ok_or_else(|| {
-                format!("--user-net slirp4netns: no `slirp4netns` program on PATH: {HOW}")
-            })?,
+                .ok_or_else(missing)?,
+            UserNet::Pasta => found("pasta").ok_or_else(missing)?,
+            UserNet::Slirp4netns => found("slirp4netns").ok_or_else(missing)?,
         };
         if tool == "slirp4netns" {
             // slirp4netns gives IPv6 by router advertisement (fd00::/64,
@@ -200,7 +240,7 @@ impl Gateway {
         let ns = here
             .as_fd()
             .try_clone_to_owned()
-            .map_err(|e| format!("handing the namespace to {tool}: {e}"))?;
+            .map_err(|source| GatewayError::Hand { tool, source })?;
         let mut cmd = Command::new(&program);
         match tool {
             // No port forwarding either way (-t, -u, -T, -U): the command's
@@ -239,9 +279,10 @@ impl Gateway {
         // credentials (pasta drops capabilities), so [`Gateway`]'s drop
         // stops the tool too.
         dummynet_io::netns::die_with_parent(&mut cmd);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", program.display()))?;
+        let mut child = cmd.spawn().map_err(|source| GatewayError::Start {
+            program: program.clone(),
+            source,
+        })?;
         if let Some(err) = child.stderr.take() {
             relay(tool, err);
         }
@@ -251,26 +292,21 @@ impl Gateway {
 
     /// Waits until `here` has a default route (the tool has configured its
     /// tap), or the tool has exited, or [`CONNECT_WAIT`] has passed.
-    fn wait_connected(mut self, here: &Netns) -> Result<Gateway, String> {
+    fn wait_connected(mut self, here: &Netns) -> Result<Gateway, GatewayError> {
         let start = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "{} exited ({status}) before connecting the shell (its message is above): \
-                     the command reaches only $DUMMYNET_PEER",
-                    self.tool
-                ));
+                return Err(GatewayError::Exited {
+                    tool: self.tool,
+                    status,
+                });
             }
             if here.run(has_default_route).unwrap_or(false) {
                 self.wait_v6(here, start);
                 return Ok(self);
             }
             if start.elapsed() > CONNECT_WAIT {
-                return Err(format!(
-                    "{} did not set up a route within {CONNECT_WAIT:?}: the command reaches \
-                     only $DUMMYNET_PEER",
-                    self.tool
-                ));
+                return Err(GatewayError::NoRoute { tool: self.tool });
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -387,6 +423,29 @@ fn default_route_in(routes: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    /// Why there is no way out is a kind, with the words users read.
+    #[test]
+    fn no_way_out_is_a_kind_with_its_words() {
+        let e = GatewayError::NotWanted;
+        assert_eq!(
+            e.to_string(),
+            "--user-net none: the command reaches only $DUMMYNET_PEER"
+        );
+        let e = GatewayError::NotInstalled(UserNet::Pasta);
+        assert!(
+            e.to_string().starts_with(
+                "--user-net pasta: no `pasta` program on PATH: the command reaches only"
+            ),
+            "{e}"
+        );
+        let e = GatewayError::NotInstalled(UserNet::Auto).to_string();
+        assert!(
+            e.starts_with("neither pasta nor slirp4netns is installed: "),
+            "{e}"
+        );
+        assert!(e.ends_with("or slirp4netns"), "{e}");
+    }
     use super::*;
 
     #[test]

@@ -181,7 +181,7 @@ impl BridgeBuilder {
             Some(ObserveOptions::default()),
             open_bridge(a, b, false),
         )
-        .map_err(Error::Start)?;
+        .map_err(|e| Error::Start(e.to_string()))?;
         Ok(Bridge {
             emulator: Emulator::new(&running)?,
             running,

@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use dummynet_daemon::start::StartError;
 use dummynet_engine::config::Setting;
 use dummynet_engine::{Command, Engine};
 use dummynet_io::firewall::{Backend as IptablesBackend, Firewall, InterceptSpec};
 use dummynet_io::netns::Netns;
-use dummynet_io::portlock::{LockError, Port, PortLock};
+use dummynet_io::portlock::{Port, PortLock};
 
 use super::args::{ObserveArgs, PrecisionArg};
 use super::bridge::Bridge;
@@ -403,9 +404,9 @@ pub fn spawn<F>(
     options: PlaneOptions,
     observe: Option<ObserveOptions>,
     open: F,
-) -> Result<Running, String>
+) -> Result<Running, StartError>
 where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
 {
     let socket = socket.map(|path| (path, ControlOptions::default()));
     spawn_controlled(ns, config, seed, socket, stop, options, observe, open)
@@ -413,12 +414,13 @@ where
 
 /// Opens the leader's backends of a sharded data plane.
 pub type OpenLeader =
-    Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+    Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send>;
 
 /// Opens worker K's backends (K from 1) of a sharded data plane
 /// (`run --workers N`), on the leader's thread, after the leader's own.
-pub type OpenWorker =
-    Arc<dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, String> + Send + Sync>;
+pub type OpenWorker = Arc<
+    dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + Sync,
+>;
 
 /// [`spawn`] with a say in who may use the control socket and what a
 /// client may cost.
@@ -432,9 +434,9 @@ pub fn spawn_controlled<F>(
     options: PlaneOptions,
     observe: Option<ObserveOptions>,
     open: F,
-) -> Result<Running, String>
+) -> Result<Running, StartError>
 where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
 {
     spawn_sharded(ns, config, seed, socket, stop, options, observe, open, None)
 }
@@ -453,9 +455,9 @@ pub fn spawn_sharded<F>(
     observe: Option<ObserveOptions>,
     open: F,
     workers: Option<(usize, OpenWorker)>,
-) -> Result<Running, String>
+) -> Result<Running, StartError>
 where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
 {
     let replicas = config.clone();
     // Every live mode bounds the packet bytes its pipes hold (shell and
@@ -466,20 +468,20 @@ where
         config.insert(0, (0, Command::Set(Setting::HeldLimit(limit))));
     }
     let mut engine: Engine<Carrier> = crate::lang::configure(&config, seed)
-        .map_err(|(line, e)| format!("config line {line}: {e}"))?;
+        .map_err(|(line, error)| StartError::Configuration { line, error })?;
     let (req_tx, req_rx) = mpsc::channel();
-    let (wake_rx, wake_tx) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    let (wake_rx, wake_tx) = UnixStream::pair().map_err(|e| StartError::io("socketpair", e))?;
     wake_rx
         .set_nonblocking(true)
-        .map_err(|e| format!("socketpair: {e}"))?;
-    let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        .map_err(|e| StartError::io("socketpair", e))?;
+    let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), StartError>>(1);
     // The files are created here, so that one that cannot be is an error
     // before anything starts.
     // One tap per worker, their records merged by time off the data plane.
     let n = workers.as_ref().map_or(1, |(n, _)| *n);
     let (observer, mut taps, observer_thread) = match &observe {
         Some(o) => {
-            let (obs, taps, thread) = Observer::start_workers(o, n)?;
+            let (obs, taps, thread) = Observer::start_workers(o, n).map_err(StartError::Backend)?;
             (
                 Some(obs),
                 taps.into_iter().map(Some).collect(),
@@ -539,11 +541,11 @@ where
     let thread = match ns {
         Some(ns) => ns
             .spawn_thread("dummynet-dataplane", body)
-            .map_err(|e| e.to_string())?,
+            .map_err(StartError::namespace)?,
         None => std::thread::Builder::new()
             .name("dummynet-dataplane".into())
             .spawn(body)
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| StartError::Backend(e.to_string()))?,
     };
     // Non-blocking, as the control server's: a full buffer means a
     // wake-up is already pending.
@@ -572,7 +574,7 @@ where
         }
         Err(_) => {
             running.finish();
-            return Err("the data plane thread ended during setup".into());
+            return Err(StartError::PlaneEnded);
         }
     }
     if let Some((path, control)) = socket {
@@ -580,7 +582,7 @@ where
             Ok(server) => running.control = Some(server),
             Err(e) => {
                 running.finish();
-                return Err(e.to_string());
+                return Err(e.into());
             }
         }
     }
@@ -608,8 +610,10 @@ fn start_followers(
     options: PlaneOptions,
     open_worker: OpenWorker,
     taps: Vec<Option<Tap>>,
-) -> Result<Option<super::sharded::Worker>, String> {
-    let mut parts = super::sharded::workers(n)?.into_iter();
+) -> Result<Option<super::sharded::Worker>, StartError> {
+    let mut parts = super::sharded::workers(n)
+        .map_err(StartError::Backend)?
+        .into_iter();
     let mut taps = taps.into_iter();
     let Some(mut leader) = parts.next() else {
         return Ok(None);
@@ -624,13 +628,13 @@ fn start_followers(
         // each other than classifying (`dummynet bench --workers`: 3 to 4
         // times the CPU a packet). One at a time, so that the ports join
         // their fanout groups in worker order.
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), StartError>>(1);
         let (config, open_worker, worker_stop) =
             (config.to_vec(), open_worker.clone(), stop.clone());
         let tap = taps.next().flatten();
         let body = move || {
             let made = crate::lang::configure(&config, seed)
-                .map_err(|(line, e)| format!("config line {line}: {e}"))
+                .map_err(|(line, error)| StartError::Configuration { line, error })
                 .and_then(|mut engine: Engine<Carrier>| {
                     super::learn_host(&mut engine);
                     let backends = open_worker(&mut engine, k)?;
@@ -654,10 +658,12 @@ fn start_followers(
         let thread = std::thread::Builder::new()
             .name(format!("dummynet-worker-{k}"))
             .spawn(body)
-            .map_err(|e| format!("starting data-plane worker {k}: {e}"))?;
-        let ready = ready_rx
-            .recv()
-            .unwrap_or_else(|_| Err(format!("data-plane worker {k} ended during setup")));
+            .map_err(|e| StartError::io(format!("starting data-plane worker {k}"), e))?;
+        let ready = ready_rx.recv().unwrap_or_else(|_| {
+            Err(StartError::Backend(format!(
+                "data-plane worker {k} ended during setup"
+            )))
+        });
         threads.push(thread);
         if let Err(e) = ready {
             // The workers started so far stop (none has a job to wait for).
@@ -665,7 +671,7 @@ fn start_followers(
             for t in threads {
                 let _ = t.join();
             }
-            return Err(format!("data-plane worker {k}: {e}"));
+            return Err(StartError::Backend(format!("data-plane worker {k}: {e}")));
         }
     }
     leader.adopt(threads, stop);
@@ -683,12 +689,10 @@ pub fn open_sharded_bridge(
     let groups: Arc<std::sync::Mutex<Option<[u16; 2]>>> = Arc::default();
     let open = move |e: &mut Engine<Carrier>,
                      groups: &std::sync::Mutex<Option<[u16; 2]>>|
-          -> Result<Vec<Box<dyn Backend>>, String> {
-        let bridge = Bridge::open(&a, &b, e)
-            .map_err(|e| e.to_string())?
-            .exit_on_link_loss(exit_on_link_loss);
+          -> Result<Vec<Box<dyn Backend>>, StartError> {
+        let bridge = Bridge::open(&a, &b, e)?.exit_on_link_loss(exit_on_link_loss);
         let mut g = groups.lock().map_err(|_| "fanout groups: poisoned lock")?;
-        let ids = bridge.join_fanout(*g).map_err(|e| e.to_string())?;
+        let ids = bridge.join_fanout(*g)?;
         *g = Some(ids);
         Ok(vec![Box::new(bridge) as Box<dyn Backend>])
     };
@@ -707,11 +711,10 @@ pub fn open_bridge(
     a: String,
     b: String,
     exit_on_link_loss: bool,
-) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static {
+) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static
+{
     move |e| {
-        let bridge = Bridge::open(&a, &b, e)
-            .map_err(|e| e.to_string())?
-            .exit_on_link_loss(exit_on_link_loss);
+        let bridge = Bridge::open(&a, &b, e)?.exit_on_link_loss(exit_on_link_loss);
         Ok(vec![Box::new(bridge) as Box<dyn Backend>])
     }
 }
@@ -864,13 +867,14 @@ impl From<&str> for Failure {
     }
 }
 
-impl From<LockError> for Failure {
-    fn from(e: LockError) -> Failure {
+impl From<StartError> for Failure {
+    fn from(e: StartError) -> Failure {
         // A port another daemon holds: EX_UNAVAILABLE, as a command the
         // daemon cannot serve gets from the control socket.
-        let status = match e {
-            LockError::Held { .. } => u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1),
-            _ => 1,
+        let status = if e.is_port_held() {
+            u8::try_from(control::EX_UNAVAILABLE).unwrap_or(1)
+        } else {
+            1
         };
         Failure {
             status,
@@ -890,7 +894,7 @@ fn claim_ports(args: &RunArgs) -> Result<Vec<PortLock>, Failure> {
     };
     ports
         .into_iter()
-        .map(|p| PortLock::acquire(p).map_err(Failure::from))
+        .map(|p| PortLock::acquire(p).map_err(|e| Failure::from(StartError::from(e))))
         .collect()
 }
 
@@ -947,7 +951,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         ),
     }
     let checked: Engine<Carrier> = crate::lang::configure(&config, args.seed)
-        .map_err(|(line, e)| format!("config line {line}: {e}"))?;
+        .map_err(|(line, error)| StartError::Configuration { line, error })?;
     let workers = workers_for(args, &checked)?;
     if checked.drops_by_default() {
         say!("dummynet: warning: {}", default_deny_warning(args.host));
@@ -969,7 +973,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     };
     /// Opens the backends on the data-plane thread.
     type Open =
-        Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send>;
+        Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send>;
     let mut sharded: Option<(usize, OpenWorker)> = None;
     let open: Open = if let Some(ifs) = &args.bridge {
         let (a, b) = match ifs.as_slice() {
@@ -986,13 +990,10 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
             first
         } else if args.xdp {
             let opts = super::bridge_xdp::options(args.xdp_frames);
-            Box::new(super::bridge_xdp::open_or(
-                a,
-                b,
-                opts,
-                args.xdp_attach.into(),
-                plain,
-            ))
+            // The AF_XDP bridge and its fallback speak in words.
+            let plain = move |e: &mut Engine<Carrier>| plain(e).map_err(|e| e.to_string());
+            let xdp = super::bridge_xdp::open_or(a, b, opts, args.xdp_attach.into(), plain);
+            Box::new(move |e: &mut Engine<Carrier>| xdp(e).map_err(StartError::Backend))
         } else {
             Box::new(plain)
         }
@@ -1000,7 +1001,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         let spec = intercept_spec(args)?;
         let copy_mark = (!args.hold_output).then_some(args.copy_mark);
         Box::new(move |_| {
-            let host = Host::open(&spec, copy_mark)?;
+            let host = Host::open(&spec, copy_mark).map_err(StartError::Backend)?;
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };
@@ -1019,7 +1020,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     let _ports = match ns {
         Some(ns) => ns
             .run(|| claim_ports(args))
-            .map_err(|e| Failure::from(e.to_string()))??,
+            .map_err(|e| Failure::from(StartError::namespace(e)))??,
         None => claim_ports(args)?,
     };
     let control = ControlOptions {

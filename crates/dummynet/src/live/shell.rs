@@ -36,9 +36,7 @@ use super::run::{spawn, Running};
 use super::shell_napi::{move_receive_work, warning, Napi};
 use super::shell_nat::{Inside, Nat, WayOut};
 use super::Backend;
-pub use dummynet_daemon::shell::link::{
-    describe_links, feed_typed_schedulers, link_config, shell_config,
-};
+pub use dummynet_daemon::shell::link::{describe_links, feed_typed_schedulers, shell_config};
 pub use dummynet_daemon::shell::path::*;
 
 #[derive(Debug, clap::Args)]
@@ -142,6 +140,16 @@ pub struct ShellArgs {
     pub command: Vec<String>,
 }
 
+/// [`dummynet_daemon::shell::link::link_config`], its refusal in words
+/// (the command line's and the experiment files' edge).
+pub fn link_config(
+    preset: Option<&str>,
+    up: Option<&str>,
+    down: Option<&str>,
+) -> Result<Vec<(usize, Command)>, String> {
+    dummynet_daemon::shell::link::link_config(preset, up, down).map_err(|e| e.to_string())
+}
+
 pub fn run(args: ShellArgs) -> ExitCode {
     // Without root: into a user namespace of our own before anything else,
     // while this process has one thread (the kernel's rule).
@@ -176,7 +184,7 @@ pub fn start_emulator(
 ) -> Result<Running, String> {
     let (tell, first) = match gso {
         Gso::Auto => {
-            let (tell, first) = follow_bursts(path)?;
+            let (tell, first) = follow_bursts(path).map_err(|e| e.to_string())?;
             (Some(tell), Some(first))
         }
         Gso::On | Gso::Off => (None, None),
@@ -193,13 +201,14 @@ pub fn start_emulator(
         },
         observe,
         |e| {
-            let mut bridge = Bridge::open(APP_IF, PEER_IF, e).map_err(|e| e.to_string())?;
+            let mut bridge = Bridge::open(APP_IF, PEER_IF, e)?;
             if let Some(tell) = tell {
                 bridge = bridge.follow_bursts(tell);
             }
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     // The command starts only once its end segments as the configuration
     // needs.
     if let Some(first) = first {
@@ -284,7 +293,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
     };
     let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        build_path(&app, &here, &veth.name, gso)?
+        build_path(&app, &here, &veth.name, gso).map_err(|e| e.to_string())?
     };
     if napi == Napi::Threaded {
         // With --gso auto, super-packets cross whole until the emulator's
@@ -337,7 +346,7 @@ pub fn start_joined(
     napi: Napi,
     veth: String,
 ) -> Result<ShellLink, String> {
-    let mut session = super::join::Session::request(socket, request)?;
+    let mut session = super::join::Session::request(socket, request).map_err(|e| e.to_string())?;
     let offer = session.offer.clone();
     let mid = Netns::open(&offer.netns)
         .map_err(|e| format!("the emulator's namespace {}: {e}", offer.netns.display()))?;
@@ -359,7 +368,8 @@ pub fn start_joined(
             &here,
             &veth.name,
             gso,
-        )?
+        )
+        .map_err(|e| e.to_string())?
     };
     if napi == Napi::Threaded {
         say_unset(&move_receive_work(
@@ -377,7 +387,7 @@ pub fn start_joined(
         },
     )
     .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
-    let said = session.attach()?;
+    let said = session.attach().map_err(|e| e.to_string())?;
     say!("dummynet shell: {}", said.trim_end());
     Ok(ShellLink {
         emulator: None,
@@ -470,7 +480,7 @@ impl ShellLink {
         // and deletes its ends, ours with them.
         let left = match self.joined.take() {
             Some(s) if s.daemon_gone() => Err("the shared emulator had stopped".to_string()),
-            Some(s) => s.detach().map(drop),
+            Some(s) => s.detach().map(drop).map_err(|e| e.to_string()),
             None => Ok(()),
         };
         // The NAT's programs run in the namespace it was set up in, from
@@ -478,7 +488,7 @@ impl ShellLink {
         let undone = match self.way_out.take() {
             Some(w) => {
                 let what = w.describe();
-                let close = move || w.close();
+                let close = move || w.close().map_err(|e| e.to_string());
                 let closed = self
                     .path
                     .far
@@ -526,7 +536,8 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             if let (Some(name), true, false) = (&args.preset, merged, args.quiet) {
                 say!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
             }
-            let described = describe_links(&config, args.seed, args.verbose)?;
+            let described =
+                describe_links(&config, args.seed, args.verbose).map_err(|e| e.to_string())?;
             if !args.quiet {
                 super::say_str(&described);
             }

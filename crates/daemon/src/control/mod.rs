@@ -7,13 +7,13 @@
 //! `ipfw`/`dnctl` names of the binary use. What a request means and
 //! how it is answered is the protocol module's.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,12 @@ pub fn default_socket() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
 }
 
-pub use crate::protocol::{BusyBackoff, Limits, BUSY_WAIT};
+pub use crate::limits::{BusyBackoff, Limits, BUSY_WAIT};
+// The client half, where older callers find it.
+pub use crate::client::{call, call_within, ClientError};
+
+mod places;
+use places::{Clients, Slot, Stage};
 
 /// Who may use the socket besides root, and what it costs them.
 #[derive(Debug, Clone, Default)]
@@ -175,186 +180,6 @@ impl Drop for ControlServer {
     }
 }
 
-/// Where a client is in its exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    /// Its request is not all in: its place may go to a newcomer.
-    Reading,
-    /// Its request is being answered: it keeps its place.
-    Working,
-    /// Its answer is being written since then: its place may go to a
-    /// newcomer once that has taken [`Limits::stall`].
-    Writing(Instant),
-}
-
-/// A client in a place: the table's view of it.
-struct Client {
-    id: u64,
-    /// A group member's uid, counted against [`Limits::per_user`].
-    user: Option<u32>,
-    accepted: Instant,
-    stage: Stage,
-    /// The same socket, to cut the client off from the accept loop.
-    conn: UnixStream,
-}
-
-/// The places of clients served at once.
-struct Clients {
-    max: usize,
-    per_user: usize,
-    stall: Duration,
-    next_id: u64,
-    list: Vec<Client>,
-}
-
-impl Clients {
-    fn new(limits: &Limits) -> Arc<Mutex<Clients>> {
-        Arc::new(Mutex::new(Clients {
-            max: limits.max_clients.max(1),
-            per_user: limits.per_user.max(1),
-            stall: limits.stall,
-            next_id: 0,
-            list: Vec::new(),
-        }))
-    }
-
-    /// A place for a client, taking an idle or slow client's if need be
-    /// (that client is shut down: its thread sees the end at once);
-    /// `None` if every place that could be its is doing real work.
-    fn admit(&mut self, user: Option<u32>, conn: &UnixStream) -> Option<u64> {
-        let now = Instant::now();
-        let stall = self.stall;
-        let victim = |list: &[Client], of: Option<u32>| {
-            list.iter()
-                .enumerate()
-                .filter(|(_, c)| of.is_none() || c.user == of)
-                .filter_map(|(i, c)| {
-                    let rank = match c.stage {
-                        Stage::Reading => (
-                            waiting(&c.conn),
-                            Duration::MAX - now.duration_since(c.accepted),
-                        ),
-                        Stage::Writing(t) if now.duration_since(t) >= stall => {
-                            (2, Duration::MAX - now.duration_since(t))
-                        }
-                        _ => return None,
-                    };
-                    Some((rank, i))
-                })
-                .min()
-                .map(|(_, i)| i)
-        };
-        let mine = user.map_or(0, |u| {
-            self.list.iter().filter(|c| c.user == Some(u)).count()
-        });
-        let evict = if user.is_some() && mine >= self.per_user {
-            Some(victim(&self.list, user)?)
-        } else if self.list.len() >= self.max {
-            Some(victim(&self.list, None)?)
-        } else {
-            None
-        };
-        let clone = conn.try_clone().ok()?;
-        if let Some(i) = evict {
-            // One still sending is told `busy` (so a real client asks
-            // again, as it would have been told at the door); one not
-            // reading its answer is not (that would land inside the
-            // answer). Both are cut off.
-            let gone = self.list.swap_remove(i);
-            if gone.stage == Stage::Reading {
-                tell_busy(&gone.conn);
-            }
-            let _ = gone.conn.shutdown(std::net::Shutdown::Both);
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.list.push(Client {
-            id,
-            user,
-            accepted: now,
-            stage: Stage::Reading,
-            conn: clone,
-        });
-        Some(id)
-    }
-}
-
-/// Tells an evicted client `busy`, if its socket takes it at once.
-fn tell_busy(conn: &UnixStream) {
-    let busy = Reply::err(
-        ErrorKind::Busy,
-        EX_UNAVAILABLE,
-        "dummynet: busy: your request was too slow to arrive and a newer client \
-         took its place; try again\n",
-    );
-    if let Ok(mut text) = serde_json::to_string(&busy) {
-        text.push('\n');
-        let _ = nix::sys::socket::send(
-            std::os::fd::AsRawFd::as_raw_fd(conn),
-            text.as_bytes(),
-            nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
-        );
-    }
-}
-
-/// What a client still reading its request has sent that its thread has
-/// not read yet, as a rank for eviction: 0 if it hung up, 1 if nothing (it
-/// is idle, or stalled partway), 3 if something (it is sending: a client
-/// that just connected and wrote its line, its thread not yet at it).
-fn waiting(conn: &UnixStream) -> u8 {
-    use nix::sys::socket::{recv, MsgFlags};
-    use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    match recv(
-        conn.as_raw_fd(),
-        &mut byte,
-        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
-    ) {
-        Ok(0) => 0,
-        Ok(_) => 3,
-        Err(_) => 1,
-    }
-}
-
-/// A client's place, given up when this drops.
-struct Slot {
-    clients: Arc<Mutex<Clients>>,
-    id: u64,
-}
-
-impl Slot {
-    fn take(clients: &Arc<Mutex<Clients>>, user: Option<u32>, conn: &UnixStream) -> Option<Slot> {
-        let id = lock(clients).admit(user, conn)?;
-        Some(Slot {
-            clients: clients.clone(),
-            id,
-        })
-    }
-
-    fn stage(&self, stage: Stage) {
-        if let Some(c) = lock(&self.clients)
-            .list
-            .iter_mut()
-            .find(|c| c.id == self.id)
-        {
-            c.stage = stage;
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut clients = lock(&self.clients);
-        if let Some(i) = clients.list.iter().position(|c| c.id == self.id) {
-            clients.list.swap_remove(i);
-        }
-    }
-}
-
-fn lock(clients: &Mutex<Clients>) -> std::sync::MutexGuard<'_, Clients> {
-    clients.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn accept_loop(
     listener: UnixListener,
     link: PlaneLink,
@@ -482,17 +307,20 @@ fn serve_client(
 /// One request line of at most `max` bytes (one past it when longer), all
 /// of it within `deadline`
 /// (however slowly it trickles in).
-fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Vec<u8>, String> {
+fn read_line(
+    mut conn: &UnixStream,
+    max: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, RequestError> {
     let until = Instant::now() + deadline;
     let mut line = Vec::new();
     let mut chunk = [0u8; 8192];
     while !line.ends_with(b"\n") && line.len() <= max {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("no complete request in time".into());
+            return Err(RequestError::Late);
         }
-        conn.set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(left))?;
         // Up to the newline or one byte past the limit; a client sends
         // nothing after its line before it is answered.
         let room = (max + 1 - line.len()).min(chunk.len());
@@ -506,9 +334,9 @@ fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Ve
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err("no complete request in time".into())
+                return Err(RequestError::Late)
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let got = &chunk[..n];
         match got.iter().position(|&b| b == b'\n') {
@@ -522,14 +350,31 @@ fn read_line(mut conn: &UnixStream, max: usize, deadline: Duration) -> Result<Ve
 /// The request in `line`, as read from a client: at most `max` bytes, a
 /// newline at the end, one JSON object. Whatever the bytes, an error that
 /// says what is wrong, never a panic (the `control_request` fuzz target).
-pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, String> {
+pub fn decode_request(line: &[u8], max: usize) -> Result<ClientRequest, RequestError> {
     if line.len() > max {
-        return Err(format!("larger than {max} bytes"));
+        return Err(RequestError::TooLarge { max });
     }
     if !line.ends_with(b"\n") {
-        return Err("incomplete (no newline before the connection closed)".into());
+        return Err(RequestError::Incomplete);
     }
-    serde_json::from_slice(line).map_err(|e| e.to_string())
+    Ok(serde_json::from_slice(line)?)
+}
+
+/// Why a client's request line could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("larger than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("incomplete (no newline before the connection closed)")]
+    Incomplete,
+    /// Not all of it within [`Limits::read_timeout`].
+    #[error("no complete request in time")]
+    Late,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Not one JSON object of the protocol's.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Writes `reply`, all of it within `deadline` (however slowly the client
@@ -580,90 +425,14 @@ pub fn run_command<P: dummynet_engine::Payload>(
     }
 }
 
-/// Why a client call failed before getting an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error(
-        "no dummynet daemon is listening on {0}.\n\
-         Start one with `dummynet run --bridge IF_A IF_B` or `dummynet run --host` \
-         (as root), or point DUMMYNET_SOCKET at the socket of a running one."
-    )]
-    NotRunning(PathBuf),
-    #[error("permission denied on {0}: the control socket is for root (as ipfw is) and the daemon's --socket-group")]
-    Denied(PathBuf),
-    #[error("talking to the daemon on {path}: {msg}")]
-    Protocol { path: PathBuf, msg: String },
-}
-
-/// Sends one request and returns the daemon's answer, asking again for
-/// up to [`BUSY_WAIT`] while the daemon is busy.
-pub fn call(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
-    call_within(path, req, BUSY_WAIT)
-}
-
-/// [`call`], asking a busy daemon again for up to `busy_wait`.
-pub fn call_within(
-    path: &Path,
-    req: &ClientRequest,
-    busy_wait: Duration,
-) -> Result<Reply, ClientError> {
-    let mut backoff = BusyBackoff::new(busy_wait);
-    loop {
-        let reply = call_once(path, req)?;
-        if reply.kind != Some(ErrorKind::Busy) || !backoff.wait() {
-            return Ok(reply);
-        }
-    }
-}
-
-fn call_once(path: &Path, req: &ClientRequest) -> Result<Reply, ClientError> {
-    let proto = |msg: String| ClientError::Protocol {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let mut conn = UnixStream::connect(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => ClientError::Denied(path.to_path_buf()),
-        _ => ClientError::NotRunning(path.to_path_buf()),
-    })?;
-    conn.set_read_timeout(Some(Duration::from_secs(15)))
-        .map_err(|e| proto(e.to_string()))?;
-    let mut text = serde_json::to_string(req).map_err(|e| proto(e.to_string()))?;
-    text.push('\n');
-    // A daemon with no place answers `busy` without reading the request
-    // and closes: the write may then fail, but the answer is there to read.
-    let sent = conn.write_all(text.as_bytes());
-    if let Err(e) = &sent {
-        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
-        if !matches!(e.kind(), BrokenPipe | ConnectionReset) {
-            return Err(proto(e.to_string()));
-        }
-    }
-    let mut line = String::new();
-    let read = BufReader::new(conn.take_limited_owned()).read_line(&mut line);
-    match (sent, read) {
-        (Err(e), Err(_) | Ok(0)) => Err(proto(e.to_string())),
-        (_, Err(e)) => Err(proto(e.to_string())),
-        _ => serde_json::from_str(&line).map_err(|e| proto(format!("unreadable answer: {e}"))),
-    }
-}
-
-trait TakeLimitedOwned {
-    fn take_limited_owned(self) -> std::io::Take<UnixStream>;
-}
-
-impl TakeLimitedOwned for UnixStream {
-    fn take_limited_owned(self) -> std::io::Take<UnixStream> {
-        // `show` of a million flows is large; 256 MiB bounds a broken peer.
-        std::io::Read::take(self, 256 << 20)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::call_once;
     use crate::protocol::EX_TEMPFAIL;
     use dummynet_dataplane::dataplane::{Answer, DataPlane, Inbox, RequestKind};
     use dummynet_engine::Engine;
+    use std::io::{BufRead, BufReader};
     use std::sync::mpsc;
 
     fn run(engine: &mut Engine<()>, line: &str) -> Reply {
@@ -966,17 +735,37 @@ mod tests {
     /// Whatever a client sends, decoding says what is wrong, and a good
     /// line decodes (the `control_request` fuzz target's seeds).
     #[test]
+    fn request_lines_that_do_not_decode_are_kinds() {
+        assert!(matches!(
+            decode_request(&[b'x'; 64], 32),
+            Err(RequestError::TooLarge { max: 32 })
+        ));
+        assert!(matches!(
+            decode_request(b"{}", 4096),
+            Err(RequestError::Incomplete)
+        ));
+        assert!(matches!(
+            decode_request(b"{\"argv\": 7}\n", 4096),
+            Err(RequestError::Json(_))
+        ));
+    }
+
+    #[test]
     fn request_lines_decode_or_say_why() {
         let ok = decode_request(b"{\"argv\": [\"show\"], \"cwd\": \"/tmp\"}\n", 4096).unwrap();
         assert_eq!(ok.argv, ["show"]);
         assert_eq!(ok.cwd.as_deref(), Some(Path::new("/tmp")));
-        let e = decode_request(b"{\"argv\": [\"show\"]}", 4096).unwrap_err();
+        let e = decode_request(b"{\"argv\": [\"show\"]}", 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no newline"), "{e}");
-        let e = decode_request(&[b'x'; 64], 32).unwrap_err();
+        let e = decode_request(&[b'x'; 64], 32).unwrap_err().to_string();
         assert!(e.contains("larger than 32 bytes"), "{e}");
-        let e = decode_request(b"{\"argv\": 7}\n", 4096).unwrap_err();
+        let e = decode_request(b"{\"argv\": 7}\n", 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid type"), "{e}");
-        let e = decode_request(b"\xff\xfe\n", 4096).unwrap_err();
+        let e = decode_request(b"\xff\xfe\n", 4096).unwrap_err().to_string();
         assert!(!e.is_empty());
     }
 
@@ -1154,24 +943,6 @@ mod tests {
         server.join().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(r.unwrap().kind, Some(ErrorKind::Busy));
-    }
-
-    #[test]
-    fn busy_backoff_doubles_and_stops_at_its_limit() {
-        let start = std::time::Instant::now();
-        let mut b = BusyBackoff::new(Duration::from_millis(300));
-        let mut waits = 0;
-        while b.wait() {
-            waits += 1;
-            assert!(waits < 100, "the backoff never ends");
-        }
-        let spent = start.elapsed();
-        // 5, 10, 20, 40, 80, 160 ms (each up to 7/8 longer), cut at 300:
-        // six waits, fewer if the machine oversleeps, not the sixty of a
-        // wait that does not grow; and no sleep past the limit.
-        assert!((2..=7).contains(&waits), "{waits} waits");
-        assert!(spent >= Duration::from_millis(300), "{spent:?}");
-        assert!(!b.wait(), "a wait past the limit");
     }
 
     fn words(line: &str) -> ClientRequest {

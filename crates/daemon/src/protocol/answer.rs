@@ -1,185 +1,20 @@
-//! The control protocol: what a client asks the daemon and what it hears
-//! back, and the typed work between the two. [`control`](super::control)
-//! only moves the bytes (one JSON line each way on a Unix socket, with its
-//! limits and threads); an HTTP front end calls the same functions here
-//! ([`handle`], or [`parse_batch`] then [`apply_batch`], or [`snapshot`]
-//! and the [`views`](super::views)) and gets the same [`Reply`].
-//!
-//! A request is `{"argv": [...], "cwd": ..., "json": bool}` (one command),
-//! `{"commands": [...], "cwd": ...}` (a batch, all or nothing) or
-//! `{"stats": true, "json": bool}`. A reply is `{"status", "stdout",
-//! "stderr"}` as ipfw would give them (status: sysexits), plus, when it
-//! failed, `"kind"` (an [`ErrorKind`]: what went wrong, for a program)
-//! and, for a command that did not parse or a batch, `"error"` (where:
-//! [`ErrorAt`]). Command lines are parsed on the caller's thread, so a
-//! typo never reaches the data plane; the data plane only applies typed
-//! commands or copies its state, which is rendered here.
+//! Answering a request: parsed here, on the caller's thread, then handed
+//! to the data plane as typed work ([`handle`], [`parse_batch`] and
+//! [`apply_batch`]), and `show` rendered from a copy of its state
+//! ([`snapshot`], [`render`]).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dummynet_engine::{BatchError, Command, ConfigError, ConfigErrorKind, Nanos, Snapshot};
+use dummynet_engine::{BatchError, Command, ConfigError, Nanos, Snapshot};
 use dummynet_lang::{ShowRequest, Statement};
-use serde::{Deserialize, Serialize};
 
-use super::views;
+use super::*;
+use crate::views;
 use dummynet_dataplane::dataplane::{Answer, HostView, Request, RequestKind, Ticket};
-
-/// One request, as a client sends it.
-#[derive(Debug, Serialize, Deserialize, Default, Clone, PartialEq)]
-pub struct ClientRequest {
-    /// One command line, as words (`["pipe", "1", "show"]`), the program
-    /// name left out (`dnctl` first for dnctl's meaning of `flush`).
-    #[serde(default)]
-    pub argv: Vec<String>,
-    /// The client's working directory, for the files commands name.
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    #[serde(default)]
-    pub stats: bool,
-    /// With `stats` or a read command (`show`, `pipe show`...): stdout is
-    /// one JSON document ([`super::stats_json`], [`super::views`]).
-    #[serde(default)]
-    pub json: bool,
-    /// A batch, instead of `argv`: applied all or nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commands: Option<Vec<BatchCommand>>,
-    /// `dummynet shell --join`: a link in this daemon for as long as the
-    /// connection lasts ([`super::join`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub join: Option<JoinRequest>,
-}
-
-/// One command of a batch: a line (split at whitespace) or its words.
-#[derive(Debug, Serialize, Deserialize, Clone, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum BatchCommand {
-    Line(String),
-    Words(Vec<String>),
-}
-
-impl BatchCommand {
-    fn words(&self) -> Vec<String> {
-        match self {
-            BatchCommand::Line(l) => l.split_whitespace().map(String::from).collect(),
-            BatchCommand::Words(w) => w.clone(),
-        }
-    }
-}
-
-/// What went wrong, for a program to act on (an HTTP API: the status
-/// code). The exit status stays ipfw's; this says more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The request or a command does not follow the grammar (EX_USAGE).
-    Syntax,
-    /// A value out of range, a file that cannot be read, or a value the
-    /// engine refuses (EX_USAGE from the parser, EX_DATAERR from the engine).
-    Invalid,
-    /// A rule, pipe, queue, scheduler, table or entry that does not exist
-    /// (EX_DATAERR).
-    NotFound,
-    /// At odds with what exists: a table already there or still used by a
-    /// rule, no room for another schedule (EX_DATAERR).
-    Conflict,
-    /// A FreeBSD feature dummynet does not do (EX_UNAVAILABLE).
-    Unavailable,
-    /// Too many clients at once; try again (EX_UNAVAILABLE).
-    Busy,
-    /// The caller may not use the socket (EX_UNAVAILABLE).
-    Denied,
-    /// The data plane did not take the request in time; it was withdrawn
-    /// and will not take effect (EX_UNAVAILABLE).
-    Timeout,
-    /// The data plane took the request but did not answer in time: it may
-    /// yet take effect (EX_TEMPFAIL).
-    Pending,
-    /// The data plane has stopped (EX_UNAVAILABLE).
-    Stopped,
-    /// The daemon answered something it should not have: a bug.
-    Internal,
-}
-
-/// Where a failed request went wrong: which command of a batch, and
-/// where in the command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorAt {
-    /// The command's place in the batch, from 0; absent for a single command.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub index: Option<usize>,
-    /// The command, as its words joined by spaces.
-    pub command: String,
-    /// 1-based column of the culprit in `command`, for a parse error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub column: Option<usize>,
-    /// The culprit's text (absent when the command ended too early).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found: Option<String>,
-}
-
-/// What a command prints and its exit status, as ipfw would give them.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Reply {
-    pub status: i32,
-    pub stdout: String,
-    pub stderr: String,
-    /// Set when `status` is not 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<ErrorKind>,
-    /// Boxed: most replies have none, and a reply travels in `Result`s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Box<ErrorAt>>,
-}
-
-impl Reply {
-    pub fn ok(stdout: impl Into<String>) -> Reply {
-        Reply {
-            status: 0,
-            stdout: stdout.into(),
-            stderr: String::new(),
-            kind: None,
-            error: None,
-        }
-    }
-
-    pub fn err(kind: ErrorKind, status: i32, stderr: impl Into<String>) -> Reply {
-        Reply {
-            status,
-            stdout: String::new(),
-            stderr: stderr.into(),
-            kind: Some(kind),
-            error: None,
-        }
-    }
-
-    fn at(mut self, at: ErrorAt) -> Reply {
-        self.error = Some(Box::new(at));
-        self
-    }
-}
-
-/// Exit statuses (sysexits), as ipfw gives them: EX_USAGE for bad syntax,
-/// EX_DATAERR for values the kernel refuses.
-pub const EX_USAGE: i32 = 64;
-pub const EX_DATAERR: i32 = 65;
-pub const EX_UNAVAILABLE: i32 = 69;
-/// A request the data plane took but did not answer in time: it may still
-/// take effect (sysexits' "try again later").
-pub const EX_TEMPFAIL: i32 = 75;
-
-/// The kind of an engine refusal.
-pub fn config_kind(e: &ConfigError) -> ErrorKind {
-    match e.kind() {
-        ConfigErrorKind::Invalid => ErrorKind::Invalid,
-        ConfigErrorKind::NotFound => ErrorKind::NotFound,
-        ConfigErrorKind::Conflict => ErrorKind::Conflict,
-    }
-}
 
 /// The way to the data plane: its request channel and the socket whose
 /// readability wakes it.
@@ -264,21 +99,6 @@ fn unexpected() -> Reply {
     )
 }
 
-/// Who sent a request, as far as the files its command names go.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    /// Root or the daemon's own user: files are opened with the daemon's
-    /// rights, which are the caller's.
-    Trusted,
-    /// A member of `--socket-group`: files are opened on the client's
-    /// thread with this identity (the peer's uid, gid and groups), so the
-    /// caller reads only what it could read itself.
-    As(dummynet_io::fsident::FsIdentity),
-    /// Files are refused unread (a daemon that cannot take another
-    /// identity, or the fuzzer).
-    NoFiles,
-}
-
 /// Answers one request: parses it here, on the caller's thread, and hands
 /// the data plane only typed work. Files the commands name are opened with
 /// the `caller`'s rights (see [`Caller`]).
@@ -301,7 +121,7 @@ pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Li
     if req.stats {
         return match link.ask(RequestKind::Stats, timeout) {
             Ok(Answer::Stats(report)) if req.json => {
-                Reply::ok(super::stats_json::StatsJson::of(&report).to_line() + "\n")
+                Reply::ok(crate::stats_json::StatsJson::of(&report).to_line() + "\n")
             }
             Ok(Answer::Stats(report)) => Reply::ok(report.to_string()),
             Ok(_) => unexpected(),
@@ -334,7 +154,7 @@ pub fn handle(req: ClientRequest, caller: &Caller, link: &PlaneLink, limits: &Li
 
 /// A copy of the engine's state, taken by the data plane between two
 /// packets, and its clock then: for `show`, rendered by the caller
-/// ([`super::views`] for JSON).
+/// ([`crate::views`] for JSON).
 pub fn snapshot(link: &PlaneLink, timeout: Duration) -> Result<(Box<Snapshot>, Nanos), Reply> {
     match link.ask(RequestKind::Snapshot, timeout) {
         Ok(Answer::Snapshot { snap, now }) => Ok((snap, now)),
@@ -484,7 +304,7 @@ fn applied(
 
 /// What `show` prints for `req`, from a copy of the engine's state taken
 /// at `now`: ipfw's text, or with `json` one JSON document
-/// ([`super::views`]).
+/// ([`crate::views`]).
 pub fn render(
     req: &ShowRequest,
     f: dummynet_lang::Flags,
@@ -614,101 +434,6 @@ pub fn execute<P: dummynet_engine::Payload>(
         ),
         Statement::Show(req) => render(req, parsed.flags, &engine.snapshot(), now, json),
         Statement::Nop(_) => applied(&parsed.notes, Ok(Vec::new())),
-    }
-}
-
-/// Bounds on what one client may cost the daemon.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Clients served at once. When all places are taken a new client
-    /// takes the place of the oldest that has not sent its whole request
-    /// (or has not read its answer for [`Limits::stall`]); only if none
-    /// has is it told `busy` (and retries).
-    pub max_clients: usize,
-    /// Places one user of the `--socket-group` (not root, not the
-    /// daemon's user) may hold at once.
-    pub per_user: usize,
-    /// The longest request line, in bytes.
-    pub max_request: usize,
-    /// How long a client may take to send its whole request.
-    pub read_timeout: Duration,
-    /// How long a client may take to read its whole answer.
-    pub write_timeout: Duration,
-    /// How long a client must have left its answer unread before its
-    /// place may go to a new client.
-    pub stall: Duration,
-    /// How long a request waits for the data plane before it is abandoned
-    /// (and then never applied). One the data plane took is waited for as
-    /// long again, then reported still pending (exit 75).
-    pub answer_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_clients: 32,
-            per_user: 16,
-            // A request is a few hundred bytes; a megabyte bounds a client
-            // that never sends a newline.
-            max_request: 1 << 20,
-            // Clients write their line at once.
-            read_timeout: Duration::from_secs(2),
-            write_timeout: Duration::from_secs(5),
-            stall: Duration::from_millis(250),
-            answer_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// What a joining shell asks for: its link, as `dummynet shell` takes it.
-#[derive(Debug, Serialize, Deserialize, Default, Clone, PartialEq, Eq)]
-pub struct JoinRequest {
-    #[serde(default)]
-    pub preset: Option<String>,
-    #[serde(default)]
-    pub up: Option<String>,
-    #[serde(default)]
-    pub down: Option<String>,
-}
-
-/// How long a client keeps asking a daemon that answers `busy`.
-pub const BUSY_WAIT: Duration = Duration::from_secs(10);
-
-/// The waits between asks of a daemon that answered `busy`: it refuses a
-/// connection beyond its cap before reading the request, so asking again
-/// is safe. A burst of clients (hundreds of `shell --join` started at once)
-/// finds the cap full only while the accept loop hands their first lines
-/// to threads, so waits start short; they double to 250 ms, and each is
-/// stretched by a part that differs between processes, so that the burst
-/// does not come back in step.
-pub struct BusyBackoff {
-    next: Duration,
-    until: std::time::Instant,
-    spread: u32,
-}
-
-impl BusyBackoff {
-    pub fn new(limit: Duration) -> BusyBackoff {
-        BusyBackoff {
-            next: Duration::from_millis(5),
-            until: std::time::Instant::now() + limit,
-            spread: std::process::id(),
-        }
-    }
-
-    /// Sleeps before the next ask; false (without sleeping) once the time
-    /// is up.
-    pub fn wait(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        if now >= self.until {
-            return false;
-        }
-        // 0 to 7/8 more, by the process and the attempt.
-        self.spread = self.spread.wrapping_mul(2_654_435_761).rotate_left(7);
-        let stretched = self.next + self.next * (self.spread % 8) / 8;
-        std::thread::sleep(stretched.min(self.until - now));
-        self.next = (self.next * 2).min(Duration::from_millis(250));
-        true
     }
 }
 
@@ -1030,17 +755,6 @@ mod tests {
         let r = plane.line("pipe 9 delete", false);
         let v: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(v["kind"], "not_found");
-    }
-
-    #[test]
-    fn an_old_request_and_an_old_reply_still_read() {
-        let req: ClientRequest =
-            serde_json::from_str(r#"{"argv": ["show"], "cwd": "/tmp", "stats": false}"#).unwrap();
-        assert_eq!(req.argv, ["show"]);
-        assert!(req.commands.is_none());
-        let r: Reply =
-            serde_json::from_str(r#"{"status": 0, "stdout": "x", "stderr": ""}"#).unwrap();
-        assert_eq!(r, Reply::ok("x"));
     }
 
     /// `ipfw del pipe 1` deletes nothing, as FreeBSD's does, and the
