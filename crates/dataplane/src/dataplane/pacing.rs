@@ -1,0 +1,393 @@
+//! How the data plane waits: the spin, the timer, the real-time budget.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use dummynet_engine::Nanos;
+
+use super::DataPlane;
+use crate::clock::{self, Pace, Woke};
+
+/// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
+/// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
+/// 300 µs the median lateness is about 1 µs. It costs a core only while
+/// deadlines are closer together than that, i.e. under load.
+pub const DEFAULT_SPIN: Nanos = 300_000;
+
+/// The spin of a `SCHED_FIFO` data plane that is behind on its idle time
+/// ([`Pace::Behind`]) before its timer has said how late it wakes: short
+/// enough that a gap of a few hundred µs between departures is mostly
+/// slept. After that, the spin covers the worst of the recent wake-ups
+/// ([`TimerWatch`]), at least [`MIN_SHORT_SPIN`].
+pub const SHORT_SPIN: Nanos = 100_000;
+pub const MIN_SHORT_SPIN: Nanos = 20_000;
+
+/// `SCHED_FIFO` priority of the data-plane thread when asked for: above
+/// ordinary tasks, below the kernel's own real-time threads (50 and up).
+pub const RT_PRIORITY: i32 = 10;
+
+/// After a turn that received frames, the data plane polls its ports this
+/// long before it sleeps (see [`clock::wait`]). Measured with 64-byte floods
+/// through a bridge on veths: without it, every frame that found the data
+/// plane asleep made its sender pay for the wake-up, and the sender slowed
+/// to about half the rate the data plane could forward.
+pub const BUSY_POLL: Nanos = 50_000;
+
+/// The data plane wakes this long before a departure to release it from
+/// the engine and run its `out` pass ahead of time, then spins until the
+/// departure's time and only hands it to the kernel then (see
+/// [`DataPlane::stage`]). Measured with pings through a bridge at 10 ms each
+/// way: after a 10 ms sleep the release took 2.1-2.5 µs at p50 and about
+/// 4 µs at p90 (cold caches), all of which was lateness; staged, the p50
+/// hand-over is 0.1 µs after the deadline. The price: a packet arriving in
+/// these last microseconds is read once the departure has gone.
+pub(super) const STAGE_LEAD: Nanos = 8_000;
+
+/// In [`Precision::Timer`], the spin before a deadline while the timer has
+/// not yet said how late it wakes, and the most it may become: the spin
+/// follows the timer's median overshoot, so that the median wake-up lands
+/// on the deadline, and stops there on a machine whose timer is worse.
+pub const TIMER_FIRST_SPIN: Nanos = 10_000;
+pub const TIMER_MAX_SPIN: Nanos = 50_000;
+
+/// In [`Precision::Timer`], a long sleep wakes earlier still: by
+/// 1/[`TIMER_GAP_SHARE`] of it, up to [`TIMER_GAP_SPIN`]. A vCPU that
+/// sleeps long is the one a busy host gives away, and it comes back late
+/// by up to hundreds of µs; spinning a small share of each gap absorbs
+/// that for at most that share of a core (a ping every 10 ms: 3%), while
+/// departures close together (a 50 Mbit/s link's, 240 µs apart) keep the
+/// median's short spin.
+pub const TIMER_GAP_SHARE: Nanos = 64;
+pub const TIMER_GAP_SPIN: Nanos = 150_000;
+
+/// At [`Precision::Timer`], how often the data plane checks that it keeps
+/// the idle time its real-time budget asks for ([`Rest`]).
+pub(super) const PACE_EVERY: Nanos = 1_000_000;
+
+/// How exactly the data plane releases departures, and what it spends on
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Precision {
+    /// Sleep on the kernel's timer up to each departure, aimed so that the
+    /// median wake-up lands on time, and spin only what is left (at most
+    /// 50 µs); no polling after arrivals, and arrivals that carry the
+    /// kernel's receive time wait in the kernel until the next departure
+    /// whenever every one stays inside at least 1 ms. Departures leave
+    /// within the timer's jitter (tens of µs on a VM) for a small share of
+    /// a core: the default.
+    #[default]
+    Timer,
+    /// Spin the last 300 µs (or `--spin-us`) before every departure,
+    /// release it ahead and hand it over on the nanosecond, and poll the
+    /// ports a while after every arrival: about a microsecond late, at the
+    /// cost of a core whenever departures are closer together than the
+    /// spin.
+    Max,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Timer => "timer",
+            Precision::Max => "max",
+        }
+    }
+}
+
+/// How the data plane runs: its scheduling, its precision and, at
+/// [`Precision::Max`], how long it spins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlaneOptions {
+    pub priority: Priority,
+    pub precision: Precision,
+    /// At [`Precision::Max`], spin (instead of sleeping) this long before a
+    /// deadline.
+    pub spin: Nanos,
+}
+
+impl Default for PlaneOptions {
+    fn default() -> Self {
+        PlaneOptions {
+            priority: Priority::default(),
+            precision: Precision::default(),
+            spin: DEFAULT_SPIN,
+        }
+    }
+}
+
+/// How one wait of the data plane goes: polling the ports for `busy`
+/// first, then sleeping until `spin` before `until`, then spinning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPlan {
+    /// Wake for this time (a departure's, or ahead of it to stage it).
+    pub until: Option<Nanos>,
+    pub spin: Nanos,
+    pub busy: Nanos,
+}
+
+/// The wait at `now` before `deadline` (the engine's next), from the data plane's
+/// precision and spin, whether the last turn received frames, whether it
+/// is behind on the idle time its real-time budget asks for, and how late
+/// its timer has lately woken (`timer_median`, `timer_worst`: `None`
+/// before the first timed sleep). Pure, so it is tested on its own.
+pub fn plan_wait(
+    o: &PlaneOptions,
+    now: Nanos,
+    deadline: Option<Nanos>,
+    received: bool,
+    behind: bool,
+    timer_median: Option<Nanos>,
+    timer_worst: Option<Nanos>,
+) -> WaitPlan {
+    match o.precision {
+        Precision::Timer => {
+            let median = timer_median.unwrap_or(TIMER_FIRST_SPIN).min(TIMER_MAX_SPIN);
+            let gap = deadline.map_or(0, |d| d.saturating_sub(now));
+            WaitPlan {
+                until: deadline,
+                spin: median.max((gap / TIMER_GAP_SHARE).min(TIMER_GAP_SPIN)),
+                busy: 0,
+            }
+        }
+        Precision::Max => {
+            let until = deadline.map(|d| d.saturating_sub(STAGE_LEAD));
+            if behind {
+                let short = timer_worst.unwrap_or(SHORT_SPIN);
+                WaitPlan {
+                    until,
+                    spin: short.clamp(MIN_SHORT_SPIN.min(o.spin), o.spin),
+                    busy: 0,
+                }
+            } else {
+                WaitPlan {
+                    until,
+                    spin: o.spin,
+                    busy: if received { BUSY_POLL } else { 0 },
+                }
+            }
+        }
+    }
+}
+
+/// How the data-plane thread asks to be scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Priority {
+    /// `SCHED_FIFO`, falling back to nice -20 without the privilege. The
+    /// default: measured on a 2-vCPU VM with other work running, a thread
+    /// at nice -20 still woke milliseconds late at p99 (nice only orders
+    /// tasks within one cgroup), and a `SCHED_FIFO` one 7-13 µs late. It
+    /// keeps the kernel's share of idle time (7% by default, see
+    /// [`clock::Rest`]) so the kernel never stops it.
+    #[default]
+    Realtime,
+    /// Nice -20 only.
+    Nice,
+}
+
+impl DataPlane {
+    /// Waits for an arrival, a control request or the next departure, as
+    /// [`plan_wait`] plans it. Returns that departure's time when it woke
+    /// for it (at [`Precision::Max`], [`STAGE_LEAD`] ahead of time, for
+    /// [`Self::stage`]).
+    pub(super) fn wait(&mut self) -> Option<Nanos> {
+        // Not `next_deadline`: a transmission ending before a delay line
+        // moves a packet only inside the engine, which catches up on it at
+        // its own time whenever it is next driven.
+        let deadline = self.engine.next_output_deadline();
+        let late = self.late_until(deadline);
+        self.late.active = late;
+        let sharded = self.worker.is_some();
+        // The control socket first, so that its readiness is always among
+        // the 64 bits `Woke::Ready` carries (with more than 63 backend
+        // descriptors, a joined shell's ports, it would otherwise have to
+        // be read on every wake-up).
+        let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+        if let Some(inbox) = &self.inbox {
+            fds.push(inbox.wake.as_fd());
+        }
+        let first_backend_fd = fds.len();
+        for (i, b) in self.backends.slots.iter().enumerate() {
+            if self.late.watched(i, late) {
+                fds.extend(b.fds());
+            }
+        }
+        let backend_end = fds.len();
+        // A worker of several: tell the others what was handed to them,
+        // and sleep only if no job or hand-off is waiting; its bell last.
+        if let Some(w) = &mut self.worker {
+            w.ring_bells();
+            if !w.going_to_sleep() {
+                return None;
+            }
+            fds.push(w.bell_fd());
+        }
+        let now = self.clock.now();
+        let look = self.options.precision == Precision::Max || now >= self.next_pace;
+        let pace = match self.rest.as_mut().filter(|_| look) {
+            Some(rest) => match rest.pace(now, clock::thread_cpu()) {
+                Pace::Rest(ns) => {
+                    rest.take(ns);
+                    // Whatever fell due meanwhile goes at the top of the loop.
+                    return None;
+                }
+                pace => pace,
+            },
+            None => Pace::Fine,
+        };
+        let mut plan = plan_wait(
+            &self.options,
+            now,
+            late.map(|p| p.until).or(deadline),
+            self.busy,
+            pace == Pace::Behind,
+            self.timer.median(),
+            self.timer.spin_needed(),
+        );
+        // A port holds frames it refused: try them again soon, whatever
+        // else is due (a wake-up for this is not one for a departure).
+        let retry = now.saturating_add(crate::held::RETRY);
+        let retrying =
+            self.backends.slots.iter().any(|b| b.holding()) && plan.until.is_none_or(|u| u > retry);
+        if retrying {
+            plan.until = Some(retry);
+            plan.spin = plan.spin.min(crate::held::RETRY / 2);
+        }
+        if look {
+            self.next_pace = now + PACE_EVERY;
+        }
+        // A worker of several, every port watched: whatever comes wakes it,
+        // and the merge of the workers' records need not wait for it
+        // meanwhile (said only here, around the wait itself: not while it
+        // rests, ports unwatched).
+        let tap = self.tap.as_ref().filter(|_| sharded && late.is_none());
+        if let Some(tap) = tap {
+            tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
+        }
+        let woke = clock::wait(
+            &self.clock,
+            &fds,
+            plan.until,
+            plan.spin,
+            plan.busy,
+            &mut self.timer,
+        );
+        if let Some(tap) = tap {
+            tap.woke();
+        }
+        // The control socket, when there is one, is the first descriptor.
+        if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
+            self.inbox_ready |= any & 1 != 0;
+        }
+        // A backend's descriptor with an error polls ready at once until the
+        // backend deals with it (the control socket's hang-up is seen by
+        // reading it). Which ones is asked only then, and of every backend
+        // descriptor: one beyond the first 64 left unreported would make
+        // every later wait return at once, a spin until its backend left.
+        let failed: Vec<RawFd> = match woke {
+            Woke::Ready { failed: true, .. } => {
+                let backend_fds = &fds[first_backend_fd..backend_end];
+                clock::failed_fds(backend_fds)
+                    .into_iter()
+                    .filter_map(|i| backend_fds.get(i).map(|fd| fd.as_raw_fd()))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        drop(fds);
+        if let Some(w) = &mut self.worker {
+            w.woke();
+        }
+        for fd in failed {
+            for b in self.backends.slots.iter_mut() {
+                b.fd_failed(fd);
+            }
+        }
+        self.wakes[match woke {
+            Woke::Ready { .. } => 0,
+            Woke::Deadline => 1,
+            Woke::Nap => 2,
+        }] += 1;
+        // Staged only at `max`: at `timer`, what arrived meanwhile runs
+        // first, at its own times (the top of the loop).
+        deadline.filter(|_| {
+            woke == Woke::Deadline && !retrying && self.options.precision == Precision::Max
+        })
+    }
+
+    /// Releases what falls due at `d` ahead of time (the engine's work and
+    /// the `out` pass, slow after a sleep has let the caches go cold), spins
+    /// until `d` without looking at the ports, and only then hands it to
+    /// the kernel. Never early: the hand-over waits for the clock.
+    pub(super) fn stage(&mut self, d: Nanos) {
+        self.release(d);
+        if self.due.is_some() {
+            clock::spin_until(&self.clock, d);
+            self.flush_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pacing decisions, on made-up timer readings.
+    #[test]
+    fn the_wait_spins_only_what_the_timer_cannot_hit() {
+        let timer = PlaneOptions::default();
+        assert_eq!(timer.precision, Precision::Timer);
+        let max = PlaneOptions {
+            precision: Precision::Max,
+            ..timer
+        };
+        // 100 µs ahead: short enough that the gap's share is below the median.
+        const NOW: Nanos = 900_000;
+        let d = Some(1_000_000);
+        // Timer: wake for the departure itself, spin the timer's median
+        // overshoot (so half the wake-ups land early and spin the rest),
+        // never poll after arrivals.
+        let p = plan_wait(&timer, NOW, d, true, false, Some(12_000), Some(80_000));
+        assert_eq!((p.until, p.spin, p.busy), (d, 12_000, 0));
+        // Before any reading, a small first guess; a bad timer is capped.
+        assert_eq!(
+            plan_wait(&timer, NOW, d, false, false, None, None).spin,
+            TIMER_FIRST_SPIN
+        );
+        let p = plan_wait(&timer, NOW, d, false, false, Some(400_000), Some(900_000));
+        assert_eq!(p.spin, TIMER_MAX_SPIN);
+        // A long sleep spins a share of its length, up to TIMER_GAP_SPIN.
+        let p = plan_wait(&timer, 0, Some(6_400_000), false, false, Some(12_000), None);
+        assert_eq!(p.spin, 100_000);
+        let p = plan_wait(
+            &timer,
+            0,
+            Some(64_000_000),
+            false,
+            false,
+            Some(12_000),
+            None,
+        );
+        assert_eq!(p.spin, TIMER_GAP_SPIN);
+        // Nothing due: sleep until woken.
+        assert_eq!(
+            plan_wait(&timer, NOW, None, false, false, None, None).until,
+            None
+        );
+        // Max: wake STAGE_LEAD early, spin the whole spin, poll after arrivals.
+        let p = plan_wait(&max, NOW, d, true, false, Some(12_000), Some(80_000));
+        assert_eq!(
+            (p.until, p.spin, p.busy),
+            (Some(1_000_000 - STAGE_LEAD), DEFAULT_SPIN, BUSY_POLL)
+        );
+        assert_eq!(plan_wait(&max, NOW, d, false, false, None, None).busy, 0);
+        // Max, behind on the real-time budget's idle time: a spin sized from
+        // the worst recent wake-up, within [MIN_SHORT_SPIN, spin].
+        let p = plan_wait(&max, NOW, d, true, true, Some(12_000), Some(80_000));
+        assert_eq!((p.spin, p.busy), (80_000, 0));
+        assert_eq!(
+            plan_wait(&max, NOW, d, true, true, None, None).spin,
+            SHORT_SPIN
+        );
+        let p = plan_wait(&max, NOW, d, true, true, None, Some(1_000));
+        assert_eq!(p.spin, MIN_SHORT_SPIN);
+    }
+}
