@@ -1,6 +1,8 @@
 //! What left each pipe and queue, counted as packets leave the engine.
 
-use dummynet_engine::{DropReason, Target};
+use dummynet_engine::{DropReason, Nanos, Target};
+
+use crate::clock::Lateness;
 
 /// What became of the packets a rule sent to one pipe or queue: delivered
 /// out of it, or dropped there (on entry or inside), by reason.
@@ -52,4 +54,18 @@ impl TargetBook {
     pub(super) fn list(&self) -> Vec<(Target, TargetCounts)> {
         self.0.iter().map(|(t, c)| (*t, *c)).collect()
     }
+}
+
+/// What has left the engine: the hand-over still to make, how late each
+/// was, and what left each pipe and queue.
+#[derive(Default)]
+pub(super) struct Departures {
+    /// Earliest departure time among packets released but not yet handed
+    /// to the kernel.
+    pub(super) due: Option<Nanos>,
+    /// When the first of those was released (clock time): it is handed
+    /// over once it has waited [`super::FLUSH_SLACK`] since, even mid-batch.
+    pub(super) since: Nanos,
+    pub(super) lateness: Lateness,
+    pub(super) targets: TargetBook,
 }

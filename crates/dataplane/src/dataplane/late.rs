@@ -124,10 +124,10 @@ impl DataPlane {
     /// stopped at a batch limit, some backend cannot stamp its arrivals,
     /// or some may leave sooner than [`LATE_MIN_TRANSIT`].
     pub(super) fn late_until(&mut self, deadline: Option<Nanos>) -> Option<LatePlan> {
-        if self.options.precision != Precision::Timer {
+        if self.pacing.options.precision != Precision::Timer {
             return None;
         }
-        self.late.next_read(deadline?, self.timer.worst())
+        self.late.next_read(deadline?, self.pacing.timer.worst())
     }
 }
 

@@ -132,20 +132,34 @@ pub struct Inbox {
     pub wake: UnixStream,
 }
 
+/// The data plane's end of the control plane's way in, and whether its
+/// wake socket was readable at the last wake-up (or nothing has looked yet):
+/// only then is it read, not on every turn.
+pub(super) struct Mailbox {
+    pub(super) inbox: Option<Inbox>,
+    pub(super) ready: bool,
+}
+
+impl Mailbox {
+    pub(super) fn new(inbox: Option<Inbox>) -> Self {
+        Mailbox { inbox, ready: true }
+    }
+}
+
 impl DataPlane {
     /// Serves the control inbox at once, as a turn does when its wake
     /// socket is readable: for the control plane's tests.
     #[doc(hidden)]
     pub fn serve_inbox_now(&mut self) {
-        self.inbox_ready = true;
+        self.mailbox.ready = true;
         self.serve_control();
     }
 
     pub(super) fn serve_control(&mut self) {
-        let Some(inbox) = self.inbox.as_mut().filter(|_| self.inbox_ready) else {
+        let Some(inbox) = self.mailbox.inbox.as_mut().filter(|_| self.mailbox.ready) else {
             return;
         };
-        self.inbox_ready = false;
+        self.mailbox.ready = false;
         let mut buf = [0u8; 64];
         let hung_up = loop {
             match inbox.wake.read(&mut buf) {
@@ -162,7 +176,7 @@ impl DataPlane {
             // shell without a socket), so nothing more will come. A socket
             // whose peer has closed polls readable forever, and left in the
             // wait it would turn every sleep into a spin.
-            self.inbox = None;
+            self.mailbox.inbox = None;
         }
         for req in pending {
             if !req.ticket.take() {
@@ -219,7 +233,7 @@ impl DataPlane {
                             Ok(slot) => {
                                 // The new ports count in how late arrivals
                                 // may be read, and learn the configuration.
-                                self.epoch = None;
+                                self.backends.epoch = None;
                                 Answer::Attached(Ok(slot))
                             }
                             Err(b) => Answer::Attached(Err((
@@ -233,7 +247,7 @@ impl DataPlane {
                     let taken = self.backends.detach(slot);
                     let now = self.clock.now();
                     let applied = self.engine.apply_all(now, commands);
-                    self.epoch = None;
+                    self.backends.epoch = None;
                     Answer::Detached(taken, applied)
                 }
             };

@@ -32,12 +32,15 @@ use std::sync::Arc;
 
 use dummynet_engine::{DropReason, Engine, Nanos, Verdict};
 
-use crate::clock::{self, Clock, Lateness, Rest, TimerWatch};
+use crate::clock::Clock;
 use crate::observer::{self, Kind, Record, Tap};
 use crate::sharded::Worker;
 use crate::{Arrival, Backend, Carrier};
 
+use books::Departures;
 use late::LateReads;
+use mailbox::Mailbox;
+use pacing::Pacing;
 use settle::{arrived, route, Settle};
 use slots::complete;
 
@@ -50,51 +53,40 @@ const FLUSH_SLACK: Nanos = 5_000;
 /// to take them before they are dropped.
 const SHUTDOWN_HELD: Nanos = 200_000_000;
 
+/// One thread's data plane: the engine, the ports it reads and writes, and
+/// what the loop keeps between turns.
 pub struct DataPlane {
     pub engine: Engine<Carrier>,
     backends: Backends,
     clock: Clock,
-    lateness: Lateness,
-    targets: TargetBook,
-    inbox: Option<Inbox>,
+    mailbox: Mailbox,
     stop: Arc<AtomicBool>,
-    options: PlaneOptions,
-    arrivals: Vec<Arrival>,
-    late: LateReads,
-    /// The engine configuration epoch last looked at ([`Self::reconfigured`]).
-    epoch: Option<u64>,
-    /// Earliest departure time among packets released but not yet handed
-    /// to the kernel.
-    due: Option<Nanos>,
-    /// When the first of those was released (clock time): it is handed
-    /// over once it has waited [`FLUSH_SLACK`] since, even mid-batch.
-    due_since: Nanos,
-    /// The share of the CPU a `SCHED_FIFO` data plane leaves to others.
-    rest: Option<Rest>,
-    timer: TimerWatch,
-    /// The last turn received something: poll a while before sleeping.
-    busy: bool,
-    /// The control socket was readable at the last wake-up (or nothing has
-    /// looked yet): only then is it read, not on every turn.
-    inbox_ready: bool,
-    /// Wake-ups: for input, for a deadline, and naps with neither.
-    wakes: [u64; 3],
-    /// At [`Precision::Timer`], when the real-time budget is next looked at
-    /// (a CPU clock read is a system call; once a millisecond is plenty).
-    next_pace: Nanos,
-    scheduling: &'static str,
-    memory_locked: bool,
-    /// Why a backend stopped the data plane ([`Backend::failure`]).
+    /// Why a backend (or another worker) stopped the data plane
+    /// ([`Backend::failure`]).
     failure: Option<String>,
-    /// Where `log` rules' matches go (written off this thread).
-    rule_log: Option<crate::rulelog::RuleLog>,
-    /// The per-packet observer's end, if there is one ([`observer`]).
-    tap: Option<Tap>,
-    /// The next packet's number ([`Carrier::id`]).
-    next_id: u64,
+    pacing: Pacing,
+    late: LateReads,
+    intake: Intake,
+    departures: Departures,
+    watch: Watch,
     /// This data plane's part in a sharded one (`run --workers N`):
     /// [`crate::sharded`]. `None`: the only worker, today's path.
     worker: Option<Worker>,
+}
+
+/// What a turn reads into: the batch of arrivals and the next packet's
+/// number ([`Carrier::id`]).
+struct Intake {
+    arrivals: Vec<Arrival>,
+    next_id: u64,
+}
+
+/// Who watches the packets: the per-packet observer's end ([`observer`])
+/// and where `log` rules' matches go (both written off this thread).
+#[derive(Default)]
+struct Watch {
+    tap: Option<Tap>,
+    rule_log: Option<crate::rulelog::RuleLog>,
 }
 
 impl DataPlane {
@@ -108,28 +100,17 @@ impl DataPlane {
             engine,
             backends: Backends::new(backends),
             clock: Clock::new(),
-            lateness: Lateness::default(),
-            targets: TargetBook::default(),
-            inbox,
+            mailbox: Mailbox::new(inbox),
             stop,
-            options: PlaneOptions::default(),
-            arrivals: Vec::with_capacity(256),
-            late: LateReads::default(),
-            epoch: None,
-            due: None,
-            due_since: 0,
-            rest: None,
-            timer: TimerWatch::default(),
-            busy: false,
-            inbox_ready: true,
-            wakes: [0; 3],
-            next_pace: 0,
-            scheduling: "normal",
-            memory_locked: false,
             failure: None,
-            rule_log: None,
-            tap: None,
-            next_id: 0,
+            pacing: Pacing::default(),
+            late: LateReads::default(),
+            intake: Intake {
+                arrivals: Vec::with_capacity(256),
+                next_id: 0,
+            },
+            departures: Departures::default(),
+            watch: Watch::default(),
             worker: None,
         }
     }
@@ -142,7 +123,7 @@ impl DataPlane {
             self.clock = w.clock();
             self.engine.share_limits(w.limits());
             // Ids unique across the workers ([`observer::ID_WORKER_SHIFT`]).
-            self.next_id = observer::first_id(w.index());
+            self.intake.next_id = observer::first_id(w.index());
         }
         self.worker = worker;
         self
@@ -150,14 +131,14 @@ impl DataPlane {
 
     /// Hands each packet event to an observer ([`observer::Observer`]).
     pub fn with_tap(mut self, tap: Option<Tap>) -> Self {
-        self.tap = tap;
+        self.watch.tap = tap;
         self
     }
 
     /// Chooses how the data-plane thread is scheduled and how long it
     /// spins before a deadline (before [`Self::run`]).
     pub fn with_options(mut self, o: PlaneOptions) -> Self {
-        self.options = o;
+        self.pacing.options = o;
         self
     }
 
@@ -166,60 +147,64 @@ impl DataPlane {
     /// release what is inside (delivered as if its time had come, so no
     /// connection is left hanging), and report.
     pub fn run(mut self) -> Report {
-        clock::tighten_timer_slack();
-        // Best effort, like the scheduling below (needs CAP_IPC_LOCK or a
-        // large enough RLIMIT_MEMLOCK); `stats` says whether it worked.
-        self.memory_locked = dummynet_io::rt::lock_memory().is_ok();
-        // Best effort: without CAP_SYS_NICE the thread keeps normal
-        // scheduling, and `stats` says so.
-        self.scheduling = match self.options.priority {
-            Priority::Realtime if dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok() => {
-                self.rest = Rest::for_this_kernel();
-                "SCHED_FIFO"
-            }
-            _ if dummynet_io::rt::set_nice(-20).is_ok() => "nice -20",
-            _ => "normal",
-        };
-        if let Some(tap) = &mut self.tap {
+        self.pacing.start();
+        if let Some(tap) = &mut self.watch.tap {
             let r = self.clock.realtime();
             tap.start_clock(r.wall.saturating_sub(r.clock), self.clock);
         }
-        while !self.stop.load(Ordering::Relaxed) {
-            if let Some(tap) = &mut self.tap {
-                tap.refresh();
-            }
-            if let Some(why) = self.backends.slots.iter().find_map(|b| b.failure()) {
-                self.failure = Some(why);
-                break;
-            }
-            if let Some(w) = &self.worker {
-                // Another worker stopped: so does this one, saying why.
-                if let Some(why) = w.broken().filter(|_| !self.stop.load(Ordering::Relaxed)) {
-                    self.failure = Some(why);
-                    break;
-                }
-                self.shard_turn();
-            }
-            // Arrivals and the departures due among them, in time order,
-            // then whatever else is due.
-            self.receive_all();
-            self.release(self.clock.now());
-            self.flush_all();
-            self.serve_control();
-            self.reconfigured();
-            if self.engine.has_log() {
-                self.rule_log
-                    .get_or_insert_with(crate::rulelog::RuleLog::start)
-                    .take(&mut self.engine);
-            }
-            if let (Some(tap), Some(_)) = (&self.tap, &self.worker) {
-                // What the merge of the workers' records waits for.
-                tap.floor(self.engine.now(), self.late.active.is_some());
-            }
-            if let Some(d) = self.wait() {
-                self.stage(d);
-            }
+        while !self.stop.load(Ordering::Relaxed) && self.turn() {}
+        self.shut_down();
+        match self.worker.take() {
+            Some(w) => self.shard_end(w),
+            None => self.report(),
         }
+    }
+
+    /// One turn of the loop: arrivals and the departures due among them,
+    /// whatever else is due, the control requests, then the wait. False
+    /// when a backend (or another worker) has stopped the data plane.
+    fn turn(&mut self) -> bool {
+        if let Some(tap) = &mut self.watch.tap {
+            tap.refresh();
+        }
+        if let Some(why) = self.backends.slots.iter().find_map(|b| b.failure()) {
+            self.failure = Some(why);
+            return false;
+        }
+        if let Some(w) = &self.worker {
+            // Another worker stopped: so does this one, saying why.
+            if let Some(why) = w.broken().filter(|_| !self.stop.load(Ordering::Relaxed)) {
+                self.failure = Some(why);
+                return false;
+            }
+            self.shard_turn();
+        }
+        // Arrivals and the departures due among them, in time order,
+        // then whatever else is due.
+        self.receive_all();
+        self.release(self.clock.now());
+        self.flush_all();
+        self.serve_control();
+        self.reconfigured();
+        if self.engine.has_log() {
+            self.watch
+                .rule_log
+                .get_or_insert_with(crate::rulelog::RuleLog::start)
+                .take(&mut self.engine);
+        }
+        if let (Some(tap), Some(_)) = (&self.watch.tap, &self.worker) {
+            // What the merge of the workers' records waits for.
+            tap.floor(self.engine.now(), self.late.active.is_some());
+        }
+        if let Some(d) = self.wait() {
+            self.stage(d);
+        }
+        true
+    }
+
+    /// Stops intercepting, then lets out what is inside and what the
+    /// ports still hold.
+    fn shut_down(&mut self) {
         for b in self.backends.slots.iter_mut() {
             b.stop_intercepting();
         }
@@ -232,7 +217,7 @@ impl DataPlane {
             self.release(d.max(now));
         }
         // Released ahead of time on purpose: not lateness.
-        self.due = None;
+        self.departures.due = None;
         self.flush_all();
         // Frames a port refused for lack of room get a little longer
         // (bounded) to leave, then what is still held is dropped.
@@ -245,10 +230,6 @@ impl DataPlane {
             b.drop_held();
         }
         self.flush_all();
-        match self.worker.take() {
-            Some(w) => self.shard_end(w),
-            None => self.report(),
-        }
     }
 
     /// Reads a batch from every backend and runs it through the engine in
@@ -262,20 +243,20 @@ impl DataPlane {
         let read_at = self.clock.now();
         let mut more = false;
         for i in 0..self.backends.slots.len() {
-            let first = self.arrivals.len();
+            let first = self.intake.arrivals.len();
             let id = self.backends.id(i);
-            more |= self.backends.slots[i].receive(&mut self.engine, &mut self.arrivals);
-            for a in &mut self.arrivals[first..] {
+            more |= self.backends.slots[i].receive(&mut self.engine, &mut self.intake.arrivals);
+            for a in &mut self.intake.arrivals[first..] {
                 a.carrier.backend = id;
             }
         }
         let late = &mut self.late;
         late.span = read_at.saturating_sub(late.read_at);
         late.read_at = read_at;
-        late.got = self.arrivals.len();
+        late.got = self.intake.arrivals.len();
         late.more = more;
-        let mut arrivals = std::mem::take(&mut self.arrivals);
-        self.busy = !arrivals.is_empty();
+        let mut arrivals = std::mem::take(&mut self.intake.arrivals);
+        self.pacing.busy = !arrivals.is_empty();
         if !arrivals.is_empty() {
             let real = self.clock.realtime();
             for a in &mut arrivals {
@@ -294,17 +275,17 @@ impl DataPlane {
             } in arrivals.drain(..)
             {
                 let at = real.arrival(stamp_ns, self.engine.now());
-                carrier.id = self.next_id;
-                self.next_id += 1;
+                carrier.id = self.intake.next_id;
+                self.intake.next_id += 1;
                 self.release(at);
-                if let Some(tap) = self.tap.as_mut().filter(|t| t.on) {
+                if let Some(tap) = self.watch.tap.as_mut().filter(|t| t.on) {
                     arrived(tap, &self.engine, at, &info, &carrier);
                 }
                 // Measured from the release, not from the departure time: an
                 // arrival read late releases what was due long ago, and the
                 // batch should still go out whole.
-                if self.due.is_some()
-                    && self.clock.now().saturating_sub(self.due_since) >= FLUSH_SLACK
+                if self.departures.due.is_some()
+                    && self.clock.now().saturating_sub(self.departures.since) >= FLUSH_SLACK
                 {
                     self.flush_all();
                 }
@@ -317,14 +298,14 @@ impl DataPlane {
                 let mut s = Settle {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
-                    targets: &mut self.targets,
-                    tap: &mut self.tap,
+                    targets: &mut self.departures.targets,
+                    tap: &mut self.watch.tap,
                     worker: self.worker.as_mut(),
                 };
                 s.settle(at, info, verdict, None, id);
             }
         }
-        self.arrivals = arrivals;
+        self.intake.arrivals = arrivals;
         if let Some(w) = &mut self.worker {
             w.ring_bells();
         }
@@ -335,10 +316,10 @@ impl DataPlane {
     /// arrivals may be read, and lets the backends follow.
     fn reconfigured(&mut self) {
         let epoch = self.engine.config_epoch();
-        if self.epoch == Some(epoch) {
+        if self.backends.epoch == Some(epoch) {
             return;
         }
-        self.epoch = Some(epoch);
+        self.backends.epoch = Some(epoch);
         let mut room = usize::MAX;
         let engine = &self.engine;
         self.late.transits = self
@@ -357,7 +338,7 @@ impl DataPlane {
         for b in self.backends.slots.iter_mut() {
             b.reconfigured(&self.engine);
         }
-        if let Some(tap) = &mut self.tap {
+        if let Some(tap) = &mut self.watch.tap {
             tap.reconfigured(&self.engine, self.clock.now());
         }
     }
@@ -370,8 +351,8 @@ impl DataPlane {
         }
         while let Some(out) = self.engine.poll(now) {
             match out.drop {
-                None => self.targets.delivered(out.target, out.info.len),
-                Some(reason) => self.targets.dropped(out.target, reason),
+                None => self.departures.targets.delivered(out.target, out.info.len),
+                Some(reason) => self.departures.targets.dropped(out.target, reason),
             }
             if out.delivered() {
                 // Leaving a pipe is passing it: a bridged frame still has its
@@ -384,8 +365,8 @@ impl DataPlane {
                 let mut s = Settle {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
-                    targets: &mut self.targets,
-                    tap: &mut self.tap,
+                    targets: &mut self.departures.targets,
+                    tap: &mut self.watch.tap,
                     worker: self.worker.as_mut(),
                 };
                 // Lateness is counted for what goes to the kernel now, not
@@ -393,13 +374,14 @@ impl DataPlane {
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
                 if s.settle(now, out.info, pass, out.target, id) {
-                    if self.due.is_none() {
-                        self.due_since = self.clock.now();
+                    if self.departures.due.is_none() {
+                        self.departures.since = self.clock.now();
                     }
-                    self.due = Some(self.due.map_or(out.at, |e| e.min(out.at)));
+                    self.departures.due =
+                        Some(self.departures.due.map_or(out.at, |e| e.min(out.at)));
                 }
             } else {
-                if let Some(tap) = self.tap.as_mut().filter(|t| t.on) {
+                if let Some(tap) = self.watch.tap.as_mut().filter(|t| t.on) {
                     let r = Record {
                         len: out.info.len,
                         dir: out.info.dir,
@@ -421,8 +403,8 @@ impl DataPlane {
         // Measured as the batch goes in: what the kernel then does with it
         // (on a veth, the receiver's whole stack, inline) is not the
         // emulator's delay.
-        if let Some(due) = self.due.take() {
-            self.lateness.record(self.clock.now(), due);
+        if let Some(due) = self.departures.due.take() {
+            self.departures.lateness.record(self.clock.now(), due);
         }
         for b in self.backends.slots.iter_mut() {
             b.flush();

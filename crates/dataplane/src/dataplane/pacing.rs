@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use dummynet_engine::Nanos;
 
 use super::DataPlane;
-use crate::clock::{self, Pace, Woke};
+use crate::clock::{self, Pace, Rest, TimerWatch, Woke};
 
 /// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
 /// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
@@ -183,6 +183,59 @@ pub enum Priority {
     Nice,
 }
 
+/// How the data-plane thread runs and waits: its options, what it got from
+/// the kernel, its real-time budget, its timer's record and its wake-ups.
+pub(super) struct Pacing {
+    pub(super) options: PlaneOptions,
+    /// What the thread got: "SCHED_FIFO", "nice -20" or "normal".
+    pub(super) scheduling: &'static str,
+    pub(super) memory_locked: bool,
+    /// The share of the CPU a `SCHED_FIFO` data plane leaves to others.
+    pub(super) rest: Option<Rest>,
+    pub(super) timer: TimerWatch,
+    /// At [`Precision::Timer`], when the real-time budget is next looked at
+    /// (a CPU clock read is a system call; once a millisecond is plenty).
+    pub(super) next_pace: Nanos,
+    /// The last turn received something: poll a while before sleeping.
+    pub(super) busy: bool,
+    /// Wake-ups: for input, for a deadline, and naps with neither.
+    pub(super) wakes: [u64; 3],
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing {
+            options: PlaneOptions::default(),
+            scheduling: "normal",
+            memory_locked: false,
+            rest: None,
+            timer: TimerWatch::default(),
+            next_pace: 0,
+            busy: false,
+            wakes: [0; 3],
+        }
+    }
+}
+
+impl Pacing {
+    /// Asks for the thread's scheduling and locked memory, best effort:
+    /// `stats` says what it got.
+    pub(super) fn start(&mut self) {
+        clock::tighten_timer_slack();
+        // Needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK.
+        self.memory_locked = dummynet_io::rt::lock_memory().is_ok();
+        // Without CAP_SYS_NICE the thread keeps normal scheduling.
+        self.scheduling = match self.options.priority {
+            Priority::Realtime if dummynet_io::rt::set_fifo(RT_PRIORITY).is_ok() => {
+                self.rest = Rest::for_this_kernel();
+                "SCHED_FIFO"
+            }
+            _ if dummynet_io::rt::set_nice(-20).is_ok() => "nice -20",
+            _ => "normal",
+        };
+    }
+}
+
 impl DataPlane {
     /// Waits for an arrival, a control request or the next departure, as
     /// [`plan_wait`] plans it. Returns that departure's time when it woke
@@ -201,7 +254,7 @@ impl DataPlane {
         // descriptors, a joined shell's ports, it would otherwise have to
         // be read on every wake-up).
         let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
-        if let Some(inbox) = &self.inbox {
+        if let Some(inbox) = &self.mailbox.inbox {
             fds.push(inbox.wake.as_fd());
         }
         let first_backend_fd = fds.len();
@@ -221,8 +274,8 @@ impl DataPlane {
             fds.push(w.bell_fd());
         }
         let now = self.clock.now();
-        let look = self.options.precision == Precision::Max || now >= self.next_pace;
-        let pace = match self.rest.as_mut().filter(|_| look) {
+        let look = self.pacing.options.precision == Precision::Max || now >= self.pacing.next_pace;
+        let pace = match self.pacing.rest.as_mut().filter(|_| look) {
             Some(rest) => match rest.pace(now, clock::thread_cpu()) {
                 Pace::Rest(ns) => {
                     rest.take(ns);
@@ -234,13 +287,13 @@ impl DataPlane {
             None => Pace::Fine,
         };
         let mut plan = plan_wait(
-            &self.options,
+            &self.pacing.options,
             now,
             late.map(|p| p.until).or(deadline),
-            self.busy,
+            self.pacing.busy,
             pace == Pace::Behind,
-            self.timer.median(),
-            self.timer.spin_needed(),
+            self.pacing.timer.median(),
+            self.pacing.timer.spin_needed(),
         );
         // A port holds frames it refused: try them again soon, whatever
         // else is due (a wake-up for this is not one for a departure).
@@ -252,13 +305,17 @@ impl DataPlane {
             plan.spin = plan.spin.min(crate::held::RETRY / 2);
         }
         if look {
-            self.next_pace = now + PACE_EVERY;
+            self.pacing.next_pace = now + PACE_EVERY;
         }
         // A worker of several, every port watched: whatever comes wakes it,
         // and the merge of the workers' records need not wait for it
         // meanwhile (said only here, around the wait itself: not while it
         // rests, ports unwatched).
-        let tap = self.tap.as_ref().filter(|_| sharded && late.is_none());
+        let tap = self
+            .watch
+            .tap
+            .as_ref()
+            .filter(|_| sharded && late.is_none());
         if let Some(tap) = tap {
             tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
         }
@@ -268,14 +325,14 @@ impl DataPlane {
             plan.until,
             plan.spin,
             plan.busy,
-            &mut self.timer,
+            &mut self.pacing.timer,
         );
         if let Some(tap) = tap {
             tap.woke();
         }
         // The control socket, when there is one, is the first descriptor.
-        if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.inbox) {
-            self.inbox_ready |= any & 1 != 0;
+        if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.mailbox.inbox) {
+            self.mailbox.ready |= any & 1 != 0;
         }
         // A backend's descriptor with an error polls ready at once until the
         // backend deals with it (the control socket's hang-up is seen by
@@ -301,7 +358,7 @@ impl DataPlane {
                 b.fd_failed(fd);
             }
         }
-        self.wakes[match woke {
+        self.pacing.wakes[match woke {
             Woke::Ready { .. } => 0,
             Woke::Deadline => 1,
             Woke::Nap => 2,
@@ -309,7 +366,7 @@ impl DataPlane {
         // Staged only at `max`: at `timer`, what arrived meanwhile runs
         // first, at its own times (the top of the loop).
         deadline.filter(|_| {
-            woke == Woke::Deadline && !retrying && self.options.precision == Precision::Max
+            woke == Woke::Deadline && !retrying && self.pacing.options.precision == Precision::Max
         })
     }
 
@@ -319,7 +376,7 @@ impl DataPlane {
     /// the kernel. Never early: the hand-over waits for the clock.
     pub(super) fn stage(&mut self, d: Nanos) {
         self.release(d);
-        if self.due.is_some() {
+        if self.departures.due.is_some() {
             clock::spin_until(&self.clock, d);
             self.flush_all();
         }

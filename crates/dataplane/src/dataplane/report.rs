@@ -329,8 +329,8 @@ impl DataPlane {
             // workers, one worker may count the forward and another the
             // pass: each report may be "negative", their (wrapping) sum
             // is not ([`crate::sharded::absorb`]).
-            arrived: t.arrived.wrapping_sub(self.targets.1),
-            delivered: t.delivered.wrapping_sub(self.targets.1),
+            arrived: t.arrived.wrapping_sub(self.departures.targets.1),
+            delivered: t.delivered.wrapping_sub(self.departures.targets.1),
             passes: t.arrived,
             dropped: t.dropped(),
             drops: dummynet_engine::DropReason::ALL
@@ -351,19 +351,19 @@ impl DataPlane {
             schedule_late_last_ns: sched.last_late,
             schedule_late_max_ns: sched.max_late,
             schedule_last_error: sched.last_error.map(|(_, e)| e),
-            lateness: self.lateness.summary(),
-            lateness_histogram: self.lateness.histogram(),
-            targets: self.targets.list(),
-            scheduling: self.scheduling,
-            memory_locked: self.memory_locked,
-            rests: self.rest.as_ref().map_or(0, |r| r.rests),
-            rest_ns: self.rest.as_ref().map_or(0, |r| r.rest_ns),
-            precision: self.options.precision.as_str(),
-            timer_median_ns: self.timer.median(),
-            timer_worst_ns: self.timer.worst(),
+            lateness: self.departures.lateness.summary(),
+            lateness_histogram: self.departures.lateness.histogram(),
+            targets: self.departures.targets.list(),
+            scheduling: self.pacing.scheduling,
+            memory_locked: self.pacing.memory_locked,
+            rests: self.pacing.rest.as_ref().map_or(0, |r| r.rests),
+            rest_ns: self.pacing.rest.as_ref().map_or(0, |r| r.rest_ns),
+            precision: self.pacing.options.precision.as_str(),
+            timer_median_ns: self.pacing.timer.median(),
+            timer_worst_ns: self.pacing.timer.worst(),
             cpu_ns: clock::thread_cpu(),
             wall_ns: self.clock.now(),
-            wakes: self.wakes,
+            wakes: self.pacing.wakes,
             late_reads_within_ns: self.late.active.map(|p| p.transit),
             late_watched: self.late.active.map_or(0, |p| {
                 (0..self.late.transits.len())
@@ -381,7 +381,7 @@ impl DataPlane {
             failure: self.failure.clone(),
             stderr_lost,
             stderr_error,
-            observer: self.tap.as_ref().map(Tap::stats),
+            observer: self.watch.tap.as_ref().map(Tap::stats),
             workers: None,
             lateness_recent: Vec::new(),
         }

@@ -24,7 +24,11 @@ impl DataPlane {
     /// Queues what other workers handed this one, and acts on what its
     /// pipes say at once (a drop at the entry).
     pub(super) fn take_handoffs(&mut self, w: &mut Worker) {
-        let (backends, targets, tap) = (&mut self.backends, &mut self.targets, &mut self.tap);
+        let (backends, targets, tap) = (
+            &mut self.backends,
+            &mut self.departures.targets,
+            &mut self.watch.tap,
+        );
         let id = |c: &Carrier| (c.id, c.copy);
         w.links
             .receive_tagged(&mut self.engine, id, |engine, at, info, v, id| {
@@ -56,7 +60,7 @@ impl DataPlane {
     pub(super) fn shard_report(&mut self, index: usize) -> Report {
         let mut r = self.report();
         r.backends = tag_worker(std::mem::take(&mut r.backends), index);
-        r.lateness_recent = self.lateness.recent_sorted();
+        r.lateness_recent = self.departures.lateness.recent_sorted();
         r
     }
 
@@ -228,7 +232,7 @@ impl DataPlane {
         while let Some(d) = self.engine.next_packet_deadline() {
             self.release(d.max(now));
         }
-        self.due = None;
+        self.departures.due = None;
         self.flush_all();
         let mut report = self.shard_report(w.index());
         for r in reports {

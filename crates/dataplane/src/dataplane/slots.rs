@@ -16,6 +16,9 @@ pub struct Backends {
     pub(super) slots: Vec<Box<dyn Backend>>,
     pub(super) generations: Vec<u16>,
     pub(super) vacant: Vec<bool>,
+    /// The engine configuration epoch the backends (and the late reads)
+    /// were last told of ([`super::DataPlane::reconfigured`]).
+    pub(super) epoch: Option<u64>,
 }
 
 impl Backends {
@@ -25,6 +28,7 @@ impl Backends {
             slots: backends,
             generations: vec![0; n],
             vacant: vec![false; n],
+            epoch: None,
         }
     }
 

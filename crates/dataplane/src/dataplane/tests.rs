@@ -281,7 +281,7 @@ fn a_control_plane_that_hangs_up_is_answered_then_no_longer_watched() {
     );
     // ...and the closed socket, which would poll readable forever, is
     // out of the wait.
-    assert!(plane.inbox.is_none());
+    assert!(plane.mailbox.inbox.is_none());
 }
 
 /// A backend whose descriptor hangs up, as a bridge port's socket
