@@ -1,15 +1,12 @@
-//! Reading arrivals late: at `timer` precision, arrivals that stay inside long enough wait in the kernel until the next departure.
+//! Reading arrivals late: at `timer` precision, arrivals that stay inside
+//! long enough wait in the kernel until the next departure.
 
 use dummynet_engine::Nanos;
 
 use super::{DataPlane, Precision};
 
-/// At [`Precision::Timer`], arrivals stay in the kernel until the next
-/// departure, and each runs at the time the kernel stamped on it, when every
-/// backend stamps them and every one must spend at least this long inside
-/// the engine ([`Engine::least_transit`]: the least delay of the pipes the
-/// rules send them to). Below it, the wake-ups that bound the wait would
-/// outnumber the arrivals'.
+/// At [`Precision::Timer`], a backend's arrivals wait in the kernel when
+/// every one stays at least this long inside ([`dummynet_engine::Engine::least_transit`]).
 pub const LATE_MIN_TRANSIT: Nanos = 1_000_000;
 
 /// A late read comes this long (or the timer's worst recent lateness, if
@@ -18,23 +15,15 @@ pub const LATE_MIN_TRANSIT: Nanos = 1_000_000;
 pub const LATE_MARGIN: Nanos = 200_000;
 
 /// Arrivals wait unread at most this long, however long IP packets stay
-/// inside: frames that are not IP (ARP) cross the bridge at once, and a
-/// host resolving its peer waits on them (a 1 s link would otherwise hold
-/// an ARP request until its next departure). At worst 200 wake-ups a
-/// second, only while departures are sparser than that.
+/// inside: frames that are not IP (ARP) cross at once.
 pub const LATE_NON_IP: Nanos = 5_000_000;
 
 /// Between late reads, at the rate the last read found, at most this share
 /// of the kernel's room for unread arrivals fills.
 pub(super) const LATE_ROOM_SHARE: u64 = 4;
 
-/// What reading arrivals late needs to know ([`Precision::Timer`]; see
-/// [`LATE_MIN_TRANSIT`]).
-///
-/// Judged backend by backend: a daemon with many joined shells has one
-/// backend per link, and a link whose packets may leave at once (a first
-/// shell with no delay) must not make every other link's arrivals be read
-/// as they come. Its ports are watched; the others' wait in the kernel.
+/// What reading arrivals late needs to know, backend by backend: one whose
+/// packets may leave at once is watched; the others' wait in the kernel.
 #[derive(Debug, Default)]
 pub(super) struct LateReads {
     /// Each backend slot's least transit: the least time every arrival it

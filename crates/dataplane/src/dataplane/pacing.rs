@@ -7,55 +7,34 @@ use dummynet_engine::Nanos;
 use super::DataPlane;
 use crate::clock::{self, Pace, Rest, TimerWatch, Woke};
 
-/// Default spin before a deadline. On the 2-vCPU VMs this was tuned on, a
-/// `ppoll` timeout fires 15-80 µs late (p50 16 µs with a 50 µs spin); with
-/// 300 µs the median lateness is about 1 µs. It costs a core only while
-/// deadlines are closer together than that, i.e. under load.
+/// At [`Precision::Max`], the spin before a deadline: about 1 µs late at
+/// the median (measured: the manual's Internals, the data-plane loop).
 pub const DEFAULT_SPIN: Nanos = 300_000;
 
-/// The spin of a `SCHED_FIFO` data plane that is behind on its idle time
-/// ([`Pace::Behind`]) before its timer has said how late it wakes: short
-/// enough that a gap of a few hundred µs between departures is mostly
-/// slept. After that, the spin covers the worst of the recent wake-ups
-/// ([`TimerWatch`]), at least [`MIN_SHORT_SPIN`].
+/// The spin of a `SCHED_FIFO` data plane behind on its idle time
+/// ([`Pace::Behind`]), before its timer has said how late it wakes, and its floor.
 pub const SHORT_SPIN: Nanos = 100_000;
 pub const MIN_SHORT_SPIN: Nanos = 20_000;
 
-/// `SCHED_FIFO` priority of the data-plane thread when asked for: above
-/// ordinary tasks, below the kernel's own real-time threads (50 and up).
+/// `SCHED_FIFO` priority of the data-plane thread: above ordinary tasks,
+/// below the kernel's own real-time threads (50 and up).
 pub const RT_PRIORITY: i32 = 10;
 
 /// After a turn that received frames, the data plane polls its ports this
-/// long before it sleeps (see [`clock::wait`]). Measured with 64-byte floods
-/// through a bridge on veths: without it, every frame that found the data
-/// plane asleep made its sender pay for the wake-up, and the sender slowed
-/// to about half the rate the data plane could forward.
+/// long before it sleeps ([`clock::wait`]), so senders do not pay for its wake-ups.
 pub const BUSY_POLL: Nanos = 50_000;
 
-/// The data plane wakes this long before a departure to release it from
-/// the engine and run its `out` pass ahead of time, then spins until the
-/// departure's time and only hands it to the kernel then (see
-/// [`DataPlane::stage`]). Measured with pings through a bridge at 10 ms each
-/// way: after a 10 ms sleep the release took 2.1-2.5 µs at p50 and about
-/// 4 µs at p90 (cold caches), all of which was lateness; staged, the p50
-/// hand-over is 0.1 µs after the deadline. The price: a packet arriving in
-/// these last microseconds is read once the departure has gone.
+/// At [`Precision::Max`], the data plane wakes this long before a departure
+/// to release it ahead of time ([`DataPlane::stage`]).
 pub(super) const STAGE_LEAD: Nanos = 8_000;
 
-/// In [`Precision::Timer`], the spin before a deadline while the timer has
-/// not yet said how late it wakes, and the most it may become: the spin
-/// follows the timer's median overshoot, so that the median wake-up lands
-/// on the deadline, and stops there on a machine whose timer is worse.
+/// In [`Precision::Timer`], the spin before the timer has said how late it
+/// wakes, and the most the spin (its median overshoot) may become.
 pub const TIMER_FIRST_SPIN: Nanos = 10_000;
 pub const TIMER_MAX_SPIN: Nanos = 50_000;
 
 /// In [`Precision::Timer`], a long sleep wakes earlier still: by
-/// 1/[`TIMER_GAP_SHARE`] of it, up to [`TIMER_GAP_SPIN`]. A vCPU that
-/// sleeps long is the one a busy host gives away, and it comes back late
-/// by up to hundreds of µs; spinning a small share of each gap absorbs
-/// that for at most that share of a core (a ping every 10 ms: 3%), while
-/// departures close together (a 50 Mbit/s link's, 240 µs apart) keep the
-/// median's short spin.
+/// 1/[`TIMER_GAP_SHARE`] of it, up to [`TIMER_GAP_SPIN`].
 pub const TIMER_GAP_SHARE: Nanos = 64;
 pub const TIMER_GAP_SPIN: Nanos = 150_000;
 
@@ -171,12 +150,8 @@ pub fn plan_wait(
 /// How the data-plane thread asks to be scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Priority {
-    /// `SCHED_FIFO`, falling back to nice -20 without the privilege. The
-    /// default: measured on a 2-vCPU VM with other work running, a thread
-    /// at nice -20 still woke milliseconds late at p99 (nice only orders
-    /// tasks within one cgroup), and a `SCHED_FIFO` one 7-13 µs late. It
-    /// keeps the kernel's share of idle time (7% by default, see
-    /// [`clock::Rest`]) so the kernel never stops it.
+    /// `SCHED_FIFO`, falling back to nice -20 without the privilege; it
+    /// keeps the kernel's share of idle time ([`clock::Rest`]). The default.
     #[default]
     Realtime,
     /// Nice -20 only.
