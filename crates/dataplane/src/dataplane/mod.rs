@@ -15,6 +15,7 @@ mod report;
 mod settle;
 mod shard;
 mod slots;
+mod watch;
 
 pub use books::{TargetBook, TargetCounts};
 pub use late::{LATE_MARGIN, LATE_MIN_TRANSIT, LATE_NON_IP};
@@ -33,7 +34,7 @@ use std::sync::Arc;
 use dummynet_engine::{DropReason, Engine, Nanos, Verdict};
 
 use crate::clock::Clock;
-use crate::observer::{self, Kind, Record, Tap};
+use crate::observer::{self, Tap};
 use crate::sharded::Worker;
 use crate::{Arrival, Backend, Carrier};
 
@@ -41,8 +42,9 @@ use books::Departures;
 use late::LateReads;
 use mailbox::Mailbox;
 use pacing::Pacing;
-use settle::{arrived, route, Settle};
+use settle::{route, Settle};
 use slots::complete;
+use watch::Watch;
 
 /// While a batch of arrivals is processed, departures released in the
 /// middle of it are handed to the kernel once the earliest has waited this
@@ -79,14 +81,6 @@ pub struct DataPlane {
 struct Intake {
     arrivals: Vec<Arrival>,
     next_id: u64,
-}
-
-/// Who watches the packets: the per-packet observer's end ([`observer`])
-/// and where `log` rules' matches go (both written off this thread).
-#[derive(Default)]
-struct Watch {
-    tap: Option<Tap>,
-    rule_log: Option<crate::rulelog::RuleLog>,
 }
 
 impl DataPlane {
@@ -148,10 +142,7 @@ impl DataPlane {
     /// connection is left hanging), and report.
     pub fn run(mut self) -> Report {
         self.pacing.start();
-        if let Some(tap) = &mut self.watch.tap {
-            let r = self.clock.realtime();
-            tap.start_clock(r.wall.saturating_sub(r.clock), self.clock);
-        }
+        self.watch.start(&self.clock);
         while !self.stop.load(Ordering::Relaxed) && self.turn() {}
         self.shut_down();
         match self.worker.take() {
@@ -164,9 +155,7 @@ impl DataPlane {
     /// whatever else is due, the control requests, then the wait. False
     /// when a backend (or another worker) has stopped the data plane.
     fn turn(&mut self) -> bool {
-        if let Some(tap) = &mut self.watch.tap {
-            tap.refresh();
-        }
+        self.watch.refresh();
         if let Some(why) = self.backends.slots.iter().find_map(|b| b.failure()) {
             self.failure = Some(why);
             return false;
@@ -186,15 +175,11 @@ impl DataPlane {
         self.flush_all();
         self.serve_control();
         self.reconfigured();
-        if self.engine.has_log() {
-            self.watch
-                .rule_log
-                .get_or_insert_with(crate::rulelog::RuleLog::start)
-                .take(&mut self.engine);
-        }
-        if let (Some(tap), Some(_)) = (&self.watch.tap, &self.worker) {
+        self.watch.rule_log(&mut self.engine);
+        if self.worker.is_some() {
             // What the merge of the workers' records waits for.
-            tap.floor(self.engine.now(), self.late.active.is_some());
+            self.watch
+                .floor(self.engine.now(), self.late.active.is_some());
         }
         if let Some(d) = self.wait() {
             self.stage(d);
@@ -278,9 +263,7 @@ impl DataPlane {
                 carrier.id = self.intake.next_id;
                 self.intake.next_id += 1;
                 self.release(at);
-                if let Some(tap) = self.watch.tap.as_mut().filter(|t| t.on) {
-                    arrived(tap, &self.engine, at, &info, &carrier);
-                }
+                self.watch.arrival(&self.engine, at, &info, &carrier);
                 // Measured from the release, not from the departure time: an
                 // arrival read late releases what was due long ago, and the
                 // batch should still go out whole.
@@ -299,7 +282,7 @@ impl DataPlane {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
                     targets: &mut self.departures.targets,
-                    tap: &mut self.watch.tap,
+                    watch: &mut self.watch,
                     worker: self.worker.as_mut(),
                 };
                 s.settle(at, info, verdict, None, id);
@@ -338,9 +321,7 @@ impl DataPlane {
         for b in self.backends.slots.iter_mut() {
             b.reconfigured(&self.engine);
         }
-        if let Some(tap) = &mut self.watch.tap {
-            tap.reconfigured(&self.engine, self.clock.now());
-        }
+        self.watch.reconfigured(&self.engine, self.clock.now());
     }
 
     /// Everything due by `now` leaves the engine (into the backends' send
@@ -366,7 +347,7 @@ impl DataPlane {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
                     targets: &mut self.departures.targets,
-                    tap: &mut self.watch.tap,
+                    watch: &mut self.watch,
                     worker: self.worker.as_mut(),
                 };
                 // Lateness is counted for what goes to the kernel now, not
@@ -381,17 +362,7 @@ impl DataPlane {
                         Some(self.departures.due.map_or(out.at, |e| e.min(out.at)));
                 }
             } else {
-                if let Some(tap) = self.watch.tap.as_mut().filter(|t| t.on) {
-                    let r = Record {
-                        len: out.info.len,
-                        dir: out.info.dir,
-                        rule: out.rule,
-                        target: out.target,
-                        reason: out.drop,
-                        ..Record::new(Kind::Drop, out.at, (out.payload.id, out.payload.copy))
-                    };
-                    tap.push(&self.engine, r, None);
-                }
+                self.watch.dropped_inside(&self.engine, &out);
                 complete(&mut self.backends, out.payload, false);
             }
         }

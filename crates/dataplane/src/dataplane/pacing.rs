@@ -286,13 +286,9 @@ impl DataPlane {
         // and the merge of the workers' records need not wait for it
         // meanwhile (said only here, around the wait itself: not while it
         // rests, ports unwatched).
-        let tap = self
-            .watch
-            .tap
-            .as_ref()
-            .filter(|_| sharded && late.is_none());
-        if let Some(tap) = tap {
-            tap.sleeping(self.engine.next_deadline().unwrap_or(Nanos::MAX));
+        let tell = sharded && late.is_none();
+        if tell {
+            self.watch.sleeping(&self.engine);
         }
         let woke = clock::wait(
             &self.clock,
@@ -302,8 +298,8 @@ impl DataPlane {
             plan.busy,
             &mut self.pacing.timer,
         );
-        if let Some(tap) = tap {
-            tap.woke();
+        if tell {
+            self.watch.woke();
         }
         // The control socket, when there is one, is the first descriptor.
         if let (Woke::Ready { any, .. }, Some(_)) = (woke, &self.mailbox.inbox) {

@@ -4,7 +4,7 @@ use dummynet_engine::Target;
 
 use super::{DataPlane, TargetCounts};
 use crate::clock::{self, LatenessHistogram, LatenessSummary};
-use crate::observer::{ObserverStats, Tap};
+use crate::observer::ObserverStats;
 
 /// A line about the engine's memory for `stats` and the report at the end,
 /// only when it calls for something: packets without a bound, a
@@ -381,7 +381,7 @@ impl DataPlane {
             failure: self.failure.clone(),
             stderr_lost,
             stderr_error,
-            observer: self.watch.tap.as_ref().map(Tap::stats),
+            observer: self.watch.stats(),
             workers: None,
             lateness_recent: Vec::new(),
         }

@@ -2,8 +2,7 @@
 
 use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Target, Verdict};
 
-use super::{complete, Backends, TargetBook};
-use crate::observer::{self, Kind, Record, Tap};
+use super::{complete, Backends, TargetBook, Watch};
 use crate::sharded::Worker;
 use crate::Carrier;
 
@@ -24,36 +23,14 @@ pub(super) fn route(
     w.route(engine, now, info, payload)
 }
 
-/// An arrival's record, with its bytes if the capture of what enters is on.
-pub(super) fn arrived(
-    tap: &mut Tap,
-    engine: &Engine<Carrier>,
-    at: Nanos,
-    info: &PacketInfo,
-    c: &Carrier,
-) {
-    let r = Record {
-        len: info.len,
-        dir: info.dir,
-        iface: match info.dir {
-            Direction::In => info.recv_if,
-            Direction::Out => info.xmit_if,
-        },
-        bridge_to: c.out_pass,
-        ..Record::new(Kind::Arrival, at, (c.id, c.copy))
-    };
-    let bytes = tap.wants_in().then(|| observer::carrier_bytes(c));
-    tap.push(engine, r, bytes);
-}
-
 /// What acting on a verdict needs: the engine (a bridged frame's `out`
 /// pass), the backends (sending or discarding), the per-pipe books
-/// (`/metrics`), the observer's tap.
+/// (`/metrics`), the watchers.
 pub(super) struct Settle<'a> {
     pub(super) engine: &'a mut Engine<Carrier>,
     pub(super) backends: &'a mut Backends,
     pub(super) targets: &'a mut TargetBook,
-    pub(super) tap: &'a mut Option<Tap>,
+    pub(super) watch: &'a mut Watch,
     /// Sharded: the `out` pass may send the frame to a pipe another
     /// worker owns.
     pub(super) worker: Option<&'a mut Worker>,
@@ -77,57 +54,23 @@ impl Settle<'_> {
         let mut info = info;
         let mut target = target;
         loop {
-            let tap = self.tap.as_mut().filter(|t| t.on);
+            self.watch
+                .verdict(self.engine, now, &info, &verdict, target, id);
             match verdict {
-                Verdict::Queued { rule, target } => {
-                    if let Some(tap) = tap {
-                        let r = Record {
-                            len: info.len,
-                            dir: info.dir,
-                            rule: Some(rule),
-                            target: Some(target),
-                            ..Record::new(Kind::Enqueue, now, id)
-                        };
-                        tap.push(self.engine, r, None);
-                    }
-                    return false;
-                }
+                Verdict::Queued { .. } => return false,
                 Verdict::Drop {
                     payload,
                     reason,
-                    rule,
                     target,
+                    ..
                 } => {
-                    if let Some(tap) = tap {
-                        let r = Record {
-                            len: info.len,
-                            dir: info.dir,
-                            rule,
-                            target,
-                            reason: Some(reason),
-                            at_entry: true,
-                            ..Record::new(Kind::Drop, now, id)
-                        };
-                        tap.push(self.engine, r, None);
-                    }
                     self.targets.dropped(target, reason);
                     complete(self.backends, payload, false);
                     return false;
                 }
-                Verdict::Pass { mut payload, rule } => match payload.out_pass.take() {
+                Verdict::Pass { mut payload, .. } => match payload.out_pass.take() {
                     Some(xmit) => {
                         self.targets.forwarded();
-                        if let Some(tap) = tap {
-                            let r = Record {
-                                len: info.len,
-                                dir: info.dir,
-                                iface: Some(xmit),
-                                rule: Some(rule),
-                                target,
-                                ..Record::new(Kind::Forward, now, id)
-                            };
-                            tap.push(self.engine, r, None);
-                        }
                         target = None;
                         info = PacketInfo {
                             dir: Direction::Out,
@@ -142,18 +85,6 @@ impl Settle<'_> {
                         verdict = v;
                     }
                     None => {
-                        if let Some(tap) = tap {
-                            let r = Record {
-                                len: info.len,
-                                dir: info.dir,
-                                iface: info.xmit_if,
-                                rule: Some(rule),
-                                target,
-                                ..Record::new(Kind::Departure, now, id)
-                            };
-                            let bytes = tap.wants_out().then(|| observer::carrier_bytes(&payload));
-                            tap.push(self.engine, r, bytes);
-                        }
                         complete(self.backends, payload, true);
                         return true;
                     }

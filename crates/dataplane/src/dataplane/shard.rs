@@ -24,10 +24,10 @@ impl DataPlane {
     /// Queues what other workers handed this one, and acts on what its
     /// pipes say at once (a drop at the entry).
     pub(super) fn take_handoffs(&mut self, w: &mut Worker) {
-        let (backends, targets, tap) = (
+        let (backends, targets, watch) = (
             &mut self.backends,
             &mut self.departures.targets,
-            &mut self.watch.tap,
+            &mut self.watch,
         );
         let id = |c: &Carrier| (c.id, c.copy);
         w.links
@@ -36,7 +36,7 @@ impl DataPlane {
                     engine,
                     backends,
                     targets,
-                    tap,
+                    watch,
                     worker: None,
                 };
                 s.settle(at, info, v, None, id);
