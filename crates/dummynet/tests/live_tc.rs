@@ -577,41 +577,80 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     assert!(!w.tables().contains("dummynet"), "{}", w.tables());
 }
 
+/// The `icmp_seq` of each reply to `count` pings C→S, 10 ms apart.
+fn answered(w: &World, count: u32) -> Vec<u32> {
+    let count = count.to_string();
+    let out = run_bounded(
+        &mut rt_ping(
+            &w.pair.c,
+            &["-n", "-c", &count, "-i", "0.01", "-W", "2", B_ADDR],
+        ),
+        Duration::from_secs(60),
+        "ping C→S",
+    );
+    let mut seqs: Vec<u32> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("icmp_seq=").nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    seqs
+}
+
 #[test]
-fn netems_seed_is_the_daemons_seed() {
+fn netems_seed_is_the_pipes_so_interfaces_with_one_seed_drop_alike() {
     if !ready("tc seed", TOOLS) {
         return;
     }
     let _serial = serial();
-    let w = World::new();
-    w.tc_ok(&[
-        "qdisc", "add", "dev", "c0", "root", "netem", "loss", "1%", "seed", "7",
+    let worlds = [World::new(), World::new()];
+    for w in &worlds {
+        // Nothing but the pings leaves c0 (no IPv6 neighbour or router
+        // traffic), so the pipe draws once per ping.
+        expect_success(
+            &w.pair
+                .c
+                .command("sysctl", &["-w", "net.ipv6.conf.c0.disable_ipv6=1"])
+                .output()
+                .expect("sysctl"),
+            "disable IPv6 on c0",
+        );
+        w.tc_ok(&[
+            "qdisc", "add", "dev", "c0", "root", "netem", "loss", "20%", "seed", "7",
+        ]);
+        assert!(w
+            .tc_ok(&["qdisc", "show", "dev", "c0"])
+            .contains("loss 20% seed 7"));
+        // The pipe's own seed, not the daemon's.
+        let pipe = ipfw(&w.socket(), &["pipe", "1", "show"]);
+        assert!(pipe.contains("seed 7"), "{pipe}");
+    }
+    let first: Vec<Vec<u32>> = worlds.iter().map(|w| answered(w, 300)).collect();
+    for w in &worlds {
+        let rules = ipfw(&w.socket(), &["show"]);
+        assert_eq!(rule_packets(&rules, 100), 300, "{rules}");
+    }
+    let lost = 300 - first[0].len();
+    println!("loss 20% seed 7: {lost} of 300 lost on each interface");
+    // Binomial(300, 0.2): mean 60, σ ≈ 6.9.
+    assert!((25..=95).contains(&lost), "{lost} lost");
+    assert_eq!(first[0], first[1], "the same seed dropped other pings");
+
+    // `change` to another seed: that interface's draws start again from it,
+    // the other's go on from 7.
+    worlds[1].tc_ok(&[
+        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "20%", "seed", "8",
     ]);
-    let pid = w.daemon_pid().expect("the daemon's pid");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    assert!(
-        args.windows(2).any(|a| a[0] == b"--seed" && a[1] == b"7"),
-        "{}",
-        String::from_utf8_lossy(&cmdline)
-    );
-    assert!(w
+    assert!(worlds[1]
         .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 1% seed 7"));
-    // Another seed would need another daemon: refused, nothing changed.
-    let other = w.tc(&[
-        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "8",
-    ]);
-    assert_eq!(other.status.code(), Some(2));
-    assert!(text(&other.stderr).contains("delete the qdisc and add it again"));
-    assert!(w
-        .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 1% seed 7"));
-    w.tc_ok(&[
-        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "7",
-    ]);
-    assert!(w
-        .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 2% seed 7"));
-    w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+        .contains("loss 20% seed 8"));
+    let pipe = ipfw(&worlds[1].socket(), &["pipe", "1", "show"]);
+    assert!(pipe.contains("seed 8"), "{pipe}");
+    let second: Vec<Vec<u32>> = worlds.iter().map(|w| answered(w, 300)).collect();
+    assert!(second.iter().all(|s| (200..=280).contains(&s.len())));
+    assert_ne!(second[0], second[1], "seeds 7 and 8 dropped the same pings");
+    for w in &worlds {
+        w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+    }
 }
