@@ -654,3 +654,56 @@ fn netems_seed_is_the_pipes_so_interfaces_with_one_seed_drop_alike() {
         w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
     }
 }
+
+#[test]
+fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
+    if !ready("tc json", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let w = World::new();
+    w.tc_ok(&[
+        "qdisc", "add", "dev", "c0", "root", "netem", "delay", "10ms", "2ms", "25%", "loss", "10%",
+        "seed", "3",
+    ]);
+    let p = w.ping(50, "0.01", Duration::from_secs(30));
+    let parse = |s: &str| -> Vec<serde_json::Value> {
+        serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+    };
+    let one = parse(&w.tc_ok(&["-s", "-j", "qdisc", "show", "dev", "c0"]));
+    assert_eq!(one.len(), 1, "{one:?}");
+    let q = &one[0];
+    assert_eq!(q["kind"], "netem");
+    assert_eq!(q["handle"], "8001:");
+    assert_eq!(q["dev"], "c0");
+    assert_eq!(q["root"], true);
+    let o = &q["options"];
+    assert_eq!(o["limit"], 1000);
+    assert_eq!(o["seed"], 3);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    assert!((f(&o["delay"]["delay"]) - 0.010).abs() < 1e-9, "{o}");
+    assert!((f(&o["delay"]["jitter"]) - 0.002).abs() < 1e-9, "{o}");
+    assert!((f(&o["delay"]["correlation"]) - 0.25).abs() < 1e-6, "{o}");
+    assert!((f(&o["loss-random"]["loss"]) - 0.10).abs() < 1e-6, "{o}");
+    // The counters are the pipe's books: what rule 100 sent into it was
+    // sent, dropped or is still inside.
+    let n = |k: &str| q[k].as_u64().unwrap_or_else(|| panic!("no {k} in {q}"));
+    let rules = ipfw(&w.socket(), &["show"]);
+    assert_eq!(
+        rule_packets(&rules, 100),
+        n("packets") + n("drops") + n("qlen")
+    );
+    assert!(
+        n("drops") >= u64::from(p.lost()) && n("packets") >= 25,
+        "{q}"
+    );
+    assert_eq!(n("requeues"), 0);
+    // Without dev: the system's qdiscs, and ours in place of c0's, once.
+    let all = parse(&w.tc_ok(&["-j", "qdisc", "show"]));
+    assert!(all.iter().any(|q| q["dev"] == "lo"), "{all:?}");
+    let ours: Vec<_> = all.iter().filter(|q| q["dev"] == "c0").collect();
+    assert_eq!(ours.len(), 1, "{all:?}");
+    assert_eq!(ours[0]["kind"], "netem");
+    assert!(ours[0].get("bytes").is_none(), "{all:?}");
+    w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+}
