@@ -577,41 +577,133 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     assert!(!w.tables().contains("dummynet"), "{}", w.tables());
 }
 
+/// The `icmp_seq` of each reply to `count` pings C→S, 10 ms apart.
+fn answered(w: &World, count: u32) -> Vec<u32> {
+    let count = count.to_string();
+    let out = run_bounded(
+        &mut rt_ping(
+            &w.pair.c,
+            &["-n", "-c", &count, "-i", "0.01", "-W", "2", B_ADDR],
+        ),
+        Duration::from_secs(60),
+        "ping C→S",
+    );
+    let mut seqs: Vec<u32> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split("icmp_seq=").nth(1))
+        .filter_map(|r| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    seqs
+}
+
 #[test]
-fn netems_seed_is_the_daemons_seed() {
+fn netems_seed_is_the_pipes_so_interfaces_with_one_seed_drop_alike() {
     if !ready("tc seed", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let worlds = [World::new(), World::new()];
+    for w in &worlds {
+        // Nothing but the pings leaves c0 (no IPv6 neighbour or router
+        // traffic), so the pipe draws once per ping.
+        expect_success(
+            &w.pair
+                .c
+                .command("sysctl", &["-w", "net.ipv6.conf.c0.disable_ipv6=1"])
+                .output()
+                .expect("sysctl"),
+            "disable IPv6 on c0",
+        );
+        w.tc_ok(&[
+            "qdisc", "add", "dev", "c0", "root", "netem", "loss", "20%", "seed", "7",
+        ]);
+        assert!(w
+            .tc_ok(&["qdisc", "show", "dev", "c0"])
+            .contains("loss 20% seed 7"));
+        // The pipe's own seed, not the daemon's.
+        let pipe = ipfw(&w.socket(), &["pipe", "1", "show"]);
+        assert!(pipe.contains("seed 7"), "{pipe}");
+    }
+    let first: Vec<Vec<u32>> = worlds.iter().map(|w| answered(w, 300)).collect();
+    for w in &worlds {
+        let rules = ipfw(&w.socket(), &["show"]);
+        assert_eq!(rule_packets(&rules, 100), 300, "{rules}");
+    }
+    let lost = 300 - first[0].len();
+    println!("loss 20% seed 7: {lost} of 300 lost on each interface");
+    // Binomial(300, 0.2): mean 60, σ ≈ 6.9.
+    assert!((25..=95).contains(&lost), "{lost} lost");
+    assert_eq!(first[0], first[1], "the same seed dropped other pings");
+
+    // `change` to another seed: that interface's draws start again from it,
+    // the other's go on from 7.
+    worlds[1].tc_ok(&[
+        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "20%", "seed", "8",
+    ]);
+    assert!(worlds[1]
+        .tc_ok(&["qdisc", "show", "dev", "c0"])
+        .contains("loss 20% seed 8"));
+    let pipe = ipfw(&worlds[1].socket(), &["pipe", "1", "show"]);
+    assert!(pipe.contains("seed 8"), "{pipe}");
+    let second: Vec<Vec<u32>> = worlds.iter().map(|w| answered(w, 300)).collect();
+    assert!(second.iter().all(|s| (200..=280).contains(&s.len())));
+    assert_ne!(second[0], second[1], "seeds 7 and 8 dropped the same pings");
+    for w in &worlds {
+        w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+    }
+}
+
+#[test]
+fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
+    if !ready("tc json", TOOLS) {
         return;
     }
     let _serial = serial();
     let w = World::new();
     w.tc_ok(&[
-        "qdisc", "add", "dev", "c0", "root", "netem", "loss", "1%", "seed", "7",
+        "qdisc", "add", "dev", "c0", "root", "netem", "delay", "10ms", "2ms", "25%", "loss", "10%",
+        "seed", "3",
     ]);
-    let pid = w.daemon_pid().expect("the daemon's pid");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    assert!(
-        args.windows(2).any(|a| a[0] == b"--seed" && a[1] == b"7"),
-        "{}",
-        String::from_utf8_lossy(&cmdline)
+    let p = w.ping(50, "0.01", Duration::from_secs(30));
+    let parse = |s: &str| -> Vec<serde_json::Value> {
+        serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+    };
+    let one = parse(&w.tc_ok(&["-s", "-j", "qdisc", "show", "dev", "c0"]));
+    assert_eq!(one.len(), 1, "{one:?}");
+    let q = &one[0];
+    assert_eq!(q["kind"], "netem");
+    assert_eq!(q["handle"], "8001:");
+    assert_eq!(q["dev"], "c0");
+    assert_eq!(q["root"], true);
+    let o = &q["options"];
+    assert_eq!(o["limit"], 1000);
+    assert_eq!(o["seed"], 3);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+    assert!((f(&o["delay"]["delay"]) - 0.010).abs() < 1e-9, "{o}");
+    assert!((f(&o["delay"]["jitter"]) - 0.002).abs() < 1e-9, "{o}");
+    assert!((f(&o["delay"]["correlation"]) - 0.25).abs() < 1e-6, "{o}");
+    assert!((f(&o["loss-random"]["loss"]) - 0.10).abs() < 1e-6, "{o}");
+    // The counters are the pipe's books: what rule 100 sent into it was
+    // sent, dropped or is still inside.
+    let n = |k: &str| q[k].as_u64().unwrap_or_else(|| panic!("no {k} in {q}"));
+    let rules = ipfw(&w.socket(), &["show"]);
+    assert_eq!(
+        rule_packets(&rules, 100),
+        n("packets") + n("drops") + n("qlen")
     );
-    assert!(w
-        .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 1% seed 7"));
-    // Another seed would need another daemon: refused, nothing changed.
-    let other = w.tc(&[
-        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "8",
-    ]);
-    assert_eq!(other.status.code(), Some(2));
-    assert!(text(&other.stderr).contains("delete the qdisc and add it again"));
-    assert!(w
-        .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 1% seed 7"));
-    w.tc_ok(&[
-        "qdisc", "change", "dev", "c0", "root", "netem", "loss", "2%", "seed", "7",
-    ]);
-    assert!(w
-        .tc_ok(&["qdisc", "show", "dev", "c0"])
-        .contains("loss 2% seed 7"));
+    assert!(
+        n("drops") >= u64::from(p.lost()) && n("packets") >= 25,
+        "{q}"
+    );
+    assert_eq!(n("requeues"), 0);
+    // Without dev: the system's qdiscs, and ours in place of c0's, once.
+    let all = parse(&w.tc_ok(&["-j", "qdisc", "show"]));
+    assert!(all.iter().any(|q| q["dev"] == "lo"), "{all:?}");
+    let ours: Vec<_> = all.iter().filter(|q| q["dev"] == "c0").collect();
+    assert_eq!(ours.len(), 1, "{all:?}");
+    assert_eq!(ours[0]["kind"], "netem");
+    assert!(ours[0].get("bytes").is_none(), "{all:?}");
     w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
 }

@@ -18,6 +18,7 @@ use crate::impair::jitter::Jitter;
 use crate::impair::loss::LossModel;
 use crate::impair::overhead::Overhead;
 use crate::impair::reorder::Reorder;
+use crate::impair::seed::Seed;
 use crate::impair::slot::Slot;
 use crate::impair::trace::Trace;
 use crate::impair::{Impairment, LinkShape};
@@ -92,6 +93,7 @@ pub enum Field {
     Overhead,
     Slot,
     Trace,
+    Seed,
     // flowset
     Limit,
     Plr,
@@ -787,6 +789,10 @@ pub struct LinkConfig {
     pub slot: Option<Slot>,
     /// `trace FILE [once|loop]`: delivery opportunities instead of `bw`.
     pub trace: Option<Arc<Trace>>,
+    /// `seed N`: the pipe's random streams are named from N instead of the
+    /// engine's seed ([`crate::impair::seed`]). A configuration without one
+    /// keeps the link's; a changed seed restarts the streams.
+    pub seed: Option<Seed>,
 }
 
 impl LinkConfig {
@@ -799,6 +805,7 @@ impl LinkConfig {
             self.overhead.as_ref().map(|x| x as &dyn Impairment),
             self.slot.as_ref().map(|x| x as &dyn Impairment),
             self.trace.as_deref().map(|x| x as &dyn Impairment),
+            self.seed.as_ref().map(|x| x as &dyn Impairment),
         ]
         .into_iter()
         .flatten()

@@ -65,6 +65,7 @@ pub mod config {
     pub use crate::impair::loss::LossModel;
     pub use crate::impair::overhead::Overhead;
     pub use crate::impair::reorder::Reorder;
+    pub use crate::impair::seed::Seed;
     pub use crate::impair::slot::Slot;
     pub use crate::impair::trace::{Trace, TraceMode};
     pub use crate::units::{

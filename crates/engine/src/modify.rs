@@ -38,6 +38,9 @@ pub fn link(cur: &LinkConfig, new: &LinkConfig, f: Fields) -> LinkConfig {
     if f.contains(Field::Trace) {
         out.trace = new.trace.clone();
     }
+    if f.contains(Field::Seed) {
+        out.seed = new.seed;
+    }
     // `bw` and `trace` exclude each other: setting one clears the other.
     if f.contains(Field::Bw) && new.bw > 0 && !f.contains(Field::Trace) {
         out.trace = None;
@@ -52,7 +55,7 @@ pub fn link(cur: &LinkConfig, new: &LinkConfig, f: Fields) -> LinkConfig {
 pub fn touches_link(f: Fields) -> bool {
     use Field::*;
     [
-        Bw, Delay, Burst, Profile, Jitter, Reorder, Overhead, Slot, Trace,
+        Bw, Delay, Burst, Profile, Jitter, Reorder, Overhead, Slot, Trace, Seed,
     ]
     .into_iter()
     .any(|x| f.contains(x))

@@ -1225,3 +1225,179 @@ fn a_modify_of_entry_options_reaches_a_queue_that_exists() {
         ]
     );
 }
+
+// ------------------------------------------------------------ seed
+
+/// What became of each of 400 packets sent 1 ms apart to pipe `nr`
+/// (configured with `link` and a 30% loss, seed `seed` if any) on an engine
+/// seeded `engine_seed`: `None` if dropped, else its time in the pipe. With
+/// `crowd`, pipe 99 (jitter, loss, no seed of its own) carries three packets
+/// between each two of them.
+fn seeded_fates(engine_seed: u64, nr: u32, seed: Option<u64>, crowd: bool) -> Vec<Option<Nanos>> {
+    use dummynet_engine::config::{Cond, CondKind, PortRange, Seed};
+    let port = |p: u16| {
+        vec![Cond::new(CondKind::DstPort(vec![PortRange {
+            lo: p,
+            hi: p,
+        }]))]
+    };
+    let mut e: Engine<Pkt> = Engine::new(engine_seed);
+    let ok = |r: Result<(), dummynet_engine::ConfigError>| r.expect("configured");
+    ok(e.apply(0, rule(100, Action::Pipe(nr), port(1))));
+    ok(e.apply(0, rule(200, Action::Pipe(99), port(2))));
+    let lossy = |x: f64| FlowsetConfig {
+        loss: Some(LossModel::Random(plain(x))),
+        ..FlowsetConfig::default()
+    };
+    let link = LinkConfig {
+        delay: 10 * MS,
+        jitter: Some(jitter(5 * MS, Distribution::Uniform, true)),
+        seed: seed.map(Seed),
+        ..LinkConfig::default()
+    };
+    ok(e.apply(0, common::pipe_cfg(nr, link, lossy(0.3))));
+    let other = LinkConfig {
+        delay: 20 * MS,
+        jitter: Some(jitter(10 * MS, Distribution::Uniform, true)),
+        ..LinkConfig::default()
+    };
+    ok(e.apply(0, common::pipe_cfg(99, other, lossy(0.5))));
+    let n = 400;
+    let mut fates = vec![None; n];
+    let drain = |e: &mut Engine<Pkt>, now: Nanos, fates: &mut Vec<Option<Nanos>>| {
+        while let Some(o) = e.poll(now) {
+            if let (Some(i), None) = (o.payload.id.checked_sub(1_000_000), o.drop) {
+                fates[i as usize] = Some(o.at - i * MS);
+            }
+        }
+    };
+    let mut send = |e: &mut Engine<Pkt>, t: Nanos, id: u64, dport: u16| {
+        while let Some(d) = e.next_deadline().filter(|&d| d <= t) {
+            drain(e, d, &mut fates);
+        }
+        let pkt = Pkt {
+            id,
+            copy: false,
+            bytes: Vec::new(),
+        };
+        let info = udp([10, 0, 0, 1], [10, 0, 0, 2], 1000, dport, 500);
+        if let Verdict::Pass { .. } = e.input(t, info, pkt) {
+            panic!("packet {id} bypassed the pipes");
+        }
+    };
+    for i in 0..n as u64 {
+        send(&mut e, i * MS, 1_000_000 + i, 1);
+        if crowd {
+            for k in 1..=3 {
+                send(&mut e, i * MS + k * 200 * US, i * 10 + k, 2);
+            }
+        }
+    }
+    while let Some(d) = e.next_deadline() {
+        drain(&mut e, d, &mut fates);
+    }
+    assert_eq!(e.totals().inside, 0);
+    fates
+}
+
+#[test]
+fn a_pipes_seed_fixes_its_draws_whatever_else_the_engine_carries() {
+    let alone = seeded_fates(1, 1, Some(42), false);
+    let lost = alone.iter().filter(|f| f.is_none()).count();
+    // Binomial(400, 0.3): mean 120, σ ≈ 9.2.
+    assert!((80..160).contains(&lost), "{lost} of 400 lost");
+    // Its jitter draws too: the times in the pipe vary within 10 ms ± 5 ms.
+    let times: std::collections::BTreeSet<Nanos> = alone.iter().flatten().copied().collect();
+    assert!(times.len() > 100 && times.iter().all(|t| (5 * MS..=15 * MS).contains(t)));
+    // The same seed: the same drops and delays, with another pipe's traffic
+    // in between, under another engine seed, on another pipe number.
+    assert_eq!(seeded_fates(1, 1, Some(42), true), alone);
+    assert_eq!(seeded_fates(7, 1, Some(42), true), alone);
+    assert_eq!(seeded_fates(7, 5, Some(42), true), alone);
+    // Another seed, other draws.
+    let other = seeded_fates(1, 1, Some(43), false);
+    assert_ne!(other, alone);
+    assert_ne!(
+        other.iter().map(Option::is_none).collect::<Vec<_>>(),
+        alone.iter().map(Option::is_none).collect::<Vec<_>>()
+    );
+    // Without one, the pipe's draws are the engine seed's.
+    assert_eq!(
+        seeded_fates(1, 1, None, true),
+        seeded_fates(1, 1, None, false)
+    );
+    assert_ne!(
+        seeded_fates(1, 1, None, false),
+        seeded_fates(2, 1, None, false)
+    );
+}
+
+#[test]
+fn a_pipes_seed_stays_through_config_and_modify_restarts_its_draws_keeping_packets() {
+    use dummynet_engine::config::Seed;
+    let lossy = || FlowsetConfig {
+        loss: Some(LossModel::Random(plain(0.3))),
+        ..big_queue()
+    };
+    let link = |seed: Option<u64>| LinkConfig {
+        bw: 1_000_000,
+        seed: seed.map(Seed),
+        ..LinkConfig::default()
+    };
+    let seed_of = |b: &Bench| {
+        let snap = b.e.snapshot();
+        snap.links
+            .iter()
+            .find(|l| l.number == 1)
+            .and_then(|l| l.config.seed)
+    };
+    // Which of `n` packets, sent 100 µs apart from `t` (far faster than
+    // 1 Mbit/s drains 500 bytes), the loss took.
+    let burst = |b: &mut Bench, t: Nanos, n: u64| -> Vec<bool> {
+        let ids: Vec<u64> = (0..n).map(|i| b.send(t + i * 100 * US, 500)).collect();
+        ids.iter()
+            .map(|id| {
+                b.outs
+                    .iter()
+                    .any(|o| o.id == *id && o.drop == Some(DropReason::Loss))
+            })
+            .collect()
+    };
+    let mut fresh = Bench::new(3);
+    fresh.pipe(0, link(Some(42)), lossy());
+    let first = burst(&mut fresh, 0, 200);
+
+    let mut b = Bench::new(3);
+    b.pipe(0, link(Some(7)), lossy());
+    let under_7 = burst(&mut b, 0, 200);
+    assert_ne!(under_7, first);
+    let inside = b.e.totals().inside;
+    assert!(inside > 100, "{inside} queued");
+    // `pipe 1 modify seed 42`: the queued packets stay, and the draws
+    // start again as a new pipe seeded 42 draws them.
+    let t = 20 * MS + 1;
+    b.apply(
+        t,
+        Command::ModifyPipe(
+            1,
+            PipeConfig {
+                link: link(Some(42)),
+                ..PipeConfig::default()
+            },
+            [Field::Seed].into_iter().collect(),
+        ),
+    );
+    assert_eq!(seed_of(&b), Some(Seed(42)));
+    assert!(b.e.totals().inside >= inside - 5, "{:?}", b.e.totals());
+    assert_eq!(
+        b.e.totals().dropped(),
+        under_7.iter().filter(|x| **x).count() as u64
+    );
+    assert_eq!(burst(&mut b, t, 200), first);
+    // `pipe 1 config` without a seed keeps it (and its draws go on).
+    b.pipe(t + 30 * MS, link(None), lossy());
+    assert_eq!(seed_of(&b), Some(Seed(42)));
+    let next = burst(&mut fresh, 20 * MS, 200);
+    assert_eq!(burst(&mut b, t + 30 * MS, 200), next);
+    b.finish();
+}

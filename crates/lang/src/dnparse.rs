@@ -75,7 +75,7 @@ impl Object {
 #[rustfmt::skip]
 const LINK_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
-    "trace", "rate",
+    "trace", "rate", "seed",
 ];
 /// Flowset options, the flowset's impairments included; the name of any
 /// registered AQM ([`dummynet_engine::aqm::REGISTRY`]) is one too.
@@ -88,7 +88,7 @@ const FLOWSET_OPTIONS: &[&str] = &[
 const PIPE_OPTIONS: &[&str] = &[
     "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder", "overhead", "slot",
     "trace", "queue", "plr", "mask", "buckets", "hash_size", "noerror", "weight", "lmax", "pri", "priority",
-    "ecn", "loss", "duplicate", "corrupt", "rate", "limit",
+    "ecn", "loss", "duplicate", "corrupt", "rate", "limit", "seed",
 ];
 #[rustfmt::skip]
 const QUEUE_OPTIONS: &[&str] = &[
@@ -98,7 +98,7 @@ const QUEUE_OPTIONS: &[&str] = &[
 #[rustfmt::skip]
 const SCHED_OPTIONS: &[&str] = &[
     "type", "mask", "bw", "bandwidth", "delay", "burst", "profile", "jitter", "reorder",
-    "overhead", "slot", "trace", "pipe", "rate",
+    "overhead", "slot", "trace", "pipe", "rate", "seed",
 ];
 #[rustfmt::skip]
 const MASK_FIELDS: &[&str] = &[
@@ -551,6 +551,11 @@ fn link_option<'a>(
             link.slot = Some(impair::slot(cur, t)?);
             w.last = Some("slot");
             Field::Slot
+        }
+        "seed" => {
+            let v = cur.number("seed for the pipe's random draws", 0, u64::MAX)?;
+            link.seed = Some(dummynet_engine::impair::seed::Seed(v));
+            Field::Seed
         }
         _ => {
             link.trace = Some(impair::trace(cur, ctx)?);

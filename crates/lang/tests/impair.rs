@@ -1260,3 +1260,73 @@ fn off_removes_an_impairment() {
         "bandwidth",
     );
 }
+
+/// `seed N`: the pipe's own random streams. It shows on the `impair:` line,
+/// `modify` sets it alone, and a `config` that leaves it out keeps it.
+#[test]
+fn a_pipes_seed_is_shown_and_kept() {
+    use dummynet_engine::config::Seed;
+    use dummynet_engine::Engine;
+    let cfg = pipe("pipe 1 config delay 10ms loss random 1% seed 42");
+    assert_eq!(cfg.link.seed, Some(Seed(42)));
+    assert_eq!(cfg.flowset.loss, Some(LossModel::Random(corr(0.01, 0.0))));
+    assert_eq!(pipe("pipe 1 config delay 10ms").link.seed, None);
+    let Command::ModifyPipe(1, m, f) = apply("pipe 1 modify seed 18446744073709551615") else {
+        panic!()
+    };
+    assert_eq!(
+        (m.link.seed, f),
+        (Some(Seed(u64::MAX)), fields(&[Field::Seed]))
+    );
+    fails(
+        "pipe 1 config seed x",
+        ErrorKind::Syntax,
+        Some("x"),
+        20,
+        "seed",
+    );
+    fails(
+        "pipe 1 config seed -1",
+        ErrorKind::Syntax,
+        Some("-1"),
+        20,
+        "seed",
+    );
+    fails(
+        "queue 1 config seed 1",
+        ErrorKind::Syntax,
+        Some("seed"),
+        16,
+        "pipe",
+    );
+
+    let mut e: Engine<u64> = Engine::new(1);
+    let impair = |e: &Engine<u64>| -> Vec<String> {
+        dummynet_lang::format_pipes(&e.snapshot(), &[])
+            .lines()
+            .filter(|l| l.contains("impair:"))
+            .map(String::from)
+            .collect()
+    };
+    for (line, shown) in [
+        (
+            "pipe 1 config delay 10ms jitter 2ms loss random 1% seed 42",
+            ["    impair: jitter 2ms seed 42", "    impair: loss 1%"],
+        ),
+        (
+            "pipe 1 config delay 20ms jitter 3ms loss 2%",
+            ["    impair: jitter 3ms seed 42", "    impair: loss 2%"],
+        ),
+        (
+            "pipe 1 modify seed 7",
+            ["    impair: jitter 3ms seed 7", "    impair: loss 2%"],
+        ),
+    ] {
+        let Statement::Apply(c) = parse_command(line).unwrap().statement else {
+            panic!("{line}")
+        };
+        e.apply(0, c)
+            .unwrap_or_else(|err| panic!("{line}: {err:?}"));
+        assert_eq!(impair(&e), shown, "{line}");
+    }
+}

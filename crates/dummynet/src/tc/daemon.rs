@@ -155,10 +155,6 @@ impl Namespace {
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err_log);
-        // netem's `seed`: the daemon's, which serves this interface alone.
-        if let Some(seed) = netem_seed(q) {
-            cmd.args(["--seed", &seed.to_string()]);
-        }
         let mut child = cmd.spawn().map_err(|e| {
             cleanup(Refusal::kernel(format!(
                 "dummynet tc: starting the daemon: {e}"
@@ -248,12 +244,6 @@ impl Daemon {
     /// stays in it).
     pub(crate) fn configure(&self, q: &Qdisc, words: &[&str]) -> Result<(), Refusal> {
         let config = pipe_config(q)?;
-        if let Some(seed) = netem_seed(q).filter(|s| Some(*s) != netem_seed(&self.qdisc)) {
-            return Err(Refusal::kernel(format!(
-                "dummynet tc: `seed {seed}` is the seed of the daemon that runs since `add`; \
-                 delete the qdisc and add it again to draw from another"
-            )));
-        }
         call_words(&self.socket(), &config, false)?;
         write(&self.dir.join("words"), &words.join("\n"))
     }
@@ -312,14 +302,6 @@ impl Daemon {
             backlog_bytes: n(&s["memory_bytes"]["parts"]["packets"]["now"]),
             backlog_packets: n(&s["totals"]["inside"]),
         })
-    }
-}
-
-/// netem's `seed`, if given.
-fn netem_seed(q: &Qdisc) -> Option<u64> {
-    match q {
-        Qdisc::Netem(n) => n.seed,
-        _ => None,
     }
 }
 

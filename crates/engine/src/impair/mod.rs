@@ -14,6 +14,7 @@
 //! | link | `trace` (replaces `bw`) | [`trace`] | instance |
 //! | delay line | `jitter` (with [`dist`] tables) | [`jitter`] | instance |
 //! | delay line | `reorder` | [`reorder`] | instance |
+//! | every stage's draws | `seed` | [`seed`] | pipe |
 //!
 //! Every impairment is one file holding its configuration type (what the
 //! language parses into), which implements [`Impairment`] (its checks and
@@ -25,7 +26,7 @@
 //!
 //! Random draws come from the stream of the queue or instance they act on
 //! ([`crate::rng::Rng::stream`]), so configuring one pipe never changes
-//! another pipe's draws. Correlated draws follow netem's definition
+//! another pipe's draws; a pipe with a `seed` names its streams from it. Correlated draws follow netem's definition
 //! ([`correlated`]).
 
 pub mod correlated;
@@ -36,6 +37,7 @@ pub mod jitter;
 pub mod loss;
 pub mod overhead;
 pub mod reorder;
+pub mod seed;
 pub mod slot;
 pub mod trace;
 

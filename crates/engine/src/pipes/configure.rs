@@ -58,8 +58,15 @@ impl<P: Payload> Pipes<P> {
     }
 
     /// Sets link `n` and every scheduler driving it, at `now`: a new or
-    /// changed trace starts then; an unchanged one keeps its clock.
-    pub fn set_link(&mut self, n: u32, cfg: LinkConfig, now: Nanos) {
+    /// changed trace starts then; an unchanged one keeps its clock. A
+    /// configuration without a `seed` keeps the link's; a changed seed
+    /// restarts the streams of the pipe's queues and instances from it.
+    pub fn set_link(&mut self, n: u32, mut cfg: LinkConfig, now: Nanos) {
+        let old_seed = self.links.get(&n).and_then(|l| l.seed);
+        if cfg.seed.is_none() {
+            cfg.seed = old_seed;
+        }
+        let reseed = cfg.seed != old_seed;
         let same_trace = self
             .links
             .get(&n)
@@ -84,6 +91,35 @@ impl<P: Payload> Pipes<P> {
         }
         self.links.insert(n, cfg);
         self.least_delay = self.links.values().map(least_delay).min().unwrap_or(0);
+        if reseed {
+            self.reseed(n);
+        }
+    }
+
+    /// Gives the queues and instances on link `n` fresh streams, named as
+    /// new ones would be now (their other state stays).
+    fn reseed(&mut self, n: u32) {
+        let (seed, links) = (self.seed, &self.links);
+        for s in [n, n + DN_MAX_ID] {
+            let Some(sched) = self.scheds.get(&s) else {
+                continue;
+            };
+            for (sid, &i) in &sched.instances {
+                if let Some(inst) = self.instances.get_mut(i) {
+                    inst.rng = object_stream(seed, links, 2, s, s, sid);
+                }
+            }
+        }
+        for (&nr, fs) in &self.flowsets {
+            if fs.sched % DN_MAX_ID != n {
+                continue;
+            }
+            for (&(_, qid), &q) in &fs.queues {
+                if let Some(fx) = self.queues.get_mut(q).and_then(|q| q.fx.as_deref_mut()) {
+                    fx.rng = object_stream(seed, links, 1, nr, fs.sched, &qid);
+                }
+            }
+        }
     }
 
     /// Creates or changes scheduler `n` (its link must exist or be created by
@@ -213,7 +249,7 @@ impl<P: Payload> Pipes<P> {
                 }
                 (Some(fx), None) => fx.entry = EntryOptions::of(&fs.cfg),
                 (None, a) => {
-                    let rng = Rng::stream(self.seed, &stream_name(1, n, &qid));
+                    let rng = object_stream(self.seed, &self.links, 1, n, fs.sched, &qid);
                     queue.fx = Some(QueueFx::new(rng, a.flatten(), &fs.cfg));
                 }
             }

@@ -16,7 +16,9 @@
 //!
 //! Randomness: each queue and each scheduler instance draws from its own
 //! stream ([`Rng::stream`]), named by its flowset or scheduler number and its
-//! flow id, so configuring one pipe never changes another pipe's draws.
+//! flow id, so configuring one pipe never changes another pipe's draws; a
+//! pipe with a `seed` names its objects' streams from that seed instead
+//! ([`crate::impair::seed`]).
 
 mod configure;
 mod delayline;
@@ -273,9 +275,40 @@ pub fn queue_stream(seed: u64, flowset: u32, id: &FlowKey) -> Rng {
     Rng::stream(seed, &stream_name(1, flowset, id))
 }
 
+/// The random stream of a queue (`kind` 1, flowset `nr`) or a scheduler
+/// instance (`kind` 2, scheduler `nr`) with flow id `id`, on the link that
+/// scheduler `sched` drives: named from the engine's `seed`, or, if that
+/// link has a `seed` of its own, from it and the object's place in its pipe
+/// ([`pipe_place`]), so that the pipe's number does not count. Made when
+/// the object is, never per packet.
+fn object_stream(
+    seed: u64,
+    links: &FxHashMap<u32, LinkConfig>,
+    kind: u64,
+    nr: u32,
+    sched: u32,
+    id: &FlowKey,
+) -> Rng {
+    match links.get(&(sched % DN_MAX_ID)).and_then(|l| l.seed) {
+        Some(own) => Rng::stream(own.0, &stream_name(kind + 2, pipe_place(kind, nr), id)),
+        None => Rng::stream(seed, &stream_name(kind, nr, id)),
+    }
+}
+
+/// Where flowset (`kind` 1) or scheduler (`kind` 2) `nr` is in its pipe:
+/// the pipe's own queue 0, `queue M` M; scheduler N 0, its FIFO N+65536 1.
+fn pipe_place(kind: u64, nr: u32) -> u32 {
+    match kind {
+        1 if nr > 2 * DN_MAX_ID => 0,
+        1 => nr,
+        _ => nr / DN_MAX_ID,
+    }
+}
+
 /// The name of a queue's (`kind` 1, flowset `nr`) or an instance's (`kind`
-/// 2, scheduler `nr`) random stream: its object and its flow id. Fixed by
-/// the words alone, never by hashing with a seeded hasher.
+/// 2, scheduler `nr`) random stream: its object and its flow id (kinds 3 and
+/// 4 for those of a pipe with its own seed). Fixed by the words alone,
+/// never by hashing with a seeded hasher.
 fn stream_name(kind: u64, nr: u32, id: &FlowKey) -> [u64; 8] {
     [
         kind,

@@ -763,7 +763,7 @@ impl<P: Payload> Pipes<P> {
                 return Err(DropReason::InstanceLimit)
             }
             None => {
-                let rng = Rng::stream(self.seed, &stream_name(2, fs.sched, &sid));
+                let rng = object_stream(self.seed, &self.links, 2, fs.sched, fs.sched, &sid);
                 let i = self.instances.insert(Instance {
                     sched: fs.sched,
                     id: sid,
@@ -818,7 +818,7 @@ impl<P: Payload> Pipes<P> {
             Some(sub) => sub.aqm.new_state(sub.aqm_limit),
             None => aqm::new_state(&fs.cfg.aqm, fs.cfg.limit),
         };
-        let rng = Rng::stream(self.seed, &stream_name(1, fs_nr, &qid));
+        let rng = object_stream(self.seed, &self.links, 1, fs_nr, fs.sched, &qid);
         let fx = needs_queue_fx(&fs.cfg, aqm.is_some()).then(|| QueueFx::new(rng, aqm, &fs.cfg));
         let q = self.queues.insert(FlowQueue {
             pkts: VecDeque::new(),

@@ -497,6 +497,11 @@ impl Netem {
                 }
             }
         }
+        // netem's own generator: the pipe's streams named from it, so
+        // interfaces with the same netem and seed draw alike.
+        if let Some(seed) = self.seed {
+            push(&["seed".into(), seed.to_string()]);
+        }
         if let Some(slot) = &self.slot {
             let SlotTimes::Uniform { min_ns, max_ns } = slot.times else {
                 return Err(TcError::not_emulated(

@@ -315,6 +315,7 @@ fn netem_becomes_pipe_options_the_language_takes() {
         ("loss gemodel 1% 30%", "queue 1000 loss gemodel 1% 30% 100% 0%"),
         ("loss state 1%", "queue 1000 loss state 1% 99% 0% 100% 0%"),
         ("corrupt 0.1% 10%", "queue 1000 corrupt 0.1% correlation 10%"),
+        ("loss 1% seed 42", "queue 1000 loss 1% seed 42"),
         ("slot 5ms 10ms packets 8", "queue 1000 slot 5000000ns 10000000ns packets 8"),
     ];
     for (opts, want) in cases {
