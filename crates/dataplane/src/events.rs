@@ -126,6 +126,68 @@ impl<S> Event<S> {
         }
     }
 
+    /// The same event with a queue it names named as the pipe `pipe_of`
+    /// says that queue feeds (an event naming a pipe, or nothing, as it
+    /// is): a path's view counts a queue's packets as its pipe's.
+    pub fn queue_as_pipe(self, pipe_of: impl Fn(u32) -> u32) -> Self {
+        match self {
+            Event::Forward {
+                pipe: None,
+                queue: Some(q),
+                t_ns,
+                id,
+                rule,
+                iface,
+                note,
+            } => Event::Forward {
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                t_ns,
+                id,
+                rule,
+                iface,
+                note,
+            },
+            Event::Departure {
+                pipe: None,
+                queue: Some(q),
+                t_ns,
+                id,
+                rule,
+                iface,
+                note,
+            } => Event::Departure {
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                t_ns,
+                id,
+                rule,
+                iface,
+                note,
+            },
+            Event::Drop {
+                pipe: None,
+                queue: Some(q),
+                t_ns,
+                id,
+                reason,
+                rule,
+                dir,
+                note,
+            } => Event::Drop {
+                pipe: Some(pipe_of(q)),
+                queue: None,
+                t_ns,
+                id,
+                reason,
+                rule,
+                dir,
+                note,
+            },
+            e => e,
+        }
+    }
+
     /// The packet's id (`None` for the start line).
     pub fn id(&self) -> Option<u64> {
         match self {
@@ -213,5 +275,22 @@ mod tests {
             (d.t_ns(), d.id(), d.target()),
             (10, Some(2), (None, Some(4)))
         );
+        // A queue's event names its pipe instead; a pipe's stays.
+        let d = d.queue_as_pipe(|q| q + 10);
+        assert_eq!(
+            (d.target(), d.id(), d.t_ns()),
+            ((Some(14), None), Some(2), 10)
+        );
+        let drop: Event<&str> = Event::Drop {
+            t_ns: 1,
+            id: 3,
+            reason: "aqm",
+            rule: None,
+            pipe: Some(2),
+            queue: None,
+            dir: None,
+            note: None,
+        };
+        assert_eq!(drop.clone().queue_as_pipe(|q| q + 10), drop);
     }
 }

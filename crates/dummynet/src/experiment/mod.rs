@@ -276,62 +276,7 @@ fn log_events(
             continue;
         }
         // A queue's events name it rather than a pipe: its pipe's number.
-        let e = match e {
-            Event::Forward {
-                t_ns,
-                id,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                iface,
-                note,
-            } => Event::Forward {
-                t_ns,
-                id,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                iface,
-                note,
-            },
-            Event::Departure {
-                t_ns,
-                id,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                iface,
-                note,
-            } => Event::Departure {
-                t_ns,
-                id,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                iface,
-                note,
-            },
-            Event::Drop {
-                t_ns,
-                id,
-                reason,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                dir,
-                note,
-            } => Event::Drop {
-                t_ns,
-                id,
-                reason,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                dir,
-                note,
-            },
-            e => e,
-        };
+        let e = e.queue_as_pipe(pipe_of);
         let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         n += 1;
         for (_, r) in &mut readers {
