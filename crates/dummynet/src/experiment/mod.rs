@@ -168,7 +168,9 @@ pub struct LinkSummary {
     pub ecn_marked: u64,
     /// Drops by reason during the run (all pipes), the same way.
     pub drops: Vec<(String, u64)>,
-    /// Events the run's log could not keep (0: the log is whole).
+    /// Events missing from the run's log (`events.jsonl`, and the paths'
+    /// figures from it): those the data plane could not hand the observer
+    /// and those the log's subscription could not take. 0: it is whole.
     pub events_lost: u64,
 }
 
@@ -218,6 +220,10 @@ fn wall_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The subscription's channel for a run's log: a second of 40 000
+/// packets' events, while the log's drain ([`drain_events`]) is late.
+const EVENTS_BUFFER: usize = 1 << 17;
+
 /// The event log's side of a run: written to `events.jsonl` and read into
 /// one [`Series`] per pipe (a queue's packets count as its pipe's), on a
 /// thread of its own.
@@ -225,6 +231,7 @@ struct EventLog {
     series: Vec<(u32, Series)>,
     /// (`t_ns` of the log, wall ns) of its start line.
     start: Option<(u64, u64)>,
+    /// Events missing from it ([`LinkSummary::events_lost`]).
     lost: u64,
 }
 
@@ -236,13 +243,38 @@ struct Paths {
     queues: Vec<(u32, u32)>,
 }
 
-fn log_events(
+/// Takes the subscription's events as they come into `to`, an unbounded
+/// channel, until `stop` and a quiet 50 ms; does nothing else, so that it
+/// keeps up with the observer however slow the log's writing. Returns
+/// the events the subscription lost.
+fn drain_events(
     sub: crate::Subscription,
+    to: std::sync::mpsc::Sender<Event<String>>,
+    stop: Arc<AtomicBool>,
+) -> u64 {
+    loop {
+        match sub.recv_timeout(Duration::from_millis(50)) {
+            Ok(e) => {
+                if to.send(e).is_err() {
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    sub.lost()
+}
+
+/// Writes the drained events to `path` and reads them into the series,
+/// until the drain ends.
+fn log_events(
+    events: std::sync::mpsc::Receiver<Event<String>>,
     path: PathBuf,
     window: Nanos,
     paths: Paths,
     from_wall: Arc<std::sync::atomic::AtomicU64>,
-    stop: Arc<AtomicBool>,
 ) -> Result<EventLog, String> {
     let file = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let mut out = BufWriter::new(file);
@@ -255,13 +287,7 @@ fn log_events(
     let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
     let mut start = None;
     let mut n = 0u64;
-    loop {
-        let e = match sub.recv_timeout(Duration::from_millis(50)) {
-            Ok(e) => e,
-            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
+    for e in events {
         let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         writeln!(out, "{line}").map_err(|e| format!("{}: {e}", path.display()))?;
         if let Event::Start { t_ns, wall_ns } = e {
@@ -288,8 +314,20 @@ fn log_events(
     Ok(EventLog {
         series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
         start,
-        lost: sub.lost(),
+        lost: 0,
     })
+}
+
+/// Events the data plane could not hand the observer (every subscriber
+/// misses them), by the observer's counters; its `enqueue` records are
+/// no events.
+fn plane_lost(stats: &crate::ObserverStats) -> u64 {
+    stats
+        .lost
+        .iter()
+        .filter(|(kind, _)| *kind != "enqueue")
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// How a run is made, besides its file.
@@ -357,13 +395,19 @@ pub fn run_one(
             .map(|q| (q.number, q.sched))
             .collect(),
     };
-    let sub = shell.events(EventFilter::default());
+    let plane_lost_before = plane_lost(&shell.observer_stats());
+    let sub = shell.events_holding(EventFilter::default(), EVENTS_BUFFER);
     let log_stop = Arc::new(AtomicBool::new(false));
     let from_wall = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (to_log, events) = std::sync::mpsc::channel();
+    let drain = {
+        let log_stop = Arc::clone(&log_stop);
+        std::thread::spawn(move || drain_events(sub, to_log, log_stop))
+    };
     let logger = {
         let (path, window) = (dir.join("events.jsonl"), r.interval);
-        let (from_wall, log_stop) = (Arc::clone(&from_wall), Arc::clone(&log_stop));
-        std::thread::spawn(move || log_events(sub, path, window, paths, from_wall, log_stop))
+        let from_wall = Arc::clone(&from_wall);
+        std::thread::spawn(move || log_events(events, path, window, paths, from_wall))
     };
     let before = shell.stats().map_err(|e| e.to_string())?;
     let mut after = Err("the run ended before its end".to_string());
@@ -379,9 +423,13 @@ pub fn run_one(
     // The log takes what is still in the observer's hands, then stops.
     std::thread::sleep(Duration::from_millis(200));
     log_stop.store(true, Ordering::Relaxed);
-    let log = logger
+    let sub_lost = drain
+        .join()
+        .map_err(|_| "the event log's drain panicked".to_string())?;
+    let mut log = logger
         .join()
         .map_err(|_| "the event log's thread panicked".to_string())??;
+    log.lost = sub_lost + plane_lost(&shell.observer_stats()).saturating_sub(plane_lost_before);
     let _ = shell.stop();
     let (time0, m) = driven?;
     let after = after?;
