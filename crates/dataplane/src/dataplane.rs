@@ -1157,6 +1157,7 @@ impl DataPlane {
                     targets: &mut self.targets,
                     tap: &mut self.tap,
                     worker: self.worker.as_mut(),
+                    marked: false,
                 };
                 s.settle(at, info, verdict, None, id);
             }
@@ -1239,6 +1240,7 @@ impl DataPlane {
                     targets: &mut self.targets,
                     tap: &mut self.tap,
                     worker: self.worker.as_mut(),
+                    marked: out.marked,
                 };
                 // Lateness is counted for what goes to the kernel now, not
                 // for the engine's inner timers (the end of a transmission
@@ -1659,6 +1661,8 @@ struct Settle<'a> {
     /// Sharded: the `out` pass may send the frame to a pipe another
     /// worker owns.
     worker: Option<&'a mut Worker>,
+    /// An AQM of the pipe it left marked it CE: said by its next record.
+    marked: bool,
 }
 
 impl Settle<'_> {
@@ -1726,6 +1730,7 @@ impl Settle<'_> {
                                 iface: Some(xmit),
                                 rule: Some(rule),
                                 target,
+                                marked: std::mem::take(&mut self.marked),
                                 ..Record::new(Kind::Forward, now, id)
                             };
                             tap.push(self.engine, r, None);
@@ -1751,6 +1756,7 @@ impl Settle<'_> {
                                 iface: info.xmit_if,
                                 rule: Some(rule),
                                 target,
+                                marked: std::mem::take(&mut self.marked),
                                 ..Record::new(Kind::Departure, now, id)
                             };
                             let bytes = tap.wants_out().then(|| observer::carrier_bytes(&payload));
@@ -1795,6 +1801,7 @@ impl DataPlane {
                     targets,
                     tap,
                     worker: None,
+                    marked: false,
                 };
                 s.settle(at, info, v, None, id);
             });
