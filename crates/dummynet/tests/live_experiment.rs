@@ -7,7 +7,8 @@
 //!   srtt median within path + target + 5 ms, goodput at least 85% of the
 //!   10 Mbit/s link;
 //! - scenario 3 (CUBIC, CoDel with ECN): nothing dropped, CE marks both in
-//!   the emulator's count and in the sender's `delivered_ce`;
+//!   the emulator's count, in its event log (by pipe) and in the sender's
+//!   `delivered_ce`;
 //! - scenario 4 (four CUBIC flows, FQ-CoDel): Jain's index at least 0.98
 //!   over the span when all four run;
 //! - FIFO of 1000 packets: the srtt median above path + 10 × target.
@@ -163,6 +164,13 @@ fn scenario3_codel_ecn_marks_and_drops_nothing() {
     assert_eq!(s.flows[0].cc, "cubic");
     assert!(s.link.drops.is_empty(), "drops: {:?}", s.link.drops);
     assert!(s.link.ecn_marked > 0, "no CE marks");
+    // The emulator's own events say which pipe marked: the data's, up, and
+    // as many as its counters (the ACKs down are not ECN-capable).
+    println!("marks by pipe: {:?}", s.link.marks);
+    let up = s.link.paths.iter().find(|p| p.number == 1).expect("path 1");
+    assert!(up.marks > 0, "{up:?}");
+    assert_eq!(s.link.marks, vec![(1, up.marks)]);
+    assert_eq!(up.marks, s.link.ecn_marked, "log and counters agree");
     assert!(
         s.flows[0].ce_marks > 0,
         "the sender saw no CE: {:?}",

@@ -168,6 +168,9 @@ pub struct LinkSummary {
     pub ecn_marked: u64,
     /// Drops by reason during the run (all pipes), the same way.
     pub drops: Vec<(String, u64)>,
+    /// CE marks by pipe during the run, from the event log (a queue's
+    /// count as its pipe's): (pipe, marks), each pipe that marked any.
+    pub marks: Vec<(u32, u64)>,
     /// Events missing from the run's log (`events.jsonl`, and the paths'
     /// figures from it): those the data plane could not hand the observer
     /// and those the log's subscription could not take. 0: it is whole.
@@ -188,6 +191,8 @@ pub struct PathSummary {
     pub sojourn_p99_ms: Option<f64>,
     /// Drops by reason, from the event log.
     pub drops: Vec<(String, u64)>,
+    /// Packets an AQM of the pipe marked CE, from the event log.
+    pub marks: u64,
 }
 
 fn one_line(s: &RunSummary) -> String {
@@ -233,6 +238,8 @@ struct EventLog {
     start: Option<(u64, u64)>,
     /// Events missing from it ([`LinkSummary::events_lost`]).
     lost: u64,
+    /// CE marks by pipe, from the run's time 0 on.
+    marks: std::collections::BTreeMap<u32, u64>,
 }
 
 /// Where the event log's series come from: the pipes, and which pipe
@@ -286,6 +293,7 @@ fn log_events(
     // A queue not in the list (made later) keeps its own number.
     let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
     let mut start = None;
+    let mut marks = std::collections::BTreeMap::new();
     let mut n = 0u64;
     for e in events {
         let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
@@ -303,6 +311,9 @@ fn log_events(
         }
         // A queue's events name it rather than a pipe: its pipe's number.
         let e = e.queue_as_pipe(pipe_of);
+        if let (true, (Some(p), _)) = (e.ce(), e.target()) {
+            *marks.entry(p).or_insert(0u64) += 1;
+        }
         let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         n += 1;
         for (_, r) in &mut readers {
@@ -315,6 +326,7 @@ fn log_events(
         series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
         start,
         lost: 0,
+        marks,
     })
 }
 
@@ -513,6 +525,7 @@ fn summarize(
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
+                marks: log.marks.get(n).copied().unwrap_or(0),
             }
         })
         .collect();
@@ -543,6 +556,7 @@ fn summarize(
             paths,
             ecn_marked: after.marked.saturating_sub(before.marked),
             drops,
+            marks: log.marks.iter().map(|(p, n)| (*p, *n)).collect(),
             events_lost: log.lost,
         },
         warnings: m.warnings.clone(),
