@@ -78,6 +78,25 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    // Without root: into a user namespace of our own while this process
+    // has one thread (the kernel's rule), as `dummynet shell` does, and a
+    // network namespace of ours stands in for the host: the links' far
+    // ends and the traffic's outer sides are there.
+    let here = if nix::unistd::geteuid().is_root() {
+        None
+    } else {
+        if let Err(e) = crate::live::rootless::enter() {
+            eprintln!("dummynet experiment: {e}");
+            return ExitCode::from(125);
+        }
+        match dummynet_io::netns::Netns::new_anonymous() {
+            Ok(ns) => Some(ns),
+            Err(e) => {
+                eprintln!("dummynet experiment: without root: creating a namespace: {e}");
+                return ExitCode::from(125);
+            }
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
@@ -95,7 +114,14 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
             png: !args.svg_only,
             netns: None,
         };
-        match run_one(r, &dir, &stop, &options) {
+        let result = match &here {
+            Some(ns) => ns
+                .run(|| run_one(r, &dir, &stop, &options))
+                .map_err(|e| format!("entering our namespace: {e}"))
+                .and_then(|res| res),
+            None => run_one(r, &dir, &stop, &options),
+        };
+        match result {
             Ok(s) => {
                 eprintln!("{}", one_line(&s));
                 results.push(s);
