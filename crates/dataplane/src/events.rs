@@ -16,7 +16,10 @@
 //! A packet has one `arrival`, zero or more `forward` (a bridged frame's
 //! `in` pass let it through and its `out` pass runs), and one end:
 //! `departure` or `drop`. A copy made by `duplicate` shares its original's
-//! `id` and ends with `"note": "duplicate"`.
+//! `id` and ends with `"note": "duplicate"`. A packet an AQM marked ECN CE
+//! rather than drop (CoDel, FQ-CoDel, PIE or RED with `ecn`) has `"ce":
+//! true` on the forward or departure leaving the pipe or queue that marked
+//! it.
 //!
 //! The type is generic over its strings (`S`): sim borrows them (`&str`),
 //! the live observer owns them (`String`) so that events outlive the
@@ -59,6 +62,10 @@ pub enum Event<S> {
         #[serde(skip_serializing_if = "Option::is_none")]
         queue: Option<u32>,
         iface: S,
+        /// An AQM of that pipe or queue marked it ECN CE (Congestion
+        /// Experienced) rather than drop it; left out when not.
+        #[serde(skip_serializing_if = "is_false")]
+        ce: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<S>,
     },
@@ -73,6 +80,9 @@ pub enum Event<S> {
         /// The interface it leaves by, when known (`xmit`).
         #[serde(skip_serializing_if = "Option::is_none")]
         iface: Option<S>,
+        /// As a forward's.
+        #[serde(skip_serializing_if = "is_false")]
+        ce: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<S>,
     },
@@ -126,6 +136,30 @@ impl<S> Event<S> {
         }
     }
 
+    /// The same event with a queue it names named as the pipe `pipe_of`
+    /// says that queue feeds (an event naming a pipe, or nothing, as it
+    /// is): a path's view counts a queue's packets as its pipe's.
+    pub fn queue_as_pipe(mut self, pipe_of: impl Fn(u32) -> u32) -> Self {
+        if let Event::Forward { pipe, queue, .. }
+        | Event::Departure { pipe, queue, .. }
+        | Event::Drop { pipe, queue, .. } = &mut self
+        {
+            if let (None, Some(q)) = (*pipe, *queue) {
+                *pipe = Some(pipe_of(q));
+                *queue = None;
+            }
+        }
+        self
+    }
+
+    /// An AQM of the pipe or queue it names marked the packet ECN CE.
+    pub fn ce(&self) -> bool {
+        matches!(
+            self,
+            Event::Forward { ce: true, .. } | Event::Departure { ce: true, .. }
+        )
+    }
+
     /// The packet's id (`None` for the start line).
     pub fn id(&self) -> Option<u64> {
         match self {
@@ -136,6 +170,10 @@ impl<S> Event<S> {
             | Event::Drop { id, .. } => Some(*id),
         }
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A pipe or queue as the log's two fields: (pipe, queue).
@@ -203,15 +241,49 @@ mod tests {
             pipe: None,
             queue: Some(4),
             iface: None,
+            ce: false,
             note: Some(DUPLICATE),
         };
         assert_eq!(
             line(&d),
             r#"{"event":"departure","t_ns":10,"id":2,"rule":null,"queue":4,"note":"duplicate"}"#
         );
+        // A packet an AQM marked says so; one it did not, nothing.
+        let marked: Event<&str> = Event::Departure {
+            t_ns: 11,
+            id: 3,
+            rule: Some(100),
+            pipe: Some(1),
+            queue: None,
+            iface: None,
+            ce: true,
+            note: None,
+        };
+        assert_eq!(
+            line(&marked),
+            r#"{"event":"departure","t_ns":11,"id":3,"rule":100,"pipe":1,"ce":true}"#
+        );
+        assert!(marked.ce() && !d.ce());
         assert_eq!(
             (d.t_ns(), d.id(), d.target()),
             (10, Some(2), (None, Some(4)))
         );
+        // A queue's event names its pipe instead; a pipe's stays.
+        let d = d.queue_as_pipe(|q| q + 10);
+        assert_eq!(
+            (d.target(), d.id(), d.t_ns()),
+            ((Some(14), None), Some(2), 10)
+        );
+        let drop: Event<&str> = Event::Drop {
+            t_ns: 1,
+            id: 3,
+            reason: "aqm",
+            rule: None,
+            pipe: Some(2),
+            queue: None,
+            dir: None,
+            note: None,
+        };
+        assert_eq!(drop.clone().queue_as_pipe(|q| q + 10), drop);
     }
 }

@@ -20,6 +20,6 @@ pub mod manuals;
 pub mod tc;
 
 pub use embed::{
-    Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, Pipe, Reply,
-    Report, Shell, ShellBuilder, Subscription,
+    Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, ObserverStats,
+    Pipe, Reply, Report, Shell, ShellBuilder, Subscription,
 };

@@ -257,6 +257,63 @@ fn reaches_the_outside(tool: &str, host_loopback: &str) {
     assert!(left.is_empty(), "{tool} outlived the shell: {left:?}");
 }
 
+/// `dummynet experiment` by the user: like the shell, it enters a user
+/// namespace of its own (its links' far ends and its traffic's outer sides
+/// in a network namespace of its own), and a 3 s flow through 10 Mbit/s
+/// gets its run's directory, with the link's view whole.
+#[test]
+fn a_user_runs_an_experiment() {
+    if !ready_rootless("a_user_runs_an_experiment", &[]) {
+        return;
+    }
+    let _serial = serial();
+    let host = TestNs::new();
+    let scratch = users_scratch();
+    let file = scratch.write(
+        "x.toml",
+        "name = \"rootless\"\n\
+         duration = \"3s\"\n\
+         [link]\n\
+         up = \"bw 10Mbit/s delay 10ms\"\n\
+         down = \"bw 10Mbit/s delay 10ms\"\n\
+         [[flow]]\n\
+         cc = \"cubic\"\n",
+    );
+    let out_dir = scratch.path("out");
+    let mut args = as_nobody();
+    args.extend([
+        DUMMYNET.to_string(),
+        "experiment".into(),
+        file.display().to_string(),
+        "-o".into(),
+        out_dir.display().to_string(),
+        "--svg-only".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = host.command("setpriv", &args);
+    cmd.env("XDG_RUNTIME_DIR", scratch.path("run"));
+    let out = run_bounded(
+        &mut cmd,
+        Duration::from_secs(60),
+        &format!("dummynet experiment (as uid {NOBODY})"),
+    );
+    expect_success(&out, "the experiment as a user");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("rootless/summary.json")).expect("summary.json"),
+    )
+    .expect("summary.json is JSON");
+    println!("{summary:#}");
+    let goodput = summary["flows"][0]["goodput_mean_bps"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(goodput > 2e6, "goodput {goodput}");
+    assert!(goodput < 1.05 * 10e6, "the link's 10 Mbit/s: {goodput}");
+    assert_eq!(summary["link"]["events_lost"], 0);
+    let up = &summary["link"]["paths"][0];
+    assert_eq!(up["number"], 1);
+    assert!(up["delivered_packets"].as_u64().unwrap_or(0) > 500, "{up}");
+}
+
 /// Listens on `addr:port` inside `ns` and answers one client's line with
 /// `NAME says LINE`; gives up after [`SHELL_LIMIT`]. The thread returns
 /// the line it got, if a client came.

@@ -473,6 +473,7 @@ fn sample_events() -> Vec<dummynet::events::Event<String>> {
             pipe: Some(1),
             queue: Some(3),
             iface: "eth2".into(),
+            ce: true,
             note: Some("a note".into()),
         },
         Event::Departure {
@@ -482,6 +483,7 @@ fn sample_events() -> Vec<dummynet::events::Event<String>> {
             pipe: Some(1),
             queue: Some(3),
             iface: s(),
+            ce: true,
             note: Some("a note".into()),
         },
         Event::Drop {
@@ -517,7 +519,8 @@ fn events_page() -> String {
          and what `GET /v1/events` streams as Server-Sent Events. `t_ns` is nanoseconds \
          since time zero (`start`'s `wall_ns` says when that was, live), `id` numbers \
          packets in arrival order. A field shown here may be left out when it has no \
-         value (`bridge_to`, `pipe`, `queue`, `note`, `dir`, a departure's `iface`); \
+         value (`bridge_to`, `pipe`, `queue`, `note`, `dir`, a departure's `iface`, \
+         and `ce` unless `true`: an AQM of that pipe or queue marked the packet ECN CE); \
          `rule` is `null` for a packet no rule handled, and an event names the pipe \
          or the queue a packet went through, not both (the examples show every field). \
          What each event means: \

@@ -110,6 +110,9 @@ pub struct Output<P> {
     pub rule: Option<u16>,
     /// The last pipe or queue it went through.
     pub target: Option<Target>,
+    /// An AQM of that pipe or queue marked it ECN CE (Congestion
+    /// Experienced) rather than drop it.
+    pub marked: bool,
 }
 
 impl<P> Output<P> {

@@ -179,6 +179,8 @@ struct Run {
     fates: Vec<Option<Fate>>,
     /// Delivered carrying CE that it did not carry when sent.
     marked: Vec<bool>,
+    /// Outputs that say an AQM marked them (`Output::marked`).
+    flagged: u64,
     sent: usize,
 }
 
@@ -206,6 +208,7 @@ impl Run {
             arrs: Vec::new(),
             fates: Vec::new(),
             marked: Vec::new(),
+            flagged: 0,
             sent: 0,
         }
     }
@@ -247,6 +250,7 @@ impl Run {
         while let Some(o) = self.e.poll(now) {
             let id = o.payload.id;
             assert!(self.fates[id].is_none(), "packet {id} came out twice");
+            self.flagged += u64::from(o.marked);
             let sent = self.arrs[id].wire;
             let fate = match o.drop {
                 None => {
@@ -305,6 +309,9 @@ impl Run {
         assert_eq!(self.e.next_deadline(), None);
         let t = self.e.totals();
         assert_eq!(t.inside, 0, "packets left inside");
+        // Each mark counted is on its packet's output, for the data
+        // plane's event log.
+        assert_eq!(self.flagged, t.marks, "outputs flagged marked");
         let fates = self
             .fates
             .iter()

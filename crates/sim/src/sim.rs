@@ -582,6 +582,8 @@ struct Released {
     packet: Packet,
     rule: Option<u16>,
     target: Option<Target>,
+    /// An AQM of `target` marked it ECN CE.
+    marked: bool,
 }
 
 impl Sim<'_> {
@@ -614,7 +616,7 @@ impl Sim<'_> {
                     target: None,
                     note: Some(&note),
                 };
-                return self.deliver(t, id, &frame.data, port.leaves_by(), by);
+                return self.deliver(t, id, &frame.data, port.leaves_by(), by, false);
             }
             Err(e) => {
                 self.malformed += 1;
@@ -659,6 +661,7 @@ impl Sim<'_> {
                 packet: payload,
                 rule: Some(rule),
                 target: None,
+                marked: false,
             }),
             Verdict::Drop {
                 payload,
@@ -684,6 +687,7 @@ impl Sim<'_> {
             mut packet,
             rule,
             target,
+            marked,
         } = r;
         let note = packet.copy.then_some(DUPLICATE);
         match packet.out_pass.take() {
@@ -698,6 +702,7 @@ impl Sim<'_> {
                     pipe,
                     queue,
                     iface: name.as_deref().unwrap_or_default(),
+                    ce: marked,
                     note,
                 })?;
                 let info = PacketInfo {
@@ -709,7 +714,7 @@ impl Sim<'_> {
             }
             None => {
                 let by = Decided { rule, target, note };
-                self.deliver(at, packet.id, &packet.frame, info.xmit_if, by)
+                self.deliver(at, packet.id, &packet.frame, info.xmit_if, by, marked)
             }
         }
     }
@@ -750,6 +755,7 @@ impl Sim<'_> {
                         packet: o.payload,
                         rule: o.rule,
                         target: o.target,
+                        marked: o.marked,
                     })?,
                     Some(reason) => {
                         let note = o.payload.copy.then_some(DUPLICATE);
@@ -779,6 +785,7 @@ impl Sim<'_> {
         frame: &[u8],
         leaves_by: Option<IfaceId>,
         by: Decided,
+        ce: bool,
     ) -> Result<(), String> {
         let Decided { rule, target, note } = by;
         self.delivered += 1;
@@ -805,6 +812,7 @@ impl Sim<'_> {
             pipe,
             queue,
             iface: name.as_deref(),
+            ce,
             note,
         })
     }

@@ -285,7 +285,7 @@ impl DataPlane {
                     watch: &mut self.watch,
                     worker: self.worker.as_mut(),
                 };
-                s.settle(at, info, verdict, None, id);
+                s.settle(at, info, verdict, None, id, false);
             }
         }
         self.intake.arrivals = arrivals;
@@ -354,7 +354,7 @@ impl DataPlane {
                 // for the engine's inner timers (the end of a transmission
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
-                if s.settle(now, out.info, pass, out.target, id) {
+                if s.settle(now, out.info, pass, out.target, id, out.marked) {
                     if self.departures.due.is_none() {
                         self.departures.since = self.clock.now();
                     }

@@ -49,13 +49,16 @@ impl Settle<'_> {
         verdict: Verdict<Carrier>,
         target: Option<Target>,
         id: (u64, bool),
+        marked: bool,
     ) -> bool {
+        let mut marked = marked;
         let mut verdict = verdict;
         let mut info = info;
         let mut target = target;
         loop {
+            let ce = std::mem::take(&mut marked);
             self.watch
-                .verdict(self.engine, now, &info, &verdict, target, id);
+                .verdict(self.engine, now, &info, &verdict, target, id, ce);
             match verdict {
                 Verdict::Queued { .. } => return false,
                 Verdict::Drop {

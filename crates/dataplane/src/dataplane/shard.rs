@@ -39,7 +39,7 @@ impl DataPlane {
                     watch,
                     worker: None,
                 };
-                s.settle(at, info, v, None, id);
+                s.settle(at, info, v, None, id, false);
             });
     }
 

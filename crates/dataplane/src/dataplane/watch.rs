@@ -106,6 +106,7 @@ impl Watch {
     /// What a verdict says of the packet, before it is acted on: queued,
     /// dropped at the entry, forwarded to its `out` pass, or departing.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn verdict(
         &mut self,
         engine: &Engine<Carrier>,
@@ -114,9 +115,10 @@ impl Watch {
         verdict: &Verdict<Carrier>,
         target: Option<Target>,
         id: (u64, bool),
+        marked: bool,
     ) {
         if let Some(tap) = self.on() {
-            record_verdict(tap, engine, now, info, verdict, target, id);
+            record_verdict(tap, engine, now, info, verdict, target, id, marked);
         }
     }
 }
@@ -149,7 +151,9 @@ fn dropped_inside(tap: &mut Tap, engine: &Engine<Carrier>, out: &Output<Carrier>
     tap.push(engine, r, None);
 }
 
-/// `target` is the pipe or queue the packet just left, if any.
+/// `target` is the pipe or queue the packet just left, if any; `marked`, that
+/// an AQM there marked it CE (said by the forward or departure record).
+#[allow(clippy::too_many_arguments)]
 fn record_verdict(
     tap: &mut Tap,
     engine: &Engine<Carrier>,
@@ -158,6 +162,7 @@ fn record_verdict(
     verdict: &Verdict<Carrier>,
     target: Option<Target>,
     id: (u64, bool),
+    marked: bool,
 ) {
     let (r, bytes) = match verdict {
         Verdict::Queued { rule, target } => (
@@ -195,6 +200,7 @@ fn record_verdict(
                     iface: Some(xmit),
                     rule: Some(*rule),
                     target,
+                    marked,
                     ..Record::new(Kind::Forward, now, id)
                 },
                 None,
@@ -206,6 +212,7 @@ fn record_verdict(
                     iface: info.xmit_if,
                     rule: Some(*rule),
                     target,
+                    marked,
                     ..Record::new(Kind::Departure, now, id)
                 },
                 tap.wants_out().then(|| observer::carrier_bytes(payload)),

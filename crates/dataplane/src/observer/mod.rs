@@ -273,6 +273,9 @@ pub struct Record {
     pub reason: Option<DropReason>,
     /// A drop at a pipe's entry (it never was inside).
     pub at_entry: bool,
+    /// Forward or departure: an AQM of the pipe or queue it left marked
+    /// it ECN CE.
+    pub marked: bool,
 }
 
 impl Record {
@@ -292,6 +295,7 @@ impl Record {
             target: None,
             reason: None,
             at_entry: false,
+            marked: false,
         }
     }
 }
@@ -951,6 +955,7 @@ impl Worker {
                 pipe,
                 queue,
                 iface: name(r.iface).unwrap_or_default(),
+                ce: r.marked,
                 note,
             },
             Kind::Departure | Kind::Enqueue => Event::Departure {
@@ -960,6 +965,7 @@ impl Worker {
                 pipe,
                 queue,
                 iface: name(r.iface),
+                ce: r.marked,
                 note,
             },
             Kind::Drop => Event::Drop {

@@ -46,7 +46,7 @@ use crate::live::protocol::{self, BatchCommand, Caller, ClientRequest, PlaneLink
 use crate::live::views;
 
 pub use crate::live::dataplane::Report;
-pub use crate::live::observer::{EventFilter, Subscription};
+pub use crate::live::observer::{EventFilter, ObserverStats, Subscription};
 pub use crate::live::protocol::{ErrorAt, ErrorKind, Reply};
 pub use crate::live::shell_napi::Napi;
 pub use crate::live::shell_nat::Nat;
@@ -245,6 +245,19 @@ impl Emulator {
     /// observer nothing.
     pub fn events(&self, filter: EventFilter) -> Subscription {
         self.observer.subscribe(filter, EVENTS_CAPACITY)
+    }
+
+    /// [`Emulator::events`] through a channel of `capacity` events: room
+    /// for a consumer that must lose nothing while it catches up.
+    pub fn events_holding(&self, filter: EventFilter, capacity: usize) -> Subscription {
+        self.observer.subscribe(filter, capacity)
+    }
+
+    /// The observer's counters so far: the records the data plane could
+    /// not hand it ([`ObserverStats::lost`]) are missing from every
+    /// subscription.
+    pub fn observer_stats(&self) -> ObserverStats {
+        self.observer.stats()
     }
 }
 

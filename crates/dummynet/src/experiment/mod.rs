@@ -78,6 +78,25 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    // Without root: into a user namespace of our own while this process
+    // has one thread (the kernel's rule), as `dummynet shell` does, and a
+    // network namespace of ours stands in for the host: the links' far
+    // ends and the traffic's outer sides are there.
+    let here = if nix::unistd::geteuid().is_root() {
+        None
+    } else {
+        if let Err(e) = crate::live::rootless::enter() {
+            eprintln!("dummynet experiment: {e}");
+            return ExitCode::from(125);
+        }
+        match dummynet_io::netns::Netns::new_anonymous() {
+            Ok(ns) => Some(ns),
+            Err(e) => {
+                eprintln!("dummynet experiment: without root: creating a namespace: {e}");
+                return ExitCode::from(125);
+            }
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
@@ -95,7 +114,14 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
             png: !args.svg_only,
             netns: None,
         };
-        match run_one(r, &dir, &stop, &options) {
+        let result = match &here {
+            Some(ns) => ns
+                .run(|| run_one(r, &dir, &stop, &options))
+                .map_err(|e| format!("entering our namespace: {e}"))
+                .and_then(|res| res),
+            None => run_one(r, &dir, &stop, &options),
+        };
+        match result {
             Ok(s) => {
                 eprintln!("{}", one_line(&s));
                 results.push(s);
@@ -168,7 +194,12 @@ pub struct LinkSummary {
     pub ecn_marked: u64,
     /// Drops by reason during the run (all pipes), the same way.
     pub drops: Vec<(String, u64)>,
-    /// Events the run's log could not keep (0: the log is whole).
+    /// CE marks by pipe during the run, from the event log (a queue's
+    /// count as its pipe's): (pipe, marks), each pipe that marked any.
+    pub marks: Vec<(u32, u64)>,
+    /// Events missing from the run's log (`events.jsonl`, and the paths'
+    /// figures from it): those the data plane could not hand the observer
+    /// and those the log's subscription could not take. 0: it is whole.
     pub events_lost: u64,
 }
 
@@ -186,6 +217,8 @@ pub struct PathSummary {
     pub sojourn_p99_ms: Option<f64>,
     /// Drops by reason, from the event log.
     pub drops: Vec<(String, u64)>,
+    /// Packets an AQM of the pipe marked CE, from the event log.
+    pub marks: u64,
 }
 
 fn one_line(s: &RunSummary) -> String {
@@ -218,6 +251,10 @@ fn wall_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The subscription's channel for a run's log: a second of 40 000
+/// packets' events, while the log's drain ([`drain_events`]) is late.
+const EVENTS_BUFFER: usize = 1 << 17;
+
 /// The event log's side of a run: written to `events.jsonl` and read into
 /// one [`Series`] per pipe (a queue's packets count as its pipe's), on a
 /// thread of its own.
@@ -225,7 +262,10 @@ struct EventLog {
     series: Vec<(u32, Series)>,
     /// (`t_ns` of the log, wall ns) of its start line.
     start: Option<(u64, u64)>,
+    /// Events missing from it ([`LinkSummary::events_lost`]).
     lost: u64,
+    /// CE marks by pipe, from the run's time 0 on.
+    marks: std::collections::BTreeMap<u32, u64>,
 }
 
 /// Where the event log's series come from: the pipes, and which pipe
@@ -236,13 +276,38 @@ struct Paths {
     queues: Vec<(u32, u32)>,
 }
 
-fn log_events(
+/// Takes the subscription's events as they come into `to`, an unbounded
+/// channel, until `stop` and a quiet 50 ms; does nothing else, so that it
+/// keeps up with the observer however slow the log's writing. Returns
+/// the events the subscription lost.
+fn drain_events(
     sub: crate::Subscription,
+    to: std::sync::mpsc::Sender<Event<String>>,
+    stop: Arc<AtomicBool>,
+) -> u64 {
+    loop {
+        match sub.recv_timeout(Duration::from_millis(50)) {
+            Ok(e) => {
+                if to.send(e).is_err() {
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    sub.lost()
+}
+
+/// Writes the drained events to `path` and reads them into the series,
+/// until the drain ends.
+fn log_events(
+    events: std::sync::mpsc::Receiver<Event<String>>,
     path: PathBuf,
     window: Nanos,
     paths: Paths,
     from_wall: Arc<std::sync::atomic::AtomicU64>,
-    stop: Arc<AtomicBool>,
 ) -> Result<EventLog, String> {
     let file = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let mut out = BufWriter::new(file);
@@ -254,14 +319,9 @@ fn log_events(
     // A queue not in the list (made later) keeps its own number.
     let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
     let mut start = None;
+    let mut marks = std::collections::BTreeMap::new();
     let mut n = 0u64;
-    loop {
-        let e = match sub.recv_timeout(Duration::from_millis(50)) {
-            Ok(e) => e,
-            Err(RecvTimeoutError::Timeout) if stop.load(Ordering::Relaxed) => break,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
+    for e in events {
         let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         writeln!(out, "{line}").map_err(|e| format!("{}: {e}", path.display()))?;
         if let Event::Start { t_ns, wall_ns } = e {
@@ -276,62 +336,10 @@ fn log_events(
             continue;
         }
         // A queue's events name it rather than a pipe: its pipe's number.
-        let e = match e {
-            Event::Forward {
-                t_ns,
-                id,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                iface,
-                note,
-            } => Event::Forward {
-                t_ns,
-                id,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                iface,
-                note,
-            },
-            Event::Departure {
-                t_ns,
-                id,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                iface,
-                note,
-            } => Event::Departure {
-                t_ns,
-                id,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                iface,
-                note,
-            },
-            Event::Drop {
-                t_ns,
-                id,
-                reason,
-                rule,
-                pipe: None,
-                queue: Some(q),
-                dir,
-                note,
-            } => Event::Drop {
-                t_ns,
-                id,
-                reason,
-                rule,
-                pipe: Some(pipe_of(q)),
-                queue: None,
-                dir,
-                note,
-            },
-            e => e,
-        };
+        let e = e.queue_as_pipe(pipe_of);
+        if let (true, (Some(p), _)) = (e.ce(), e.target()) {
+            *marks.entry(p).or_insert(0u64) += 1;
+        }
         let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         n += 1;
         for (_, r) in &mut readers {
@@ -343,8 +351,21 @@ fn log_events(
     Ok(EventLog {
         series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
         start,
-        lost: sub.lost(),
+        lost: 0,
+        marks,
     })
+}
+
+/// Events the data plane could not hand the observer (every subscriber
+/// misses them), by the observer's counters; its `enqueue` records are
+/// no events.
+fn plane_lost(stats: &crate::ObserverStats) -> u64 {
+    stats
+        .lost
+        .iter()
+        .filter(|(kind, _)| *kind != "enqueue")
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// How a run is made, besides its file.
@@ -412,13 +433,19 @@ pub fn run_one(
             .map(|q| (q.number, q.sched))
             .collect(),
     };
-    let sub = shell.events(EventFilter::default());
+    let plane_lost_before = plane_lost(&shell.observer_stats());
+    let sub = shell.events_holding(EventFilter::default(), EVENTS_BUFFER);
     let log_stop = Arc::new(AtomicBool::new(false));
     let from_wall = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (to_log, events) = std::sync::mpsc::channel();
+    let drain = {
+        let log_stop = Arc::clone(&log_stop);
+        std::thread::spawn(move || drain_events(sub, to_log, log_stop))
+    };
     let logger = {
         let (path, window) = (dir.join("events.jsonl"), r.interval);
-        let (from_wall, log_stop) = (Arc::clone(&from_wall), Arc::clone(&log_stop));
-        std::thread::spawn(move || log_events(sub, path, window, paths, from_wall, log_stop))
+        let from_wall = Arc::clone(&from_wall);
+        std::thread::spawn(move || log_events(events, path, window, paths, from_wall))
     };
     let before = shell.stats().map_err(|e| e.to_string())?;
     let mut after = Err("the run ended before its end".to_string());
@@ -434,9 +461,13 @@ pub fn run_one(
     // The log takes what is still in the observer's hands, then stops.
     std::thread::sleep(Duration::from_millis(200));
     log_stop.store(true, Ordering::Relaxed);
-    let log = logger
+    let sub_lost = drain
+        .join()
+        .map_err(|_| "the event log's drain panicked".to_string())?;
+    let mut log = logger
         .join()
         .map_err(|_| "the event log's thread panicked".to_string())??;
+    log.lost = sub_lost + plane_lost(&shell.observer_stats()).saturating_sub(plane_lost_before);
     let _ = shell.stop();
     let (time0, m) = driven?;
     let after = after?;
@@ -520,6 +551,7 @@ fn summarize(
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect(),
+                marks: log.marks.get(n).copied().unwrap_or(0),
             }
         })
         .collect();
@@ -550,6 +582,7 @@ fn summarize(
             paths,
             ecn_marked: after.marked.saturating_sub(before.marked),
             drops,
+            marks: log.marks.iter().map(|(p, n)| (*p, *n)).collect(),
             events_lost: log.lost,
         },
         warnings: m.warnings.clone(),

@@ -27,6 +27,26 @@ const GRACE: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_millis(100);
 const CHUNK: usize = 64 * 1024;
 
+/// Moves bytes with `step` (a read or a write) while `more()` and it moves
+/// some, telling `moved` each count; a socket timeout or an interruption
+/// is tried again. The error that ended it, if one did.
+fn pump(
+    mut step: impl FnMut() -> std::io::Result<usize>,
+    more: impl Fn() -> bool,
+    mut moved: impl FnMut(usize),
+) -> std::io::Result<()> {
+    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+    while more() {
+        match step() {
+            Ok(0) => break,
+            Ok(n) => moved(n),
+            Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// One sample of one TCP flow.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FlowSample {
@@ -186,21 +206,18 @@ pub fn drive(
                 Until::Time(_) => u64::MAX,
             };
             let buf = vec![0x5au8; CHUNK];
-            let mut sent = 0u64;
-            while sent < limit && Instant::now() < stop_at && !done_tx.load(Ordering::Relaxed) {
-                let n = (limit - sent).min(CHUNK as u64) as usize;
-                match (&*tx).write(&buf[..n]) {
-                    Ok(0) => break,
-                    Ok(w) => sent += w as u64,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock
-                                | std::io::ErrorKind::TimedOut
-                                | std::io::ErrorKind::Interrupted
-                        ) => {}
-                    Err(e) => return Some(format!("sender: {e}")),
-                }
+            let sent = std::cell::Cell::new(0u64);
+            let pumped = pump(
+                || (&*tx).write(&buf[..(limit - sent.get()).min(CHUNK as u64) as usize]),
+                || {
+                    sent.get() < limit
+                        && Instant::now() < stop_at
+                        && !done_tx.load(Ordering::Relaxed)
+                },
+                |n| sent.set(sent.get() + n as u64),
+            );
+            if let Err(e) = pumped {
+                return Some(format!("sender: {e}"));
             }
             let _ = tx.shutdown(Shutdown::Write);
             None
@@ -214,21 +231,15 @@ pub fn drive(
         let done_rx = Arc::clone(&done);
         threads.push(std::thread::spawn(move || {
             let mut buf = vec![0u8; CHUNK];
-            while Instant::now() < hard_end && !done_rx.load(Ordering::Relaxed) {
-                match rx.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        received.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock
-                                | std::io::ErrorKind::TimedOut
-                                | std::io::ErrorKind::Interrupted
-                        ) => {}
-                    Err(e) => return Some(format!("receiver: {e}")),
-                }
+            let pumped = pump(
+                || rx.read(&mut buf),
+                || Instant::now() < hard_end && !done_rx.load(Ordering::Relaxed),
+                |n| {
+                    received.fetch_add(n as u64, Ordering::Relaxed);
+                },
+            );
+            if let Err(e) = pumped {
+                return Some(format!("receiver: {e}"));
             }
             None
         }));
@@ -427,5 +438,53 @@ fn ping_loop(
             .into_iter()
             .map(|(at, rtt)| (nanos(at.saturating_duration_since(t0)), rtt))
             .collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    /// A timeout or an interruption is tried again; 0 bytes ends it, and
+    /// so does `more()` saying no; another error is handed back.
+    #[test]
+    fn pump_retries_transient_errors_and_stops_at_the_end() {
+        let mut steps = vec![
+            Ok(3),
+            Err(Error::from(ErrorKind::WouldBlock)),
+            Err(Error::from(ErrorKind::TimedOut)),
+            Err(Error::from(ErrorKind::Interrupted)),
+            Ok(4),
+            Ok(0),
+            Ok(100),
+        ]
+        .into_iter();
+        let mut total = 0;
+        let r = pump(|| steps.next().unwrap_or(Ok(0)), || true, |n| total += n);
+        assert!(r.is_ok());
+        assert_eq!(total, 7);
+        assert_eq!(steps.next().map(|r| r.ok()), Some(Some(100)));
+
+        let mut calls = 0;
+        let r = pump(
+            || {
+                calls += 1;
+                Err(Error::from(ErrorKind::ConnectionReset))
+            },
+            || true,
+            |_| {},
+        );
+        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::ConnectionReset));
+        assert_eq!(calls, 1);
+
+        let moved = std::cell::Cell::new(0);
+        let r = pump(
+            || Ok(5),
+            || moved.get() < 12,
+            |n| moved.set(moved.get() + n),
+        );
+        assert!(r.is_ok());
+        assert_eq!(moved.get(), 15, "stops once more() says no");
     }
 }

@@ -555,6 +555,7 @@ impl<P: Payload> Engine<P> {
             enq_time: now,
             out_time: now,
             lost: false,
+            marked: false,
         };
         let verdict = self.dn.enqueue(now, held);
         self.count_copies();
@@ -1002,5 +1003,6 @@ fn output<P>(held: Held<P>, at: Nanos, drop: Option<DropReason>) -> Output<P> {
         drop,
         rule: Some(held.rule.number),
         target: Some(held.target),
+        marked: held.marked,
     }
 }

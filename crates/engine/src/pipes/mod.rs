@@ -71,6 +71,8 @@ pub(crate) struct Held<P> {
     pub out_time: Nanos,
     /// A profile sample above `loss-level` condemned it; dropped on exit.
     pub lost: bool,
+    /// An AQM marked it ECN CE here.
+    pub marked: bool,
 }
 
 /// A packet leaving dummynet: delivered at `at`, or dropped there.

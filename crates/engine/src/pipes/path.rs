@@ -106,6 +106,7 @@ impl<P: Payload> Pipes<P> {
                             enq_time: now,
                             out_time: now,
                             lost: false,
+                            marked: false,
                         })
                     }
                     None => self.copies_failed += 1,
@@ -229,6 +230,7 @@ impl<P: Payload> Pipes<P> {
         if marked {
             queue.marks += 1;
             self.marks += 1;
+            held.marked = true;
         }
         held.enq_time = now;
         // A queue with an AQM always goes through enqueue and dequeue, so
@@ -1217,6 +1219,7 @@ impl<P: Payload> QueueOps for Ops<'_, P> {
                         AqmVerdict::Mark if h.payload.ip_bytes_mut().is_some_and(ecn::set_ce) => {
                             queue.marks += 1;
                             self.marks += 1;
+                            h.marked = true;
                             AqmVerdict::Accept
                         }
                         AqmVerdict::Mark => AqmVerdict::Drop,

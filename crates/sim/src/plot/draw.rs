@@ -28,9 +28,10 @@ const CAPACITY: RGBColor = RGBColor(0x33, 0x33, 0x33);
 const PACKET_DELAY: RGBColor = RGBColor(0x56, 0xb4, 0xe9);
 const P95: RGBColor = RGBColor(0xd5, 0x5e, 0x00);
 const BYTES: RGBColor = RGBColor(0x00, 0x9e, 0x73);
-/// Drop reasons take these in the order they were first seen (a palette
-/// that stays apart for colour-blind readers, Okabe and Ito's).
-const REASONS: [RGBColor; 7] = [
+/// Okabe and Ito's palette, whose colours stay apart for colour-blind
+/// readers: drop reasons take them in the order they were first seen, the
+/// experiment's lines ([`super::panels`]) in theirs.
+pub(crate) const PALETTE: [RGBColor; 7] = [
     RGBColor(0xd5, 0x5e, 0x00),
     RGBColor(0x00, 0x72, 0xb2),
     RGBColor(0x00, 0x9e, 0x73),
@@ -436,7 +437,7 @@ where
                 .legend(|(x, y)| EmptyElement::at((x, y)));
         }
         for (r, (reason, total)) in s.drops_by_reason().into_iter().enumerate() {
-            let style = REASONS[r % REASONS.len()].stroke_width(2);
+            let style = PALETTE[r % PALETTE.len()].stroke_width(2);
             let counts = s
                 .windows
                 .iter()

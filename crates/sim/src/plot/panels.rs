@@ -7,19 +7,11 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::plot::draw::PALETTE;
+
 const WIDTH: u32 = 960;
 const PANEL_HEIGHT: u32 = 260;
 const FONT: &str = "sans-serif";
-/// Okabe and Ito's colour-blind-safe palette, as the plot module's.
-const COLOURS: [RGBColor; 7] = [
-    RGBColor(0x00, 0x72, 0xb2),
-    RGBColor(0xd5, 0x5e, 0x00),
-    RGBColor(0x00, 0x9e, 0x73),
-    RGBColor(0xcc, 0x79, 0xa7),
-    RGBColor(0xe6, 0x9f, 0x00),
-    RGBColor(0x56, 0xb4, 0xe9),
-    RGBColor(0x00, 0x00, 0x00),
-];
 
 /// One named line: (name, points (s, value)).
 pub type Line = (String, Vec<(f64, f64)>);
@@ -79,7 +71,7 @@ where
         }
         mesh.draw()?;
         for (i, (name, pts)) in panel.lines.iter().enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
+            let colour = PALETTE[i % PALETTE.len()];
             let style = ShapeStyle::from(&colour).stroke_width(2);
             chart
                 .draw_series(LineSeries::new(
@@ -163,5 +155,17 @@ mod tests {
             .filter(|n| n.has_tag_name("polyline"))
             .count();
         assert!(lines >= 2, "{lines} polylines");
+        // The lines take the plot module's palette in order, as its drop
+        // reasons do.
+        let strokes: Vec<String> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke-width") == Some("2"))
+            .filter_map(|n| n.attribute("stroke"))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        for (i, c) in PALETTE.iter().take(2).enumerate() {
+            let want = format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2);
+            assert_eq!(strokes.get(i), Some(&want), "flow {i}: {strokes:?}");
+        }
     }
 }
