@@ -190,12 +190,13 @@ pub struct LinkSummary {
     /// scheduler's pipe's); the shell's pipe 1 is up, 2 down.
     pub paths: Vec<PathSummary>,
     /// Packets an AQM marked CE during the run (all pipes), from the data
-    /// plane's counters read at time 0 and at the run's end.
+    /// plane's counters read before the connections and at the run's end.
     pub ecn_marked: u64,
     /// Drops by reason during the run (all pipes), the same way.
     pub drops: Vec<(String, u64)>,
     /// CE marks by pipe during the run, from the event log (a queue's
-    /// count as its pipe's): (pipe, marks), each pipe that marked any.
+    /// count as its pipe's) over the counters' span: (pipe, marks), each
+    /// pipe that marked any.
     pub marks: Vec<(u32, u64)>,
     /// Events missing from the run's log (`events.jsonl`, and the paths'
     /// figures from it): those the data plane could not hand the observer
@@ -215,9 +216,11 @@ pub struct PathSummary {
     /// Time inside the pipe (queue, transmission and delay line), ms.
     pub sojourn_p50_ms: Option<f64>,
     pub sojourn_p99_ms: Option<f64>,
-    /// Drops by reason, from the event log.
+    /// Drops by reason, from the event log, over the span of the link's
+    /// counters (`LinkSummary::drops`): from before the connections to the
+    /// run's end.
     pub drops: Vec<(String, u64)>,
-    /// Packets an AQM of the pipe marked CE, from the event log.
+    /// Packets an AQM of the pipe marked CE, from the event log, the same way.
     pub marks: u64,
 }
 
@@ -264,8 +267,61 @@ struct EventLog {
     start: Option<(u64, u64)>,
     /// Events missing from it ([`LinkSummary::events_lost`]).
     lost: u64,
-    /// CE marks by pipe, from the run's time 0 on.
-    marks: std::collections::BTreeMap<u32, u64>,
+    /// Its drops and CE marks by pipe, with their times.
+    tallies: Tallies,
+}
+
+/// The drops and CE marks the log saw, by pipe and time, so that the
+/// summary counts them over the counters' own span (from the `stats`
+/// before the run to the one at its end; both are on the log's clock).
+#[derive(Default)]
+struct Tallies(Vec<(Nanos, u32, Tally)>);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tally {
+    Drop(&'static str),
+    Mark,
+}
+
+impl Tallies {
+    fn note(&mut self, e: &Event<String>) {
+        let tally = match e {
+            Event::Drop { reason, .. } => Tally::Drop(reason),
+            e if e.ce() => Tally::Mark,
+            _ => return,
+        };
+        if let (Some(pipe), _) = e.target() {
+            self.0.push((e.t_ns(), pipe, tally));
+        }
+    }
+
+    /// Those in `(from, to]` (ns on the log's clock).
+    fn within(&self, (from, to): (Nanos, Nanos)) -> impl Iterator<Item = (u32, Tally)> + '_ {
+        self.0
+            .iter()
+            .filter(move |x| x.0 > from && x.0 <= to)
+            .map(|x| (x.1, x.2))
+    }
+
+    /// Pipe `pipe`'s drops by reason within `span`.
+    fn drops(&self, pipe: u32, span: (Nanos, Nanos)) -> Vec<(String, u64)> {
+        let mut by = std::collections::BTreeMap::new();
+        for (p, t) in self.within(span) {
+            if let (true, Tally::Drop(reason)) = (p == pipe, t) {
+                *by.entry(reason).or_insert(0u64) += 1;
+            }
+        }
+        by.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    /// CE marks by pipe within `span`, each pipe that marked any.
+    fn marks(&self, span: (Nanos, Nanos)) -> std::collections::BTreeMap<u32, u64> {
+        let mut by = std::collections::BTreeMap::new();
+        for (p, _) in self.within(span).filter(|x| x.1 == Tally::Mark) {
+            *by.entry(p).or_insert(0u64) += 1;
+        }
+        by
+    }
 }
 
 /// Where the event log's series come from: the pipes, and which pipe
@@ -319,7 +375,7 @@ fn log_events(
     // A queue not in the list (made later) keeps its own number.
     let pipe_of = |q: u32| paths.queues.iter().find(|x| x.0 == q).map_or(q, |x| x.1);
     let mut start = None;
-    let mut marks = std::collections::BTreeMap::new();
+    let mut tallies = Tallies::default();
     let mut n = 0u64;
     for e in events {
         let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
@@ -328,17 +384,15 @@ fn log_events(
             start = Some((t_ns, wall_ns));
             continue;
         }
+        // A queue's events name it rather than a pipe: its pipe's number.
+        let e = e.queue_as_pipe(pipe_of);
+        tallies.note(&e);
         // The series start with the run's time 0 (the connections' set-up
         // before it is left out of them).
         let from = from_wall.load(Ordering::Relaxed);
         let at_wall = start.map(|(t, w)| w + e.t_ns().saturating_sub(t));
         if from == 0 || at_wall.is_some_and(|w| w < from) {
             continue;
-        }
-        // A queue's events name it rather than a pipe: its pipe's number.
-        let e = e.queue_as_pipe(pipe_of);
-        if let (true, (Some(p), _)) = (e.ce(), e.target()) {
-            *marks.entry(p).or_insert(0u64) += 1;
         }
         let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         n += 1;
@@ -352,7 +406,7 @@ fn log_events(
         series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
         start,
         lost: 0,
-        marks,
+        tallies,
     })
 }
 
@@ -522,6 +576,9 @@ fn summarize(
             received_bytes: series.last().map_or(0, |x| x.1),
         })
         .collect();
+    // The log's drops and marks over the counters' span, so they agree.
+    let counted = (before.wall_ns, after.wall_ns);
+    let marks = log.tallies.marks(counted);
     let paths = log
         .series
         .iter()
@@ -546,12 +603,8 @@ fn summarize(
                 delivered_packets: s.delivered(),
                 sojourn_p50_ms: pct(50),
                 sojourn_p99_ms: pct(99),
-                drops: s
-                    .drops_by_reason()
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
-                marks: log.marks.get(n).copied().unwrap_or(0),
+                drops: log.tallies.drops(*n, counted),
+                marks: marks.get(n).copied().unwrap_or(0),
             }
         })
         .collect();
@@ -582,7 +635,7 @@ fn summarize(
             paths,
             ecn_marked: after.marked.saturating_sub(before.marked),
             drops,
-            marks: log.marks.iter().map(|(p, n)| (*p, *n)).collect(),
+            marks: marks.into_iter().collect(),
             events_lost: log.lost,
         },
         warnings: m.warnings.clone(),
@@ -863,4 +916,65 @@ fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drop(t_ns: Nanos, pipe: u32, reason: &'static str) -> Event<String> {
+        Event::Drop {
+            t_ns,
+            id: t_ns,
+            reason,
+            rule: Some(100),
+            pipe: Some(pipe),
+            queue: None,
+            dir: None,
+            note: None,
+        }
+    }
+
+    fn departure(t_ns: Nanos, pipe: u32, ce: bool) -> Event<String> {
+        Event::Departure {
+            t_ns,
+            id: t_ns,
+            rule: Some(100),
+            pipe: Some(pipe),
+            queue: None,
+            iface: None,
+            ce,
+            note: None,
+        }
+    }
+
+    /// The counters' span is `(before, after]`: an event at `before` was
+    /// in the first read, one at `after` in the second.
+    #[test]
+    fn tallies_count_over_the_counters_span() {
+        let mut t = Tallies::default();
+        for e in [
+            drop(10, 1, "aqm"),
+            drop(11, 1, "aqm"),
+            drop(12, 1, "queue_full"),
+            drop(12, 2, "aqm"),
+            departure(13, 1, true),
+            departure(14, 1, false),
+            departure(20, 2, true),
+            drop(21, 1, "aqm"),
+        ] {
+            t.note(&e);
+        }
+        assert_eq!(
+            t.drops(1, (10, 20)),
+            vec![("aqm".to_string(), 1), ("queue_full".to_string(), 1)]
+        );
+        assert_eq!(t.drops(2, (10, 20)), vec![("aqm".to_string(), 1)]);
+        assert_eq!(t.drops(1, (0, 30)).first(), Some(&("aqm".to_string(), 3)));
+        assert_eq!(
+            t.marks((10, 20)).into_iter().collect::<Vec<_>>(),
+            vec![(1, 1), (2, 1)]
+        );
+        assert_eq!(t.marks((13, 19)).len(), 0);
+    }
 }
