@@ -13,7 +13,9 @@
 //!   over the span when all four run;
 //! - FIFO of 1000 packets: the srtt median above path + 10 × target.
 //!
-//! Every run's event log is whole (`link.events_lost` is 0).
+//! Every run's event log is whole (`link.events_lost` is 0), and the
+//! file's own `assert` checks hold on the shortened run too. `--check`
+//! makes a failing check the exit status.
 //!
 //! Each run's shell is started from a namespace the test creates (its far
 //! end and the traffic's outer side are there), removed when the test
@@ -78,6 +80,10 @@ fn run(r: &Run) -> (RunSummary, Scratch) {
     println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
     // The link's view is whole: every event of the run is in its log.
     assert_eq!(s.link.events_lost, 0, "{}: events lost", r.label);
+    // The file's own checks hold on the shortened run too.
+    for c in &s.checks {
+        assert!(c.ok, "{}: {}", r.label, c.line());
+    }
     // The run's files are all there.
     let dir = scratch.path(&r.label);
     for f in [
@@ -246,4 +252,90 @@ fn a_fast_link_loses_no_events() {
     // Enough traffic that a log of a few thousand events' room would have
     // had to keep up: over 20 000 packets up in 5 s.
     assert!(up.delivered_packets > 20_000, "{up:?}");
+}
+
+/// `--check` gates on the file's `assert` list: the outcome of every check
+/// is printed and in summary.json either way, and only with `--check` does
+/// a failing one make the exit status 1.
+#[test]
+fn check_exits_1_when_an_assertion_fails() {
+    if !ready("check_exits_1_when_an_assertion_fails", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let scratch = Scratch::new();
+    let file = |name: &str, checks: &str| {
+        let path = scratch.path(&format!("{name}.toml"));
+        let text = format!(
+            "name = \"{name}\"\nduration = \"3s\"\nassert = [{checks}]\n\
+             [link]\nup = \"bw 5Mbit/s delay 5ms\"\ndown = \"bw 5Mbit/s delay 5ms\"\n\
+             [[flow]]\ncc = \"cubic\"\n"
+        );
+        std::fs::write(&path, text).expect("write the file");
+        path
+    };
+    let holds = file(
+        "holds",
+        "\"flows.all.goodput > 1Mbit/s\", \"link.paths.1.utilisation > 50%\"",
+    );
+    // Nothing carries 50 Mbit/s through a 5 Mbit/s link.
+    let fails = file(
+        "fails",
+        "\"flows.0.goodput > 50Mbit/s\", \"link.events_lost == 0\"",
+    );
+    let run = |path: &Path, check: bool| {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &ns.name,
+            DUMMYNET,
+            "experiment",
+            "--svg-only",
+            "-o",
+        ])
+        .arg(scratch.path("out"))
+        .arg(path);
+        if check {
+            cmd.arg("--check");
+        }
+        let out = cmd.output().expect("run dummynet experiment");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        println!("{stderr}");
+        (out.status.code(), stderr)
+    };
+    let (status, stderr) = run(&holds, true);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stderr.contains("2 of 2 checks held"), "{stderr}");
+    let (status, stderr) = run(&fails, false);
+    assert_eq!(status, Some(0), "without --check: {stderr}");
+    assert!(
+        stderr.contains("FAIL flows.0.goodput > 50Mbit/s: flow 0 "),
+        "{stderr}"
+    );
+    let (status, stderr) = run(&fails, true);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(stderr.contains("1 of 2 checks held"), "{stderr}");
+    // summary.json says the same.
+    let summary =
+        std::fs::read_to_string(scratch.path("out/fails/summary.json")).expect("summary.json");
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("JSON");
+    let checks = summary["checks"].as_array().cloned().unwrap_or_default();
+    let got: Vec<(String, bool)> = checks
+        .iter()
+        .map(|c| {
+            (
+                c["assert"].as_str().unwrap_or("").to_string(),
+                c["ok"].as_bool().unwrap_or(true),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("flows.0.goodput > 50Mbit/s".to_string(), false),
+            ("link.events_lost == 0".to_string(), true)
+        ]
+    );
 }

@@ -26,6 +26,7 @@ use crate::plot::{Capacity, Panel as LinkPanel, PlotOptions};
 use crate::{EventFilter, Shell};
 
 pub use dummynet_sim::plot::panels as figure;
+pub mod check;
 pub mod spec;
 pub mod summary;
 pub mod traffic;
@@ -54,6 +55,10 @@ pub struct ExperimentArgs {
     /// font on this system).
     #[arg(long)]
     pub svg_only: bool,
+    /// Exit 1 when one of the file's `assert` checks fails on a run (they
+    /// are evaluated, printed and written to summary.json either way).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// `dummynet experiment`.
@@ -68,12 +73,13 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
     if args.dry_run {
         for r in &runs {
             println!(
-                "{}: {} s, {} TCP flow(s), {} ping(s), {} UDP flow(s)",
+                "{}: {} s, {} TCP flow(s), {} ping(s), {} UDP flow(s), {} check(s)",
                 r.label,
                 r.duration as f64 / 1e9,
                 r.flows.len(),
                 r.pings.len(),
-                r.udp.len()
+                r.udp.len(),
+                r.checks.len()
             );
         }
         return ExitCode::SUCCESS;
@@ -102,6 +108,7 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
         let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
     }
     let mut results = Vec::new();
+    let mut failed = 0;
     for r in &runs {
         let dir = args.out.join(&r.label);
         eprintln!(
@@ -124,6 +131,10 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
         match result {
             Ok(s) => {
                 eprintln!("{}", one_line(&s));
+                for c in &s.checks {
+                    eprintln!("    {}", c.line());
+                }
+                failed += s.checks.iter().filter(|c| !c.ok).count();
                 results.push(s);
             }
             Err(e) => {
@@ -141,6 +152,21 @@ pub fn main(args: ExperimentArgs) -> ExitCode {
             eprintln!("dummynet experiment: {e}");
             return ExitCode::from(1);
         }
+    }
+    let checks: usize = results.iter().map(|s| s.checks.len()).sum();
+    if checks > 0 {
+        eprintln!(
+            "dummynet experiment: {} of {checks} checks held{}",
+            checks - failed,
+            if failed > 0 && !args.check {
+                " (without --check, the exit status does not say)"
+            } else {
+                ""
+            }
+        );
+    }
+    if failed > 0 && args.check {
+        return ExitCode::from(1);
     }
     ExitCode::SUCCESS
 }
@@ -165,6 +191,8 @@ pub struct RunSummary {
     pub udp: Vec<UdpSummary>,
     pub link: LinkSummary,
     pub warnings: Vec<String>,
+    /// The file's `assert` checks on this run.
+    pub checks: Vec<check::Outcome>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -525,7 +553,8 @@ pub fn run_one(
     let _ = shell.stop();
     let (time0, m) = driven?;
     let after = after?;
-    let s = summarize(r, &m, &log, &before, &after, &bandwidth, time0);
+    let mut s = summarize(r, &m, &log, &before, &after, &bandwidth, time0);
+    s.checks = r.checks.iter().map(|c| c.eval(&s)).collect();
     write_outputs(r, dir, &m, &log, &s, options.png)?;
     Ok(s)
 }
@@ -639,6 +668,7 @@ fn summarize(
             events_lost: log.lost,
         },
         warnings: m.warnings.clone(),
+        checks: Vec::new(),
     }
 }
 
@@ -771,15 +801,20 @@ fn write_outputs(
     std::fs::write(&p, json + "\n").map_err(io(&p))?;
     // Figures.
     let x_max = r.duration as f64 / 1e9;
+    // The sender's own numbers (cwnd, srtt) end with its flow: an idle
+    // socket's last values would run on as flat lines.
     let per_flow =
-        |f: &dyn Fn(&traffic::FlowSample, Option<&traffic::FlowSample>) -> Option<f64>| {
+        |sender: bool,
+         f: &dyn Fn(&traffic::FlowSample, Option<&traffic::FlowSample>) -> Option<f64>| {
             m.flows
                 .iter()
                 .enumerate()
                 .map(|(i, samples)| {
                     let mut prev = None;
+                    let end = summary::span(r, i).1.saturating_add(r.interval);
                     let pts = samples
                         .iter()
+                        .filter(|x| !sender || x.t <= end)
                         .filter_map(|x| {
                             let v = f(x, prev);
                             prev = Some(x);
@@ -796,7 +831,7 @@ fn write_outputs(
     let panels = [
         figure::Panel {
             y_label: "goodput (Mbit/s)".into(),
-            lines: per_flow(&|x, p| {
+            lines: per_flow(false, &|x, p| {
                 p.filter(|p| x.t > p.t && x.info.is_some()).map(|p| {
                     x.received.saturating_sub(p.received) as f64 * 8e3 / (x.t - p.t) as f64
                 })
@@ -804,11 +839,11 @@ fn write_outputs(
         },
         figure::Panel {
             y_label: "cwnd (segments)".into(),
-            lines: per_flow(&|x, _| x.info.map(|i| f64::from(i.cwnd))),
+            lines: per_flow(true, &|x, _| x.info.map(|i| f64::from(i.cwnd))),
         },
         figure::Panel {
             y_label: "smoothed RTT (ms)".into(),
-            lines: per_flow(&|x, _| x.info.map(|i| f64::from(i.srtt_us) / 1e3)),
+            lines: per_flow(true, &|x, _| x.info.map(|i| f64::from(i.srtt_us) / 1e3)),
         },
     ];
     let mut png_error = None;

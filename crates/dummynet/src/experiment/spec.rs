@@ -13,6 +13,7 @@ use dummynet_engine::Nanos;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::check::Check;
 use crate::gen::{parse_duration, parse_rate};
 
 /// Most runs a sweep may expand to.
@@ -62,6 +63,9 @@ struct RawFile {
     udp: Vec<Spanned<RawUdp>>,
     #[serde(default)]
     sweep: BTreeMap<String, Spanned<Vec<String>>>,
+    /// Checks of each run's summary (`flows.all.srtt_p50 < 31ms`).
+    #[serde(default)]
+    assert: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,7 +174,7 @@ pub struct Udp {
 }
 
 /// One run, every value resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     /// `name` plus the sweep's values: the run's directory name.
     pub label: String,
@@ -184,6 +188,8 @@ pub struct Run {
     pub flows: Vec<Flow>,
     pub pings: Vec<Ping>,
     pub udp: Vec<Udp>,
+    /// The file's `assert` list, read.
+    pub checks: Vec<Check>,
 }
 
 /// The line (from 1) of byte `offset` in `src`.
@@ -555,6 +561,14 @@ impl Cx<'_> {
                 &format!("at most {MAX_FLOWS} flows, pings and UDP flows in a run"),
             ));
         }
+        let checks = raw
+            .assert
+            .iter()
+            .map(|a| {
+                let text = value(a, "assert")?;
+                Check::parse(&text).map_err(|e| with_run(self.err(a, "assert", &e.0)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut label = name.to_string();
         for (k, v) in &vars {
             label.push_str(&format!("_{k}={v}"));
@@ -579,6 +593,7 @@ impl Cx<'_> {
             flows,
             pings,
             udp,
+            checks,
         })
     }
 }
@@ -647,7 +662,8 @@ mod tests {
 
     #[test]
     fn a_sweep_expands_into_every_combination() {
-        let src = "name = \"m\"\nduration = \"10s\"\n[link]\nup = \"bw {bw} delay 10ms\"\n\
+        let src = "name = \"m\"\nduration = \"10s\"\nassert = [\"flows.0.goodput > {bw}\"]\n\
+                   [link]\nup = \"bw {bw} delay 10ms\"\n\
                    [[flow]]\ncc = \"{cc}\"\n\
                    [sweep]\nbw = [\"1Mbit/s\", \"10Mbit/s\"]\ncc = [\"cubic\", \"reno\", \"bbr\"]\n";
         let r = runs(src).unwrap();
@@ -668,6 +684,9 @@ mod tests {
         assert_eq!(got[2].1.as_deref(), Some("bbr"));
         assert_eq!(got[3].0, "bw 10Mbit/s delay 10ms");
         assert_eq!(got[5].2, "m_bw=10Mbit-s_cc=bbr");
+        // A sweep's values go into the assertions too.
+        assert_eq!(r[0].checks[0].text, "flows.0.goodput > 1Mbit/s");
+        assert_eq!(r[3].checks[0].text, "flows.0.goodput > 10Mbit/s");
         assert_eq!(
             r[4].vars,
             vec![

@@ -167,6 +167,7 @@ mod tests {
             flows,
             pings: vec![],
             udp: vec![],
+            checks: vec![],
         }
     }
 
