@@ -19,6 +19,7 @@ pub struct Check {
     op: Op,
     /// In the quantity's unit: ms, bit/s, a count or a ratio.
     bound: f64,
+    unit: Unit,
 }
 
 /// What a check found on one run.
@@ -31,6 +32,8 @@ pub struct Outcome {
     /// in the quantity's unit; `None`: the run has no such value (a flow
     /// without an RTT sample), which fails the check.
     pub values: Vec<(String, Option<f64>)>,
+    #[serde(skip)]
+    unit: Unit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +180,7 @@ impl Check {
             quantity,
             op,
             bound,
+            unit,
         })
     }
 
@@ -191,6 +195,7 @@ impl Check {
             text: self.text.clone(),
             ok,
             values,
+            unit: self.unit,
         }
     }
 }
@@ -204,7 +209,7 @@ impl Outcome {
             self.values
                 .iter()
                 .map(|(k, v)| match v {
-                    Some(v) => format!("{k} {}", short(*v)),
+                    Some(v) => format!("{k} {}", self.unit.show(*v)),
                     None => format!("{k} none"),
                 })
                 .collect()
@@ -214,7 +219,24 @@ impl Outcome {
     }
 }
 
-/// A number as people write it: at most 4 significant decimals.
+impl Unit {
+    /// A value as its bound is written: `26.02ms`, `9.035Mbit/s`, `0.9648`.
+    fn show(self, v: f64) -> String {
+        match self {
+            Unit::Time => format!("{}ms", short(v)),
+            Unit::Rate => {
+                let (scale, name) = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "Kbit/s")]
+                    .into_iter()
+                    .find(|(s, _)| v.abs() >= *s)
+                    .unwrap_or((1.0, "bit/s"));
+                format!("{}{name}", short(v / scale))
+            }
+            Unit::Count | Unit::Ratio => short(v),
+        }
+    }
+}
+
+/// A number as people write it: at most 4 decimals, no trailing zeros.
 fn short(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
@@ -495,12 +517,21 @@ mod tests {
         assert!(ok("flows.1.goodput >= 8Mbit/s"));
         assert!(!ok("flows.1.goodput > 8Mbit/s"));
         assert!(ok("flows.all.retransmits <= 3"));
+        let line = |t: &str| Check::parse(t).map(|c| c.eval(&summary()).line()).ok();
+        assert_eq!(
+            line("flows.1.goodput > 8Mbit/s").as_deref(),
+            Some("FAIL flows.1.goodput > 8Mbit/s: flow 1 8Mbit/s")
+        );
+        assert_eq!(
+            line("link.paths.1.utilisation > 90%").as_deref(),
+            Some("ok   link.paths.1.utilisation > 90%: path 1 0.93")
+        );
         let o = Check::parse("flows.all.srtt_p50 < 31ms")
             .map(|c| c.eval(&summary()))
             .ok();
         assert_eq!(
             o.map(|o| o.line()).as_deref(),
-            Some("FAIL flows.all.srtt_p50 < 31ms: flow 0 26, flow 1 32")
+            Some("FAIL flows.all.srtt_p50 < 31ms: flow 0 26ms, flow 1 32ms")
         );
     }
 

@@ -522,12 +522,18 @@ pub fn run_one(
     let (to_log, events) = std::sync::mpsc::channel();
     let drain = {
         let log_stop = Arc::clone(&log_stop);
-        std::thread::spawn(move || drain_events(sub, to_log, log_stop))
+        std::thread::Builder::new()
+            .name("dn-events".into())
+            .spawn(move || drain_events(sub, to_log, log_stop))
+            .map_err(|e| format!("starting the event log: {e}"))?
     };
     let logger = {
         let (path, window) = (dir.join("events.jsonl"), r.interval);
         let from_wall = Arc::clone(&from_wall);
-        std::thread::spawn(move || log_events(events, path, window, paths, from_wall))
+        std::thread::Builder::new()
+            .name("dn-log".into())
+            .spawn(move || log_events(events, path, window, paths, from_wall))
+            .map_err(|e| format!("starting the event log: {e}"))?
     };
     let before = shell.stats().map_err(|e| e.to_string())?;
     let mut after = Err("the run ended before its end".to_string());

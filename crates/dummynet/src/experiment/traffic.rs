@@ -161,6 +161,17 @@ pub fn set_ecn(ns: &Netns, on: bool) -> Result<(), String> {
     .map_err(|e| format!("net.ipv4.tcp_ecn in the shell's namespace: {e}"))
 }
 
+/// Starts a thread named `name` (what `top -H` shows).
+fn named(
+    name: String,
+    f: Box<dyn FnOnce() -> Option<String> + Send>,
+) -> Result<JoinHandle<Option<String>>, String> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| format!("starting the thread {name}: {e}"))
+}
+
 /// Runs `run`'s traffic through the link between `ns` (inside) and
 /// `peer` (the end in `outside`, where the shell was started) and samples it; returns when the run is
 /// over (at most [`GRACE`] past its duration). Returns the run's time 0
@@ -186,7 +197,11 @@ pub fn drive(
     let mut threads: Vec<JoinHandle<Option<String>>> = Vec::new();
     let done = Arc::new(AtomicBool::new(false));
 
-    for (f, spec) in flows.iter().zip(&run.flows) {
+    // A thread that cannot start stops those already running.
+    let spawn = |name: String, f: Box<dyn FnOnce() -> Option<String> + Send>| {
+        named(name, f).inspect_err(|_| done.store(true, Ordering::Relaxed))
+    };
+    for (i, (f, spec)) in flows.iter().zip(&run.flows).enumerate() {
         m.cc.push(tcpinfo::congestion(f.tx.as_fd()).unwrap_or_default());
         // The sender.
         let tx = Arc::clone(&f.tx);
@@ -194,34 +209,37 @@ pub fn drive(
         let start = t0 + Duration::from_nanos(spec.start);
         let until = spec.until;
         let done_tx = Arc::clone(&done);
-        threads.push(std::thread::spawn(move || {
-            sleep_until(start, &done_tx);
-            started.store(true, Ordering::Relaxed);
-            let stop_at = match until {
-                Until::Time(d) => (start + Duration::from_nanos(d)).min(end),
-                Until::Bytes(_) => end,
-            };
-            let limit = match until {
-                Until::Bytes(b) => b,
-                Until::Time(_) => u64::MAX,
-            };
-            let buf = vec![0x5au8; CHUNK];
-            let sent = std::cell::Cell::new(0u64);
-            let pumped = pump(
-                || (&*tx).write(&buf[..(limit - sent.get()).min(CHUNK as u64) as usize]),
-                || {
-                    sent.get() < limit
-                        && Instant::now() < stop_at
-                        && !done_tx.load(Ordering::Relaxed)
-                },
-                |n| sent.set(sent.get() + n as u64),
-            );
-            if let Err(e) = pumped {
-                return Some(format!("sender: {e}"));
-            }
-            let _ = tx.shutdown(Shutdown::Write);
-            None
-        }));
+        threads.push(spawn(
+            format!("dn-tx-{i}"),
+            Box::new(move || {
+                sleep_until(start, &done_tx);
+                started.store(true, Ordering::Relaxed);
+                let stop_at = match until {
+                    Until::Time(d) => (start + Duration::from_nanos(d)).min(end),
+                    Until::Bytes(_) => end,
+                };
+                let limit = match until {
+                    Until::Bytes(b) => b,
+                    Until::Time(_) => u64::MAX,
+                };
+                let buf = vec![0x5au8; CHUNK];
+                let sent = std::cell::Cell::new(0u64);
+                let pumped = pump(
+                    || (&*tx).write(&buf[..(limit - sent.get()).min(CHUNK as u64) as usize]),
+                    || {
+                        sent.get() < limit
+                            && Instant::now() < stop_at
+                            && !done_tx.load(Ordering::Relaxed)
+                    },
+                    |n| sent.set(sent.get() + n as u64),
+                );
+                if let Err(e) = pumped {
+                    return Some(format!("sender: {e}"));
+                }
+                let _ = tx.shutdown(Shutdown::Write);
+                None
+            }),
+        )?);
         // The receiver.
         let mut rx = match f.rx.try_clone() {
             Ok(s) => s,
@@ -229,20 +247,23 @@ pub fn drive(
         };
         let received = Arc::clone(&f.received);
         let done_rx = Arc::clone(&done);
-        threads.push(std::thread::spawn(move || {
-            let mut buf = vec![0u8; CHUNK];
-            let pumped = pump(
-                || rx.read(&mut buf),
-                || Instant::now() < hard_end && !done_rx.load(Ordering::Relaxed),
-                |n| {
-                    received.fetch_add(n as u64, Ordering::Relaxed);
-                },
-            );
-            if let Err(e) = pumped {
-                return Some(format!("receiver: {e}"));
-            }
-            None
-        }));
+        threads.push(spawn(
+            format!("dn-rx-{i}"),
+            Box::new(move || {
+                let mut buf = vec![0u8; CHUNK];
+                let pumped = pump(
+                    || rx.read(&mut buf),
+                    || Instant::now() < hard_end && !done_rx.load(Ordering::Relaxed),
+                    |n| {
+                        received.fetch_add(n as u64, Ordering::Relaxed);
+                    },
+                );
+                if let Err(e) = pumped {
+                    return Some(format!("receiver: {e}"));
+                }
+                None
+            }),
+        )?);
     }
 
     // Pings: an echo server here, a client inside.
@@ -254,33 +275,39 @@ pub fn drive(
             .map_err(|e| e.to_string())?;
         let echo_addr = echo.local_addr().map_err(|e| e.to_string())?;
         let done_echo = Arc::clone(&done);
-        threads.push(std::thread::spawn(move || {
-            let mut buf = [0u8; 64];
-            while Instant::now() < hard_end && !done_echo.load(Ordering::Relaxed) {
-                if let Ok((n, from)) = echo.recv_from(&mut buf) {
-                    let _ = echo.send_to(&buf[..n], from);
+        threads.push(spawn(
+            "dn-echo".into(),
+            Box::new(move || {
+                let mut buf = [0u8; 64];
+                while Instant::now() < hard_end && !done_echo.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = echo.recv_from(&mut buf) {
+                        let _ = echo.send_to(&buf[..n], from);
+                    }
                 }
-            }
-            None
-        }));
-        for (p, out) in run.pings.iter().zip(&ping_results) {
+                None
+            }),
+        )?);
+        for (k, (p, out)) in run.pings.iter().zip(&ping_results).enumerate() {
             let sock = in_ns(ns, || UdpSocket::bind(("0.0.0.0", 0)))?;
             sock.connect(echo_addr).map_err(|e| e.to_string())?;
             let p = *p;
             let out = Arc::clone(out);
             let done_p = Arc::clone(&done);
-            threads.push(std::thread::spawn(move || {
-                ping_loop(
-                    &sock, t0, p.start, p.duration, p.interval, end, &out, &done_p,
-                );
-                None
-            }));
+            threads.push(spawn(
+                format!("dn-ping-{k}"),
+                Box::new(move || {
+                    ping_loop(
+                        &sock, t0, p.start, p.duration, p.interval, end, &out, &done_p,
+                    );
+                    None
+                }),
+            )?);
         }
     }
 
     // Constant-rate UDP flows.
     let mut udp_rx: Vec<(Arc<AtomicU64>, Arc<AtomicU64>)> = Vec::new();
-    for u in &run.udp {
+    for (k, u) in run.udp.iter().enumerate() {
         let inside = in_ns(ns, || UdpSocket::bind(("0.0.0.0", 0)))?;
         let outer = in_ns(outside, || UdpSocket::bind((peer, 0)))?;
         let inside_addr = SocketAddr::new(
@@ -302,39 +329,45 @@ pub fn drive(
         let sent = Arc::new(AtomicU64::new(0));
         let (got_r, sent_t) = (Arc::clone(&got), Arc::clone(&sent));
         let done_r = Arc::clone(&done);
-        threads.push(std::thread::spawn(move || {
-            let mut buf = [0u8; 2048];
-            while Instant::now() < hard_end && !done_r.load(Ordering::Relaxed) {
-                if let Ok(n) = rx.recv(&mut buf) {
-                    got_r.fetch_add(n as u64, Ordering::Relaxed);
+        threads.push(spawn(
+            format!("dn-udp-rx-{k}"),
+            Box::new(move || {
+                let mut buf = [0u8; 2048];
+                while Instant::now() < hard_end && !done_r.load(Ordering::Relaxed) {
+                    if let Ok(n) = rx.recv(&mut buf) {
+                        got_r.fetch_add(n as u64, Ordering::Relaxed);
+                    }
                 }
-            }
-            None
-        }));
+                None
+            }),
+        )?);
         let u = *u;
         let done_t = Arc::clone(&done);
-        threads.push(std::thread::spawn(move || {
-            let start = t0 + Duration::from_nanos(u.start);
-            let stop_at = (start + Duration::from_nanos(u.duration)).min(end);
-            sleep_until(start, &done_t);
-            let gap = Duration::from_nanos(u64::from(u.size) * 8 * 1_000_000_000 / u.rate);
-            let buf = vec![0xa5u8; u.size as usize];
-            let mut next = start;
-            while next < stop_at && !done_t.load(Ordering::Relaxed) {
-                sleep_until(next, &done_t);
-                if tx.send_to(&buf, to).is_ok() {
-                    sent_t.fetch_add(u64::from(u.size), Ordering::Relaxed);
+        threads.push(spawn(
+            format!("dn-udp-tx-{k}"),
+            Box::new(move || {
+                let start = t0 + Duration::from_nanos(u.start);
+                let stop_at = (start + Duration::from_nanos(u.duration)).min(end);
+                sleep_until(start, &done_t);
+                let gap = Duration::from_nanos(u64::from(u.size) * 8 * 1_000_000_000 / u.rate);
+                let buf = vec![0xa5u8; u.size as usize];
+                let mut next = start;
+                while next < stop_at && !done_t.load(Ordering::Relaxed) {
+                    sleep_until(next, &done_t);
+                    if tx.send_to(&buf, to).is_ok() {
+                        sent_t.fetch_add(u64::from(u.size), Ordering::Relaxed);
+                    }
+                    next += gap;
+                    // A sender that fell behind (no CPU) does not burst to
+                    // catch up more than a sampling interval's worth.
+                    let now = Instant::now();
+                    if now > next + Duration::from_millis(100) {
+                        next = now;
+                    }
                 }
-                next += gap;
-                // A sender that fell behind (no CPU) does not burst to
-                // catch up more than a sampling interval's worth.
-                let now = Instant::now();
-                if now > next + Duration::from_millis(100) {
-                    next = now;
-                }
-            }
-            None
-        }));
+                None
+            }),
+        )?);
         udp_rx.push((got, sent));
     }
 
