@@ -215,6 +215,7 @@ complete -c dummynet -n "__fish_dummynet_using_subcommand shell" -s h -l help -d
 complete -c dummynet -n "__fish_dummynet_using_subcommand experiment" -s o -l out -d 'The directory the runs\' directories go in (made if need be)' -r -F
 complete -c dummynet -n "__fish_dummynet_using_subcommand experiment" -l dry-run -d 'Read the file and list its runs, run nothing'
 complete -c dummynet -n "__fish_dummynet_using_subcommand experiment" -l svg-only -d 'Figures as SVG only (a PNG takes seconds to rasterise, and needs a font on this system)'
+complete -c dummynet -n "__fish_dummynet_using_subcommand experiment" -l check -d 'Exit 1 when one of the file\'s `assert` checks fails on a run (they are evaluated, printed and written to summary.json either way)'
 complete -c dummynet -n "__fish_dummynet_using_subcommand experiment" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c dummynet -n "__fish_dummynet_using_subcommand flood" -l seconds -d 'How long to send, in seconds (at most 60)' -r
 complete -c dummynet -n "__fish_dummynet_using_subcommand flood" -l size -d 'Frame size in bytes, Ethernet header included, without FCS (60..=1514)' -r
