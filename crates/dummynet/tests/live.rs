@@ -2292,7 +2292,7 @@ fn seed002_pipes(link: &str) -> String {
 /// buffer with droptail. 5 s of TCP; 25 pings from 1.5 s on, after slow
 /// start, measure the RTT under load.
 ///
-/// - Goodput, CoDel: at least `min_share` of the link (the payload
+/// - Goodput from 1.5 s on, CoDel: at least `min_share` of the link (the payload
 ///   ceiling is 10 × 1448/1500 = 9.65 Mbit/s), scaled by the share of
 ///   that ceiling droptail's run carried (1 on a quiet machine; below it
 ///   when the machine starved the endpoints), which must be 75% or more. CoDel keeps only a few
@@ -2343,7 +2343,17 @@ fn seed002_codel_vs_droptail(mode: Mode, one_way_ms: u32, min_share: f64) {
         1.5,
         25,
     );
-    let bps = iperf3_received_bps(&codel.tcp[0]);
+    // Goodput in the steady state, from 1.5 s (as the pings) to the end:
+    // slow start's overshoot and CoDel's first drops, which a 5 s run
+    // cannot average out (whole runs at 40 ms: 6.67 to 8.3 Mbit/s), are
+    // not what the bound is about.
+    let steady = |json: &str| iperf3_span_bps(json, 1.5, 5.0);
+    let bps = steady(&codel.tcp[0]);
+    println!(
+        "CoDel at {base} ms RTT: {:.2} Mbit/s from 1.5 s, {:.2} over the whole run",
+        mbit(bps),
+        mbit(iperf3_received_bps(&codel.tcp[0]))
+    );
     // What TCP could carry through this link on the machine as it was:
     // droptail's full buffer keeps the link busy, so its goodput falls
     // short of the payload ceiling only when the endpoints are starved
@@ -2351,7 +2361,7 @@ fn seed002_codel_vs_droptail(mode: Mode, one_way_ms: u32, min_share: f64) {
     // CoDel 7.80, under 8.0). CoDel's floor scales with it, and droptail
     // must carry at least 75% itself, so a slow link still fails.
     let ceiling = SEED002_LINK_BPS * 1448.0 / 1500.0;
-    let carried = iperf3_received_bps(&droptail.tcp[0]).min(ceiling) / ceiling;
+    let carried = steady(&droptail.tcp[0]).min(ceiling) / ceiling;
     assert!(
         carried >= 0.75,
         "droptail at {base} ms RTT: TCP received {:.2} Mbit/s of {:.2}",
