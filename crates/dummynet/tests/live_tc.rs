@@ -157,6 +157,19 @@ fn sent_dropped_backlog(show: &str) -> (u64, u64, u64, u64) {
     )
 }
 
+/// `overlimits N` of the first qdisc in a `tc -s qdisc show` output.
+fn overlimits(show: &str) -> u64 {
+    let mut words = show.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "overlimits")
+        .unwrap_or_else(|| panic!("no `overlimits` in:\n{show}"));
+    words
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `overlimits` in:\n{show}"))
+}
+
 #[test]
 fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
     if !ready("tc delay", TOOLS) {
@@ -193,6 +206,8 @@ fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
     let into_pipe = rule_packets(&rules, 100);
     assert!(pkts >= 10 && bytes >= 10 * 84, "{show}");
     assert_eq!(into_pipe, pkts + dropped + backlog, "{show}\n{rules}");
+    // No rate: nothing waits for one.
+    assert_eq!(overlimits(&show), 0, "{show}");
     // Without dev, the other interfaces are the system's.
     let all = w.tc_ok(&["qdisc", "show"]);
     assert!(all.contains("dev lo root"), "{all}");
@@ -319,8 +334,25 @@ fn netem_rate_paces_a_tcp_transfer_and_change_loses_nothing() {
 
     // TCP filled the 100-packet queue: its drops are counted, and are
     // the only ones.
-    let show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
-    let (_, _, tcp_dropped, _) = sent_dropped_backlog(&show);
+    // Read once the queue has drained (100 packets at 1 Mbit/s: 1.2 s).
+    let mut show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
+    for _ in 0..40 {
+        if sent_dropped_backlog(&show).3 == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
+    }
+    let (_, sent, tcp_dropped, backlog) = sent_dropped_backlog(&show);
+    // The counters add up with the books: what rule 100 sent into the
+    // pipe was sent, dropped or is inside; and the packets that waited for
+    // the rate (overlimits) are among those it took, most of a transfer
+    // that keeps the queue full.
+    let into_pipe = rule_packets(&ipfw(&w.socket(), &["show"]), 100);
+    assert_eq!(into_pipe, sent + tcp_dropped + backlog, "{show}");
+    let waited = overlimits(&show);
+    println!("rate 1mbit: {waited} of {sent} packets sent waited for the rate");
+    assert!(waited > sent / 2 && waited <= sent + backlog, "{show}");
 
     // change mid-transfer: UDP below both rates, the qdisc changed twice
     // while it runs; nothing is lost in the daemon or on the way.
