@@ -118,6 +118,9 @@ pub struct PipeJson {
     pub queue: Option<QueueJson>,
     /// Its scheduler's type (`FIFO`, `WF2Q+`...).
     pub sched_type: Option<&'static str>,
+    /// Packets that arrived to find its link busy sending (or packets
+    /// queued ahead) and waited for bandwidth, over all its instances.
+    pub waited_packets: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -390,6 +393,15 @@ pub fn pipes(snap: &Snapshot, numbers: &[u32]) -> PipesJson {
                     .iter()
                     .find(|s| s.number == l.number)
                     .map(|s| s.kind),
+                // Its link carries the instances of both its schedulers: N
+                // (its queues') and N + 65536 (its own queue's).
+                waited_packets: snap
+                    .scheds
+                    .iter()
+                    .filter(|s| s.number == l.number || s.number == l.number + DN_MAX_ID)
+                    .flat_map(|s| &s.instances)
+                    .map(|i| i.counters.waited)
+                    .sum(),
             })
             .collect(),
     }

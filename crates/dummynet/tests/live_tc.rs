@@ -157,6 +157,19 @@ fn sent_dropped_backlog(show: &str) -> (u64, u64, u64, u64) {
     )
 }
 
+/// `overlimits N` of the first qdisc in a `tc -s qdisc show` output.
+fn overlimits(show: &str) -> u64 {
+    let mut words = show.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "overlimits")
+        .unwrap_or_else(|| panic!("no `overlimits` in:\n{show}"));
+    words
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `overlimits` in:\n{show}"))
+}
+
 #[test]
 fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
     if !ready("tc delay", TOOLS) {
@@ -180,10 +193,11 @@ fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
         shaped - base
     );
 
-    // tc's own format, the qdisc as added.
+    // tc's own format, the qdisc as added (with `dev` named, tc does not
+    // repeat it).
     let show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
     assert!(
-        show.starts_with("qdisc netem 8001: dev c0 root refcnt 2 limit 1000 delay 100ms\n Sent "),
+        show.starts_with("qdisc netem 8001: root refcnt 2 limit 1000 delay 100ms\n Sent "),
         "{show}"
     );
     // Its counters add up with the daemon's books: what rule 100 sent to
@@ -193,6 +207,8 @@ fn netem_delay_adds_its_delay_to_the_rtt_and_del_restores_the_interface() {
     let into_pipe = rule_packets(&rules, 100);
     assert!(pkts >= 10 && bytes >= 10 * 84, "{show}");
     assert_eq!(into_pipe, pkts + dropped + backlog, "{show}\n{rules}");
+    // No rate: nothing waits for one.
+    assert_eq!(overlimits(&show), 0, "{show}");
     // Without dev, the other interfaces are the system's.
     let all = w.tc_ok(&["qdisc", "show"]);
     assert!(all.contains("dev lo root"), "{all}");
@@ -319,8 +335,25 @@ fn netem_rate_paces_a_tcp_transfer_and_change_loses_nothing() {
 
     // TCP filled the 100-packet queue: its drops are counted, and are
     // the only ones.
-    let show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
-    let (_, _, tcp_dropped, _) = sent_dropped_backlog(&show);
+    // Read once the queue has drained (100 packets at 1 Mbit/s: 1.2 s).
+    let mut show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
+    for _ in 0..40 {
+        if sent_dropped_backlog(&show).3 == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        show = w.tc_ok(&["-s", "qdisc", "show", "dev", "c0"]);
+    }
+    let (_, sent, tcp_dropped, backlog) = sent_dropped_backlog(&show);
+    // The counters add up with the books: what rule 100 sent into the
+    // pipe was sent, dropped or is inside; and the packets that waited for
+    // the rate (overlimits) are among those it took, most of a transfer
+    // that keeps the queue full.
+    let into_pipe = rule_packets(&ipfw(&w.socket(), &["show"]), 100);
+    assert_eq!(into_pipe, sent + tcp_dropped + backlog, "{show}");
+    let waited = overlimits(&show);
+    println!("rate 1mbit: {waited} of {sent} packets sent waited for the rate");
+    assert!(waited > sent / 2 && waited <= sent + backlog, "{show}");
 
     // change mid-transfer: UDP below both rates, the qdisc changed twice
     // while it runs; nothing is lost in the daemon or on the way.
@@ -416,7 +449,7 @@ fn a_containers_namespace_is_shaped_through_nsenter_and_from_outside() {
         "tc -n",
     );
     assert!(expect_success(&outside, "tc -n")
-        .contains("qdisc netem 8001: dev c0 root refcnt 2 limit 1000 delay 50ms"),);
+        .contains("qdisc netem 8001: root refcnt 2 limit 1000 delay 50ms"),);
     let del = run_bounded(
         Command::new(DUMMYNET).args([
             "tc",
@@ -499,9 +532,7 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     let show = shim.tc_ok(&w, "qdisc show dev c0");
     println!("pumba: {show}");
     assert!(
-        show.starts_with(
-            "qdisc netem 8001: dev c0 root refcnt 2 limit 1000 delay 200ms  50ms 25.5%"
-        ),
+        show.starts_with("qdisc netem 8001: root refcnt 2 limit 1000 delay 200ms  50ms 25.5%"),
         "{show}"
     );
     let shaped = w.ping_avg();
@@ -535,9 +566,7 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     let show = shim.tc_ok(&w, "qdisc show dev c0");
     println!("chaos mesh netem: {show}");
     assert!(
-        show.starts_with(
-            "qdisc netem 1: dev c0 root refcnt 2 limit 1000 delay 50ms  10ms 25% loss 1%"
-        ),
+        show.starts_with("qdisc netem 1: root refcnt 2 limit 1000 delay 50ms  10ms 25% loss 1%"),
         "{show}"
     );
     shim.tc_ok(&w, "qdisc del dev c0 root");
@@ -548,7 +577,7 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     let show = shim.tc_ok(&w, "qdisc show dev c0");
     println!("chaos mesh tbf: {show}");
     assert!(
-        show.starts_with("qdisc tbf 1: dev c0 root refcnt 2 rate 1Mbit burst 10000b"),
+        show.starts_with("qdisc tbf 1: root refcnt 2 rate 1Mbit burst 10000b"),
         "{show}"
     );
     shim.tc_ok(&w, "qdisc del dev c0 root");
@@ -565,7 +594,7 @@ fn chaos_tools_command_lines_run_through_the_tc_shim() {
     println!("containerlab's request: {show}");
     assert!(
         show.starts_with(
-            "qdisc netem 1: dev c0 root refcnt 2 limit 10000 delay 100ms  10ms loss 5% rate 1Mbit"
+            "qdisc netem 1: root refcnt 2 limit 10000 delay 100ms  10ms loss 5% rate 1Mbit"
         ),
         "{show}"
     );
@@ -656,12 +685,22 @@ fn netems_seed_is_the_pipes_so_interfaces_with_one_seed_drop_alike() {
 }
 
 #[test]
-fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
+fn tc_json_show_prints_each_qdisc_as_iproute2_does_with_the_pipes_counters() {
     if !ready("tc json", TOOLS) {
         return;
     }
     let _serial = serial();
     let w = World::new();
+    // Nothing but the pings leaves c0 (no IPv6 neighbour or router
+    // traffic), so the books hold still between two reads.
+    expect_success(
+        &w.pair
+            .c
+            .command("sysctl", &["-w", "net.ipv6.conf.c0.disable_ipv6=1"])
+            .output()
+            .expect("sysctl"),
+        "disable IPv6 on c0",
+    );
     w.tc_ok(&[
         "qdisc", "add", "dev", "c0", "root", "netem", "delay", "10ms", "2ms", "25%", "loss", "10%",
         "seed", "3",
@@ -675,7 +714,10 @@ fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
     let q = &one[0];
     assert_eq!(q["kind"], "netem");
     assert_eq!(q["handle"], "8001:");
-    assert_eq!(q["dev"], "c0");
+    assert!(
+        q.get("dev").is_none(),
+        "tc names no device it was given: {q}"
+    );
     assert_eq!(q["root"], true);
     let o = &q["options"];
     assert_eq!(o["limit"], 1000);
@@ -697,7 +739,7 @@ fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
         n("drops") >= u64::from(p.lost()) && n("packets") >= 25,
         "{q}"
     );
-    assert_eq!(n("requeues"), 0);
+    assert_eq!((n("requeues"), n("overlimits")), (0, 0), "no rate: {q}");
     // Without dev: the system's qdiscs, and ours in place of c0's, once.
     let all = parse(&w.tc_ok(&["-j", "qdisc", "show"]));
     assert!(all.iter().any(|q| q["dev"] == "lo"), "{all:?}");
@@ -705,5 +747,44 @@ fn tc_json_show_prints_netem_as_iproute2_does_with_the_pipes_counters() {
     assert_eq!(ours.len(), 1, "{all:?}");
     assert_eq!(ours[0]["kind"], "netem");
     assert!(ours[0].get("bytes").is_none(), "{all:?}");
+    w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+
+    // tbf and fq_codel print as iproute2 prints them too (tbf's options
+    // are what iproute2 6.1 printed for this command on a kernel with tbf).
+    w.tc_ok(&[
+        "qdisc", "add", "dev", "c0", "root", "tbf", "rate", "1mbit", "burst", "32kbit", "latency",
+        "400ms",
+    ]);
+    let p = w.ping(20, "0.01", Duration::from_secs(30));
+    let one = parse(&w.tc_ok(&["-s", "-j", "qdisc", "show", "dev", "c0"]));
+    assert_eq!(one.len(), 1, "{one:?}");
+    let q = &one[0];
+    assert_eq!((&q["kind"], &q["handle"]), (&"tbf".into(), &"8001:".into()));
+    assert_eq!(
+        q["options"],
+        serde_json::json!({"rate": 125000, "burst": 4096, "lat": 400000})
+    );
+    let n = |k: &str| q[k].as_u64().unwrap_or_else(|| panic!("no {k} in {q}"));
+    let rules = ipfw(&w.socket(), &["show"]);
+    assert_eq!(
+        rule_packets(&rules, 100),
+        n("packets") + n("drops") + n("qlen"),
+        "{q}\n{rules}"
+    );
+    assert!(n("packets") >= u64::from(p.received), "{q}");
+    w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
+
+    w.tc_ok(&[
+        "qdisc", "add", "dev", "c0", "root", "fq_codel", "limit", "1000", "noecn",
+    ]);
+    let all = parse(&w.tc_ok(&["-j", "qdisc", "show"]));
+    let ours: Vec<_> = all.iter().filter(|q| q["dev"] == "c0").collect();
+    assert_eq!(ours.len(), 1, "{all:?}");
+    assert_eq!(ours[0]["kind"], "fq_codel");
+    assert_eq!(
+        ours[0]["options"],
+        serde_json::json!({"limit": 1000, "flows": 1024, "quantum": 1514, "target": 5000,
+            "interval": 100000, "memory_limit": 33554432, "drop_batch": 64})
+    );
     w.tc_ok(&["qdisc", "del", "dev", "c0", "root"]);
 }

@@ -79,6 +79,9 @@ pub struct FlowCounters {
     pub len_pkts: u32,
     pub len_bytes: u64,
     pub drops: u64,
+    /// A scheduler instance's accepted packets that found its link busy or
+    /// packets queued ahead, and so waited for bandwidth (0 for a queue).
+    pub waited: u64,
 }
 
 /// Everything `show`, `pipe show`, `queue show` and `sched show` print.

@@ -37,6 +37,91 @@ fn serialization_and_delay_are_exact() {
     assert_eq!(h.departure(d), SEC + 80 * US + 10 * MS);
 }
 
+/// The `waited` counters of pipe `n`'s scheduler instances, summed (both of
+/// its schedulers: the one its own queue feeds, N + 65536, and N).
+fn waited(h: &Harness, n: u32) -> u64 {
+    h.e.snapshot()
+        .scheds
+        .iter()
+        .filter(|s| s.number % DN_MAX_ID == n)
+        .flat_map(|s| &s.instances)
+        .map(|i| i.counters.waited)
+        .sum()
+}
+
+#[test]
+fn packets_that_find_the_link_busy_are_counted_as_waiting() {
+    // Ten back-to-back 1000-byte packets into 1 Mbit/s: the first goes
+    // straight onto the idle link (8 ms on the wire), the other nine wait.
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 1_000_000, 0));
+    all_to_pipe(&mut h, 1);
+    let ids: Vec<u64> = (0..10)
+        .map(|_| h.send(0, udp([1; 4], [2; 4], 1, 2, 1000)))
+        .collect();
+    assert_eq!(waited(&h, 1), 9);
+    // One alone, long after: the link is idle again, so it does not wait.
+    let late = h.send(SEC, udp([1; 4], [2; 4], 1, 2, 1000));
+    h.finish();
+    assert_eq!(h.departure(ids[0]), 8 * MS);
+    assert_eq!(h.departure(ids[9]), 80 * MS);
+    assert_eq!(h.departure(late), SEC + 8 * MS);
+    assert_eq!(waited(&h, 1), 9);
+
+    // Without bandwidth nothing waits for it, delay or not.
+    let mut h = Harness::new(1);
+    h.apply(pipe(1, 0, 10 * MS));
+    all_to_pipe(&mut h, 1);
+    for _ in 0..10 {
+        h.send(0, udp([1; 4], [2; 4], 1, 2, 1000));
+    }
+    h.finish();
+    assert_eq!(h.delivered(), 10);
+    assert_eq!(waited(&h, 1), 0);
+}
+
+#[test]
+fn each_instance_counts_the_packets_that_waited_for_its_own_link() {
+    // A mask gives each host its own 1 Mbit/s link: five packets to each of
+    // two hosts at once, the first of each sent at once and four waiting.
+    let mut h = Harness::new(1);
+    let fs = FlowsetConfig {
+        mask: FlowMask {
+            dst_ip: 0xff,
+            ..FlowMask::default()
+        },
+        ..Default::default()
+    };
+    h.apply(pipe_cfg(
+        1,
+        LinkConfig {
+            bw: 1_000_000,
+            ..Default::default()
+        },
+        fs,
+    ));
+    all_to_pipe(&mut h, 1);
+    for _ in 0..5 {
+        for host in [1, 2] {
+            h.send(0, udp([1; 4], [10, 0, 0, host], 1, 2, 1000));
+        }
+    }
+    h.finish();
+    let snap = h.e.snapshot();
+    let fifo = snap
+        .scheds
+        .iter()
+        .find(|s| s.number == 1 + DN_MAX_ID)
+        .unwrap();
+    assert_eq!(fifo.instances.len(), 2);
+    assert!(
+        fifo.instances.iter().all(|i| i.counters.waited == 4),
+        "{:?}",
+        fifo.instances
+    );
+    assert_eq!(waited(&h, 1), 8);
+}
+
 #[test]
 fn fractional_bit_times_carry_without_drift() {
     // 128-byte packets at 1 Gbit/s take 1024 ns each; at 3 Mbit/s a 1-byte

@@ -100,6 +100,7 @@ const PIPE: &[Field] = &[
     f("link", To::Object(LINK)),
     f("queue", To::Object(flowset!(To::ReadOnly, To::ReadOnly))),
     f("sched_type", To::ReadOnly),
+    f("waited_packets", To::ReadOnly),
     f("role", To::ReadOnly),
 ];
 const QUEUE: &[Field] = flowset!(To::Number, To::Int("sched", ""));
@@ -572,7 +573,7 @@ mod tests {
 
     #[test]
     fn a_pipe_view_becomes_its_options() {
-        let pipe = json!({"number": 1, "sched_type": "WF2Q+",
+        let pipe = json!({"number": 1, "sched_type": "WF2Q+", "waited_packets": 7,
             "link": {"bandwidth_bps": 1000000, "delay_ns": 20000000, "burst_bytes": 0,
                      "profile": null, "trace": false, "impairments": ["jitter 5ms"]},
             "queue": {"number": 131073, "sched": 65537, "linked": true, "weight": 1,

@@ -70,6 +70,7 @@ fn counters(
         len_pkts,
         len_bytes,
         drops,
+        waited: 0,
     }
 }
 

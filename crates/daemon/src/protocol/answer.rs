@@ -658,6 +658,10 @@ mod tests {
         assert_eq!(total, 3);
         assert!(dropped <= 3);
         assert_eq!(flows[0]["total_bytes"], 3000);
+        // 1000 bytes take 8 ms at 1 Mbit/s and they came 1 ms apart: all
+        // but the first that passed found the link busy.
+        assert_eq!(p["waited_packets"], (total - dropped).saturating_sub(1));
+        assert_eq!(pipes[1]["waited_packets"], 0);
 
         let v = plane.json("queue show");
         let queues = v["queues"].as_array().unwrap();

@@ -272,7 +272,8 @@ impl Daemon {
     }
 
     /// The qdisc's counters from the daemon's books: Sent is what rule 200
-    /// counted leaving the pipe; dropped, and the backlog, the engine's.
+    /// counted leaving the pipe; dropped, and the backlog, the engine's;
+    /// overlimits, pipe 1's `waited_packets`.
     pub(crate) fn stats(&self) -> Result<QdiscStats, Refusal> {
         let rules = call(&self.socket(), &["show"], true)?;
         let rules: serde_json::Value = serde_json::from_str(&rules.stdout)
@@ -293,12 +294,16 @@ impl Daemon {
         .map_err(|e| Refusal::kernel(format!("dummynet tc: the daemon of {}: {e}", self.dev)))?;
         let s: serde_json::Value = serde_json::from_str(&reply.stdout)
             .map_err(|e| Refusal::kernel(format!("dummynet tc: the daemon's stats: {e}")))?;
+        let pipe = call(&self.socket(), &["pipe", "1", "show"], true)?;
+        let pipe: serde_json::Value = serde_json::from_str(&pipe.stdout)
+            .map_err(|e| Refusal::kernel(format!("dummynet tc: the daemon's pipe: {e}")))?;
         let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
         Ok(QdiscStats {
             bytes: n(&count["bytes"]),
             packets: n(&count["packets"]),
             drops: n(&s["totals"]["dropped"]),
-            overlimits: 0,
+            // tbf counts throttled dequeues; ours, packets that waited for the pipe's busy link.
+            overlimits: n(&pipe["pipes"][0]["waited_packets"]),
             backlog_bytes: n(&s["memory_bytes"]["parts"]["packets"]["now"]),
             backlog_packets: n(&s["totals"]["inside"]),
         })

@@ -3,11 +3,20 @@
 
 use std::process::ExitCode;
 
-use dummynet_lang::tc::{format_qdisc, GlobalOpts, Loss, Qdisc, QdiscStats};
-use serde_json::{json, Value};
+use dummynet_lang::tc::{format_qdisc, qdisc_json, GlobalOpts, Json};
+use serde_json::Value;
 
 use super::daemon::{Daemon, Namespace};
 use super::{system, Refusal};
+
+/// One element of `tc -j qdisc show`'s list: the system tc's as it printed
+/// it, or ours, keys in iproute2's order.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Listed {
+    System(Value),
+    Ours(Json),
+}
 
 pub(crate) fn show(
     opts: &GlobalOpts,
@@ -19,13 +28,6 @@ pub(crate) fn show(
         .into_iter()
         .filter(|d| dev.is_none_or(|x| x == d.dev))
         .collect();
-    if opts.json && ours.iter().any(|d| !matches!(d.qdisc, Qdisc::Netem(_))) {
-        return Err(Refusal {
-            status: 1,
-            message: "dummynet tc: `-json` output is emulated for netem only, not tbf or fq_codel"
-                .into(),
-        });
-    }
     let system = if dev.is_some() && !ours.is_empty() {
         String::new()
     } else {
@@ -34,14 +36,21 @@ pub(crate) fn show(
     if opts.json {
         let mut all: Vec<Value> = serde_json::from_str(&system).unwrap_or_default();
         all.retain(|q| !ours.iter().any(|d| q["dev"] == d.dev.as_str()));
+        let mut listed: Vec<Listed> = all.into_iter().map(Listed::System).collect();
         for d in &ours {
             let stats = if opts.stats { Some(d.stats()?) } else { None };
-            all.push(json(d, stats.as_ref()));
+            listed.push(Listed::Ours(qdisc_json(
+                d.handle,
+                &d.parent,
+                named(dev, d),
+                &d.qdisc,
+                stats.as_ref(),
+            )));
         }
         let text = if opts.pretty {
-            serde_json::to_string_pretty(&all)
+            serde_json::to_string_pretty(&listed)
         } else {
-            serde_json::to_string(&all)
+            serde_json::to_string(&listed)
         };
         println!("{}", text.unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
@@ -49,82 +58,23 @@ pub(crate) fn show(
     let mut blocks = Vec::new();
     for d in &ours {
         let stats = if opts.stats { Some(d.stats()?) } else { None };
-        blocks.push((d.dev.clone(), line(d, opts.iec, stats.as_ref())));
+        let line = format_qdisc(
+            d.handle,
+            &d.parent,
+            named(dev, d),
+            &d.qdisc,
+            opts.iec,
+            stats.as_ref(),
+        );
+        blocks.push((d.dev.clone(), line + "\n"));
     }
     print!("{}", merge(&system, blocks));
     Ok(ExitCode::SUCCESS)
 }
 
-/// Our qdisc as tc prints it, `dev IF` in its place.
-fn line(d: &Daemon, iec: bool, stats: Option<&dummynet_lang::tc::QdiscStats>) -> String {
-    let s = format_qdisc(d.handle, &d.parent, &d.qdisc, iec, stats);
-    let head = format!("qdisc {} {:x}: ", d.qdisc.kind(), d.handle);
-    match s.strip_prefix(&head) {
-        Some(rest) => format!("{head}dev {} {rest}\n", d.dev),
-        None => s + "\n",
-    }
-}
-
-/// A netem qdisc as `tc -j qdisc show` prints it: times in seconds,
-/// probabilities as fractions, the rate in bytes/s; with `stats`, tc's
-/// counters beside the options.
-fn json(d: &Daemon, stats: Option<&QdiscStats>) -> Value {
-    let frac = |p: dummynet_lang::tc::units::Percent| f64::from(p.0) / f64::from(u32::MAX);
-    let chance = |word: &str, c: &dummynet_lang::tc::Chance| json!({ word: frac(c.p), "correlation": frac(c.corr) });
-    let mut o = serde_json::Map::new();
-    if let Qdisc::Netem(n) = &d.qdisc {
-        o.insert("limit".into(), json!(n.limit));
-        o.insert(
-            "delay".into(),
-            json!({
-                "delay": n.delay_us as f64 / 1e6,
-                "jitter": n.jitter_us as f64 / 1e6,
-                "correlation": frac(n.delay_corr),
-            }),
-        );
-        if let Some(Loss::Random(c)) = &n.loss {
-            o.insert("loss-random".into(), chance("loss", c));
-        }
-        for (word, c) in [
-            ("duplicate", &n.duplicate),
-            ("reorder", &n.reorder),
-            ("corrupt", &n.corrupt),
-        ] {
-            if let Some(c) = c {
-                o.insert(word.into(), chance(word, c));
-            }
-        }
-        if let Some(r) = &n.rate {
-            o.insert("rate".into(), json!({ "rate": r.bps / 8 }));
-        }
-        if let Some(seed) = n.seed {
-            o.insert("seed".into(), json!(seed));
-        }
-        o.insert("ecn".into(), json!(n.ecn));
-        o.insert("gap".into(), json!(n.gap));
-    }
-    let mut q = json!({
-        "kind": d.qdisc.kind(),
-        "handle": format!("{:x}:", d.handle),
-        "dev": d.dev,
-        "root": true,
-        "refcnt": 2,
-        "options": o,
-    });
-    if let Some(s) = stats {
-        for (k, v) in [
-            ("bytes", s.bytes),
-            ("packets", s.packets),
-            ("drops", s.drops),
-            ("overlimits", s.overlimits),
-            ("requeues", 0),
-            ("backlog", s.backlog_bytes),
-            ("qlen", s.backlog_packets),
-        ] {
-            q[k] = json!(v);
-        }
-    }
-    q
+/// The device a qdisc line names: as tc, only when the command named none.
+fn named<'a>(dev: Option<&str>, d: &'a Daemon) -> Option<&'a str> {
+    dev.is_none().then_some(d.dev.as_str())
 }
 
 /// The system's output with the blocks (a `qdisc ...` line and the lines

@@ -233,11 +233,14 @@ impl<P: Payload> Pipes<P> {
             held.marked = true;
         }
         held.enq_time = now;
+        // A link still sending (or packets queued ahead): this one waits for
+        // bandwidth. Counted without a branch, on the hot path.
+        let busy = instance.backlog != 0 || instance.link.active;
+        instance.counters.waited += u64::from(busy);
         // A queue with an AQM always goes through enqueue and dequeue, so
         // the AQM sees every departure (as in FreeBSD). A gated link (slots,
         // a trace) decides itself when a packet may start.
-        if instance.backlog == 0
-            && !instance.link.active
+        if !busy
             && instance.bypass
             && queue.fx.as_ref().is_none_or(|f| f.aqm.is_none())
             && !instance.params.gated

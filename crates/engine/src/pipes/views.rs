@@ -61,6 +61,7 @@ impl<P: Payload> Pipes<P> {
                     len_pkts: q.pkts.len() as u32,
                     len_bytes: q.bytes,
                     drops: q.drops,
+                    waited: 0,
                 },
             })
             .collect();

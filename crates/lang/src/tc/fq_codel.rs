@@ -86,21 +86,26 @@ impl FqCodel {
 
     pub fn show(&self) -> String {
         let mut s = format!(
-            "limit {}p flows {} quantum {} target {} interval {} memory_limit {}",
+            "limit {}p flows {} quantum {} target {}",
             self.limit,
             self.flows,
             self.quantum,
             fmt_time_us(self.target_us),
+        );
+        if let Some(ce) = self.ce_threshold_us {
+            s += &format!(" ce_threshold {}", fmt_time_us(ce));
+        }
+        s += &format!(
+            " interval {} memory_limit {}",
             fmt_time_us(self.interval_us),
             fmt_size(self.memory_limit)
         );
         if self.ecn {
             s += " ecn";
         }
-        if let Some(ce) = self.ce_threshold_us {
-            s += &format!(" ce_threshold {}", fmt_time_us(ce));
+        if self.drop_batch > 0 {
+            s += &format!(" drop_batch {}", self.drop_batch);
         }
-        s += &format!(" drop_batch {}", self.drop_batch);
         s
     }
 }

@@ -6,11 +6,13 @@
 //! system's own tc or refuse. Nothing here touches an interface.
 
 mod fq_codel;
+mod json;
 mod netem;
 mod tbf;
 pub mod units;
 
 pub use fq_codel::FqCodel;
+pub use json::{qdisc_json, Json};
 pub use netem::{Chance, Loss, Netem, Rate, Slot, SlotTimes};
 pub use tbf::Tbf;
 
@@ -391,22 +393,35 @@ pub struct QdiscStats {
     pub backlog_packets: u64,
 }
 
-/// One qdisc as `tc qdisc show` prints it (`qdisc netem 8001: root refcnt 2
-/// limit 1000 delay 100ms`), with tc's two lines of counters under it
-/// when `stats` is given.
+/// A class id as tc prints it (`print_tc_classid`): `1:1`, `1:`, `:5`.
+pub(crate) fn class_name(parent: &Parent) -> String {
+    match *parent {
+        Parent::Root => "root".into(),
+        Parent::Class(maj, 0) => format!("{maj:x}:"),
+        Parent::Class(0, min) => format!(":{min:x}"),
+        Parent::Class(maj, min) => format!("{maj:x}:{min:x}"),
+    }
+}
+
+/// One qdisc as `tc qdisc show` prints it (`qdisc netem 8001: dev eth0 root
+/// refcnt 2 limit 1000 delay 100ms`; `dev` only when the command named no
+/// device, as tc), with tc's two lines of counters under it when `stats`
+/// is given.
 pub fn format_qdisc(
     handle: u16,
     parent: &Parent,
+    dev: Option<&str>,
     qdisc: &Qdisc,
     iec: bool,
     stats: Option<&QdiscStats>,
 ) -> String {
     let place = match parent {
         Parent::Root => "root refcnt 2".to_string(),
-        Parent::Class(maj, min) => format!("parent {maj:x}:{min:x}"),
+        Parent::Class(..) => format!("parent {}", class_name(parent)),
     };
+    let dev = dev.map(|d| format!("dev {d} ")).unwrap_or_default();
     let mut s = format!(
-        "qdisc {} {handle:x}: {place} {}",
+        "qdisc {} {handle:x}: {dev}{place} {}",
         qdisc.kind(),
         qdisc.show(iec)
     );

@@ -563,9 +563,6 @@ impl Netem {
         if let Some(c) = self.corrupt.as_ref().filter(|c| c.p.0 > 0) {
             chance(&mut s, "corrupt", c);
         }
-        if let Some(seed) = self.seed {
-            s += &format!(" seed {seed}");
-        }
         if let Some(r) = self.rate.as_ref().filter(|r| r.bps > 0) {
             s += &format!(" rate {}", fmt_rate(r.bps, iec));
             if r.packet_overhead != 0 {
@@ -601,6 +598,9 @@ impl Netem {
             if let Some(b) = slot.bytes.filter(|&b| b != 0) {
                 s += &format!(" bytes {b}");
             }
+        }
+        if let Some(seed) = self.seed {
+            s += &format!(" seed {seed}");
         }
         if self.ecn {
             s += " ecn ";

@@ -91,11 +91,24 @@ impl Tbf {
         t.burst = burst
             .filter(|&b| b > 0)
             .ok_or_else(|| TcError::syntax("tbf: the \"burst\" parameter is mandatory."))?;
+        if t.peakrate_bps.is_some() && t.mtu.is_none() {
+            return Err(TcError::syntax(
+                "tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.",
+            ));
+        }
         t.limit = match (limit, latency_us) {
             (Some(l), _) => l,
             (None, Some(us)) => {
-                // tc turns a latency into the bytes the rate sends in it, plus the bucket.
-                (t.rate_bps as f64 / 8.0 * us as f64 / 1e6) as u64 + t.burst
+                // tc turns a latency into the bytes the rate sends in it,
+                // plus the bucket (the smaller of that and the peak rate's
+                // bytes plus `mtu`).
+                let bytes =
+                    |bps: u64, plus: u64| (bps as f64 / 8.0 * us as f64 / 1e6) as u64 + plus;
+                let at_rate = bytes(t.rate_bps, t.burst);
+                match (t.peakrate_bps, t.mtu) {
+                    (Some(p), Some(mtu)) => at_rate.min(bytes(p, mtu)),
+                    _ => at_rate,
+                }
             }
             (None, None) => {
                 return Err(
@@ -107,21 +120,36 @@ impl Tbf {
         Ok(t)
     }
 
-    /// The longest a byte waits for tokens, as tc prints it (`lat`).
-    fn latency_us(&self) -> f64 {
-        let bytes_per_s = self.rate_bps as f64 / 8.0;
-        (self.limit as f64 - self.burst as f64) / bytes_per_s * 1e6
+    /// The longest a byte waits for tokens, as tc prints it (`lat`): the
+    /// larger of the rate's and the peak rate's; negative when `limit` is
+    /// smaller than the bucket.
+    pub(super) fn latency_us(&self) -> f64 {
+        let wait =
+            |bps: u64, bucket: u64| (self.limit as f64 - bucket as f64) / (bps as f64 / 8.0) * 1e6;
+        let at_rate = wait(self.rate_bps, self.burst);
+        match (self.peakrate_bps, self.mtu) {
+            (Some(p), Some(mtu)) => at_rate.max(wait(p, mtu)),
+            _ => at_rate,
+        }
     }
 
     pub fn show(&self, iec: bool) -> String {
-        let mut s = format!("rate {}", fmt_rate(self.rate_bps, iec));
+        let mut s = format!(
+            "rate {} burst {}",
+            fmt_rate(self.rate_bps, iec),
+            fmt_size(self.burst)
+        );
         if let Some(p) = self.peakrate_bps {
             s += &format!(" peakrate {}", fmt_rate(p, iec));
+            if let Some(mtu) = self.mtu {
+                s += &format!(" minburst {}", fmt_size(mtu));
+            }
         }
-        s += &format!(" burst {}", fmt_size(self.burst));
         let lat = self.latency_us();
         if lat >= 0.0 {
             s += &format!(" lat {}", fmt_time_us(lat.round() as u64));
+        } else {
+            s += &format!(" limit {}", fmt_size(self.limit));
         }
         if self.overhead > 0 {
             s += &format!(" overhead {}", self.overhead);

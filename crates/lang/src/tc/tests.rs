@@ -84,6 +84,11 @@ fn the_man_pages_netem_examples_print_back_as_tc_prints_them() {
         ),
         ("qdisc add dev eth0 root netem loss 5% ecn", "limit 1000 loss 5% ecn "),
         ("qdisc add dev eth0 root netem limit 100 delay 1s seed 42", "limit 100 delay 1s seed 42"),
+        // The seed after the rate and the slot, as tc prints it.
+        (
+            "qdisc add dev eth0 root netem seed 7 rate 1mbit slot 1ms",
+            "limit 1000 rate 1Mbit slot 1ms 1ms seed 7",
+        ),
         (
             "qdisc add dev eth0 root netem delay 100ms 10ms 25% distribution normal loss 0.3% 25% duplicate 1% reorder 25% 50%",
             "limit 1000 delay 100ms  10ms 25% loss 0.3% 25% duplicate 1% reorder 25% 50% gap 1",
@@ -253,6 +258,7 @@ fn bad_input_gets_tcs_kind_of_message() {
 
 #[test]
 fn tbf_and_fq_codel_print_back_as_tc_prints_them() {
+    // The tbf lines are iproute2 6.1's for the same commands.
     assert_eq!(
         shown("qdisc add dev eth0 root tbf rate 1mbit burst 32kbit latency 400ms"),
         "rate 1Mbit burst 4Kb lat 400ms"
@@ -260,6 +266,36 @@ fn tbf_and_fq_codel_print_back_as_tc_prints_them() {
     assert_eq!(
         shown("qdisc add dev eth0 root tbf rate 256kbit buffer 1600 limit 3000"),
         "rate 256Kbit burst 1600b lat 43.8ms"
+    );
+    assert_eq!(
+        shown("qdisc add dev eth0 root tbf rate 256kbit buffer 1600 limit 3000 peakrate 512kbit mtu 1600"),
+        "rate 256Kbit burst 1600b peakrate 512Kbit minburst 1600b lat 43.8ms"
+    );
+    // A limit below the bucket: no latency to show, the limit instead.
+    assert_eq!(
+        shown("qdisc add dev eth0 root tbf rate 1mbit burst 10k limit 500"),
+        "rate 1Mbit burst 10Kb limit 500b"
+    );
+    let e = refused("qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms peakrate 2mbit");
+    assert!(
+        e.to_string().contains("\"mtu\" must also be specified"),
+        "{e}"
+    );
+    // With a peak rate, a latency bounds the bytes at either rate.
+    let q = qdisc(
+        "qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms peakrate 2mbit mtu 1500",
+    );
+    let Some(Qdisc::Tbf(t)) = q.qdisc else {
+        panic!("tbf")
+    };
+    assert_eq!(t.limit, 250_000 / 20 + 1500);
+    assert_eq!(
+        Qdisc::Tbf(t).show(false),
+        "rate 1Mbit burst 10Kb peakrate 2Mbit minburst 1500b lat 50ms"
+    );
+    assert_eq!(
+        shown("qdisc add dev eth0 root fq_codel ce_threshold 1ms"),
+        "limit 10240p flows 1024 quantum 1514 target 5ms ce_threshold 1ms interval 100ms memory_limit 32Mb ecn drop_batch 64"
     );
     assert_eq!(
         shown("qdisc add dev eth0 root fq_codel"),
@@ -274,10 +310,30 @@ fn tbf_and_fq_codel_print_back_as_tc_prints_them() {
 #[test]
 fn a_qdisc_line_and_its_counters() {
     let q = qdisc("qdisc add dev eth0 root netem delay 100ms");
-    let line = format_qdisc(0x8001, &q.parent, q.qdisc.as_ref().unwrap(), false, None);
+    let line = format_qdisc(
+        0x8001,
+        &q.parent,
+        None,
+        q.qdisc.as_ref().unwrap(),
+        false,
+        None,
+    );
     assert_eq!(
         line,
         "qdisc netem 8001: root refcnt 2 limit 1000 delay 100ms"
+    );
+    // Without `dev` in the command, tc names the device.
+    let line = format_qdisc(
+        0x8001,
+        &q.parent,
+        Some("eth0"),
+        q.qdisc.as_ref().unwrap(),
+        false,
+        None,
+    );
+    assert_eq!(
+        line,
+        "qdisc netem 8001: dev eth0 root refcnt 2 limit 1000 delay 100ms"
     );
     let stats = QdiscStats {
         bytes: 1514 * 3,
@@ -291,6 +347,7 @@ fn a_qdisc_line_and_its_counters() {
     let line = format_qdisc(
         0x10,
         &q.parent,
+        None,
         q.qdisc.as_ref().unwrap(),
         false,
         Some(&stats),
@@ -348,4 +405,204 @@ fn netem_becomes_pipe_options_the_language_takes() {
         "pipe 1 config bw 1000000bit/s burst 4096 queue 50000bytes"
     );
     crate::parse_args(&command).unwrap();
+}
+
+/// The JSON `tc -j qdisc show` prints for a qdisc, read back.
+fn json_of(line: &str) -> serde_json::Value {
+    let q = qdisc(line);
+    let text = serde_json::to_string(&q.qdisc.expect("a qdisc").json()).expect("serializes");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{line}: {e}: {text}"))
+}
+
+/// `v` is `want` to a millionth (the fractions are of 2^32 - 1).
+fn close(v: &serde_json::Value, want: f64) -> bool {
+    v.as_f64().is_some_and(|x| (x - want).abs() < 1e-6)
+}
+
+#[test]
+fn netem_json_has_iproute2s_names_and_nesting() {
+    let o = json_of(
+        "qdisc add dev eth0 root netem limit 50 delay 100ms 10ms 25% loss 0.3% 25% duplicate 1% \
+         reorder 25% 50% corrupt 0.1% rate 5kbit 20 100 -5 seed 42",
+    );
+    assert_eq!(o["limit"], 50);
+    let d = &o["delay"];
+    assert!(close(&d["delay"], 0.1) && close(&d["jitter"], 0.01), "{o}");
+    assert!(close(&d["correlation"], 0.25), "{o}");
+    assert!(close(&o["loss-random"]["loss"], 0.003), "{o}");
+    assert!(close(&o["loss-random"]["correlation"], 0.25), "{o}");
+    assert!(close(&o["duplicate"]["duplicate"], 0.01), "{o}");
+    assert!(close(&o["duplicate"]["correlation"], 0.0), "{o}");
+    assert!(close(&o["reorder"]["reorder"], 0.25), "{o}");
+    assert!(close(&o["reorder"]["correlation"], 0.5), "{o}");
+    assert!(close(&o["corrupt"]["corrupt"], 0.001), "{o}");
+    // The rate in bytes/s, as tc keeps it.
+    assert_eq!(
+        o["rate"],
+        serde_json::json!({"rate": 625, "packetoverhead": 20, "cellsize": 100, "celloverhead": -5})
+    );
+    assert_eq!(o["seed"], 42);
+    assert_eq!((&o["ecn"], &o["gap"]), (&false.into(), &1.into()));
+    let keys: Vec<&str> = o.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut want = vec![
+        "corrupt",
+        "delay",
+        "duplicate",
+        "ecn",
+        "gap",
+        "limit",
+        "loss-random",
+        "rate",
+        "reorder",
+        "seed",
+    ];
+    want.sort_unstable();
+    assert_eq!(keys, want, "nothing else: {o}");
+
+    // Without a delay there is no `delay` object; a loss model has its own.
+    let o = json_of("qdisc add dev eth0 root netem loss state 1% 30% ecn");
+    assert!(o.get("delay").is_none(), "{o}");
+    assert_eq!(o["ecn"], true);
+    let s = &o["loss-state"];
+    for (k, want) in [
+        ("p13", 0.01),
+        ("p31", 0.3),
+        ("p32", 0.0),
+        ("p23", 1.0),
+        ("p14", 0.0),
+    ] {
+        assert!(close(&s[k], want), "{k}: {o}");
+    }
+    let o = json_of("qdisc add dev eth0 root netem loss gemodel 1% 10% 70% 0.1%");
+    let g = &o["loss-gemodel"];
+    for (k, want) in [("p", 0.01), ("r", 0.1), ("1-h", 0.7), ("1-k", 0.001)] {
+        assert!(close(&g[k], want), "{k}: {o}");
+    }
+    assert!(
+        o.get("loss-random").is_none() && o.get("seed").is_none(),
+        "{o}"
+    );
+
+    // Slots in seconds, with their (always printed) packet and byte caps.
+    let o = json_of("qdisc add dev eth0 root netem slot 5ms 10ms packets 8");
+    assert_eq!(
+        o["slot"],
+        serde_json::json!({"min-delay": 0.005, "max-delay": 0.01, "packets": 8, "bytes": 0})
+    );
+    let o = json_of("qdisc add dev eth0 root netem slot distribution pareto 1ms 2ms bytes 64k");
+    assert_eq!(
+        o["slot"],
+        serde_json::json!({"distribution": 0.001, "jitter": 0.002, "packets": 0, "bytes": 65536})
+    );
+}
+
+#[test]
+fn tbf_json_is_iproute2s() {
+    // What iproute2 6.1 printed for these commands on a kernel with tbf.
+    let cases = [
+        (
+            "rate 1mbit burst 32kbit latency 400ms",
+            r#"{"rate":125000,"burst":4096,"lat":400000}"#,
+        ),
+        (
+            "rate 256kbit buffer 1600 limit 3000",
+            r#"{"rate":32000,"burst":1600,"lat":43750}"#,
+        ),
+        // The peak rate is text only in iproute2's JSON; its bucket is there.
+        (
+            "rate 256kbit buffer 1600 limit 3000 peakrate 512kbit mtu 1600",
+            r#"{"rate":32000,"burst":1600,"minburst":1600,"lat":43750}"#,
+        ),
+        (
+            "rate 1mbit burst 10k limit 500",
+            r#"{"rate":125000,"burst":10240,"limit":500}"#,
+        ),
+    ];
+    for (opts, want) in cases {
+        let line = format!("qdisc add dev eth0 root tbf {opts}");
+        let parsed: serde_json::Value = serde_json::from_str(want).unwrap();
+        assert_eq!(json_of(&line), parsed, "{opts}");
+        // In tc's order too.
+        let got = qdisc(&line).qdisc.unwrap().json();
+        assert_eq!(serde_json::to_string(&got).unwrap(), want, "{opts}");
+    }
+    let o = json_of("qdisc add dev eth0 root tbf rate 1mbit burst 10k limit 5000 overhead 4");
+    assert_eq!(
+        (&o["limit"], &o["overhead"]),
+        (&5000.into(), &4.into()),
+        "{o}"
+    );
+    assert!(o.get("lat").is_none(), "{o}");
+}
+
+#[test]
+fn fq_codel_json_is_iproute2s() {
+    let o = json_of("qdisc add dev eth0 root fq_codel");
+    assert_eq!(
+        o,
+        serde_json::json!({"limit": 10240, "flows": 1024, "quantum": 1514, "target": 5000,
+            "interval": 100000, "memory_limit": 33554432, "ecn": true, "drop_batch": 64})
+    );
+    // `ecn` is printed only when on; times are microseconds.
+    let o = json_of(
+        "qdisc add dev eth0 root fq_codel limit 1000 target 2ms interval 50ms noecn quantum 300 ce_threshold 1ms",
+    );
+    assert_eq!(
+        o,
+        serde_json::json!({"limit": 1000, "flows": 1024, "quantum": 300, "target": 2000,
+            "ce_threshold": 1000, "interval": 50000, "memory_limit": 33554432, "drop_batch": 64})
+    );
+}
+
+#[test]
+fn a_qdiscs_json_object_and_its_counters() {
+    let q = qdisc("qdisc add dev eth0 root tbf rate 1mbit burst 32kbit latency 400ms");
+    let tbf = q.qdisc.as_ref().unwrap();
+    let text = |j: Json| serde_json::to_string(&j).unwrap();
+    let read = |j: Json| -> serde_json::Value { serde_json::from_str(&text(j)).unwrap() };
+    let options = serde_json::json!({"rate": 125000, "burst": 4096, "lat": 400000});
+    // `tc -j qdisc show dev eth0` names no device; without `dev` it does.
+    assert_eq!(
+        read(qdisc_json(0x8001, &q.parent, None, tbf, None)),
+        serde_json::json!({"kind": "tbf", "handle": "8001:", "root": true, "refcnt": 2,
+            "options": options})
+    );
+    let named = qdisc_json(0x8001, &q.parent, Some("eth0"), tbf, None);
+    assert!(
+        text(named.clone())
+            .starts_with(r#"{"kind":"tbf","handle":"8001:","dev":"eth0","root":true"#),
+        "{}",
+        text(named)
+    );
+    // `-s`: tc's counters beside the options.
+    let stats = QdiscStats {
+        bytes: 4542,
+        packets: 3,
+        drops: 1,
+        overlimits: 2,
+        backlog_bytes: 1514,
+        backlog_packets: 1,
+    };
+    let q = qdisc("qdisc add dev eth0 parent 1:1 handle 10: netem loss 1%");
+    let v = read(qdisc_json(
+        0x10,
+        &q.parent,
+        Some("eth0"),
+        q.qdisc.as_ref().unwrap(),
+        Some(&stats),
+    ));
+    assert_eq!(v["parent"], "1:1");
+    assert!(v.get("root").is_none() && v.get("refcnt").is_none(), "{v}");
+    for (k, want) in [
+        ("bytes", 4542),
+        ("packets", 3),
+        ("drops", 1),
+        ("overlimits", 2),
+        ("requeues", 0),
+        ("backlog", 1514),
+        ("qlen", 1),
+    ] {
+        assert_eq!(v[k], want, "{k}: {v}");
+    }
+    assert_eq!(v["options"]["limit"], 1000);
 }
