@@ -33,8 +33,9 @@ use std::thread::JoinHandle;
 
 use dummynet_engine::{Command, Direction, Nanos, PacketInfo, Snapshot, Verdict};
 
-use super::dataplane::{HostView, Report};
 use super::Carrier;
+use crate::dataplane::report::Report;
+use crate::dataplane::request::HostView;
 use crate::workers::{LinkCounters, Links, Routed, SharedLimits};
 
 /// A worker's doorbell: the others write a byte while it sleeps.

@@ -48,6 +48,7 @@ mod counters;
 mod dashboard;
 mod errors;
 mod events;
+mod kind;
 pub mod metrics;
 mod objects;
 mod rules;
@@ -59,7 +60,8 @@ use counters::{metrics, reset, stats};
 pub use errors::ApiError;
 use errors::{kind_name, not_found};
 use events::events;
-use objects::{delete_object, get_object, list_objects, put_object, ObjKind};
+use kind::ObjKind;
+use objects::{delete_object, get_object, list_objects, put_object};
 use rules::{
     add_rule, add_rule_at, delete_rule, flush_rules, get_rule, list_rules, patch_rule,
     replace_rule, replace_rules,

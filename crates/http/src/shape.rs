@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::objects::ObjKind;
+use super::kind::ObjKind;
 use super::ApiError;
 
 /// How a view field becomes command words.

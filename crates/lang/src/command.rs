@@ -12,7 +12,8 @@
 use dummynet_engine::config::{Command, Schedule, Setting, DEFAULT_RULE};
 use dummynet_engine::time::{Nanos, NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
-use crate::dnparse::{self, Context, Object};
+use crate::context::Context;
+use crate::dnparse::{self, Object};
 use crate::error::{suggest, ErrorKind, ParseError};
 use crate::lexer::Cursor;
 use crate::rule;

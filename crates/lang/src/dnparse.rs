@@ -8,8 +8,6 @@
 //! it was given ([`Fields`]), so the engine changes only those; the parsing
 //! is shared, one place per option group.
 
-use std::path::Path;
-
 use dummynet_engine::aqm::AqmType;
 use dummynet_engine::config::{
     Command, Corrupt, Duplicate, Field, Fields, FlowsetConfig, LinkConfig, PipeConfig, PipeSched,
@@ -20,6 +18,7 @@ use dummynet_engine::pipes::profile;
 use dummynet_engine::sched::{self, ParamSpec, SchedType};
 
 use crate::aqm;
+use crate::context::Context;
 use crate::error::{ErrorKind, ParseError};
 use crate::impair;
 use crate::lexer::{Cursor, Token};
@@ -27,18 +26,6 @@ use crate::units::{
     bandwidth, bytes, delay, field_mask, ipv4_mask, ipv6_mask, probability, queue_limit, ValueError,
 };
 use crate::{ShowRequest, Statement};
-
-/// Where files named by a command (delay profiles, traces) are looked up.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Context<'p> {
-    pub base_dir: Option<&'p Path>,
-    /// The line was given to `dnctl`, dummynet's own tool, whose `flush`
-    /// and `show` are about pipes, not rules.
-    pub dnctl: bool,
-    /// Files may not be named: the caller is not root (see
-    /// [`crate::parse_args_untrusted`]).
-    pub refuse_files: bool,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Object {

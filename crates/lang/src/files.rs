@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::dnparse::Context;
+use crate::context::Context;
 use crate::error::{ErrorKind, ParseError};
 use crate::lexer::{Cursor, Token};
 

@@ -27,7 +27,7 @@ use dummynet_engine::impair::{dist, overhead, trace, Impairment, On};
 use dummynet_engine::rng::Probability;
 use dummynet_engine::time::Nanos;
 
-use crate::dnparse::Context;
+use crate::context::Context;
 use crate::error::{suggest, ErrorKind, ParseError};
 use crate::lexer::{Cursor, Tok, Token};
 use crate::units::{self, ValueError};

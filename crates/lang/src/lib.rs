@@ -57,6 +57,7 @@ use dummynet_engine::Command;
 
 mod aqm;
 mod command;
+mod context;
 mod dnparse;
 mod error;
 mod files;
@@ -83,7 +84,7 @@ pub use show::{
 };
 
 use command::{FileLine, Mode};
-use dnparse::Context;
+use context::Context;
 
 /// Command-line flags, given before the command (`ipfw -fq flush`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -11,26 +11,29 @@ the fixtures ``dummynet_bin`` and ``dummynet_shell``.
     client.pipe(1).config(bw="10Mbit/s", delay="20ms", plr=0.01)
 """
 
-from .client import DEFAULT_SOCKET, Client, ErrorAt, Pipe, Queue, Reply, Sched
+from .client import DEFAULT_SOCKET, Client, Pipe, Queue, Sched
 from .errors import (
+    DaemonError,
+    DaemonNotRunning,
+    DummynetError,
+    PermissionDenied,
+    ProtocolError,
+    WrongBinary,
+)
+from .refusals import (
     Busy,
     CommandError,
     CommandSyntaxError,
     Conflict,
-    DaemonError,
-    DaemonNotRunning,
     Denied,
-    DummynetError,
     InvalidCommand,
     NotFound,
     Pending,
-    PermissionDenied,
-    ProtocolError,
     Stopped,
     Timeout,
     Unavailable,
-    WrongBinary,
 )
+from .reply import ErrorAt, Reply
 from ._version import __version__
 from .process import Daemon, Shell, binary_version, daemon, find_binary, shell
 

@@ -18,10 +18,10 @@ import datetime
 import json
 import os
 import socket as _socket
-from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from . import errors
+from . import errors, refusals
+from .reply import ErrorAt, Reply
 
 #: Where the daemon listens unless told otherwise (as ``dummynet run``).
 DEFAULT_SOCKET = "/run/dummynet.sock"
@@ -39,49 +39,6 @@ OptionValue = Union[str, int, float, bool, datetime.timedelta, Sequence[str], No
 # Options that take a time: a bare number would be milliseconds to the
 # daemon and seconds to a Python reader, so only text or a timedelta.
 _TIME_OPTIONS = frozenset({"delay", "jitter"})
-
-
-@dataclass(frozen=True)
-class ErrorAt:
-    """Where a refused request went wrong, as daemons that say give it:
-    ``index`` is the command's place in a batch (from 0), ``column`` and
-    ``found`` point at the culprit in ``command`` for a syntax error."""
-
-    command: str
-    index: Optional[int] = None
-    column: Optional[int] = None
-    found: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Reply:
-    """The daemon's answer: what the command printed and its exit status;
-    on a refusal, ``kind`` names the error class and ``error`` where it
-    went wrong, where the daemon says."""
-
-    status: int
-    stdout: str
-    stderr: str
-    kind: Optional[str] = None
-    error: Optional[ErrorAt] = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 0
-
-    @property
-    def warnings(self) -> List[str]:
-        """The warnings an applied command came with (``ipfw: warning:``
-        lines), without the prefix."""
-        prefix = "ipfw: warning: "
-        return [line[len(prefix):] for line in self.stderr.splitlines() if line.startswith(prefix)]
-
-    def json(self) -> Any:
-        """``stdout`` read as JSON (a ``"json": true`` request's answer)."""
-        try:
-            return json.loads(self.stdout)
-        except ValueError as e:
-            raise errors.ProtocolError(f"the daemon's answer is not JSON ({e}): {self.stdout[:200]!r}") from None
 
 
 def check_token(token: str, what: str = "a token") -> str:
@@ -229,12 +186,12 @@ class Client:
         return _decode_reply(data, self.socket)
 
     def call(self, req: Mapping[str, Any], what: str) -> Reply:
-        """:meth:`request`, raising the :class:`~dummynet.errors.CommandError`
+        """:meth:`request`, raising the :class:`~dummynet.refusals.CommandError`
         subclass that fits when the status is not 0 (``what`` names the
         command in the message)."""
         reply = self.request(req)
         if reply.status != 0:
-            raise errors.error_for(reply, what)
+            raise refusals.error_for(reply, what)
         return reply
 
     def _argv(self, tokens: List[str], json_output: bool = False) -> Dict[str, Any]:
@@ -248,13 +205,13 @@ class Client:
     def run(self, command: Command) -> Reply:
         """Runs one ipfw/dnctl command (``"pipe 1 config bw 10Mbit/s"``, or
         its tokens) and returns the daemon's reply; raises a
-        :class:`~dummynet.errors.CommandError` if it refused."""
+        :class:`~dummynet.refusals.CommandError` if it refused."""
         tokens = command_tokens(command)
         return self.call(self._argv(tokens), " ".join(tokens))
 
     def run_json(self, command: Command) -> Any:
         """A ``show`` command's answer as JSON (``"json": true``), for
-        daemons that give one; :class:`~dummynet.errors.Unavailable` from one
+        daemons that give one; :class:`~dummynet.refusals.Unavailable` from one
         that answers in text only."""
         tokens = command_tokens(command)
         what = " ".join(tokens)
@@ -262,7 +219,7 @@ class Client:
         try:
             return json.loads(reply.stdout)
         except ValueError:
-            raise errors.Unavailable(
+            raise refusals.Unavailable(
                 Reply(69, reply.stdout, "this daemon answers `show` in text only (it predates --json); use the *_text() methods\n"),
                 what,
             ) from None
@@ -271,7 +228,7 @@ class Client:
         """Applies several commands all or nothing: if the daemon refuses one,
         none takes effect and the error says which. Needs a daemon that takes
         batches (``{"commands": [...]}``); an older one raises
-        :class:`~dummynet.errors.Unavailable` and applies nothing."""
+        :class:`~dummynet.refusals.Unavailable` and applies nothing."""
         # Sent as words, as checked here, rather than lines to split again.
         words = [command_tokens(c) for c in commands]
         if not words:
@@ -281,12 +238,12 @@ class Client:
         if reply.status != 0 and reply.kind is None and "found nothing" in reply.stderr:
             # A daemon without batches reads the request as an empty command
             # line, and refuses it: nothing was applied.
-            raise errors.Unavailable(
+            raise refusals.Unavailable(
                 Reply(69, "", "this daemon does not take batches ({\"commands\": [...]}); nothing was applied\n"),
                 what,
             )
         if reply.status != 0:
-            raise errors.error_for(reply, what)
+            raise refusals.error_for(reply, what)
         return reply
 
     def pipe(self, number: int) -> "Pipe":
@@ -306,7 +263,7 @@ class Client:
         return self.run(["add"] + command_tokens(rule))
 
     def delete_rule(self, number: int) -> Reply:
-        """``ipfw delete NUMBER``; :class:`~dummynet.errors.NotFound` if there is none."""
+        """``ipfw delete NUMBER``; :class:`~dummynet.refusals.NotFound` if there is none."""
         return self.run(["delete", str(int(number))])
 
     def rules(self) -> Any:
@@ -369,7 +326,7 @@ class _Object:
         return self.client.run(self._tokens("modify", *options_tokens(options)))
 
     def delete(self) -> Reply:
-        """``WORD N delete``; :class:`~dummynet.errors.NotFound` if absent."""
+        """``WORD N delete``; :class:`~dummynet.refusals.NotFound` if absent."""
         return self.client.run(self._tokens("delete"))
 
     def show(self) -> Any:

@@ -19,10 +19,9 @@
 //! whole ([`follow_segmentation`]). What the kernel refuses is collected
 //! and said once ([`warning`]); the link works either way.
 
-use dummynet_io::netdev::{self, Feature, NetdevError};
-use dummynet_io::netns::Netns;
+use dummynet_io::netdev::{self, Feature};
 
-use super::path::{Path, NEAR_IF};
+use super::path::{follow_segmentation, in_ns, Path, NEAR_IF};
 
 /// Who runs a link's receiving stacks (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,37 +53,6 @@ pub fn move_receive_work(path: &mut Path, mid_ifs: [&str; 2], whole: bool) -> Ve
     failed.extend(follow_segmentation(path, &ports, whole));
     path.tso_follows = Some(ports);
     failed
-}
-
-/// Sets the TSO of the emulator's `ports` as the ends' segmentation asks:
-/// off while the ends segment (so a veth hands the frames to its peer's
-/// NAPI), on (the kernel's default) while super-packets cross whole, since
-/// without TSO the kernel would split every super-packet on the emulator's
-/// thread and GRO merge it again beyond: a fast link lost more than half
-/// its throughput that way (10 Gbit/s became 4.2 in one unlimited shell),
-/// and a super-packet's receive work is small per byte anyway.
-pub fn follow_segmentation(path: &Path, ports: &[String; 2], whole: bool) -> Vec<String> {
-    ports
-        .iter()
-        .filter_map(|ifname| {
-            in_ns(&path.mid, ifname, || {
-                netdev::set_feature(ifname, Feature::Tso, whole)
-            })
-        })
-        .collect()
-}
-
-/// Runs `f` in `ns`; its error, or the namespace's, as text.
-fn in_ns(
-    ns: &Netns,
-    ifname: &str,
-    f: impl FnOnce() -> Result<(), NetdevError> + Send,
-) -> Option<String> {
-    match ns.run(f) {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(e) => Some(format!("{ifname}: entering its namespace: {e}")),
-    }
 }
 
 /// The one line a shell says when [`move_receive_work`] could not do all

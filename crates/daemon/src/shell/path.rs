@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc::{self, Receiver, Sender};
 
+use dummynet_io::netdev::{self, Feature, NetdevError};
 use dummynet_io::netns::{Netns, NetnsError};
 use dummynet_io::rtnl::{RtnlError, Via};
 
@@ -37,7 +38,7 @@ pub struct Path {
     /// be set up (disabled on the host, say).
     pub v6: Option<V6Link>,
     /// With `--napi threaded`: the emulator's two ports, whose TSO follows
-    /// the ends' segmentation ([`super::napi`]): off while the ends
+    /// the ends' segmentation ([`follow_segmentation`]): off while the ends
     /// segment, on while super-packets cross whole.
     pub tso_follows: Option<[String; 2]>,
 }
@@ -178,12 +179,43 @@ impl Path {
             rtnl.set_gso_max_segs(name, segs)?;
         }
         if let Some(ports) = &self.tso_follows {
-            // Not fatal: the link works either way (see shell_napi).
-            for e in super::napi::follow_segmentation(self, ports, whole) {
+            // Not fatal: the link works either way (see napi).
+            for e in follow_segmentation(self, ports, whole) {
                 say!("dummynet shell: {e}");
             }
         }
         Ok(())
+    }
+}
+
+/// Sets the TSO of the emulator's `ports` as the ends' segmentation asks:
+/// off while the ends segment (so a veth hands the frames to its peer's
+/// NAPI), on (the kernel's default) while super-packets cross whole, since
+/// without TSO the kernel would split every super-packet on the emulator's
+/// thread and GRO merge it again beyond: a fast link lost more than half
+/// its throughput that way (10 Gbit/s became 4.2 in one unlimited shell),
+/// and a super-packet's receive work is small per byte anyway.
+pub fn follow_segmentation(path: &Path, ports: &[String; 2], whole: bool) -> Vec<String> {
+    ports
+        .iter()
+        .filter_map(|ifname| {
+            in_ns(&path.mid, ifname, || {
+                netdev::set_feature(ifname, Feature::Tso, whole)
+            })
+        })
+        .collect()
+}
+
+/// Runs `f` in `ns`; its error, or the namespace's, as text.
+pub(super) fn in_ns(
+    ns: &Netns,
+    ifname: &str,
+    f: impl FnOnce() -> Result<(), NetdevError> + Send,
+) -> Option<String> {
+    match ns.run(f) {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(e) => Some(format!("{ifname}: entering its namespace: {e}")),
     }
 }
 

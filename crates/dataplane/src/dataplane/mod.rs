@@ -11,21 +11,23 @@ mod books;
 mod late;
 mod mailbox;
 mod pacing;
-mod report;
+pub(crate) mod report;
+pub(crate) mod request;
 mod settle;
 mod shard;
 mod slots;
+mod stats;
 mod watch;
 
 pub use books::{TargetBook, TargetCounts};
 pub use late::{LATE_MARGIN, LATE_MIN_TRANSIT, LATE_NON_IP};
-pub use mailbox::{Answer, HostView, Inbox, Request, RequestKind, Ticket};
 pub use pacing::{
     plan_wait, PlaneOptions, Precision, Priority, WaitPlan, BUSY_POLL, DEFAULT_SPIN,
     MIN_SHORT_SPIN, RT_PRIORITY, SHORT_SPIN, TIMER_FIRST_SPIN, TIMER_GAP_SHARE, TIMER_GAP_SPIN,
     TIMER_MAX_SPIN,
 };
 pub use report::{memory_advice, Report};
+pub use request::{Answer, HostView, Inbox, Request, RequestKind, Ticket};
 pub use slots::{Backends, MAX_BACKENDS};
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,9 +4,39 @@
 //! still send an earlier one (its floor, [`worker_floor`]), then writes
 //! them in one order of (time, [`step`], worker), so the files and the
 //! event stream read as one system. One worker needs none of this: its
-//! records are written as they come ([`super::Worker::run`]).
+//! records are written as they come ([`super::thread::Worker::run`]).
 
-use super::*;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use dummynet_engine::config::Trace;
+use dummynet_engine::{Direction, Nanos};
+
+use super::record::{Kind, Record};
+use super::shared::PlaneCounters;
+use crate::clock::Clock;
+
+/// How far back the merge of several workers' records (`run --workers N`)
+/// waits for a worker awake whose floor stays behind (one asleep is
+/// [`SLEEP_SLACK`]'s): its engine keeps the time of its last packet, and
+/// the others' records would wait for it forever. A record that reaches
+/// the observer later than this after its time is written when it comes,
+/// out of time order, and counted ([`ObserverStats::out_of_order`](super::ObserverStats::out_of_order)).
+pub const MERGE_WINDOW: Nanos = 50_000_000;
+
+/// ... and for a worker that reads late (leaves arrivals in the kernel
+/// until a pipe's least transit would make them due): its floor is exact,
+/// and it moves on by its next departure, but nothing waits longer than
+/// this.
+pub const MERGE_HOLD_MAX: Nanos = 1_000_000_000;
+
+/// While a worker sleeps with every port watched, anything that comes
+/// wakes it: a frame it reads then arrived after the merge last looked,
+/// less the time the kernel takes to wake it. The merge takes the time it
+/// looks, less this, as that worker's floor (and the previous look's
+/// floors as the horizon, for a packet handed to it just before).
+pub const SLEEP_SLACK: Nanos = 1_000_000;
 
 /// A record's place among others of the same time, by the step of a
 /// packet's way it is: arrival, into a pipe on the `in` pass, out of it
@@ -55,10 +85,10 @@ pub(super) enum Item {
 
 /// One [`Item`] held by the merge, with its place: (time, [`step`]).
 pub(super) struct Held {
-    key: (Nanos, u8),
+    pub(super) key: (Nanos, u8),
     /// The sweep of the channels that took it ([`Merge::sweeps`]).
-    sweep: u64,
-    item: Item,
+    pub(super) sweep: u64,
+    pub(super) item: Item,
 }
 
 /// The merge of several workers' records (`run --workers N`): one queue
@@ -83,192 +113,4 @@ pub(super) struct Merge {
     pub(super) floors: Vec<Nanos>,
     /// The data plane's clock, once the start has brought it.
     pub(super) clock: Option<Clock>,
-}
-
-impl Worker {
-    /// The observer of several workers: each sweep empties every channel
-    /// into the merge, and what is older than every worker's floor (or
-    /// than [`MERGE_WINDOW`]) goes out in time order.
-    pub(super) fn run_merged(mut self) {
-        let n = self.rx.len();
-        self.merge.ended = vec![false; n];
-        self.merge.queues = (0..n).map(|_| VecDeque::new()).collect();
-        let mut flushed = Instant::now();
-        let mut dirty = false;
-        loop {
-            self.adopt();
-            self.prune();
-            // The floors before the channels: whatever a worker sends after
-            // it set its floor is in its channel now or no older than it.
-            let now = self.merge_now();
-            let floors: Vec<Nanos> = self
-                .shared
-                .plane
-                .iter()
-                .map(|p| worker_floor(p, now))
-                .collect();
-            let mut got = 0usize;
-            let mut complete = true;
-            for w in 0..n {
-                if self.merge.ended[w] {
-                    continue;
-                }
-                let mut taken = 0usize;
-                loop {
-                    match self.rx[w].try_recv() {
-                        Ok(msg) => {
-                            self.take(w, msg);
-                            taken += 1;
-                            if taken >= SWEEP_MAX {
-                                complete = false;
-                                break;
-                            }
-                        }
-                        Err(TryRecvError::Empty) => break,
-                        Err(TryRecvError::Disconnected) => {
-                            self.merge.ended[w] = true;
-                            break;
-                        }
-                    }
-                }
-                got += taken;
-            }
-            if complete {
-                self.merge.sweeps += 1;
-            }
-            let ended = self.merge.ended.iter().all(|e| *e);
-            let horizon = if ended {
-                Nanos::MAX
-            } else {
-                self.horizon(&floors)
-            };
-            dirty |= self.emit(horizon, ended) > 0;
-            if ended {
-                break;
-            }
-            if dirty && flushed.elapsed() >= FLUSH_EVERY {
-                self.flush();
-                flushed = Instant::now();
-                dirty = false;
-            }
-            if got == 0 {
-                // The trace's opportunities before anything still held.
-                let held = self.first().map_or(Nanos::MAX, |w| {
-                    self.merge.queues[w].front().map_or(Nanos::MAX, |h| h.key.0)
-                });
-                let until = now.saturating_sub(MM_IDLE_MARGIN).min(horizon).min(held);
-                self.mm(|mm, wall| mm.opportunities(until, wall));
-                let idle = !self.shared.files && self.subscribers.is_empty();
-                std::thread::sleep(if idle { IDLE_LONG_NAP } else { IDLE_NAP });
-            }
-        }
-        let end = self.engine_now();
-        self.mm(|mm, wall| mm.opportunities(end, wall));
-        self.flush();
-        self.shared.stopped.store(true, Ordering::Relaxed);
-    }
-
-    /// Worker `w`'s message: the start and names at once, records into
-    /// the merge.
-    fn take(&mut self, w: usize, msg: Msg) {
-        let item = match msg {
-            Msg::Packet(r) => Item::Packet(r, None),
-            Msg::Frame(r, buf, len) => Item::Packet(r, Some((buf, len))),
-            Msg::Trace { at, trace } => Item::Trace { at, trace },
-            other => return self.handle(w, other),
-        };
-        let key = match &item {
-            Item::Packet(r, _) => (r.t_ns, step(r)),
-            Item::Trace { at, .. } => (*at, 0),
-        };
-        let held = Held {
-            key,
-            sweep: self.merge.sweeps,
-            item,
-        };
-        let Some(q) = self.merge.queues.get_mut(w) else {
-            return;
-        };
-        match q.back() {
-            Some(last) if last.key > key => {
-                // After those of its place already there.
-                let at = q.partition_point(|h| h.key <= key);
-                q.insert(at, held);
-            }
-            _ => q.push_back(held),
-        }
-    }
-
-    /// The worker whose queue's head comes first, (time, step, worker).
-    fn first(&self) -> Option<usize> {
-        let heads = self.merge.queues.iter().enumerate();
-        heads
-            .filter_map(|(w, q)| q.front().map(|h| (h.key, w)))
-            .min()
-            .map(|(_, w)| w)
-    }
-
-    /// The time before which no worker will send a record: the least of
-    /// the workers' floors ([`worker_floor`]), as they are now and as
-    /// they were at the last look (a packet handed over just before that
-    /// look may still be in its ring, and its record carries the time it
-    /// was handed at); the workers that have stopped left out. Nothing
-    /// before the start line.
-    fn horizon(&mut self, floors: &[Nanos]) -> Nanos {
-        let before = std::mem::replace(&mut self.merge.floors, floors.to_vec());
-        if self.wall_ns == 0 {
-            return 0;
-        }
-        floors
-            .iter()
-            .zip(before.iter().chain(std::iter::repeat(&0)))
-            .zip(&self.merge.ended)
-            .filter(|(_, ended)| !**ended)
-            .map(|((now, then), _)| (*now).min(*then))
-            .min()
-            .unwrap_or(Nanos::MAX)
-    }
-
-    /// The data plane's clock now, for the merge: its own clock once the
-    /// start has brought it, else from the wall clock.
-    fn merge_now(&self) -> Nanos {
-        match &self.merge.clock {
-            Some(c) if self.wall_ns != 0 => c.now(),
-            _ => self.engine_now(),
-        }
-    }
-
-    /// Writes what is held from before `horizon` (all of it if `all`),
-    /// in order; how many.
-    fn emit(&mut self, horizon: Nanos, all: bool) -> usize {
-        let mut n = 0;
-        while let Some(w) = self.first() {
-            let Some(top) = self.merge.queues[w].front() else {
-                break;
-            };
-            if !all && (top.key.0 >= horizon || top.sweep + 2 > self.merge.sweeps) {
-                break;
-            }
-            let Some(h) = self.merge.queues[w].pop_front() else {
-                break;
-            };
-            let t = h.key.0;
-            if t < self.merge.last {
-                self.shared.out_of_order.fetch_add(1, Ordering::Relaxed);
-            }
-            self.merge.last = self.merge.last.max(t);
-            match h.item {
-                Item::Packet(r, None) => self.packet(w, &r, None),
-                Item::Packet(r, Some((buf, len))) => {
-                    self.packet(w, &r, Some((&buf, len)));
-                    if let Some(spare) = self.spare.get(w) {
-                        let _ = spare.try_send(buf);
-                    }
-                }
-                Item::Trace { at, trace } => self.mm(|mm, wall| mm.retrace(at, trace, wall)),
-            }
-            n += 1;
-        }
-        n
-    }
 }

@@ -4,7 +4,18 @@
 //! the channel cannot take is counted), and says the worker's floor and
 //! sleep for the merge ([`super::merge`]).
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+
+use dummynet_engine::config::Trace;
+use dummynet_engine::{Engine, IfaceId, Nanos, Payload};
+
+use super::options::ObserveOptions;
+use super::record::{Kind, Msg, Record};
+use super::shared::{ObserverStats, PlaneCounters, Shared};
+use crate::clock::Clock;
+use crate::Carrier;
 
 /// Frame buffers a capture circulates between the data plane and the
 /// observer: made once, at start, so the data plane never allocates (an
@@ -169,7 +180,7 @@ impl Tap {
     /// The worker goes to sleep until its ports, its bell or `deadline`
     /// (its engine's next) wake it, every port watched (not reading
     /// late): while it sleeps, the merge takes its floor to be the time
-    /// then, less [`SLEEP_SLACK`], up to `deadline`. Only with several
+    /// then, less [`SLEEP_SLACK`](super::SLEEP_SLACK), up to `deadline`. Only with several
     /// workers.
     #[inline]
     pub fn sleeping(&self, deadline: Nanos) {
@@ -251,4 +262,8 @@ impl Tap {
     pub fn stats(&self) -> ObserverStats {
         self.shared.stats()
     }
+}
+
+fn len32(b: &[u8]) -> u32 {
+    u32::try_from(b.len()).unwrap_or(u32::MAX)
 }

@@ -1,7 +1,18 @@
 //! The observer's files: the per-packet log, the captures (pcap) and
 //! mahimahi's link log of one pipe, written on the observer thread only.
 
-use super::*;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use dummynet_engine::config::Trace;
+use dummynet_engine::impair::trace::{TraceCursor, OPPORTUNITY_BYTES};
+use dummynet_engine::{Nanos, Target};
+
+use super::record::{Kind, Record};
+use crate::capture;
 
 /// The files.
 pub(super) struct Writers {

@@ -74,11 +74,11 @@
 //! # Parts
 //!
 //! `socket` opens and binds the socket and asks the kernel about it,
-//! `ring` maps and reads the receive ring, `mmsg` moves batches with
-//! `recvmmsg`/`sendmmsg`, `rx` and `tx` are the port's two directions,
-//! `frame` turns the kernel's bytes into an [`RxFrame`], `vnet` reads the
-//! offload header, `options` and `error` say how a port is opened and what
-//! goes wrong.
+//! `sockopt` sets its packet options, `ring` maps and reads the receive ring,
+//! `mmsg` moves batches with `recvmmsg`/`sendmmsg`, `rx` and `tx` are the
+//! port's two directions, `frame` turns the kernel's bytes into an
+//! [`RxFrame`], `vnet` reads the offload header, `options` and `error` say how
+//! a port is opened and what goes wrong.
 //!
 //! # Not here (yet)
 //!
@@ -98,6 +98,7 @@ mod options;
 mod ring;
 mod rx;
 mod socket;
+mod sockopt;
 mod tx;
 mod vnet;
 

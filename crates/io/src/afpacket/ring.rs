@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use nix::errno::Errno;
 
 use super::frame::finish_frame;
-use super::socket::set_packet_opt;
+use super::sockopt::set_packet_opt;
 use super::{PortOptions, PortStats, RxFrame, VnetHdr};
 
 /// `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))`: where the `sockaddr_ll`

@@ -11,6 +11,7 @@ use nix::sys::socket::{self, sockopt, AddressFamily, SockFlag, SockType};
 use super::mmsg::{empty_sockaddr_ll, CmsgSpace, RxMeta, RxSlots};
 use super::options::{check_name, check_options};
 use super::ring::{page_size, RingGeometry, RxRing};
+use super::sockopt::set_packet_opt;
 use super::{Port, PortError, PortOptions, PortStats, VnetHdr};
 
 /// What the kernel says of a port's interface now ([`Port::link_state`]).
@@ -281,23 +282,6 @@ impl Port {
             Err(e) => Err(self.error("ioctl(SIOCGIFMTU)", e)),
         }
     }
-}
-
-/// `setsockopt(fd, SOL_PACKET, name, val)`: nix has no wrappers for the
-/// packet socket options.
-pub(super) fn set_packet_opt<T>(fd: &OwnedFd, name: libc::c_int, val: &T) -> Result<(), Errno> {
-    // SAFETY: `val` is a live, initialised T and the length given is its
-    // size; the kernel copies that many bytes and keeps no pointer.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            name,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-    Errno::result(r).map(drop)
 }
 
 /// An interface `ioctl(2)` that reads a `struct ifreq` (`SIOCGIFINDEX`,

@@ -308,7 +308,8 @@ pub fn from_config(
     pipe: Option<u32>,
     s: &Series,
 ) -> Result<Capacity, (usize, String)> {
-    let engine = dummynet_dataplane::lang::configure_for::<crate::sim::Packet>(config, 0)?;
+    // Only the configuration is read back: the engine carries nothing.
+    let engine = dummynet_dataplane::lang::configure_for::<()>(config, 0)?;
     let snap = engine.snapshot();
     let link = match pipe {
         Some(n) => snap.links.iter().find(|l| l.number == n),
