@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dummynet_engine::wire::LinkType;
@@ -23,6 +23,62 @@ use pcap_file::pcapng::blocks::interface_description::{
 };
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+
+/// Why a capture cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// What is wrong inside the file at `path`.
+    #[error("{}: {error}", path.display())]
+    In {
+        path: PathBuf,
+        error: Box<CaptureError>,
+    },
+    #[error("not a pcap or pcapng file: shorter than a file header")]
+    TooShort,
+    #[error(
+        "not a pcap or pcapng file (starts with {:02x} {:02x} {:02x} {:02x})",
+        .0[0], .0[1], .0[2], .0[3]
+    )]
+    NotACapture([u8; 4]),
+    /// The pcap file header or the pcapng section header.
+    #[error("bad {header}: {why}")]
+    Header { header: &'static str, why: String },
+    /// A pcap record, counted from 1.
+    #[error("packet {number} (byte offset {offset}): {why}")]
+    Record {
+        number: usize,
+        offset: usize,
+        why: String,
+    },
+    #[error("block at byte offset {offset}: {why}")]
+    Block { offset: usize, why: String },
+    #[error(
+        "block at byte offset {0}: simple packet blocks carry no timestamp; \
+         convert the file with `editcap -F pcap`"
+    )]
+    SimplePacket(usize),
+    #[error("packet at byte offset {offset} names interface {iface}, which is not described")]
+    NoSuchInterface { offset: usize, iface: u32 },
+    #[error("mixes link types {0} and {1} in one file; sim needs one link type")]
+    MixedLinkTypes(u32, u32),
+    #[error("packet at byte offset {0}: timestamp out of range")]
+    TimestampOutOfRange(usize),
+    #[error("no interface described")]
+    NoInterface,
+    /// A LINKTYPE sim cannot read, and its name.
+    #[error(
+        "link type {linktype} ({name}) is not supported: use Ethernet (1) or raw IP (101, 228, 229)"
+    )]
+    Unsupported { linktype: u32, name: String },
+    /// Writing: the pcap writer's own error.
+    #[error("{0}")]
+    Write(String),
+}
 
 /// One captured frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,19 +113,26 @@ pub fn link_type(linktype: u32) -> Option<LinkType> {
     }
 }
 
-pub fn read_file(path: &Path) -> Result<Capture, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+/// Reads and parses the capture at `path`.
+pub fn read_file(path: &Path) -> Result<Capture, CaptureError> {
+    let bytes = std::fs::read(path).map_err(|source| CaptureError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&bytes).map_err(|e| CaptureError::In {
+        path: path.to_path_buf(),
+        error: Box::new(e),
+    })
 }
 
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const PCAP_MAGICS: [u32; 2] = [0xa1b2_c3d4, 0xa1b2_3c4d];
 
 /// Parses a whole pcap or pcapng file.
-pub fn parse(bytes: &[u8]) -> Result<Capture, String> {
+pub fn parse(bytes: &[u8]) -> Result<Capture, CaptureError> {
     let magic: [u8; 4] = match bytes.get(..4).and_then(|m| m.try_into().ok()) {
         Some(m) => m,
-        None => return Err("not a pcap or pcapng file: shorter than a file header".into()),
+        None => return Err(CaptureError::TooShort),
     };
     if magic == PCAPNG_MAGIC {
         return parse_pcapng(bytes);
@@ -79,15 +142,14 @@ pub fn parse(bytes: &[u8]) -> Result<Capture, String> {
     {
         return parse_pcap(bytes);
     }
-    Err(format!(
-        "not a pcap or pcapng file (starts with {:02x} {:02x} {:02x} {:02x})",
-        magic[0], magic[1], magic[2], magic[3]
-    ))
+    Err(CaptureError::NotACapture(magic))
 }
 
-fn parse_pcap(bytes: &[u8]) -> Result<Capture, String> {
-    let (mut rest, parser) =
-        PcapParser::new(bytes).map_err(|e| format!("bad pcap file header: {}", why(e)))?;
+fn parse_pcap(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let (mut rest, parser) = PcapParser::new(bytes).map_err(|e| CaptureError::Header {
+        header: "pcap file header",
+        why: why(e),
+    })?;
     let header = parser.header();
     let linktype = u32::from(header.datalink);
     let link = supported(linktype)?;
@@ -97,14 +159,13 @@ fn parse_pcap(bytes: &[u8]) -> Result<Capture, String> {
     };
     let mut frames = Vec::new();
     while !rest.is_empty() {
-        let (next, raw) = parser.next_raw_packet(rest).map_err(|e| {
-            format!(
-                "packet {} (byte offset {}): {}",
-                frames.len() + 1,
-                bytes.len() - rest.len(),
-                why(e)
-            )
-        })?;
+        let (next, raw) = parser
+            .next_raw_packet(rest)
+            .map_err(|e| CaptureError::Record {
+                number: frames.len() + 1,
+                offset: bytes.len() - rest.len(),
+                why: why(e),
+            })?;
         rest = next;
         frames.push(Frame {
             ts: u64::from(raw.ts_sec) * 1_000_000_000 + u64::from(raw.ts_frac) * frac_ns,
@@ -161,9 +222,11 @@ impl Iface {
     }
 }
 
-fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
-    let (mut rest, mut parser) =
-        PcapNgParser::new(bytes).map_err(|e| format!("bad pcapng section header: {}", why(e)))?;
+fn parse_pcapng(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let (mut rest, mut parser) = PcapNgParser::new(bytes).map_err(|e| CaptureError::Header {
+        header: "pcapng section header",
+        why: why(e),
+    })?;
     let mut ifaces: Vec<Iface> = Vec::new();
     let mut linktype: Option<u32> = None;
     let mut frames = Vec::new();
@@ -171,7 +234,10 @@ fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
         let at = bytes.len() - rest.len();
         let (next, block) = parser
             .next_block(rest)
-            .map_err(|e| format!("block at byte offset {at}: {}", why(e)))?;
+            .map_err(|e| CaptureError::Block {
+                offset: at,
+                why: why(e),
+            })?;
         rest = next;
         let (iface_id, raw_ts, orig_len, data) = match block {
             Block::SectionHeader(_) => {
@@ -193,30 +259,25 @@ fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
                 pb.original_len,
                 pb.data,
             ),
-            Block::SimplePacket(_) => {
-                return Err(format!(
-                    "block at byte offset {at}: simple packet blocks carry no timestamp; \
-                     convert the file with `editcap -F pcap`"
-                ))
-            }
+            Block::SimplePacket(_) => return Err(CaptureError::SimplePacket(at)),
             _ => continue,
         };
-        let iface = ifaces.get(iface_id as usize).ok_or_else(|| {
-            format!("packet at byte offset {at} names interface {iface_id}, which is not described")
-        })?;
+        let iface = ifaces
+            .get(iface_id as usize)
+            .ok_or(CaptureError::NoSuchInterface {
+                offset: at,
+                iface: iface_id,
+            })?;
         match linktype {
             None => linktype = Some(iface.linktype),
             Some(l) if l != iface.linktype => {
-                return Err(format!(
-                    "mixes link types {l} and {} in one file; sim needs one link type",
-                    iface.linktype
-                ))
+                return Err(CaptureError::MixedLinkTypes(l, iface.linktype))
             }
             Some(_) => {}
         }
         let ts = iface
             .nanos(raw_ts)
-            .ok_or_else(|| format!("packet at byte offset {at}: timestamp out of range"))?;
+            .ok_or(CaptureError::TimestampOutOfRange(at))?;
         frames.push(Frame {
             ts,
             orig_len: orig_len.max(len32(&data)),
@@ -226,7 +287,7 @@ fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
     // A file without packets still has a link type if it describes an interface.
     let linktype = linktype
         .or(ifaces.first().map(|i| i.linktype))
-        .ok_or("no interface described")?;
+        .ok_or(CaptureError::NoInterface)?;
     let link = supported(linktype)?;
     Ok(Capture {
         linktype,
@@ -235,12 +296,10 @@ fn parse_pcapng(bytes: &[u8]) -> Result<Capture, String> {
     })
 }
 
-fn supported(linktype: u32) -> Result<LinkType, String> {
-    link_type(linktype).ok_or_else(|| {
-        format!(
-            "link type {linktype} ({:?}) is not supported: use Ethernet (1) or raw IP (101, 228, 229)",
-            DataLink::from(linktype)
-        )
+fn supported(linktype: u32) -> Result<LinkType, CaptureError> {
+    link_type(linktype).ok_or_else(|| CaptureError::Unsupported {
+        linktype,
+        name: format!("{:?}", DataLink::from(linktype)),
     })
 }
 
@@ -264,13 +323,13 @@ pub struct Writer<W: Write> {
 pub const SNAPLEN: u32 = 262_144;
 
 impl<W: Write> Writer<W> {
-    pub fn new(out: W, linktype: u32) -> Result<Self, String> {
+    pub fn new(out: W, linktype: u32) -> Result<Self, CaptureError> {
         Self::with_snaplen(out, linktype, SNAPLEN)
     }
 
     /// A writer whose header says frames were cut to `snaplen` bytes (a
     /// live capture keeps only the first bytes of each).
-    pub fn with_snaplen(out: W, linktype: u32, snaplen: u32) -> Result<Self, String> {
+    pub fn with_snaplen(out: W, linktype: u32, snaplen: u32) -> Result<Self, CaptureError> {
         let header = PcapHeader {
             snaplen,
             datalink: DataLink::from(linktype),
@@ -278,11 +337,12 @@ impl<W: Write> Writer<W> {
             endianness: Endianness::Little,
             ..PcapHeader::default()
         };
-        let inner = PcapWriter::with_header(out, header).map_err(|e| e.to_string())?;
+        let inner = PcapWriter::with_header(out, header)
+            .map_err(|e| CaptureError::Write(e.to_string()))?;
         Ok(Writer { inner })
     }
 
-    pub fn write(&mut self, ts: Nanos, orig_len: u32, data: &[u8]) -> Result<(), String> {
+    pub fn write(&mut self, ts: Nanos, orig_len: u32, data: &[u8]) -> Result<(), CaptureError> {
         // Frames longer than the snap length are cut, as a capture would.
         let data = data.get(..SNAPLEN as usize).unwrap_or(data);
         let packet = PcapPacket {
@@ -293,7 +353,7 @@ impl<W: Write> Writer<W> {
         self.inner
             .write_packet(&packet)
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(|e| CaptureError::Write(e.to_string()))
     }
 
     pub fn into_inner(self) -> W {
@@ -403,6 +463,17 @@ mod tests {
         assert_eq!(ts, [1_500_000_000, 1_500_000_001, 2_250_000_000]);
     }
 
+    /// The error's words, after checking its kind.
+    fn refused(bytes: &[u8], kind: fn(&CaptureError) -> bool) -> String {
+        match parse(bytes) {
+            Ok(c) => panic!("accepted: {c:?}"),
+            Err(e) => {
+                assert!(kind(&e), "{e:?}");
+                e.to_string()
+            }
+        }
+    }
+
     #[test]
     fn pcapng_errors_are_specific() {
         let mut mixed = shb();
@@ -410,26 +481,58 @@ mod tests {
         mixed.extend(idb(101, None));
         mixed.extend(epb(0, 1, &[0; 14]));
         mixed.extend(epb(1, 2, &[0x45; 20]));
-        assert!(parse(&mixed)
-            .unwrap_err()
-            .contains("mixes link types 1 and 101"));
+        let e = refused(&mixed, |e| {
+            matches!(e, CaptureError::MixedLinkTypes(1, 101))
+        });
+        assert!(e.contains("mixes link types 1 and 101"), "{e}");
 
         let mut orphan = shb();
         orphan.extend(epb(3, 1, &[0; 14]));
-        assert!(parse(&orphan).unwrap_err().contains("interface 3"));
+        let e = refused(&orphan, |e| {
+            matches!(e, CaptureError::NoSuchInterface { iface: 3, .. })
+        });
+        assert!(e.contains("interface 3"), "{e}");
     }
 
     #[test]
     fn unsupported_and_garbage_files_are_errors() {
-        assert!(parse(&pcap_header(0xa1b2_c3d4, 105))
-            .unwrap_err()
-            .contains("link type 105"));
-        assert!(parse(b"hello world").unwrap_err().contains("not a pcap"));
-        assert!(parse(b"").unwrap_err().contains("not a pcap"));
+        let e = refused(&pcap_header(0xa1b2_c3d4, 105), |e| {
+            matches!(e, CaptureError::Unsupported { linktype: 105, .. })
+        });
+        assert!(e.contains("link type 105"), "{e}");
+        let e = refused(b"hello world", |e| {
+            matches!(e, CaptureError::NotACapture(m) if m == b"hell")
+        });
+        assert!(e.starts_with("not a pcap or pcapng file (starts with 68 65 6c 6c)"), "{e}");
+        let e = refused(b"", |e| matches!(e, CaptureError::TooShort));
+        assert!(e.contains("not a pcap"), "{e}");
         let mut cut = pcap_header(0xa1b2_c3d4, 1);
         cut.extend(record(0, 0, &[0; 60], 60));
         cut.truncate(cut.len() - 1);
-        assert!(parse(&cut).unwrap_err().contains("truncated"));
+        let e = refused(&cut, |e| {
+            matches!(e, CaptureError::Record { number: 1, offset: 24, .. })
+        });
+        assert!(e.contains("truncated"), "{e}");
+    }
+
+    #[test]
+    fn a_file_error_names_the_file() {
+        let missing = Path::new("/nonexistent/in.pcap");
+        let e = read_file(missing).err();
+        assert!(matches!(e, Some(CaptureError::Read { .. })), "{e:?}");
+        let dir = std::env::temp_dir().join(format!("dn-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("garbage.pcap");
+        std::fs::write(&path, b"hello world").unwrap();
+        let e = read_file(&path).err().map(|e| e.to_string());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            e,
+            Some(format!(
+                "{}: not a pcap or pcapng file (starts with 68 65 6c 6c)",
+                path.display()
+            ))
+        );
     }
 
     proptest::proptest! {

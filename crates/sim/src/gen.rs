@@ -106,11 +106,13 @@ fn write(args: &GenArgs) -> Result<u64, String> {
         } else {
             LINKTYPE_ETHERNET
         },
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut n = 0;
     plan.each(|ts, frame| {
         n += 1;
         w.write(ts, frame.len() as u32, frame)
+            .map_err(|e| e.to_string())
     })?;
     w.into_inner()
         .flush()

@@ -197,7 +197,7 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     engine.set_local_addrs(&args.me);
     let mut inputs = Vec::with_capacity(args.pcaps.len());
     for spec in &args.pcaps {
-        let capture = capture::read_file(&spec.path)?;
+        let capture = capture::read_file(&spec.path).map_err(|e| e.to_string())?;
         inputs.push(Input {
             capture,
             entry: spec.entry.clone(),
@@ -453,7 +453,10 @@ pub fn simulate<'w>(
     log: Option<&'w mut dyn Write>,
 ) -> Result<Summary, String> {
     let linktype = inputs.first().map_or(1, |i| i.capture.linktype);
-    let out = out.map(|w| capture::Writer::new(w, linktype)).transpose()?;
+    let out = out
+        .map(|w| capture::Writer::new(w, linktype))
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let ports: Vec<Port> = inputs
         .iter()
         .map(|i| Port::new(&mut engine, i.capture.link, &i.entry))
