@@ -232,12 +232,10 @@ fn parse_pcapng(bytes: &[u8]) -> Result<Capture, CaptureError> {
     let mut frames = Vec::new();
     while !rest.is_empty() {
         let at = bytes.len() - rest.len();
-        let (next, block) = parser
-            .next_block(rest)
-            .map_err(|e| CaptureError::Block {
-                offset: at,
-                why: why(e),
-            })?;
+        let (next, block) = parser.next_block(rest).map_err(|e| CaptureError::Block {
+            offset: at,
+            why: why(e),
+        })?;
         rest = next;
         let (iface_id, raw_ts, orig_len, data) = match block {
             Block::SectionHeader(_) => {
@@ -337,8 +335,8 @@ impl<W: Write> Writer<W> {
             endianness: Endianness::Little,
             ..PcapHeader::default()
         };
-        let inner = PcapWriter::with_header(out, header)
-            .map_err(|e| CaptureError::Write(e.to_string()))?;
+        let inner =
+            PcapWriter::with_header(out, header).map_err(|e| CaptureError::Write(e.to_string()))?;
         Ok(Writer { inner })
     }
 
@@ -500,17 +498,28 @@ mod tests {
             matches!(e, CaptureError::Unsupported { linktype: 105, .. })
         });
         assert!(e.contains("link type 105"), "{e}");
-        let e = refused(b"hello world", |e| {
-            matches!(e, CaptureError::NotACapture(m) if m == b"hell")
-        });
-        assert!(e.starts_with("not a pcap or pcapng file (starts with 68 65 6c 6c)"), "{e}");
+        let e = refused(
+            b"hello world",
+            |e| matches!(e, CaptureError::NotACapture(m) if m == b"hell"),
+        );
+        assert!(
+            e.starts_with("not a pcap or pcapng file (starts with 68 65 6c 6c)"),
+            "{e}"
+        );
         let e = refused(b"", |e| matches!(e, CaptureError::TooShort));
         assert!(e.contains("not a pcap"), "{e}");
         let mut cut = pcap_header(0xa1b2_c3d4, 1);
         cut.extend(record(0, 0, &[0; 60], 60));
         cut.truncate(cut.len() - 1);
         let e = refused(&cut, |e| {
-            matches!(e, CaptureError::Record { number: 1, offset: 24, .. })
+            matches!(
+                e,
+                CaptureError::Record {
+                    number: 1,
+                    offset: 24,
+                    ..
+                }
+            )
         });
         assert!(e.contains("truncated"), "{e}");
     }
