@@ -39,6 +39,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use dummynet_engine::sched::bucket_of;
+use dummynet_engine::FlowKey;
 use live_common::*;
 
 /// Longest a whole `dummynet shell` invocation may take.
@@ -2207,6 +2209,33 @@ impl Seed002Run {
         );
         median(&self.ping.rtts())
     }
+
+    /// The TCP flows whose FQ-CoDel bucket (of `buckets`) the pings share,
+    /// in either direction: the echo requests with the data, or the replies
+    /// with the ACKs. The hash is fixed (`dummynet_engine::sched::bucket_of`)
+    /// but each run's ephemeral ports are not, so about one run in
+    /// `buckets / flows` finds a collision.
+    fn ping_shares_bucket(&self, buckets: u32) -> Vec<usize> {
+        let key = |src, sport, dst, dport, proto| {
+            bucket_of(&FlowKey::v4(src, dst, proto, sport, dport), buckets)
+        };
+        const ICMP: u8 = 1;
+        const TCP: u8 = 6;
+        self.tcp
+            .iter()
+            .enumerate()
+            .filter(|(_, json)| {
+                let (client, cport, server, sport) = iperf3_connection(json);
+                let (up, down) = (
+                    key(client, 0, server, 0, ICMP),
+                    key(server, 0, client, 0, ICMP),
+                );
+                key(client, cport, server, sport, TCP) == up
+                    || key(server, sport, client, cport, TCP) == down
+            })
+            .map(|(k, _)| k)
+            .collect()
+    }
 }
 
 /// One seed 002 run on `bed` with the ipfw commands `config` (a
@@ -2421,6 +2450,9 @@ fn seed002_shell_codel_40ms_rtt_keeps_delay_near_target() {
     seed002_codel_vs_droptail(Mode::Shell, 20, 0.7);
 }
 
+/// FQ-CoDel's hash buckets in seed 002 (Table II's default).
+const SEED002_FQ_FLOWS: u32 = 1024;
+
 /// Seed 002's FQ-CoDel config: pipe 1 up and pipe 2 down configured with
 /// `link`, each scheduled by its own `type fq_codel` at
 /// the seed's parameters (Table II's defaults, written out: target 5 ms,
@@ -2428,7 +2460,10 @@ fn seed002_shell_codel_40ms_rtt_keeps_delay_near_target() {
 /// scheduler hashes each 5-tuple into a sub-queue of its own; the queue
 /// needs no mask, as in the seed's examples.
 fn seed002_fq_codel(link: &str) -> String {
-    let fq = "type fq_codel target 5ms interval 100ms quantum 1514 limit 10240 flows 1024 noecn";
+    let fq = format!(
+        "type fq_codel target 5ms interval 100ms quantum 1514 limit 10240 \
+         flows {SEED002_FQ_FLOWS} noecn"
+    );
     format!(
         "pipe 1 config {link}\n\
          pipe 2 config {link}\n\
@@ -2535,10 +2570,29 @@ fn seed002_fq_codel_vs_fifo(mode: Mode, bw: &str, bw_bps: f64, fifo_queue: &str,
         );
     }
     let (f, d) = (fq.ping_median(), fifo.ping_median());
-    assert!(
-        f <= base + ping_slack,
-        "FQ-CoDel at {bw}: median ping RTT under load {f:.1} ms > {base} + {ping_slack}"
-    );
+    let shared = fq.ping_shares_bucket(SEED002_FQ_FLOWS);
+    if shared.is_empty() {
+        assert!(
+            f <= base + ping_slack,
+            "FQ-CoDel at {bw}: median ping RTT under load {f:.1} ms > {base} + {ping_slack}"
+        );
+    } else {
+        // A ping hashed into a bulk flow's bucket queues behind it: FQ-CoDel
+        // isolates buckets, not flows (RFC 8290 section 5.1). That bucket's
+        // CoDel still holds its queue near the target, so the ping waits
+        // about as long as seed 002's single CoDel queue lets it (scenario 1's
+        // bound: 25 ms over the base).
+        println!(
+            "seed 002 at {bw}: the pings share an FQ-CoDel bucket with flow(s) {shared:?} \
+             (ephemeral ports), so they wait in that flow's queue"
+        );
+        assert!(
+            f <= base + ping_slack.max(25.0),
+            "FQ-CoDel at {bw}: median ping RTT under load {f:.1} ms > {base} + {}, \
+             sharing a bucket with flow(s) {shared:?}",
+            ping_slack.max(25.0)
+        );
+    }
     assert!(
         d >= f + 100.0,
         "FIFO at {bw}: median ping RTT under load {d:.1} ms, not clearly above \

@@ -14,6 +14,7 @@ pub use netns::*;
 
 use std::fs;
 use std::io::Read;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -684,6 +685,28 @@ pub fn flow_sum(rows: &[FlowRow]) -> FlowRow {
 fn iperf3_json(json: &str) -> serde_json::Value {
     serde_json::from_str(json)
         .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}):\n{json}"))
+}
+
+/// The data connection of an `iperf3 -J` TCP client, as the client saw it
+/// (`start.connected[0]`): its address and port, the server's address and port.
+pub fn iperf3_connection(json: &str) -> (Ipv4Addr, u16, Ipv4Addr, u16) {
+    let c = &iperf3_json(json)["start"]["connected"][0];
+    let addr = |k: &str| -> Ipv4Addr {
+        c[k].as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no IPv4 start.connected[0].{k} in:\n{json}"))
+    };
+    let port = |k: &str| -> u16 {
+        c[k].as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| panic!("no start.connected[0].{k} in:\n{json}"))
+    };
+    (
+        addr("local_host"),
+        port("local_port"),
+        addr("remote_host"),
+        port("remote_port"),
+    )
 }
 
 /// The payload bytes of one UDP datagram of an `iperf3 -u -J` run
