@@ -102,6 +102,13 @@ pub enum Body {
     Xdp { frame: XdpFrame, port: u8 },
 }
 
+impl dummynet_engine::two_pass::OutPass for Carrier {
+    #[inline]
+    fn take_out_pass(&mut self) -> Option<IfaceId> {
+        self.out_pass.take()
+    }
+}
+
 /// ECN marking: an AQM reads and sets the ECN field of the IP header. A
 /// bridged frame's IP header follows its Ethernet header (and VLAN tags);
 /// a host packet is IP from the start. On a GSO super-packet the kernel

@@ -45,6 +45,7 @@ pub mod rng;
 pub mod sched;
 pub mod stats;
 pub mod time;
+pub mod two_pass;
 pub mod units;
 pub mod wire;
 

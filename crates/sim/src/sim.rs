@@ -32,6 +32,7 @@ use std::process::ExitCode;
 use dummynet_dataplane::capture::{self, Capture};
 use dummynet_dataplane::events::{dir_str, split_target};
 use dummynet_dataplane::lang::{configure_for as configure, load_config};
+use dummynet_engine::two_pass::{self, LetGo, OutPass, Passes};
 use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{
     Direction, DropReason, Engine, IfaceId, Nanos, PacketInfo, Payload, Snapshot, Target, Verdict,
@@ -299,6 +300,80 @@ impl Payload for Packet {
             ethernet: self.ethernet,
             out_pass: self.out_pass,
         })
+    }
+}
+
+impl OutPass for Packet {
+    fn take_out_pass(&mut self) -> Option<IfaceId> {
+        self.out_pass.take()
+    }
+}
+
+/// The engine's two passes of a bridged frame, with the log's events.
+impl Passes<Packet> for Sim<'_> {
+    type Error = String;
+
+    fn pass(
+        &mut self,
+        at: Nanos,
+        info: PacketInfo,
+        packet: Packet,
+    ) -> Result<Option<Verdict<Packet>>, String> {
+        Ok(Some(self.engine.input(at, info, packet)))
+    }
+
+    fn forward(
+        &mut self,
+        at: Nanos,
+        _: &PacketInfo,
+        packet: &Packet,
+        xmit: IfaceId,
+        by: LetGo,
+    ) -> Result<(), String> {
+        self.forwarded += 1;
+        let (pipe, queue) = split_target(by.target);
+        let name = self.iface_name(Some(xmit));
+        self.log(&Event::Forward {
+            t_ns: at,
+            id: packet.id,
+            rule: by.rule,
+            pipe,
+            queue,
+            iface: name.as_deref().unwrap_or_default(),
+            ce: by.ce,
+            note: packet.copy.then_some(DUPLICATE),
+        })
+    }
+
+    fn leave(
+        &mut self,
+        at: Nanos,
+        info: PacketInfo,
+        packet: Packet,
+        by: LetGo,
+    ) -> Result<(), String> {
+        let decided = Decided {
+            rule: by.rule,
+            target: by.target,
+            note: packet.copy.then_some(DUPLICATE),
+        };
+        self.deliver(at, packet.id, &packet.frame, info.xmit_if, decided, by.ce)
+    }
+
+    fn drop(
+        &mut self,
+        at: Nanos,
+        info: PacketInfo,
+        packet: Packet,
+        reason: DropReason,
+        by: LetGo,
+    ) -> Result<(), String> {
+        let decided = Decided {
+            rule: by.rule,
+            target: by.target,
+            note: packet.copy.then_some(DUPLICATE),
+        };
+        self.dropped(at, packet.id, reason, Some(info.dir), decided)
     }
 }
 
@@ -577,18 +652,6 @@ struct Decided<'a> {
     note: Option<&'a str>,
 }
 
-/// A packet the engine let go at `at` (passed by `rule`, or out of
-/// `target`): it leaves, or a bridged frame runs its `out` pass.
-struct Released {
-    at: Nanos,
-    info: PacketInfo,
-    packet: Packet,
-    rule: Option<u16>,
-    target: Option<Target>,
-    /// An AQM of `target` marked it ECN CE.
-    marked: bool,
-}
-
 impl Sim<'_> {
     fn arrive(&mut self, port: &Port, frame: capture::Frame) -> Result<(), String> {
         let t = frame.ts - self.epoch;
@@ -654,72 +717,11 @@ impl Sim<'_> {
         self.input(t, info, packet)
     }
 
-    /// One pass through the rules at `at`, and whatever it settles at once.
+    /// One pass through the rules at `at`, and whatever it settles at once
+    /// (a bridged frame's `out` pass, as the live data plane runs it).
     fn input(&mut self, at: Nanos, info: PacketInfo, packet: Packet) -> Result<(), String> {
-        let note = packet.copy.then_some(DUPLICATE);
-        match self.engine.input(at, info, packet) {
-            Verdict::Pass { payload, rule } => self.released(Released {
-                at,
-                info,
-                packet: payload,
-                rule: Some(rule),
-                target: None,
-                marked: false,
-            }),
-            Verdict::Drop {
-                payload,
-                reason,
-                rule,
-                target,
-            } => {
-                let by = Decided { rule, target, note };
-                self.dropped(at, payload.id, reason, Some(info.dir), by)
-            }
-            Verdict::Queued { .. } => Ok(()),
-        }
-    }
-
-    /// A packet the rules let through or a pipe let out. A bridged frame
-    /// that has not had its `out` pass runs it now, at the moment it was
-    /// let go, with the `in` pass's facts and `xmit` set: the live data
-    /// plane's `settle`. Anything else leaves.
-    fn released(&mut self, r: Released) -> Result<(), String> {
-        let Released {
-            at,
-            info,
-            mut packet,
-            rule,
-            target,
-            marked,
-        } = r;
-        let note = packet.copy.then_some(DUPLICATE);
-        match packet.out_pass.take() {
-            Some(xmit) => {
-                self.forwarded += 1;
-                let (pipe, queue) = split_target(target);
-                let name = self.iface_name(Some(xmit));
-                self.log(&Event::Forward {
-                    t_ns: at,
-                    id: packet.id,
-                    rule,
-                    pipe,
-                    queue,
-                    iface: name.as_deref().unwrap_or_default(),
-                    ce: marked,
-                    note,
-                })?;
-                let info = PacketInfo {
-                    dir: Direction::Out,
-                    xmit_if: Some(xmit),
-                    ..info
-                };
-                self.input(at, info, packet)
-            }
-            None => {
-                let by = Decided { rule, target, note };
-                self.deliver(at, packet.id, &packet.frame, info.xmit_if, by, marked)
-            }
-        }
+        let verdict = self.engine.input(at, info, packet);
+        two_pass::settle(self, at, info, verdict).map(drop)
     }
 
     fn iface_name(&self, id: Option<IfaceId>) -> Option<String> {
@@ -752,14 +754,14 @@ impl Sim<'_> {
                     // over at its own time (`o.at` = `now`), where a bridged
                     // frame's `out` pass starts, as live starts it at the
                     // poll that releases the frame.
-                    None => self.released(Released {
-                        at: o.at,
-                        info: o.info,
-                        packet: o.payload,
-                        rule: o.rule,
-                        target: o.target,
-                        marked: o.marked,
-                    })?,
+                    None => {
+                        let by = LetGo {
+                            rule: o.rule,
+                            target: o.target,
+                            ce: o.marked,
+                        };
+                        two_pass::released(self, o.at, o.info, o.payload, by)?;
+                    }
                     Some(reason) => {
                         let note = o.payload.copy.then_some(DUPLICATE);
                         let by = Decided {

@@ -33,7 +33,8 @@ pub use slots::{Backends, MAX_BACKENDS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use dummynet_engine::{DropReason, Engine, Nanos, Verdict};
+use dummynet_engine::two_pass::LetGo;
+use dummynet_engine::{DropReason, Engine, Nanos};
 
 use crate::clock::Clock;
 use crate::observer::{self, Tap};
@@ -286,8 +287,9 @@ impl DataPlane {
                     targets: &mut self.departures.targets,
                     watch: &mut self.watch,
                     worker: self.worker.as_mut(),
+                    id,
                 };
-                s.settle(at, info, verdict, None, id, false);
+                s.verdict(at, info, verdict);
             }
         }
         self.intake.arrivals = arrivals;
@@ -340,23 +342,24 @@ impl DataPlane {
             if out.delivered() {
                 // Leaving a pipe is passing it: a bridged frame still has its
                 // `out` pass to run, which `settle` does.
-                let id = (out.payload.id, out.payload.copy);
-                let pass = Verdict::Pass {
-                    payload: out.payload,
-                    rule: out.rule.unwrap_or(0),
-                };
                 let mut s = Settle {
                     engine: &mut self.engine,
                     backends: &mut self.backends,
                     targets: &mut self.departures.targets,
                     watch: &mut self.watch,
                     worker: self.worker.as_mut(),
+                    id: (out.payload.id, out.payload.copy),
+                };
+                let by = LetGo {
+                    rule: out.rule,
+                    target: out.target,
+                    ce: out.marked,
                 };
                 // Lateness is counted for what goes to the kernel now, not
                 // for the engine's inner timers (the end of a transmission
                 // before the delay line) nor for a packet the `out` pass
                 // sends into another pipe.
-                if s.settle(now, out.info, pass, out.target, id, out.marked) {
+                if s.released(now, out.info, out.payload, by) {
                     if self.departures.due.is_none() {
                         self.departures.since = self.clock.now();
                     }

@@ -1,6 +1,10 @@
-//! A packet's way through the engine: routed, then its verdict acted on.
+//! A packet's way through the engine: routed, then its verdict acted on
+//! (the engine's [`two_pass`] driver, with this data plane's side of it).
 
-use dummynet_engine::{Direction, Engine, Nanos, PacketInfo, Target, Verdict};
+use std::convert::Infallible;
+
+use dummynet_engine::two_pass::{self, LetGo, Passes};
+use dummynet_engine::{DropReason, Engine, IfaceId, Nanos, PacketInfo, Verdict};
 
 use super::{complete, Backends, TargetBook, Watch};
 use crate::sharded::Worker;
@@ -34,65 +38,95 @@ pub(super) struct Settle<'a> {
     /// Sharded: the `out` pass may send the frame to a pipe another
     /// worker owns.
     pub(super) worker: Option<&'a mut Worker>,
+    /// The packet's number (a `Queued` verdict no longer has the packet).
+    pub(super) id: (u64, bool),
 }
 
 impl Settle<'_> {
-    /// Acts on an immediate verdict: a bridged frame that passed its `in`
-    /// pass runs its `out` pass at once; anything else is sent on or
-    /// discarded. `target` is the pipe or queue the packet just left, if
-    /// any, and `id` the packet's number (a `Queued` verdict no longer has
-    /// the packet). True if the packet went into a backend's send batch.
-    pub(super) fn settle(
+    /// Acts on the verdict of a pass through the rules. True if the packet
+    /// went into a backend's send batch.
+    #[inline]
+    pub(super) fn verdict(&mut self, now: Nanos, info: PacketInfo, v: Verdict<Carrier>) -> bool {
+        let Ok(settled) = two_pass::settle(self, now, info, v);
+        settled == two_pass::Settled::Left
+    }
+
+    /// Acts on a packet a pipe let go. True as for [`Self::verdict`].
+    #[inline]
+    pub(super) fn released(&mut self, now: Nanos, info: PacketInfo, p: Carrier, by: LetGo) -> bool {
+        let Ok(settled) = two_pass::released(self, now, info, p, by);
+        settled == two_pass::Settled::Left
+    }
+}
+
+impl Passes<Carrier> for Settle<'_> {
+    type Error = Infallible;
+
+    #[inline]
+    fn pass(
         &mut self,
         now: Nanos,
         info: PacketInfo,
-        verdict: Verdict<Carrier>,
-        target: Option<Target>,
-        id: (u64, bool),
-        marked: bool,
-    ) -> bool {
-        let mut marked = marked;
-        let mut verdict = verdict;
-        let mut info = info;
-        let mut target = target;
-        loop {
-            let ce = std::mem::take(&mut marked);
-            self.watch
-                .verdict(self.engine, now, &info, &verdict, target, id, ce);
-            match verdict {
-                Verdict::Queued { .. } => return false,
-                Verdict::Drop {
-                    payload,
-                    reason,
-                    target,
-                    ..
-                } => {
-                    self.targets.dropped(target, reason);
-                    complete(self.backends, payload, false);
-                    return false;
-                }
-                Verdict::Pass { mut payload, .. } => match payload.out_pass.take() {
-                    Some(xmit) => {
-                        self.targets.forwarded();
-                        target = None;
-                        info = PacketInfo {
-                            dir: Direction::Out,
-                            xmit_if: Some(xmit),
-                            ..info
-                        };
-                        let Some(v) =
-                            route(self.engine, self.worker.as_deref_mut(), now, info, payload)
-                        else {
-                            return false;
-                        };
-                        verdict = v;
-                    }
-                    None => {
-                        complete(self.backends, payload, true);
-                        return true;
-                    }
-                },
-            }
-        }
+        payload: Carrier,
+    ) -> Result<Option<Verdict<Carrier>>, Infallible> {
+        Ok(route(
+            self.engine,
+            self.worker.as_deref_mut(),
+            now,
+            info,
+            payload,
+        ))
+    }
+
+    #[inline]
+    fn seen(
+        &mut self,
+        now: Nanos,
+        info: &PacketInfo,
+        verdict: &Verdict<Carrier>,
+        by: LetGo,
+    ) -> Result<(), Infallible> {
+        self.watch
+            .verdict(self.engine, now, info, verdict, by.target, self.id, by.ce);
+        Ok(())
+    }
+
+    #[inline]
+    fn forward(
+        &mut self,
+        _: Nanos,
+        _: &PacketInfo,
+        _: &Carrier,
+        _: IfaceId,
+        _: LetGo,
+    ) -> Result<(), Infallible> {
+        self.targets.forwarded();
+        Ok(())
+    }
+
+    #[inline]
+    fn leave(
+        &mut self,
+        _: Nanos,
+        _: PacketInfo,
+        payload: Carrier,
+        _: LetGo,
+    ) -> Result<(), Infallible> {
+        complete(self.backends, payload, true);
+        Ok(())
+    }
+
+    #[inline]
+    fn drop(
+        &mut self,
+        _: Nanos,
+        _: PacketInfo,
+        payload: Carrier,
+        reason: DropReason,
+        by: LetGo,
+    ) -> Result<(), Infallible> {
+        self.targets.dropped(by.target, reason);
+        complete(self.backends, payload, false);
+        Ok(())
     }
 }

@@ -38,8 +38,9 @@ impl DataPlane {
                     targets,
                     watch,
                     worker: None,
+                    id,
                 };
-                s.settle(at, info, v, None, id, false);
+                s.verdict(at, info, v);
             });
     }
 
