@@ -256,7 +256,7 @@ impl Worker {
     /// leaving a pipe here for its `out` pass, goes through the engine:
     /// here, or handed to the worker that owns its pipe, or (the `out`
     /// pass of a flow another worker reads, when the rules keep state)
-    /// back to its reader ([`Links::out_pass`]). `None`: another worker
+    /// back to its reader ([`Links::out_pass`]). `Err(to)`: worker `to`
     /// has it now.
     #[inline]
     pub fn route(
@@ -265,7 +265,7 @@ impl Worker {
         now: Nanos,
         info: PacketInfo,
         mut payload: Carrier,
-    ) -> Option<Verdict<Carrier>> {
+    ) -> Result<Verdict<Carrier>, usize> {
         let routed = match info.dir {
             Direction::In => {
                 // Read here: the kernel's fanout reads this flow's frames,
@@ -279,8 +279,8 @@ impl Worker {
             }
         };
         match routed {
-            Routed::Here(v) => Some(v),
-            Routed::Handed { .. } | Routed::Home { .. } => None,
+            Routed::Here(v) => Ok(v),
+            Routed::Handed { to, .. } | Routed::Home { to } => Err(to),
         }
     }
 

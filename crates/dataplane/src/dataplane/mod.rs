@@ -276,8 +276,8 @@ impl DataPlane {
                     self.flush_all();
                 }
                 let id = (carrier.id, carrier.copy);
-                let Some(verdict) =
-                    route(&mut self.engine, self.worker.as_mut(), at, info, carrier)
+                let worker = self.worker.as_mut();
+                let Some(verdict) = route(&mut self.engine, worker, &self.watch, at, info, carrier)
                 else {
                     continue;
                 };

@@ -12,11 +12,13 @@ use crate::Carrier;
 
 /// A packet read (or leaving a pipe for its `out` pass) at `now` goes
 /// through the engine: here, or, on a sharded data plane, handed to the
-/// worker that owns its pipe (`None`: that worker has it now).
+/// worker that owns its pipe (`None`: that worker has it now, and the
+/// merge of the workers' records knows it from `now` on).
 #[inline]
 pub(super) fn route(
     engine: &mut Engine<Carrier>,
     worker: Option<&mut Worker>,
+    watch: &Watch,
     now: Nanos,
     info: PacketInfo,
     payload: Carrier,
@@ -24,7 +26,13 @@ pub(super) fn route(
     let Some(w) = worker else {
         return Some(engine.input(now, info, payload));
     };
-    w.route(engine, now, info, payload)
+    match w.route(engine, now, info, payload) {
+        Ok(v) => Some(v),
+        Err(to) => {
+            watch.handed(to, now);
+            None
+        }
+    }
 }
 
 /// What acting on a verdict needs: the engine (a bridged frame's `out`
@@ -69,13 +77,8 @@ impl Passes<Carrier> for Settle<'_> {
         info: PacketInfo,
         payload: Carrier,
     ) -> Result<Option<Verdict<Carrier>>, Infallible> {
-        Ok(route(
-            self.engine,
-            self.worker.as_deref_mut(),
-            now,
-            info,
-            payload,
-        ))
+        let worker = self.worker.as_deref_mut();
+        Ok(route(self.engine, worker, self.watch, now, info, payload))
     }
 
     #[inline]

@@ -29,6 +29,7 @@ impl DataPlane {
             &mut self.departures.targets,
             &mut self.watch,
         );
+        watch.taking_handoffs();
         let id = |c: &Carrier| (c.id, c.copy);
         w.links
             .receive_tagged(&mut self.engine, id, |engine, at, info, v, id| {

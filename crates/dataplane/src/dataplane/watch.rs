@@ -70,6 +70,23 @@ impl Watch {
         }
     }
 
+    /// A packet of `now` was handed to worker `to` (it records its
+    /// enqueue there, with this time).
+    #[inline]
+    pub(super) fn handed(&self, to: usize, now: Nanos) {
+        if let Some(tap) = &self.tap {
+            tap.handed(to, now);
+        }
+    }
+
+    /// This worker takes what the others handed it.
+    #[inline]
+    pub(super) fn taking_handoffs(&self) {
+        if let Some(tap) = &self.tap {
+            tap.taking_handoffs();
+        }
+    }
+
     /// ...and woke.
     pub(super) fn woke(&self) {
         if let Some(tap) = &self.tap {

@@ -63,8 +63,13 @@ pub(super) fn step(r: &Record) -> u8 {
 pub(super) fn worker_floor(p: &PlaneCounters, now: Nanos) -> Nanos {
     let floor = p.floor.load(Ordering::Acquire);
     let later = if p.asleep.load(Ordering::Acquire) {
+        // A packet handed to it keeps its hand-off time, however late the
+        // worker wakes to take it; a hand-off it took just before sleeping
+        // may leave that time behind, so the window bounds the wait.
         now.saturating_sub(SLEEP_SLACK)
             .min(p.sleep_until.load(Ordering::Relaxed))
+            .min(p.handed_since.load(Ordering::Acquire))
+            .max(now.saturating_sub(MERGE_WINDOW))
     } else if p.reads_late.load(Ordering::Relaxed) {
         now.saturating_sub(MERGE_HOLD_MAX)
     } else {

@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dummynet_engine::Nanos;
+
 use super::options::ObserveOptions;
 use super::record::Kind;
 use super::subscribe::Subscriber;
@@ -66,6 +68,9 @@ pub(super) struct PlaneCounters {
     /// ([`Tap::sleeping`]).
     pub(super) asleep: AtomicBool,
     pub(super) sleep_until: AtomicU64,
+    /// The earliest time of a packet another worker handed this one and it
+    /// may not have taken yet ([`Tap::handed`]); `Nanos::MAX`: none.
+    pub(super) handed_since: AtomicU64,
 }
 
 /// The observer's counters, for `dummynet stats`.
@@ -192,7 +197,10 @@ impl Shared {
             joining: Mutex::new(Vec::new()),
             subscribers: AtomicUsize::new(0),
             plane: (0..workers.max(1))
-                .map(|_| PlaneCounters::default())
+                .map(|_| PlaneCounters {
+                    handed_since: AtomicU64::new(Nanos::MAX),
+                    ..PlaneCounters::default()
+                })
                 .collect(),
             out_of_order: AtomicU64::new(0),
             logged: AtomicU64::new(0),

@@ -189,6 +189,26 @@ impl Tap {
         c.asleep.store(true, Ordering::Release);
     }
 
+    /// A packet of `at` went into the ring to worker `to`, which records
+    /// it with that time: while `to` sleeps, the merge waits for it from
+    /// `at` on, however long it takes to wake (up to
+    /// [`MERGE_WINDOW`](super::MERGE_WINDOW)). Only with several workers.
+    #[inline]
+    pub fn handed(&self, to: usize, at: Nanos) {
+        if let Some(c) = self.shared.plane.get(to) {
+            c.handed_since.fetch_min(at, Ordering::Release);
+        }
+    }
+
+    /// The worker is about to take what was handed to it (after this,
+    /// whatever is still to come sets [`Self::handed`] again).
+    #[inline]
+    pub fn taking_handoffs(&self) {
+        self.counters()
+            .handed_since
+            .store(Nanos::MAX, Ordering::Release);
+    }
+
     /// Awake, before anything is done.
     #[inline]
     pub fn woke(&self) {

@@ -425,3 +425,44 @@ fn the_mahimahi_log_lists_a_traced_pipes_opportunities() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A sleeping worker's floor, as the merge takes it: the time of the
+/// look less the kernel's time to wake it, but no later than a packet
+/// another worker handed it and it has not taken (it records that packet
+/// with its hand-off time, however late it wakes), and no earlier than
+/// the merge window.
+#[test]
+fn a_sleeping_workers_floor_waits_for_what_was_handed_to_it() {
+    use super::merge::{worker_floor, MERGE_WINDOW, SLEEP_SLACK};
+    use super::shared::PlaneCounters;
+    use std::sync::atomic::Ordering;
+    let ms = 1_000_000;
+    let p = PlaneCounters::default();
+    p.floor.store(3 * ms, Ordering::Relaxed);
+    p.asleep.store(true, Ordering::Relaxed);
+    p.sleep_until.store(Nanos::MAX, Ordering::Relaxed);
+    p.handed_since.store(Nanos::MAX, Ordering::Relaxed);
+    let now = 100 * ms;
+    assert_eq!(worker_floor(&p, now), now - SLEEP_SLACK);
+    // Handed a packet of 95 ms, asleep still at 100 ms.
+    p.handed_since.store(95 * ms, Ordering::Relaxed);
+    assert_eq!(worker_floor(&p, now), 95 * ms);
+    // A hand-off it took before sleeping holds the merge a window at most.
+    p.handed_since.store(10 * ms, Ordering::Relaxed);
+    assert_eq!(worker_floor(&p, now), now - MERGE_WINDOW);
+    // Taken (the ring drained): back to the look's time.
+    let (_observer, taps, thread) = Observer::start_workers(&ObserveOptions::default(), 2).unwrap();
+    taps[0].handed(1, 42 * ms);
+    taps[0].handed(1, 44 * ms);
+    assert_eq!(
+        taps[0].shared.plane[1].handed_since.load(Ordering::Relaxed),
+        42 * ms
+    );
+    taps[1].taking_handoffs();
+    assert_eq!(
+        taps[0].shared.plane[1].handed_since.load(Ordering::Relaxed),
+        Nanos::MAX
+    );
+    drop(taps);
+    thread.join();
+}
