@@ -688,6 +688,8 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
 }
 
+/// Writes a run's files into `dir`: the flows', pings' and UDP senders'
+/// samples, each path's windows, the summary, and the figures.
 fn write_outputs(
     r: &Run,
     dir: &Path,
@@ -696,10 +698,23 @@ fn write_outputs(
     s: &RunSummary,
     png: bool,
 ) -> Result<(), String> {
-    fn io(p: &Path) -> impl Fn(std::io::Error) -> String + '_ {
-        move |e| format!("{}: {e}", p.display())
-    }
-    // flows.csv
+    write_flows_csv(dir, m)?;
+    write_pings_udp_csv(dir, m)?;
+    write_link_csv(dir, log, s)?;
+    let p = dir.join("summary.json");
+    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
+    std::fs::write(&p, json + "\n").map_err(io(&p))?;
+    write_figures(r, dir, m, log, s, png);
+    Ok(())
+}
+
+/// An I/O error on `p`, in words.
+fn io(p: &Path) -> impl Fn(std::io::Error) -> String + '_ {
+    move |e| format!("{}: {e}", p.display())
+}
+
+/// `flows.csv`: each flow's samples, with the goodput since the last.
+fn write_flows_csv(dir: &Path, m: &Measured) -> Result<(), String> {
     let p = dir.join("flows.csv");
     let mut w = create(&p)?;
     writeln!(w, "t_s,flow,received_bytes,goodput_bps,srtt_ms,rttvar_ms,cwnd,ssthresh,delivery_rate_bps,retransmits,delivered_ce").map_err(io(&p))?;
@@ -729,7 +744,11 @@ fn write_outputs(
         }
     }
     w.flush().map_err(io(&p))?;
-    // pings.csv, udp.csv
+    Ok(())
+}
+
+/// `pings.csv` and `udp.csv`, when the run has pings or UDP senders.
+fn write_pings_udp_csv(dir: &Path, m: &Measured) -> Result<(), String> {
     if !m.pings.is_empty() {
         let p = dir.join("pings.csv");
         let mut w = create(&p)?;
@@ -758,7 +777,11 @@ fn write_outputs(
         }
         w.flush().map_err(io(&p))?;
     }
-    // link.csv: each path's windows on the run's clock.
+    Ok(())
+}
+
+/// `link.csv`: each path's windows on the run's clock.
+fn write_link_csv(dir: &Path, log: &EventLog, s: &RunSummary) -> Result<(), String> {
     let p = dir.join("link.csv");
     let mut w = create(&p)?;
     writeln!(
@@ -801,11 +824,12 @@ fn write_outputs(
         }
     }
     w.flush().map_err(io(&p))?;
-    // summary.json
-    let p = dir.join("summary.json");
-    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    // Figures.
+    Ok(())
+}
+
+/// The figures: the flows' goodput, cwnd and RTT, and each path's link.
+/// A figure that cannot be drawn is said, and the run goes on.
+fn write_figures(r: &Run, dir: &Path, m: &Measured, log: &EventLog, s: &RunSummary, png: bool) {
     let x_max = r.duration as f64 / 1e9;
     // The sender's own numbers (cwnd, srtt) end with its flow: an idle
     // socket's last values would run on as flat lines.
@@ -903,7 +927,6 @@ fn write_outputs(
     if let Some(e) = png_error {
         eprintln!("dummynet experiment: {}: a figure: {e}", r.label);
     }
-    Ok(())
 }
 
 /// A sweep's comparison: `matrix.json` (each run's summary) and one figure
