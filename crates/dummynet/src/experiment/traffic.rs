@@ -193,23 +193,79 @@ pub fn drive(
     let wall0 = super::wall_ns();
     time0.store(wall0, Ordering::Relaxed);
     let end = t0 + Duration::from_nanos(run.duration);
-    let hard_end = end + GRACE;
-    let mut threads: Vec<JoinHandle<Option<String>>> = Vec::new();
-    let done = Arc::new(AtomicBool::new(false));
-
-    // A thread that cannot start stops those already running.
-    let spawn = |name: String, f: Box<dyn FnOnce() -> Option<String> + Send>| {
-        named(name, f).inspect_err(|_| done.store(true, Ordering::Relaxed))
+    let mut crew = Crew {
+        threads: Vec::new(),
+        done: Arc::new(AtomicBool::new(false)),
+        t0,
+        end,
+        hard_end: end + GRACE,
     };
+    m.cc = tcp_threads(&mut crew, run, &flows)?;
+    let ping_results = ping_threads(&mut crew, run, ns, outside, peer)?;
+    let udp_rx = udp_threads(&mut crew, run, ns, outside, peer)?;
+    sample(run, &crew, &flows, &udp_rx, stop, &mut m);
+    // The run is over: what the link counted is read now, before the
+    // senders' FINs (not ECN-capable, so an AQM in its dropping state may
+    // drop one) and what is still queued reach it.
+    at_end();
+    crew.done.store(true, Ordering::Relaxed);
+    for t in crew.threads {
+        match t.join() {
+            Ok(Some(w)) => m.warnings.push(w),
+            Ok(None) => {}
+            Err(_) => m.warnings.push("a traffic thread panicked".into()),
+        }
+    }
+    for ((_, sent), (_, total)) in udp_rx.iter().zip(m.udp.iter_mut()) {
+        *total = sent.load(Ordering::Relaxed);
+    }
+    m.pings = ping_results
+        .iter()
+        .map(|r| r.lock().map(|v| v.clone()).unwrap_or_default())
+        .collect();
+    Ok((wall0, m))
+}
+
+/// A UDP flow's bytes received and sent.
+type UdpCount = (Arc<AtomicU64>, Arc<AtomicU64>);
+
+/// The run's traffic threads, its clock, and the flag that stops them.
+struct Crew {
+    threads: Vec<JoinHandle<Option<String>>>,
+    done: Arc<AtomicBool>,
+    t0: Instant,
+    end: Instant,
+    /// The run's end and [`GRACE`]: no thread goes on past it.
+    hard_end: Instant,
+}
+
+impl Crew {
+    /// Starts a thread named `name`; one that cannot start stops those
+    /// already running.
+    fn spawn(
+        &mut self,
+        name: String,
+        f: Box<dyn FnOnce() -> Option<String> + Send>,
+    ) -> Result<(), String> {
+        let t = named(name, f).inspect_err(|_| self.done.store(true, Ordering::Relaxed))?;
+        self.threads.push(t);
+        Ok(())
+    }
+}
+
+/// Each TCP flow's sender and receiver; returns their congestion controls.
+fn tcp_threads(crew: &mut Crew, run: &Run, flows: &[TcpFlow]) -> Result<Vec<String>, String> {
+    let (t0, end, hard_end) = (crew.t0, crew.end, crew.hard_end);
+    let mut cc = Vec::new();
     for (i, (f, spec)) in flows.iter().zip(&run.flows).enumerate() {
-        m.cc.push(tcpinfo::congestion(f.tx.as_fd()).unwrap_or_default());
+        cc.push(tcpinfo::congestion(f.tx.as_fd()).unwrap_or_default());
         // The sender.
         let tx = Arc::clone(&f.tx);
         let started = Arc::clone(&f.started);
         let start = t0 + Duration::from_nanos(spec.start);
         let until = spec.until;
-        let done_tx = Arc::clone(&done);
-        threads.push(spawn(
+        let done_tx = Arc::clone(&crew.done);
+        crew.spawn(
             format!("dn-tx-{i}"),
             Box::new(move || {
                 sleep_until(start, &done_tx);
@@ -239,15 +295,15 @@ pub fn drive(
                 let _ = tx.shutdown(Shutdown::Write);
                 None
             }),
-        )?);
+        )?;
         // The receiver.
         let mut rx = match f.rx.try_clone() {
             Ok(s) => s,
             Err(e) => return Err(format!("receiver: {e}")),
         };
         let received = Arc::clone(&f.received);
-        let done_rx = Arc::clone(&done);
-        threads.push(spawn(
+        let done_rx = Arc::clone(&crew.done);
+        crew.spawn(
             format!("dn-rx-{i}"),
             Box::new(move || {
                 let mut buf = vec![0u8; CHUNK];
@@ -263,10 +319,22 @@ pub fn drive(
                 }
                 None
             }),
-        )?);
+        )?;
     }
 
-    // Pings: an echo server here, a client inside.
+    Ok(cc)
+}
+
+/// Pings: an echo server outside, a client inside for each `[[ping]]`;
+/// returns where each client's echoes go.
+fn ping_threads(
+    crew: &mut Crew,
+    run: &Run,
+    ns: &Netns,
+    outside: &Netns,
+    peer: Ipv4Addr,
+) -> Result<Vec<Arc<Mutex<Echoes>>>, String> {
+    let (t0, end, hard_end) = (crew.t0, crew.end, crew.hard_end);
     let ping_results: Vec<Arc<Mutex<Echoes>>> = run.pings.iter().map(|_| Arc::default()).collect();
     if !run.pings.is_empty() {
         let echo =
@@ -274,8 +342,8 @@ pub fn drive(
         echo.set_read_timeout(Some(POLL))
             .map_err(|e| e.to_string())?;
         let echo_addr = echo.local_addr().map_err(|e| e.to_string())?;
-        let done_echo = Arc::clone(&done);
-        threads.push(spawn(
+        let done_echo = Arc::clone(&crew.done);
+        crew.spawn(
             "dn-echo".into(),
             Box::new(move || {
                 let mut buf = [0u8; 64];
@@ -286,14 +354,14 @@ pub fn drive(
                 }
                 None
             }),
-        )?);
+        )?;
         for (k, (p, out)) in run.pings.iter().zip(&ping_results).enumerate() {
             let sock = in_ns(ns, || UdpSocket::bind(("0.0.0.0", 0)))?;
             sock.connect(echo_addr).map_err(|e| e.to_string())?;
             let p = *p;
             let out = Arc::clone(out);
-            let done_p = Arc::clone(&done);
-            threads.push(spawn(
+            let done_p = Arc::clone(&crew.done);
+            crew.spawn(
                 format!("dn-ping-{k}"),
                 Box::new(move || {
                     ping_loop(
@@ -301,12 +369,24 @@ pub fn drive(
                     );
                     None
                 }),
-            )?);
+            )?;
         }
     }
 
-    // Constant-rate UDP flows.
-    let mut udp_rx: Vec<(Arc<AtomicU64>, Arc<AtomicU64>)> = Vec::new();
+    Ok(ping_results)
+}
+
+/// Constant-rate UDP flows: a sender and a receiver each; returns each
+/// one's bytes received and sent.
+fn udp_threads(
+    crew: &mut Crew,
+    run: &Run,
+    ns: &Netns,
+    outside: &Netns,
+    peer: Ipv4Addr,
+) -> Result<Vec<UdpCount>, String> {
+    let (t0, end, hard_end) = (crew.t0, crew.end, crew.hard_end);
+    let mut udp_rx: Vec<UdpCount> = Vec::new();
     for (k, u) in run.udp.iter().enumerate() {
         let inside = in_ns(ns, || UdpSocket::bind(("0.0.0.0", 0)))?;
         let outer = in_ns(outside, || UdpSocket::bind((peer, 0)))?;
@@ -328,8 +408,8 @@ pub fn drive(
         let got = Arc::new(AtomicU64::new(0));
         let sent = Arc::new(AtomicU64::new(0));
         let (got_r, sent_t) = (Arc::clone(&got), Arc::clone(&sent));
-        let done_r = Arc::clone(&done);
-        threads.push(spawn(
+        let done_r = Arc::clone(&crew.done);
+        crew.spawn(
             format!("dn-udp-rx-{k}"),
             Box::new(move || {
                 let mut buf = [0u8; 2048];
@@ -340,10 +420,10 @@ pub fn drive(
                 }
                 None
             }),
-        )?);
+        )?;
         let u = *u;
-        let done_t = Arc::clone(&done);
-        threads.push(spawn(
+        let done_t = Arc::clone(&crew.done);
+        crew.spawn(
             format!("dn-udp-tx-{k}"),
             Box::new(move || {
                 let start = t0 + Duration::from_nanos(u.start);
@@ -367,11 +447,24 @@ pub fn drive(
                 }
                 None
             }),
-        )?);
+        )?;
         udp_rx.push((got, sent));
     }
 
-    // The sampler, on this thread, at the interval.
+    Ok(udp_rx)
+}
+
+/// The sampler, on the calling thread, at the run's interval, until its
+/// end or `stop`.
+fn sample(
+    run: &Run,
+    crew: &Crew,
+    flows: &[TcpFlow],
+    udp_rx: &[UdpCount],
+    stop: &AtomicBool,
+    m: &mut Measured,
+) {
+    let (t0, end) = (crew.t0, crew.end);
     // Every receiver starts from nothing at time 0: the first bin's
     // goodput is from there.
     m.flows = vec![vec![FlowSample::default()]; flows.len()];
@@ -402,26 +495,6 @@ pub fn drive(
         }
         k += 1;
     }
-    // The run is over: what the link counted is read now, before the
-    // senders' FINs (not ECN-capable, so an AQM in its dropping state may
-    // drop one) and what is still queued reach it.
-    at_end();
-    done.store(true, Ordering::Relaxed);
-    for t in threads {
-        match t.join() {
-            Ok(Some(w)) => m.warnings.push(w),
-            Ok(None) => {}
-            Err(_) => m.warnings.push("a traffic thread panicked".into()),
-        }
-    }
-    for ((_, sent), (_, total)) in udp_rx.iter().zip(m.udp.iter_mut()) {
-        *total = sent.load(Ordering::Relaxed);
-    }
-    m.pings = ping_results
-        .iter()
-        .map(|r| r.lock().map(|v| v.clone()).unwrap_or_default())
-        .collect();
-    Ok((wall0, m))
 }
 
 /// One ping flow: a datagram (its sequence number) every `interval`, the
