@@ -70,8 +70,18 @@ impl EncodeMetric for Lateness {
 /// The metrics text for `report` and `snap`.
 pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Error> {
     let mut reg = Registry::default();
+    totals(&mut reg, report, snap);
+    by_target(&mut reg, report);
+    waiting(&mut reg, snap);
+    rules(&mut reg, snap);
+    lateness(&mut reg, report);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &reg)?;
+    Ok(text)
+}
 
-    // Totals.
+/// The engine's totals: arrived, delivered, dropped by reason, inside, marked.
+fn totals(reg: &mut Registry, report: &Report, snap: &Snapshot) {
     let arrived = Counter::<u64>::default();
     arrived.inc_by(report.arrived);
     reg.register(
@@ -121,8 +131,10 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
         "Packets an AQM marked ECN CE instead of dropping",
         marked,
     );
+}
 
-    // By pipe and by queue, as packets left them.
+/// By pipe and by queue, as packets left them.
+fn by_target(reg: &mut Registry, report: &Report) {
     let families = |what: &str| (counters(), counters(), counters(), what.to_string());
     let mut pipe = families("pipe");
     let mut queue = families("queue");
@@ -164,8 +176,10 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
             drops,
         );
     }
+}
 
-    // What waits in each pipe's and queue's queues now.
+/// What waits in each pipe's and queue's queues now.
+fn waiting(reg: &mut Registry, snap: &Snapshot) {
     let (q_pkts, q_bytes) = (gauges(), gauges());
     let (fs_pkts, fs_bytes) = (gauges(), gauges());
     let pipe_flowset = 2 * DN_MAX_ID;
@@ -205,8 +219,10 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
         "Bytes waiting in the queue (flowset) now",
         fs_bytes,
     );
+}
 
-    // Rules.
+/// Each rule's counters.
+fn rules(reg: &mut Registry, snap: &Snapshot) {
     let (r_pkts, r_bytes) = (counters(), counters());
     for r in &snap.rules {
         count(&r_pkts, label("rule", r.number), r.packets);
@@ -222,8 +238,10 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
         "Bytes of the packets the rule matched (since the last zero)",
         r_bytes,
     );
+}
 
-    // How late departures were handed to the kernel.
+/// How late departures were handed to the kernel.
+fn lateness(reg: &mut Registry, report: &Report) {
     let h = &report.lateness_histogram;
     let mut buckets: Vec<(f64, u64)> = LATENESS_BUCKETS_NS
         .iter()
@@ -244,10 +262,6 @@ pub fn render(report: &Report, snap: &Snapshot) -> Result<String, std::fmt::Erro
             buckets,
         },
     );
-
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &reg)?;
-    Ok(text)
 }
 
 #[cfg(test)]
