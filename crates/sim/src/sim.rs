@@ -352,11 +352,7 @@ impl Passes<Packet> for Sim<'_> {
         packet: Packet,
         by: LetGo,
     ) -> Result<(), String> {
-        let decided = Decided {
-            rule: by.rule,
-            target: by.target,
-            note: packet.copy.then_some(DUPLICATE),
-        };
+        let decided = Decided::by(by, &packet);
         self.deliver(at, packet.id, &packet.frame, info.xmit_if, decided, by.ce)
     }
 
@@ -368,11 +364,7 @@ impl Passes<Packet> for Sim<'_> {
         reason: DropReason,
         by: LetGo,
     ) -> Result<(), String> {
-        let decided = Decided {
-            rule: by.rule,
-            target: by.target,
-            note: packet.copy.then_some(DUPLICATE),
-        };
+        let decided = Decided::by(by, &packet);
         self.dropped(at, packet.id, reason, Some(info.dir), decided)
     }
 }
@@ -650,6 +642,17 @@ struct Decided<'a> {
     rule: Option<u16>,
     target: Option<Target>,
     note: Option<&'a str>,
+}
+
+impl Decided<'static> {
+    /// What let `packet` go, for the log (a copy's note included).
+    fn by(by: LetGo, packet: &Packet) -> Self {
+        Decided {
+            rule: by.rule,
+            target: by.target,
+            note: packet.copy.then_some(DUPLICATE),
+        }
+    }
 }
 
 impl Sim<'_> {
