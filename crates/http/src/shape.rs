@@ -204,27 +204,7 @@ fn walk(
     base: Option<&Map<String, Value>>,
     out: &mut Vec<String>,
 ) -> Result<(), ApiError> {
-    if let Some(bad) = view.keys().find(|k| !spec.iter().any(|x| x.name == *k)) {
-        let names: Vec<&'static str> = spec.iter().map(|x| x.name).collect();
-        let mut e = ApiError::new(
-            "unknown_field",
-            format!(
-                "unknown field `{path}{bad}`: {} has {}",
-                if path.is_empty() {
-                    "the object"
-                } else {
-                    path.trim_end_matches('.')
-                },
-                names.join(", ")
-            ),
-        )
-        .with("field", format!("{path}{bad}"));
-        if let Some(s) = dummynet_lang::suggest(bad, &names) {
-            e.message.push_str(&format!("; did you mean `{path}{s}`?"));
-            e = e.with("suggestion", format!("{path}{s}"));
-        }
-        return Err(e);
-    }
+    unknown_field(spec, path, view)?;
     let patch = base.is_some();
     for field in spec {
         let name = field.name;
@@ -297,35 +277,7 @@ fn walk(
                     out.extend([word.to_string(), format!("{x}")]);
                 }
             }
-            To::Impairments => {
-                let list = |v: Option<&Value>| -> Result<Vec<String>, ApiError> {
-                    match v {
-                        None => Ok(Vec::new()),
-                        Some(Value::Array(l)) => l
-                            .iter()
-                            .map(|x| {
-                                x.as_str().map(str::to_string).ok_or_else(|| {
-                                    bad("a list of options as the language writes them is expected, e.g. [\"jitter 5ms\"]")
-                                })
-                            })
-                            .collect(),
-                        Some(_) => Err(bad(
-                            "a list of options as the language writes them is expected, e.g. [\"jitter 5ms\"]",
-                        )),
-                    }
-                };
-                let now = list(now)?;
-                let first = |s: &String| s.split_whitespace().next().unwrap_or("").to_string();
-                let kinds: Vec<String> = now.iter().map(first).collect();
-                for gone in list(was)?.iter().map(first) {
-                    if !kinds.contains(&gone) {
-                        out.extend([gone, "off".to_string()]);
-                    }
-                }
-                for item in &now {
-                    out.extend(item.split_whitespace().map(String::from));
-                }
-            }
+            To::Impairments => out.extend(impairment_words(now, was, &bad)?),
             To::Mask => {
                 let Some(v) = now else {
                     if was.is_some() {
@@ -346,26 +298,7 @@ fn walk(
                 if patch && now == was && bytes == get(base, "limit_bytes") {
                     continue;
                 }
-                match (now, bytes) {
-                    (Some(_), Some(_)) => {
-                        return Err(bad(
-                            "give one of `limit_packets` and `limit_bytes`, the other null",
-                        ))
-                    }
-                    (Some(p), None) => {
-                        let p = p
-                            .as_u64()
-                            .ok_or_else(|| bad("a whole number of packets is expected"))?;
-                        out.extend(["queue".to_string(), p.to_string()]);
-                    }
-                    (None, Some(b)) => {
-                        let b = b
-                            .as_u64()
-                            .ok_or_else(|| bad("a whole number of bytes is expected"))?;
-                        out.extend(["queue".to_string(), format!("{b}B")]);
-                    }
-                    (None, None) => {}
-                }
+                out.extend(limit_words(now, bytes, &bad)?);
             }
             To::SchedType => {
                 let params = get(Some(view), "params");
@@ -393,23 +326,7 @@ fn walk(
             },
             To::Aqm => {
                 if let Some(v) = now {
-                    let s = v.as_str().ok_or_else(|| {
-                        bad("a string is expected: `droptail` or an AQM in the command language (\"codel target 5ms\")")
-                    })?;
-                    if s.starts_with("AQM") || s.starts_with(char::is_whitespace) {
-                        return Err(ApiError::new(
-                            "conflict",
-                            format!(
-                                "field `{at}`: `{}` is the AQM as `show` prints it, which cannot be \
-                                 read back; give it in the command language (\"codel target 5ms\", \
-                                 \"red 0.002/30/80/0.1\"), or change the other fields with PATCH, \
-                                 which keeps it",
-                                s.trim()
-                            ),
-                        )
-                        .with("field", at.as_str()));
-                    }
-                    out.extend(s.split_whitespace().map(String::from));
+                    out.extend(aqm_words(v, &at, &bad)?);
                 }
             }
             To::Object(sub) => {
@@ -428,6 +345,119 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// The queue's limit as words: in packets or in bytes, not both.
+fn limit_words(
+    packets: Option<&Value>,
+    bytes: Option<&Value>,
+    bad: &dyn Fn(&str) -> ApiError,
+) -> Result<Vec<String>, ApiError> {
+    match (packets, bytes) {
+        (Some(_), Some(_)) => Err(bad(
+            "give one of `limit_packets` and `limit_bytes`, the other null",
+        )),
+        (Some(p), None) => {
+            let p = p
+                .as_u64()
+                .ok_or_else(|| bad("a whole number of packets is expected"))?;
+            Ok(vec!["queue".to_string(), p.to_string()])
+        }
+        (None, Some(b)) => {
+            let b = b
+                .as_u64()
+                .ok_or_else(|| bad("a whole number of bytes is expected"))?;
+            Ok(vec!["queue".to_string(), format!("{b}B")])
+        }
+        (None, None) => Ok(Vec::new()),
+    }
+}
+
+/// Refuses a key `spec` does not have, naming the ones it has (and the
+/// nearest, if one is near).
+fn unknown_field(spec: &[Field], path: &str, view: &Map<String, Value>) -> Result<(), ApiError> {
+    if let Some(bad) = view.keys().find(|k| !spec.iter().any(|x| x.name == *k)) {
+        let names: Vec<&'static str> = spec.iter().map(|x| x.name).collect();
+        let mut e = ApiError::new(
+            "unknown_field",
+            format!(
+                "unknown field `{path}{bad}`: {} has {}",
+                if path.is_empty() {
+                    "the object"
+                } else {
+                    path.trim_end_matches('.')
+                },
+                names.join(", ")
+            ),
+        )
+        .with("field", format!("{path}{bad}"));
+        if let Some(s) = dummynet_lang::suggest(bad, &names) {
+            e.message.push_str(&format!("; did you mean `{path}{s}`?"));
+            e = e.with("suggestion", format!("{path}{s}"));
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// An AQM as the command language writes it, as words; `show`'s form is
+/// refused, since it cannot be read back.
+fn aqm_words(v: &Value, at: &str, bad: &dyn Fn(&str) -> ApiError) -> Result<Vec<String>, ApiError> {
+    let s = v.as_str().ok_or_else(|| {
+        bad("a string is expected: `droptail` or an AQM in the command language (\"codel target 5ms\")")
+    })?;
+    if s.starts_with("AQM") || s.starts_with(char::is_whitespace) {
+        return Err(ApiError::new(
+            "conflict",
+            format!(
+                "field `{at}`: `{}` is the AQM as `show` prints it, which cannot be \
+                 read back; give it in the command language (\"codel target 5ms\", \
+                 \"red 0.002/30/80/0.1\"), or change the other fields with PATCH, \
+                 which keeps it",
+                s.trim()
+            ),
+        )
+        .with("field", at));
+    }
+    Ok(s.split_whitespace().map(String::from).collect())
+}
+
+/// The `impairments` list as words: each item as written, and `off` for
+/// each kind the base had and the list no longer has.
+fn impairment_words(
+    now: Option<&Value>,
+    was: Option<&Value>,
+    bad: &dyn Fn(&str) -> ApiError,
+) -> Result<Vec<String>, ApiError> {
+    let list = |v: Option<&Value>| -> Result<Vec<String>, ApiError> {
+        match v {
+            None => Ok(Vec::new()),
+            Some(Value::Array(l)) => l
+                .iter()
+                .map(|x| {
+                    x.as_str().map(str::to_string).ok_or_else(|| {
+                        bad("a list of options as the language writes them is expected, e.g. [\"jitter 5ms\"]")
+                    })
+                })
+                .collect(),
+            Some(_) => Err(bad(
+                "a list of options as the language writes them is expected, e.g. [\"jitter 5ms\"]",
+            )),
+        }
+    };
+    let now = list(now)?;
+    let mut out = Vec::new();
+    let first = |s: &String| s.split_whitespace().next().unwrap_or("").to_string();
+    let kinds: Vec<String> = now.iter().map(first).collect();
+    for gone in list(was)?.iter().map(first) {
+        if !kinds.contains(&gone) {
+            out.extend([gone, "off".to_string()]);
+        }
+    }
+    for item in &now {
+        out.extend(item.split_whitespace().map(String::from));
+    }
+    Ok(out)
 }
 
 static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
