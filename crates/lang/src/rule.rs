@@ -962,29 +962,8 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
     };
     if t.kind == Tok::LBrace {
         cur.bump();
-        let mut alts = Vec::new();
-        loop {
-            match parse_option(cur, Stage::Options)? {
-                Some(c) => alts.push(c),
-                None => {
-                    return Err(cur.error_at(
-                        t,
-                        ErrorKind::Syntax,
-                        "an alternative of this block matches every packet; drop the block",
-                    ))
-                }
-            }
-            if cur.eat_kind(Tok::RBrace) {
-                break;
-            }
-            if !cur.eat("or") {
-                return Err(cur.expected("`or` or `}` in the option block", &["or"]));
-            }
-        }
-        return Ok(Some(Cond {
-            negate,
-            kind: CondKind::Or(alts),
-        }));
+        let kind = parse_or_block(cur, t)?;
+        return Ok(Some(Cond { negate, kind }));
     }
     let kw = t.text.to_ascii_lowercase();
     let kind = match kw.as_str() {
@@ -1032,38 +1011,7 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
         }
         "lookup" => {
             cur.bump();
-            const FIELDS: &[&str] = &["src-ip", "dst-ip", "src-port", "dst-port"];
-            let f = cur.word("what to look up (src-ip, dst-ip, src-port, dst-port)")?;
-            let field = match f.text.to_ascii_lowercase().as_str() {
-                "src-ip" => LookupField::SrcIp,
-                "dst-ip" => LookupField::DstIp,
-                "src-port" => LookupField::SrcPort,
-                "dst-port" => LookupField::DstPort,
-                "uid" | "jail" => {
-                    return Err(cur.error_at(
-                        f,
-                        ErrorKind::Unavailable,
-                        format!(
-                            "`lookup {}` needs socket owners, which dummynet does not see",
-                            f.text
-                        ),
-                    ))
-                }
-                _ => {
-                    return Err(cur.expected_at(f, "src-ip, dst-ip, src-port or dst-port", FIELDS))
-                }
-            };
-            // `lookup dst-port 10` or `lookup dst-port table(10)`.
-            let table = if cur.peek_word().is_some_and(is_table_word) {
-                parse_table_ref(cur)?
-            } else {
-                let t = cur.word("a table after the field (`lookup dst-port 10`)")?;
-                TableRef {
-                    name: table_name(t.text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?,
-                    value: None,
-                }
-            };
-            CondKind::Lookup(field, table)
+            parse_lookup(cur)?
         }
         "src-port" | "dst-port" => {
             cur.bump();
@@ -1113,34 +1061,102 @@ fn parse_option(cur: &mut Cursor<'_>, stage: Stage) -> Result<Option<Cond>, Pars
                 "`to` needs a source first: write `from any to ...`",
             ));
         }
-        _ => {
-            if let Some(kind) = ruleopt::parse_value_option(cur, &kw)? {
-                kind
-            } else if let Some((_, what)) = UNSUPPORTED_OPTIONS.iter().find(|(o, _)| *o == kw) {
-                let why = if what.is_empty() {
-                    "nothing is diverted here".to_string()
-                } else {
-                    format!("it needs {what}, which dummynet does not do")
-                };
-                return Err(cur.error_at(
-                    t,
-                    ErrorKind::Unavailable,
-                    format!("rule option `{}` is not available: {why}", t.text),
-                ));
-            } else if let Some(feature) = unsupported_action(&kw) {
-                return Err(cur.error_at(
-                    t,
-                    ErrorKind::Unavailable,
-                    format!("`{}` needs {feature}, which dummynet does not do", t.text),
-                ));
-            } else if negate {
-                return Err(cur.expected("a rule option after `not`", OPTIONS));
-            } else {
-                return Err(cur.expected(stage.expected(), &stage.candidates()));
-            }
-        }
+        _ => other_option(cur, t, &kw, negate, stage)?,
     };
     Ok(Some(Cond { negate, kind }))
+}
+
+/// The alternatives of an or-block, `{` read: `{ A or B ... }`.
+fn parse_or_block(cur: &mut Cursor<'_>, open: Token<'_>) -> Result<CondKind, ParseError> {
+    let mut alts = Vec::new();
+    loop {
+        match parse_option(cur, Stage::Options)? {
+            Some(c) => alts.push(c),
+            None => {
+                return Err(cur.error_at(
+                    open,
+                    ErrorKind::Syntax,
+                    "an alternative of this block matches every packet; drop the block",
+                ))
+            }
+        }
+        if cur.eat_kind(Tok::RBrace) {
+            break;
+        }
+        if !cur.eat("or") {
+            return Err(cur.expected("`or` or `}` in the option block", &["or"]));
+        }
+    }
+    Ok(CondKind::Or(alts))
+}
+
+/// `lookup FIELD TABLE`, `lookup` read.
+fn parse_lookup(cur: &mut Cursor<'_>) -> Result<CondKind, ParseError> {
+    const FIELDS: &[&str] = &["src-ip", "dst-ip", "src-port", "dst-port"];
+    let f = cur.word("what to look up (src-ip, dst-ip, src-port, dst-port)")?;
+    let field = match f.text.to_ascii_lowercase().as_str() {
+        "src-ip" => LookupField::SrcIp,
+        "dst-ip" => LookupField::DstIp,
+        "src-port" => LookupField::SrcPort,
+        "dst-port" => LookupField::DstPort,
+        "uid" | "jail" => {
+            return Err(cur.error_at(
+                f,
+                ErrorKind::Unavailable,
+                format!(
+                    "`lookup {}` needs socket owners, which dummynet does not see",
+                    f.text
+                ),
+            ))
+        }
+        _ => return Err(cur.expected_at(f, "src-ip, dst-ip, src-port or dst-port", FIELDS)),
+    };
+    // `lookup dst-port 10` or `lookup dst-port table(10)`.
+    let table = if cur.peek_word().is_some_and(is_table_word) {
+        parse_table_ref(cur)?
+    } else {
+        let t = cur.word("a table after the field (`lookup dst-port 10`)")?;
+        TableRef {
+            name: table_name(t.text).map_err(|m| cur.error_at(t, ErrorKind::Syntax, m))?,
+            value: None,
+        }
+    };
+    Ok(CondKind::Lookup(field, table))
+}
+
+/// An option that is not one of the header's: a value option
+/// (`ruleopt`), or what is refused, and why.
+fn other_option(
+    cur: &mut Cursor<'_>,
+    t: Token<'_>,
+    kw: &str,
+    negate: bool,
+    stage: Stage,
+) -> Result<CondKind, ParseError> {
+    if let Some(kind) = ruleopt::parse_value_option(cur, kw)? {
+        Ok(kind)
+    } else if let Some((_, what)) = UNSUPPORTED_OPTIONS.iter().find(|(o, _)| *o == kw) {
+        let why = if what.is_empty() {
+            "nothing is diverted here".to_string()
+        } else {
+            format!("it needs {what}, which dummynet does not do")
+        };
+        Err(cur.error_at(
+            t,
+            ErrorKind::Unavailable,
+            format!("rule option `{}` is not available: {why}", t.text),
+        ))
+    } else if let Some(feature) = unsupported_action(kw) {
+        Err(cur.error_at(
+            t,
+            ErrorKind::Unavailable,
+            format!("`{}` needs {feature}, which dummynet does not do", t.text),
+        ))
+    } else if negate {
+        Err(cur.expected("a rule option after `not`", OPTIONS))
+    } else {
+        Err(cur.expected(stage.expected(), &stage.candidates()))
+    }
 }
 
 fn parse_iface(cur: &mut Cursor<'_>, kw: &str) -> Result<IfaceSpec, ParseError> {
