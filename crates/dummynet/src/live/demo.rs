@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use dummynet_io::netns::Netns;
 
 use super::args::PrecisionArg;
+use super::dataplane::Report;
 use super::observer::ObserveOptions;
 use super::presets::{self, Preset};
 use super::probe::{self, BulkServer, EchoServer};
@@ -191,7 +192,22 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     bulk.stop();
     let report = emulator.stop();
     drop(path);
-    let plotted = match (&args.plot, &log) {
+    let plotted = demo_plot(args, preset, log.as_deref(), &plot_config)?;
+    drop(scratch);
+
+    print_results(preset, &rtt, [&up, &down], &report, plotted, started);
+    Ok(())
+}
+
+/// `--plot`: the demo's pipe drawn from its event log; the line that
+/// says where it went.
+fn demo_plot(
+    args: &DemoArgs,
+    preset: &Preset,
+    log: Option<&std::path::Path>,
+    config: &[(usize, dummynet_engine::Command)],
+) -> Result<Option<String>, String> {
+    Ok(match (&args.plot, log) {
         (Some(out), Some(log)) => {
             let options = crate::plot::PlotOptions {
                 pipe: Some(args.plot_pipe),
@@ -215,19 +231,26 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
             };
             let summary = crate::plot::plot_log(
                 log,
-                Some((
-                    std::path::Path::new("the demo's configuration"),
-                    &plot_config,
-                )),
+                Some((std::path::Path::new("the demo's configuration"), config)),
                 &options,
                 out,
             )?;
             Some(format!("plot: {} ({summary})", out.display()))
         }
         _ => None,
-    };
-    drop(scratch);
+    })
+}
 
+/// The table of what was configured and what was measured, and the
+/// emulator's report.
+fn print_results(
+    preset: &Preset,
+    rtt: &probe::RttReport,
+    [up, down]: [&probe::BulkReport; 2],
+    report: &Report,
+    plotted: Option<String>,
+    started: Instant,
+) {
     println!();
     println!("{:<10} {:>22}   {:<}", "", "configured", "measured");
     println!(
@@ -241,7 +264,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         rtt.lost,
         rtt.sent
     );
-    for (name, d, r) in [("uplink", preset.up, &up), ("downlink", preset.down, &down)] {
+    for (name, d, r) in [("uplink", preset.up, up), ("downlink", preset.down, down)] {
         println!(
             "{:<10} {:>22}   {} TCP goodput ({} over the whole run; at most {} fits)",
             name,
@@ -261,7 +284,6 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         "done in {:.1} s; the namespaces and links are gone with the demo.",
         started.elapsed().as_secs_f64()
     );
-    Ok(())
 }
 
 /// A log file of the demo's own, for --plot without --log: created only

@@ -36,8 +36,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use bulk::{bulk_duration_for, bulk_transfer, BulkServer, Direction, TcpBufferLimits};
-pub use rtt::{rtt_probe, wait_for_echo, EchoServer};
+pub use bulk::{
+    bulk_duration_for, bulk_transfer, BulkReport, BulkServer, Direction, TcpBufferLimits,
+};
+pub use rtt::{rtt_probe, wait_for_echo, EchoServer, RttReport};
 
 /// The longest any blocking socket call here waits before its loop looks at
 /// its stop flag or deadline again: servers stop within about this long.
