@@ -313,247 +313,15 @@ impl Cx<'_> {
         config: Option<&(&Spanned<String>, String)>,
         vars: Vec<(String, String)>,
     ) -> Result<Run, SpecError> {
-        let sub = |s: &str| {
-            vars.iter()
-                .fold(s.to_string(), |s, (k, v)| s.replace(&format!("{{{k}}}"), v))
+        let r = RunCx {
+            cx: self,
+            vars: &vars,
         };
-        // A value with the run's values in, checked: the error says which
-        // run when the value came from the sweep.
-        let value = |v: &Spanned<String>, key: &str| -> Result<String, SpecError> {
-            let s = sub(v.get_ref());
-            if let Some(open) = s.find('{').filter(|i| s[*i..].contains('}')) {
-                let end = s[open..].find('}').map_or(s.len(), |e| open + e + 1);
-                return Err(self.err(
-                    v,
-                    key,
-                    &format!("`{}` names no sweep variable", &s[open..end]),
-                ));
-            }
-            Ok(s)
-        };
-        let with_run = |mut e: SpecError| {
-            if !vars.is_empty() {
-                let run: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                e.message = format!("{} (in the run {})", e.message, run.join(", "));
-            }
-            e
-        };
-        let time = |v: &Spanned<String>, key: &str| -> Result<Nanos, SpecError> {
-            let s = value(v, key)?;
-            parse_duration(&s).map_err(|m| with_run(self.err(v, key, &m)))
-        };
-        let time_or = |v: &Option<Spanned<String>>, key: &str, default: Nanos| match v {
-            Some(v) => time(v, key),
-            None => Ok(default),
-        };
-        let direction = |v: &Option<Spanned<String>>, key: &str| match v {
-            None => Ok(Direction::Up),
-            Some(d) => match value(d, key)?.as_str() {
-                "up" => Ok(Direction::Up),
-                "down" => Ok(Direction::Down),
-                other => Err(self.err(
-                    d,
-                    key,
-                    &format!("`{other}`: a direction is `up` (from the shell out) or `down`"),
-                )),
-            },
-        };
-
-        let duration = time(&raw.duration, "duration")?;
-        if duration == 0 || duration > MAX_DURATION {
-            return Err(self.err(
-                &raw.duration,
-                "duration",
-                "a run lasts more than 0 s and at most an hour",
-            ));
-        }
-        let interval = time_or(&raw.interval, "interval", 100_000_000)?;
-        if interval < MIN_INTERVAL || interval > duration {
-            let at = raw.interval.as_ref().unwrap_or(&raw.duration);
-            return Err(self.err(
-                at,
-                "interval",
-                "the sampling interval is at least 10ms and at most the run's duration",
-            ));
-        }
-
-        let l = raw.link.get_ref();
-        let given = [
-            l.config.is_some(),
-            l.commands.is_some(),
-            l.preset.is_some() || l.up.is_some() || l.down.is_some(),
-        ];
-        if given.iter().filter(|g| **g).count() != 1 {
-            return Err(self.err(
-                &raw.link,
-                "link",
-                "give one of: `config` (a file of ipfw commands), `commands` (the same, \
-                 written here), or `preset`/`up`/`down` (as `dummynet shell` takes them)",
-            ));
-        }
-        let link = if let Some((at, text)) = config {
-            let text = sub(text);
-            crate::lang::commands(&text, None).map_err(|(line, e)| {
-                with_run(self.err(
-                    at,
-                    "link.config",
-                    &format!("{} line {line}: {e}", at.get_ref()),
-                ))
-            })?;
-            Link::Commands(text)
-        } else if let Some(c) = &l.commands {
-            let text = value(c, "link.commands")?;
-            crate::lang::commands(&text, None).map_err(|(line, e)| {
-                with_run(self.err(c, "link.commands", &format!("command {line}: {e}")))
-            })?;
-            Link::Commands(text)
-        } else {
-            let opt = |v: &Option<Spanned<String>>, key: &str| {
-                v.as_ref().map(|v| value(v, key)).transpose()
-            };
-            let (preset, up, down) = (
-                opt(&l.preset, "link.preset")?,
-                opt(&l.up, "link.up")?,
-                opt(&l.down, "link.down")?,
-            );
-            crate::live::shell::link_config(preset.as_deref(), up.as_deref(), down.as_deref())
-                .map_err(|e| {
-                    let e = e.replace("--up", "up").replace("--down", "down");
-                    let (key, at) = if e.starts_with("up") {
-                        ("link.up", l.up.as_ref())
-                    } else if e.starts_with("down") {
-                        ("link.down", l.down.as_ref())
-                    } else {
-                        ("link.preset", l.preset.as_ref())
-                    };
-                    match at {
-                        Some(at) => with_run(self.err(at, key, &e)),
-                        None => with_run(self.err(&raw.link, key, &e)),
-                    }
-                })?;
-            Link::Options { preset, up, down }
-        };
-
-        let mut flows = Vec::new();
-        // Which `[[flow]]` each flow comes from (a count makes several).
-        let mut origin = Vec::new();
-        for (k, f) in raw.flow.iter().enumerate() {
-            let ff = f.get_ref();
-            let direction = direction(&ff.direction, "flow.direction")?;
-            let start = time_or(&ff.start, "flow.start", 0)?;
-            let until = match (&ff.duration, &ff.bytes) {
-                (Some(_), Some(b)) => {
-                    return Err(self.err(
-                        b,
-                        "flow.bytes",
-                        "a flow has a duration or bytes, not both",
-                    ))
-                }
-                (Some(d), None) => Until::Time(time(d, "flow.duration")?),
-                (None, Some(b)) if *b.get_ref() == 0 => {
-                    return Err(self.err(b, "flow.bytes", "a flow sends at least one byte"))
-                }
-                (None, Some(b)) => Until::Bytes(*b.get_ref()),
-                (None, None) => Until::Time(duration.saturating_sub(start)),
-            };
-            if start >= duration {
-                let at = ff.start.as_ref().unwrap_or(&raw.duration);
-                return Err(self.err(at, "flow.start", "a flow starts before the run ends"));
-            }
-            let cc = ff.cc.as_ref().map(|c| value(c, "flow.cc")).transpose()?;
-            if let (Some(c), Some(at)) = (&cc, &ff.cc) {
-                if c.is_empty() || c.len() > 15 || !c.bytes().all(|b| b.is_ascii_graphic()) {
-                    return Err(with_run(self.err(
-                        at,
-                        "flow.cc",
-                        &format!("`{c}` is not a congestion control's name (cubic, reno, bbr...)"),
-                    )));
-                }
-            }
-            let count = ff.count.as_ref().map_or(1, |c| *c.get_ref());
-            if count == 0 {
-                let at = ff.count.as_ref().map(|c| c.span()).unwrap_or(f.span());
-                return Err(SpecError {
-                    line: Some(line_of(self.src, at.start)),
-                    key: "flow.count".into(),
-                    message: "a flow's count is at least 1".into(),
-                });
-            }
-            let flow = Flow {
-                direction,
-                start,
-                until,
-                cc,
-                ecn: ff.ecn.unwrap_or(false),
-            };
-            let n = (count as usize).min(MAX_FLOWS as usize + 1);
-            flows.extend(std::iter::repeat_n(flow, n));
-            origin.extend(std::iter::repeat_n(k, n));
-            if flows.len() > MAX_FLOWS as usize {
-                return Err(self.err(
-                    f,
-                    "flow.count",
-                    &format!("at most {MAX_FLOWS} flows in a run"),
-                ));
-            }
-        }
-        // Linux turns ECN on per network namespace (net.ipv4.tcp_ecn), and
-        // every connection is opened from the shell's side.
-        if let Some(first) = flows.first() {
-            if let Some((i, _)) = flows.iter().enumerate().find(|(_, f)| f.ecn != first.ecn) {
-                let at = &raw.flow[origin[i]];
-                return Err(self.err(
-                    at,
-                    "flow.ecn",
-                    "every flow of a run has ECN on or every one off: Linux turns it on per \
-                     network namespace (net.ipv4.tcp_ecn)",
-                ));
-            }
-        }
-        let mut pings = Vec::new();
-        for p in &raw.ping {
-            let pp = p.get_ref();
-            let interval = time_or(&pp.interval, "ping.interval", 100_000_000)?;
-            if interval < 1_000_000 {
-                return Err(self.err(p, "ping.interval", "pings are at least 1ms apart"));
-            }
-            let start = time_or(&pp.start, "ping.start", 0)?;
-            pings.push(Ping {
-                interval,
-                start,
-                duration: time_or(
-                    &pp.duration,
-                    "ping.duration",
-                    duration.saturating_sub(start),
-                )?,
-            });
-        }
-        let mut udp = Vec::new();
-        for u in &raw.udp {
-            let uu = u.get_ref();
-            let s = value(&uu.rate, "udp.rate")?;
-            let rate = parse_rate(&s).map_err(|m| with_run(self.err(&uu.rate, "udp.rate", &m)))?;
-            if rate == 0 {
-                return Err(self.err(&uu.rate, "udp.rate", "a UDP flow's rate is above 0"));
-            }
-            let size = uu.size.as_ref().map_or(1200, |s| *s.get_ref());
-            if !(16..=1472).contains(&size) {
-                let at = uu.size.as_ref().map(|s| s.span()).unwrap_or(u.span());
-                return Err(SpecError {
-                    line: Some(line_of(self.src, at.start)),
-                    key: "udp.size".into(),
-                    message: "a datagram's payload is 16 to 1472 bytes".into(),
-                });
-            }
-            let start = time_or(&uu.start, "udp.start", 0)?;
-            udp.push(Udp {
-                direction: direction(&uu.direction, "udp.direction")?,
-                rate,
-                size,
-                start,
-                duration: time_or(&uu.duration, "udp.duration", duration.saturating_sub(start))?,
-            });
-        }
+        let (duration, interval) = r.times(raw)?;
+        let link = r.link(raw, config)?;
+        let flows = r.flows(raw, duration)?;
+        let pings = r.pings(raw, duration)?;
+        let udp = r.udp(raw, duration)?;
         if flows.len() + pings.len() + udp.len() > MAX_FLOWS as usize {
             return Err(self.err(
                 &raw.duration,
@@ -565,12 +333,12 @@ impl Cx<'_> {
             .assert
             .iter()
             .map(|a| {
-                let text = value(a, "assert")?;
-                Check::parse(&text).map_err(|e| with_run(self.err(a, "assert", &e.0)))
+                let text = r.value(a, "assert")?;
+                Check::parse(&text).map_err(|e| r.with_run(self.err(a, "assert", &e.0)))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut label = name.to_string();
-        for (k, v) in &vars {
+        for (k, v) in r.vars {
             label.push_str(&format!("_{k}={v}"));
         }
         let label = label
@@ -595,6 +363,317 @@ impl Cx<'_> {
             udp,
             checks,
         })
+    }
+}
+
+/// Resolving one run: the file's context and the run's sweep values.
+struct RunCx<'a> {
+    cx: &'a Cx<'a>,
+    vars: &'a [(String, String)],
+}
+
+impl RunCx<'_> {
+    /// `s` with the run's values in place of `{name}`.
+    fn sub(&self, s: &str) -> String {
+        self.vars
+            .iter()
+            .fold(s.to_string(), |s, (k, v)| s.replace(&format!("{{{k}}}"), v))
+    }
+
+    /// A value with the run's values in, checked: the error says which
+    /// run when the value came from the sweep.
+    fn value(&self, v: &Spanned<String>, key: &str) -> Result<String, SpecError> {
+        let s = self.sub(v.get_ref());
+        if let Some(open) = s.find('{').filter(|i| s[*i..].contains('}')) {
+            let end = s[open..].find('}').map_or(s.len(), |e| open + e + 1);
+            return Err(self.cx.err(
+                v,
+                key,
+                &format!("`{}` names no sweep variable", &s[open..end]),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// `e`, saying which run of a sweep it is about.
+    fn with_run(&self, mut e: SpecError) -> SpecError {
+        if !self.vars.is_empty() {
+            let run: Vec<String> = self.vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            e.message = format!("{} (in the run {})", e.message, run.join(", "));
+        }
+        e
+    }
+
+    fn time(&self, v: &Spanned<String>, key: &str) -> Result<Nanos, SpecError> {
+        let s = self.value(v, key)?;
+        parse_duration(&s).map_err(|m| self.with_run(self.cx.err(v, key, &m)))
+    }
+
+    fn time_or(
+        &self,
+        v: &Option<Spanned<String>>,
+        key: &str,
+        default: Nanos,
+    ) -> Result<Nanos, SpecError> {
+        match v {
+            Some(v) => self.time(v, key),
+            None => Ok(default),
+        }
+    }
+
+    fn direction(&self, v: &Option<Spanned<String>>, key: &str) -> Result<Direction, SpecError> {
+        match v {
+            None => Ok(Direction::Up),
+            Some(d) => match self.value(d, key)?.as_str() {
+                "up" => Ok(Direction::Up),
+                "down" => Ok(Direction::Down),
+                other => Err(self.cx.err(
+                    d,
+                    key,
+                    &format!("`{other}`: a direction is `up` (from the shell out) or `down`"),
+                )),
+            },
+        }
+    }
+
+    /// The run's duration and sampling interval.
+    fn times(&self, raw: &RawFile) -> Result<(Nanos, Nanos), SpecError> {
+        let duration = self.time(&raw.duration, "duration")?;
+        if duration == 0 || duration > MAX_DURATION {
+            return Err(self.cx.err(
+                &raw.duration,
+                "duration",
+                "a run lasts more than 0 s and at most an hour",
+            ));
+        }
+        let interval = self.time_or(&raw.interval, "interval", 100_000_000)?;
+        if interval < MIN_INTERVAL || interval > duration {
+            let at = raw.interval.as_ref().unwrap_or(&raw.duration);
+            return Err(self.cx.err(
+                at,
+                "interval",
+                "the sampling interval is at least 10ms and at most the run's duration",
+            ));
+        }
+
+        Ok((duration, interval))
+    }
+
+    /// The link: a file of commands, commands written here, or presets.
+    fn link(
+        &self,
+        raw: &RawFile,
+        config: Option<&(&Spanned<String>, String)>,
+    ) -> Result<Link, SpecError> {
+        let l = raw.link.get_ref();
+        let given = [
+            l.config.is_some(),
+            l.commands.is_some(),
+            l.preset.is_some() || l.up.is_some() || l.down.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(self.cx.err(
+                &raw.link,
+                "link",
+                "give one of: `config` (a file of ipfw commands), `commands` (the same, \
+                 written here), or `preset`/`up`/`down` (as `dummynet shell` takes them)",
+            ));
+        }
+        Ok(if let Some((at, text)) = config {
+            let text = self.sub(text);
+            crate::lang::commands(&text, None).map_err(|(line, e)| {
+                self.with_run(self.cx.err(
+                    at,
+                    "link.config",
+                    &format!("{} line {line}: {e}", at.get_ref()),
+                ))
+            })?;
+            Link::Commands(text)
+        } else if let Some(c) = &l.commands {
+            let text = self.value(c, "link.commands")?;
+            crate::lang::commands(&text, None).map_err(|(line, e)| {
+                self.with_run(
+                    self.cx
+                        .err(c, "link.commands", &format!("command {line}: {e}")),
+                )
+            })?;
+            Link::Commands(text)
+        } else {
+            let opt = |v: &Option<Spanned<String>>, key: &str| {
+                v.as_ref().map(|v| self.value(v, key)).transpose()
+            };
+            let (preset, up, down) = (
+                opt(&l.preset, "link.preset")?,
+                opt(&l.up, "link.up")?,
+                opt(&l.down, "link.down")?,
+            );
+            crate::live::shell::link_config(preset.as_deref(), up.as_deref(), down.as_deref())
+                .map_err(|e| {
+                    let e = e.replace("--up", "up").replace("--down", "down");
+                    let (key, at) = if e.starts_with("up") {
+                        ("link.up", l.up.as_ref())
+                    } else if e.starts_with("down") {
+                        ("link.down", l.down.as_ref())
+                    } else {
+                        ("link.preset", l.preset.as_ref())
+                    };
+                    match at {
+                        Some(at) => self.with_run(self.cx.err(at, key, &e)),
+                        None => self.with_run(self.cx.err(&raw.link, key, &e)),
+                    }
+                })?;
+            Link::Options { preset, up, down }
+        })
+    }
+
+    /// The TCP flows, each `[[flow]]` as many times as its count.
+    fn flows(&self, raw: &RawFile, duration: Nanos) -> Result<Vec<Flow>, SpecError> {
+        let mut flows = Vec::new();
+        // Which `[[flow]]` each flow comes from (a count makes several).
+        let mut origin = Vec::new();
+        for (k, f) in raw.flow.iter().enumerate() {
+            let ff = f.get_ref();
+            let direction = self.direction(&ff.direction, "flow.direction")?;
+            let start = self.time_or(&ff.start, "flow.start", 0)?;
+            let until = match (&ff.duration, &ff.bytes) {
+                (Some(_), Some(b)) => {
+                    return Err(self.cx.err(
+                        b,
+                        "flow.bytes",
+                        "a flow has a duration or bytes, not both",
+                    ))
+                }
+                (Some(d), None) => Until::Time(self.time(d, "flow.duration")?),
+                (None, Some(b)) if *b.get_ref() == 0 => {
+                    return Err(self
+                        .cx
+                        .err(b, "flow.bytes", "a flow sends at least one byte"))
+                }
+                (None, Some(b)) => Until::Bytes(*b.get_ref()),
+                (None, None) => Until::Time(duration.saturating_sub(start)),
+            };
+            if start >= duration {
+                let at = ff.start.as_ref().unwrap_or(&raw.duration);
+                return Err(self
+                    .cx
+                    .err(at, "flow.start", "a flow starts before the run ends"));
+            }
+            let cc = ff
+                .cc
+                .as_ref()
+                .map(|c| self.value(c, "flow.cc"))
+                .transpose()?;
+            if let (Some(c), Some(at)) = (&cc, &ff.cc) {
+                if c.is_empty() || c.len() > 15 || !c.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(self.with_run(self.cx.err(
+                        at,
+                        "flow.cc",
+                        &format!("`{c}` is not a congestion control's name (cubic, reno, bbr...)"),
+                    )));
+                }
+            }
+            let count = ff.count.as_ref().map_or(1, |c| *c.get_ref());
+            if count == 0 {
+                let at = ff.count.as_ref().map(|c| c.span()).unwrap_or(f.span());
+                return Err(SpecError {
+                    line: Some(line_of(self.cx.src, at.start)),
+                    key: "flow.count".into(),
+                    message: "a flow's count is at least 1".into(),
+                });
+            }
+            let flow = Flow {
+                direction,
+                start,
+                until,
+                cc,
+                ecn: ff.ecn.unwrap_or(false),
+            };
+            let n = (count as usize).min(MAX_FLOWS as usize + 1);
+            flows.extend(std::iter::repeat_n(flow, n));
+            origin.extend(std::iter::repeat_n(k, n));
+            if flows.len() > MAX_FLOWS as usize {
+                return Err(self.cx.err(
+                    f,
+                    "flow.count",
+                    &format!("at most {MAX_FLOWS} flows in a run"),
+                ));
+            }
+        }
+        // Linux turns ECN on per network namespace (net.ipv4.tcp_ecn), and
+        // every connection is opened from the shell's side.
+        if let Some(first) = flows.first() {
+            if let Some((i, _)) = flows.iter().enumerate().find(|(_, f)| f.ecn != first.ecn) {
+                let at = &raw.flow[origin[i]];
+                return Err(self.cx.err(
+                    at,
+                    "flow.ecn",
+                    "every flow of a run has ECN on or every one off: Linux turns it on per \
+                     network namespace (net.ipv4.tcp_ecn)",
+                ));
+            }
+        }
+        Ok(flows)
+    }
+
+    fn pings(&self, raw: &RawFile, duration: Nanos) -> Result<Vec<Ping>, SpecError> {
+        let mut pings = Vec::new();
+        for p in &raw.ping {
+            let pp = p.get_ref();
+            let interval = self.time_or(&pp.interval, "ping.interval", 100_000_000)?;
+            if interval < 1_000_000 {
+                return Err(self
+                    .cx
+                    .err(p, "ping.interval", "pings are at least 1ms apart"));
+            }
+            let start = self.time_or(&pp.start, "ping.start", 0)?;
+            pings.push(Ping {
+                interval,
+                start,
+                duration: self.time_or(
+                    &pp.duration,
+                    "ping.duration",
+                    duration.saturating_sub(start),
+                )?,
+            });
+        }
+        Ok(pings)
+    }
+
+    fn udp(&self, raw: &RawFile, duration: Nanos) -> Result<Vec<Udp>, SpecError> {
+        let mut udp = Vec::new();
+        for u in &raw.udp {
+            let uu = u.get_ref();
+            let s = self.value(&uu.rate, "udp.rate")?;
+            let rate =
+                parse_rate(&s).map_err(|m| self.with_run(self.cx.err(&uu.rate, "udp.rate", &m)))?;
+            if rate == 0 {
+                return Err(self
+                    .cx
+                    .err(&uu.rate, "udp.rate", "a UDP flow's rate is above 0"));
+            }
+            let size = uu.size.as_ref().map_or(1200, |s| *s.get_ref());
+            if !(16..=1472).contains(&size) {
+                let at = uu.size.as_ref().map(|s| s.span()).unwrap_or(u.span());
+                return Err(SpecError {
+                    line: Some(line_of(self.cx.src, at.start)),
+                    key: "udp.size".into(),
+                    message: "a datagram's payload is 16 to 1472 bytes".into(),
+                });
+            }
+            let start = self.time_or(&uu.start, "udp.start", 0)?;
+            udp.push(Udp {
+                direction: self.direction(&uu.direction, "udp.direction")?,
+                rate,
+                size,
+                start,
+                duration: self.time_or(
+                    &uu.duration,
+                    "udp.duration",
+                    duration.saturating_sub(start),
+                )?,
+            });
+        }
+        Ok(udp)
     }
 }
 
