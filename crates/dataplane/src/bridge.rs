@@ -26,8 +26,46 @@ use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::afpacket::{LinkState, Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
 use nix::errno::Errno;
 
+use super::body::{ip_offset, PacketBody};
 use super::held::{self, HeldCounters, Overflow};
 use super::{Arrival, Backend, Body, Carrier, LateReading};
+
+/// An Ethernet frame to transmit on port `port` of a bridge, with the
+/// kernel's segmentation header if it came as a super-packet.
+#[derive(Debug)]
+pub struct EtherFrame {
+    pub buf: Vec<u8>,
+    pub vnet: Option<VnetHdr>,
+    pub port: u8,
+}
+
+impl PacketBody for EtherFrame {
+    #[inline]
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        Some(&self.buf)
+    }
+    #[inline]
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        self.buf.get(ip_offset(&self.buf)?..)
+    }
+    #[inline]
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let at = ip_offset(&self.buf)?;
+        self.buf.get_mut(at..)
+    }
+    /// Copied byte for byte.
+    fn duplicate(&self) -> Option<Body> {
+        Some(Body::Frame(EtherFrame {
+            buf: self.buf.clone(),
+            vnet: self.vnet,
+            port: self.port,
+        }))
+    }
+    #[inline]
+    fn wire_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
 
 /// Frames read per port per turn of the data plane.
 const RX_BATCH: usize = 64;
@@ -589,11 +627,11 @@ impl Backend for Bridge {
                             id: 0,
                             copy: false,
                             reader: 0,
-                            body: Body::Frame {
+                            body: Body::Frame(EtherFrame {
                                 buf: frame.data,
                                 vnet: frame.vnet,
                                 port: other as u8,
-                            },
+                            }),
                         };
                         arrivals.push(Arrival {
                             info,
@@ -660,7 +698,7 @@ impl Backend for Bridge {
     }
 
     fn complete(&mut self, carrier: Carrier, deliver: bool) {
-        if let Body::Frame { buf, vnet, port } = carrier.body {
+        if let Body::Frame(EtherFrame { buf, vnet, port }) = carrier.body {
             let port = usize::from(port).min(1);
             if deliver {
                 self.tx[port].push(Outgoing {

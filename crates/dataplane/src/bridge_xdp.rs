@@ -5,7 +5,7 @@
 //!
 //! A frame stays in the UMEM chunk it arrived in from the moment it is
 //! read until it leaves by the other port (or is dropped): the engine
-//! holds it as [`Body::Xdp`], so a pipe's delay line holds chunks, not
+//! holds it as [`Body::Xdp`] ([`XdpBody`]), so a pipe's delay line holds chunks, not
 //! copies. When every chunk is held, the kernel drops what arrives for
 //! want of one and counts it (`IF.rx_fill_ring_empty` in `dummynet
 //! stats`); the bridge never waits for a chunk. The only copies are the
@@ -41,8 +41,46 @@ use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::xdp::{Attach, Mode, XdpError, XdpFrame, XdpOptions, XdpPorts};
 
+use super::body::{ip_offset, PacketBody};
+use super::bridge::EtherFrame;
 use super::bridge::LINK_LOOK;
 use super::{Arrival, Backend, Body, Carrier};
+
+/// An Ethernet frame of the AF_XDP bridge, still in the UMEM chunk it
+/// arrived in, to transmit on port `port`.
+#[derive(Debug)]
+pub struct XdpBody {
+    pub frame: XdpFrame,
+    pub port: u8,
+}
+
+impl PacketBody for XdpBody {
+    #[inline]
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        Some(&self.frame)
+    }
+    #[inline]
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        self.frame.get(ip_offset(&self.frame)?..)
+    }
+    #[inline]
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let at = ip_offset(&self.frame)?;
+        self.frame.get_mut(at..)
+    }
+    /// Made on the heap (put in a UMEM chunk when it is sent).
+    fn duplicate(&self) -> Option<Body> {
+        Some(Body::Frame(EtherFrame {
+            buf: self.frame.to_vec(),
+            vnet: None,
+            port: self.port,
+        }))
+    }
+    #[inline]
+    fn wire_bytes(&self) -> &[u8] {
+        &self.frame
+    }
+}
 
 /// Frames read per port per turn of the data plane.
 const RX_BATCH: usize = 64;
@@ -303,10 +341,10 @@ impl Backend for XdpBridge {
                                 id: 0,
                                 copy: false,
                                 reader: 0,
-                                body: Body::Xdp {
+                                body: Body::Xdp(XdpBody {
                                     frame,
                                     port: other as u8,
-                                },
+                                }),
                             },
                             stamp_ns: 0,
                         });
@@ -343,7 +381,7 @@ impl Backend for XdpBridge {
 
     fn complete(&mut self, carrier: Carrier, deliver: bool) {
         match carrier.body {
-            Body::Xdp { frame, port } => {
+            Body::Xdp(XdpBody { frame, port }) => {
                 let port = usize::from(port).min(1);
                 if !deliver {
                     self.ports.recycle(frame);
@@ -352,13 +390,13 @@ impl Backend for XdpBridge {
                 }
             }
             // A duplicate, made on the heap.
-            Body::Frame { buf, port, .. } if deliver => {
+            Body::Frame(EtherFrame { buf, port, .. }) if deliver => {
                 let port = usize::from(port).min(1);
                 if !self.ports.send_copy(port, &buf) {
                     self.count_tx_failed(port, true);
                 }
             }
-            Body::Frame { .. } | Body::Host(_) | Body::Ip(_) => {}
+            _ => {}
         }
     }
 

@@ -33,7 +33,61 @@ use dummynet_io::firewall::{self, InterceptSpec, Interception};
 use dummynet_io::nfqueue::{Hook, HostPacket, HostQueue, Interface, QueueOptions, Verdict};
 use dummynet_io::rawip::RawSender;
 
+use super::body::PacketBody;
 use super::{Arrival, Backend, Body, Carrier};
+
+/// A copy of one of the host's own outgoing IP packets (the original is
+/// already freed), sent from a raw socket when it leaves its pipe.
+#[derive(Debug)]
+pub struct IpCopy(pub Vec<u8>);
+
+impl PacketBody for IpCopy {
+    #[inline]
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        None
+    }
+    #[inline]
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        Some(&self.0)
+    }
+    #[inline]
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        Some(&mut self.0)
+    }
+    fn duplicate(&self) -> Option<Body> {
+        Some(Body::Ip(IpCopy(self.0.clone())))
+    }
+    #[inline]
+    fn wire_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A packet the kernel holds for its verdict. ECN marks it only if the
+/// kernel will take it back modified (a finished checksum).
+impl PacketBody for HostPacket {
+    #[inline]
+    fn frame_bytes(&self) -> Option<&[u8]> {
+        None
+    }
+    #[inline]
+    fn ip_bytes(&self) -> Option<&[u8]> {
+        Some(self.payload())
+    }
+    #[inline]
+    fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        self.payload_mut().ok()
+    }
+    /// Not copied: the kernel takes one verdict per packet, and an
+    /// incoming copy has no way back into the stack (a failed copy).
+    fn duplicate(&self) -> Option<Body> {
+        None
+    }
+    #[inline]
+    fn wire_bytes(&self) -> &[u8] {
+        self.payload()
+    }
+}
 
 /// Packets read from the queue per turn of the data plane.
 const RX_BATCH: usize = 64;
@@ -206,7 +260,7 @@ impl Backend for Host {
                 let mut pkt = pkt;
                 let copy = pkt.take_payload();
                 self.verdicts.push((pkt, Verdict::Drop));
-                Body::Ip(copy)
+                Body::Ip(IpCopy(copy))
             } else {
                 Body::Host(pkt)
             };
@@ -237,9 +291,9 @@ impl Backend for Host {
                 };
                 self.verdicts.push((pkt, v));
             }
-            Body::Ip(copy) if deliver => self.outbox.push(copy),
+            Body::Ip(IpCopy(copy)) if deliver => self.outbox.push(copy),
             // A dropped copy: its original is already gone.
-            Body::Ip(_) | Body::Frame { .. } | Body::Xdp { .. } => {}
+            _ => {}
         }
     }
 

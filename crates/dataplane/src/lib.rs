@@ -20,9 +20,6 @@
 use std::os::fd::{BorrowedFd, RawFd};
 
 use dummynet_engine::{Engine, IfaceId, PacketInfo, Payload};
-use dummynet_io::afpacket::VnetHdr;
-use dummynet_io::nfqueue::HostPacket;
-use dummynet_io::xdp::XdpFrame;
 
 /// A line for the daemon's stderr, as a `tracing` event of target
 /// [`say::TARGET`]: its subscriber gives stderr at most [`say::WAIT`] to
@@ -41,6 +38,7 @@ macro_rules! say_now {
     };
 }
 
+pub mod body;
 pub mod bridge;
 pub mod bridge_xdp;
 pub mod capture;
@@ -58,6 +56,8 @@ pub mod rulelog;
 pub mod say;
 pub mod sharded;
 pub mod workers;
+
+pub use body::{Body, PacketBody};
 
 /// What the engine carries for a live packet: enough to send it on (or
 /// give the kernel its verdict) when it leaves.
@@ -84,24 +84,6 @@ pub struct Carrier {
     pub body: Body,
 }
 
-#[derive(Debug)]
-pub enum Body {
-    /// An Ethernet frame to transmit on port `port` of a bridge.
-    Frame {
-        buf: Vec<u8>,
-        vnet: Option<VnetHdr>,
-        port: u8,
-    },
-    /// A packet held by the kernel until we give a verdict.
-    Host(HostPacket),
-    /// A copy of one of the host's own outgoing IP packets (the original is
-    /// already freed), sent from a raw socket when it leaves its pipe.
-    Ip(Vec<u8>),
-    /// An Ethernet frame of the AF_XDP bridge ([`bridge_xdp`]), still in
-    /// the UMEM chunk it arrived in, to transmit on port `port`.
-    Xdp { frame: XdpFrame, port: u8 },
-}
-
 impl dummynet_engine::two_pass::OutPass for Carrier {
     #[inline]
     fn take_out_pass(&mut self) -> Option<IfaceId> {
@@ -116,84 +98,33 @@ impl dummynet_engine::two_pass::OutPass for Carrier {
 /// will not take back modified (an unfinished checksum) is not marked, and
 /// the AQM drops it instead.
 impl Payload for Carrier {
-    /// A bridged frame has its Ethernet header (`mac`, `layer2` rules); a
-    /// host's packet is IP only.
+    #[inline]
     fn frame_bytes(&self) -> Option<&[u8]> {
-        match &self.body {
-            Body::Frame { buf, .. } => Some(buf),
-            Body::Xdp { frame, .. } => Some(frame),
-            Body::Host(_) | Body::Ip(_) => None,
-        }
+        self.body.frame_bytes()
     }
 
+    #[inline]
     fn ip_bytes(&self) -> Option<&[u8]> {
-        match &self.body {
-            Body::Frame { buf, .. } => buf.get(ip_offset(buf)?..),
-            Body::Xdp { frame, .. } => frame.get(ip_offset(frame)?..),
-            Body::Host(p) => Some(p.payload()),
-            Body::Ip(buf) => Some(buf),
-        }
+        self.body.ip_bytes()
     }
 
+    #[inline]
     fn ip_bytes_mut(&mut self) -> Option<&mut [u8]> {
-        match &mut self.body {
-            Body::Frame { buf, .. } => {
-                let at = ip_offset(buf)?;
-                buf.get_mut(at..)
-            }
-            Body::Xdp { frame, .. } => {
-                let at = ip_offset(frame)?;
-                frame.get_mut(at..)
-            }
-            Body::Host(p) => p.payload_mut().ok(),
-            Body::Ip(buf) => Some(buf),
-        }
+        self.body.ip_bytes_mut()
     }
 
-    /// `duplicate`: a bridged frame or a host's outgoing copy is copied
-    /// byte for byte (an AF_XDP frame's copy is made on the heap, and put
-    /// in a UMEM chunk when it is sent). A packet the kernel holds for a verdict cannot be:
-    /// the kernel takes one verdict per packet, and an incoming copy has no
-    /// way back into the stack (counted as a failed copy).
+    /// `duplicate`: the copy its body makes ([`PacketBody::duplicate`]),
+    /// with the original's number, marked a copy.
     fn duplicate(&self) -> Option<Self> {
-        let body = match &self.body {
-            Body::Frame { buf, vnet, port } => Body::Frame {
-                buf: buf.clone(),
-                vnet: *vnet,
-                port: *port,
-            },
-            Body::Xdp { frame, port } => Body::Frame {
-                buf: frame.to_vec(),
-                vnet: None,
-                port: *port,
-            },
-            Body::Ip(buf) => Body::Ip(buf.clone()),
-            Body::Host(_) => return None,
-        };
         Some(Carrier {
             backend: self.backend,
             out_pass: self.out_pass,
             id: self.id,
             copy: true,
             reader: self.reader,
-            body,
+            body: self.body.duplicate()?,
         })
     }
-}
-
-/// Where the IP header of an Ethernet frame starts, past up to two VLAN
-/// tags; `None` if the frame does not carry IPv4 or IPv6.
-fn ip_offset(frame: &[u8]) -> Option<usize> {
-    let mut at = 12;
-    for _ in 0..3 {
-        let ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
-        match ethertype {
-            0x0800 | 0x86dd => return Some(at + 2),
-            0x8100 | 0x88a8 => at += 4,
-            _ => return None,
-        }
-    }
-    None
 }
 
 /// The addresses of this network namespace's interfaces: what `me` and
@@ -308,42 +239,4 @@ pub trait Backend: Send {
     /// First step of a shutdown: stop taking packets from the system (the
     /// host backend removes its iptables rules) so nothing is black-holed.
     fn stop_intercepting(&mut self) {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(tags: &[u16], ethertype: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 12];
-        for t in tags {
-            f.extend_from_slice(&t.to_be_bytes());
-            f.extend_from_slice(&[0, 7]);
-        }
-        f.extend_from_slice(&ethertype.to_be_bytes());
-        f.extend_from_slice(&[0x45, 0x02]);
-        f
-    }
-
-    #[test]
-    fn the_ip_header_is_found_past_vlan_tags() {
-        assert_eq!(ip_offset(&frame(&[], 0x0800)), Some(14));
-        assert_eq!(ip_offset(&frame(&[0x8100], 0x86dd)), Some(18));
-        assert_eq!(ip_offset(&frame(&[0x88a8, 0x8100], 0x0800)), Some(22));
-        assert_eq!(ip_offset(&frame(&[], 0x0806)), None, "ARP is not IP");
-        assert_eq!(ip_offset(&[0u8; 13]), None, "too short");
-        let c = Carrier {
-            backend: 0,
-            out_pass: None,
-            id: 0,
-            copy: false,
-            reader: 0,
-            body: Body::Frame {
-                buf: frame(&[0x8100], 0x0800),
-                vnet: None,
-                port: 0,
-            },
-        };
-        assert_eq!(c.ip_bytes(), Some(&[0x45, 0x02][..]));
-    }
 }

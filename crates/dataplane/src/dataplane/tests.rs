@@ -84,11 +84,11 @@ fn frame(n: u16) -> Arrival {
         id: 0,
         copy: false,
         reader: 0,
-        body: Body::Frame {
+        body: Body::Frame(crate::bridge::EtherFrame {
             buf: vec![0; 1000],
             vnet: None,
             port: 0,
-        },
+        }),
     };
     Arrival {
         info,

@@ -136,10 +136,5 @@ pub(super) enum Msg {
 /// A live packet's bytes as a capture keeps them: a bridged frame from its
 /// Ethernet header, a host's packet from its IP header.
 pub fn carrier_bytes(c: &Carrier) -> &[u8] {
-    match &c.body {
-        crate::Body::Frame { buf, .. } => buf,
-        crate::Body::Xdp { frame, .. } => frame,
-        crate::Body::Host(p) => p.payload(),
-        crate::Body::Ip(buf) => buf,
-    }
+    crate::PacketBody::wire_bytes(&c.body)
 }
