@@ -26,9 +26,8 @@ use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::afpacket::{LinkState, Port, PortError, PortOptions, RxFrame, TxFrame, VnetHdr};
 use nix::errno::Errno;
 
-use super::body::{ip_offset, PacketBody};
 use super::held::{self, HeldCounters, Overflow};
-use super::{Arrival, Backend, Body, Carrier, LateReading};
+use super::{Arrival, Backend, Body, Carrier, LateReading, PacketBody};
 
 /// An Ethernet frame to transmit on port `port` of a bridge, with the
 /// kernel's segmentation header if it came as a super-packet.
@@ -37,6 +36,21 @@ pub struct EtherFrame {
     pub buf: Vec<u8>,
     pub vnet: Option<VnetHdr>,
     pub port: u8,
+}
+
+/// Where the IP header of an Ethernet frame starts, past up to two VLAN
+/// tags; `None` if the frame does not carry IPv4 or IPv6.
+pub(crate) fn ip_offset(frame: &[u8]) -> Option<usize> {
+    let mut at = 12;
+    for _ in 0..3 {
+        let ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+        match ethertype {
+            0x0800 | 0x86dd => return Some(at + 2),
+            0x8100 | 0x88a8 => at += 4,
+            _ => return None,
+        }
+    }
+    None
 }
 
 impl PacketBody for EtherFrame {
@@ -862,5 +876,44 @@ impl Backend for Bridge {
             }
         }
         out
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Carrier;
+    use dummynet_engine::Payload;
+
+    fn frame(tags: &[u16], ethertype: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        for t in tags {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0, 7]);
+        }
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(&[0x45, 0x02]);
+        f
+    }
+
+    #[test]
+    fn the_ip_header_is_found_past_vlan_tags() {
+        assert_eq!(ip_offset(&frame(&[], 0x0800)), Some(14));
+        assert_eq!(ip_offset(&frame(&[0x8100], 0x86dd)), Some(18));
+        assert_eq!(ip_offset(&frame(&[0x88a8, 0x8100], 0x0800)), Some(22));
+        assert_eq!(ip_offset(&frame(&[], 0x0806)), None, "ARP is not IP");
+        assert_eq!(ip_offset(&[0u8; 13]), None, "too short");
+        let c = Carrier {
+            backend: 0,
+            out_pass: None,
+            id: 0,
+            copy: false,
+            reader: 0,
+            body: Body::Frame(EtherFrame {
+                buf: frame(&[0x8100], 0x0800),
+                vnet: None,
+                port: 0,
+            }),
+        };
+        assert_eq!(c.ip_bytes(), Some(&[0x45, 0x02][..]));
     }
 }

@@ -41,10 +41,8 @@ use dummynet_engine::wire::{self, LinkType, WireError};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
 use dummynet_io::xdp::{Attach, Mode, XdpError, XdpFrame, XdpOptions, XdpPorts};
 
-use super::body::{ip_offset, PacketBody};
-use super::bridge::EtherFrame;
-use super::bridge::LINK_LOOK;
-use super::{Arrival, Backend, Body, Carrier};
+use super::bridge::{ip_offset, EtherFrame, LINK_LOOK};
+use super::{Arrival, Backend, Body, Carrier, PacketBody};
 
 /// An Ethernet frame of the AF_XDP bridge, still in the UMEM chunk it
 /// arrived in, to transmit on port `port`.

@@ -33,8 +33,7 @@ use dummynet_io::firewall::{self, InterceptSpec, Interception};
 use dummynet_io::nfqueue::{Hook, HostPacket, HostQueue, Interface, QueueOptions, Verdict};
 use dummynet_io::rawip::RawSender;
 
-use super::body::PacketBody;
-use super::{Arrival, Backend, Body, Carrier};
+use super::{Arrival, Backend, Body, Carrier, PacketBody};
 
 /// A copy of one of the host's own outgoing IP packets (the original is
 /// already freed), sent from a raw socket when it leaves its pipe.

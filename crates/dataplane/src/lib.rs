@@ -57,7 +57,18 @@ pub mod say;
 pub mod sharded;
 pub mod workers;
 
-pub use body::{Body, PacketBody};
+pub use body::PacketBody;
+
+body::bodies! {
+    /// An Ethernet frame of the AF_PACKET bridge (or a copy of any bridged one).
+    Frame(bridge::EtherFrame),
+    /// A packet held by the kernel until we give a verdict (host mode).
+    Host(dummynet_io::nfqueue::HostPacket),
+    /// A copy of one of the host's own outgoing IP packets (host mode).
+    Ip(host::IpCopy),
+    /// An Ethernet frame of the AF_XDP bridge, in its UMEM chunk.
+    Xdp(bridge_xdp::XdpBody),
+}
 
 /// What the engine carries for a live packet: enough to send it on (or
 /// give the kernel its verdict) when it leaves.
