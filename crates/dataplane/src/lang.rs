@@ -1,7 +1,7 @@
 //! The seam with `dummynet-lang`: the only place that knows its API, so a
 //! change there is mended here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dummynet_engine::{Command, Engine, Payload, Snapshot};
 
@@ -34,11 +34,34 @@ pub fn commands(
         .collect())
 }
 
+/// Why a configuration file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The parser's words for the first line it refused (1-based).
+    #[error("{}:{line}: {message}", path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
 /// The configuration's commands, or an error naming the file and line.
-pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    commands(&text, path.parent()).map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
+pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    commands(&text, path.parent()).map_err(|(line, message)| LoadError::Line {
+        path: path.to_path_buf(),
+        line,
+        message,
+    })
 }
 
 /// The live data plane's engine with the configuration applied at time 0,

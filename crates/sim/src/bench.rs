@@ -192,12 +192,15 @@ fn workers_bench(
     let mut out = Vec::new();
     for &p in &pipes {
         for &w in &workers {
-            out.push(dummynet_dataplane::workers::bench::run(
-                w as usize,
-                p,
-                args.packets.max(1),
-                args.size,
-            )?);
+            out.push(
+                dummynet_dataplane::workers::bench::run(
+                    w as usize,
+                    p,
+                    args.packets.max(1),
+                    args.size,
+                )
+                .map_err(|e| e.to_string())?,
+            );
         }
     }
     Ok(out)
