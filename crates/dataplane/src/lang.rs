@@ -100,3 +100,32 @@ pub fn final_state(snap: &Snapshot) -> String {
     s.push_str(&dummynet_lang::format_pipes(snap, &[]));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A missing file and a bad line are refused with the path (and the
+    /// line), in the words `run` and `sim` have always printed.
+    #[test]
+    fn a_config_that_cannot_load_says_where() {
+        let dir = std::env::temp_dir().join(format!("dummynet-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("none.conf");
+        let e = load_config(&missing).unwrap_err();
+        assert!(matches!(&e, LoadError::Read { path, source }
+            if *path == missing && source.kind() == std::io::ErrorKind::NotFound));
+        assert!(e
+            .to_string()
+            .starts_with(&format!("cannot read {}: ", missing.display())));
+        let bad = dir.join("bad.conf");
+        std::fs::write(&bad, "pipe 1 config bw 1Mbit/s\npipe 2 config nonsense\n").unwrap();
+        let e = load_config(&bad).unwrap_err();
+        assert!(matches!(&e, LoadError::Line { line: 2, .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&format!("{}:2: ", bad.display())),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

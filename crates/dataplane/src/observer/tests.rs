@@ -425,3 +425,24 @@ fn the_mahimahi_log_lists_a_traced_pipes_opportunities() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file that cannot be created stops the start, and the error names it
+/// in the words `run` prints.
+#[test]
+fn a_log_that_cannot_be_created_is_named() {
+    let path = PathBuf::from("/nonexistent-dummynet-dir/events.log");
+    let o = ObserveOptions {
+        log: Some(path.clone()),
+        ..ObserveOptions::default()
+    };
+    let Err(e) = Observer::start(&o) else {
+        panic!("started with a log in a missing directory");
+    };
+    assert!(matches!(&e, ObserverError::Create { path: p, source }
+        if *p == path && source.kind() == std::io::ErrorKind::NotFound));
+    assert!(
+        e.to_string()
+            .starts_with("cannot create /nonexistent-dummynet-dir/events.log: "),
+        "{e}"
+    );
+}

@@ -289,6 +289,7 @@ impl HttpArgs {
         self.http
             .map(|addr| super::http::bind(addr, self.http_token.as_deref()))
             .transpose()
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -351,7 +352,8 @@ impl Running {
             .link
             .clone()
             .ok_or("the data plane takes no requests: no HTTP API")?;
-        let server = super::http::HttpServer::start(options, link, self.observer.clone(), ns)?;
+        let server = super::http::HttpServer::start(options, link, self.observer.clone(), ns)
+            .map_err(|e| e.to_string())?;
         let addr = server.local_addr();
         self.http = Some(server);
         Ok(addr)
