@@ -29,8 +29,10 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use dummynet_engine::wire::{self, LinkType};
 use dummynet_engine::{Direction, Engine, IfaceId, PacketInfo};
-use dummynet_io::firewall::{self, InterceptSpec, Interception};
-use dummynet_io::nfqueue::{Hook, HostPacket, HostQueue, Interface, QueueOptions, Verdict};
+use dummynet_io::firewall::{self, FirewallError, InterceptSpec, Interception};
+use dummynet_io::nfqueue::{
+    Hook, HostPacket, HostQueue, Interface, NfqError, QueueOptions, Verdict,
+};
 use dummynet_io::rawip::RawSender;
 
 use super::{Arrival, Backend, Body, Carrier, PacketBody};
@@ -95,6 +97,23 @@ const RX_BATCH: usize = 64;
 /// `run --copy-mark` says otherwise.
 pub const DEFAULT_COPY_MARK: u32 = 0x646e;
 
+/// Why host mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The raw sockets that send the copies of outgoing packets.
+    #[error("opening the raw sockets that send outgoing copies: {source} (or use --hold-output)")]
+    CopySockets { source: std::io::Error },
+    /// A dead daemon's interception rules could not be removed.
+    #[error("removing a dead daemon's rules: {source}")]
+    Stale { source: FirewallError },
+    /// The NFQUEUE could not be bound.
+    #[error(transparent)]
+    Queue(#[from] NfqError),
+    /// The rules that send packets to the queue could not be installed.
+    #[error(transparent)]
+    Intercept(FirewallError),
+}
+
 pub struct Host {
     queue: HostQueue,
     interception: Option<Interception>,
@@ -119,13 +138,11 @@ impl Host {
     /// The caller holds the queue's lock (`dummynet_io::portlock`, taken
     /// by `run`): rules found for this queue are then a dead daemon's, and
     /// are removed.
-    pub fn open(spec: &InterceptSpec, copy_mark: Option<u32>) -> Result<Host, String> {
+    pub fn open(spec: &InterceptSpec, copy_mark: Option<u32>) -> Result<Host, HostError> {
         let copies = match copy_mark {
-            Some(mark) => Some(RawSender::open(mark).map_err(|e| {
-                format!(
-                    "opening the raw sockets that send outgoing copies: {e} (or use --hold-output)"
-                )
-            })?),
+            Some(mark) => {
+                Some(RawSender::open(mark).map_err(|source| HostError::CopySockets { source })?)
+            }
             None => None,
         };
         let opts = QueueOptions {
@@ -138,20 +155,20 @@ impl Host {
         // daemon; an iptables chain does not). Take them out before binding:
         // the kernel drops (does not bypass) a packet that reaches a queue
         // between its bind and its copy mode.
-        let stale = firewall::remove_stale(spec.queue)
-            .map_err(|e| format!("removing a dead daemon's rules: {e}"))?;
+        let stale =
+            firewall::remove_stale(spec.queue).map_err(|source| HostError::Stale { source })?;
         if !stale.is_empty() {
             say!(
                 "dummynet: removed what a dead daemon left for NFQUEUE {}: {stale}",
                 spec.queue
             );
         }
-        let queue = HostQueue::open(spec.queue, opts).map_err(|e| e.to_string())?;
+        let queue = HostQueue::open(spec.queue, opts)?;
         let spec = InterceptSpec {
             pass_mark: copy_mark,
             ..spec.clone()
         };
-        let interception = Interception::install(&spec).map_err(|e| e.to_string())?;
+        let interception = Interception::install(&spec).map_err(HostError::Intercept)?;
         if let Some(why) = interception.fallback_reason() {
             say!("dummynet: nftables not used: {why}");
         }

@@ -1,7 +1,7 @@
 //! The seam with `dummynet-lang`: the only place that knows its API, so a
 //! change there is mended here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use dummynet_engine::{Command, Engine, Payload, Snapshot};
 
@@ -34,11 +34,34 @@ pub fn commands(
         .collect())
 }
 
+/// Why a configuration file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The parser's words for the first line it refused (1-based).
+    #[error("{}:{line}: {message}", path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
 /// The configuration's commands, or an error naming the file and line.
-pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    commands(&text, path.parent()).map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))
+pub fn load_config(path: &Path) -> Result<Vec<(usize, Command)>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    commands(&text, path.parent()).map_err(|(line, message)| LoadError::Line {
+        path: path.to_path_buf(),
+        line,
+        message,
+    })
 }
 
 /// The live data plane's engine with the configuration applied at time 0,
@@ -76,4 +99,33 @@ pub fn final_state(snap: &Snapshot) -> String {
     }
     s.push_str(&dummynet_lang::format_pipes(snap, &[]));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A missing file and a bad line are refused with the path (and the
+    /// line), in the words `run` and `sim` have always printed.
+    #[test]
+    fn a_config_that_cannot_load_says_where() {
+        let dir = std::env::temp_dir().join(format!("dummynet-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("none.conf");
+        let e = load_config(&missing).unwrap_err();
+        assert!(matches!(&e, LoadError::Read { path, source }
+            if *path == missing && source.kind() == std::io::ErrorKind::NotFound));
+        assert!(e
+            .to_string()
+            .starts_with(&format!("cannot read {}: ", missing.display())));
+        let bad = dir.join("bad.conf");
+        std::fs::write(&bad, "pipe 1 config bw 1Mbit/s\npipe 2 config nonsense\n").unwrap();
+        let e = load_config(&bad).unwrap_err();
+        assert!(matches!(&e, LoadError::Line { line: 2, .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&format!("{}:2: ", bad.display())),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -39,22 +39,80 @@ pub struct Target {
     pub name: Option<String>,
 }
 
+/// Why `run --netns` cannot use the namespace it names; `spec` is what was
+/// given.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error(
+        "--netns: empty; give a PID, /proc/PID/ns/net, /run/netns/NAME or a \
+         container runtime's namespace file"
+    )]
+    Empty,
+    /// All digits, but 0 or more than a `u32`.
+    #[error("--netns {spec}: not a process id (1 to 4194304)")]
+    NotAPid { spec: String },
+    /// No `/proc/PID`: ended, or in another PID namespace.
+    #[error(
+        "--netns {spec}: no process {pid} (it has ended, or runs in another PID \
+         namespace: a container needs the host's PIDs, e.g. hostPID)"
+    )]
+    NoProcess { spec: String, pid: u32 },
+    /// The process ended while its namespace was being opened.
+    #[error("--netns {spec}: process {pid} has ended")]
+    Ended { spec: String, pid: u32 },
+    #[error("--netns {spec}: no such file")]
+    NoFile { spec: String, source: io::Error },
+    #[error(
+        "--netns {spec}: permission denied opening {}: another process's \
+         network namespace needs root (CAP_SYS_ADMIN, and CAP_SYS_PTRACE for \
+         /proc/PID)",
+        path.display()
+    )]
+    OpenDenied {
+        spec: String,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("--netns {spec}: opening {}: {source}", path.display())]
+    Open {
+        spec: String,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The file is not a network namespace: `detail` says what it is.
+    #[error(
+        "--netns {spec}: {} is not a network namespace ({detail}); give a PID, \
+         /proc/PID/ns/net, /run/netns/NAME or a container runtime's namespace file",
+        path.display()
+    )]
+    NotNetns {
+        spec: String,
+        path: PathBuf,
+        detail: String,
+    },
+    /// setns(2) refused (EPERM): CAP_SYS_ADMIN is missing.
+    #[error(
+        "--netns {spec}: not permitted to enter the namespace (setns needs \
+         CAP_SYS_ADMIN: run as root, or a privileged container)"
+    )]
+    EnterDenied { spec: String, source: io::Error },
+    /// Anything else the namespace's own calls refused.
+    #[error("--netns {spec}: {source}")]
+    Netns { spec: String, source: NetnsError },
+}
+
 /// What `--netns` names: a PID, or a path.
-fn path_of(spec: &str) -> Result<(PathBuf, Option<u32>), String> {
+fn path_of(spec: &str) -> Result<(PathBuf, Option<u32>), TargetError> {
     let spec = spec.trim();
     if spec.is_empty() {
-        return Err(
-            "--netns: empty; give a PID, /proc/PID/ns/net, /run/netns/NAME or a \
-                    container runtime's namespace file"
-                .into(),
-        );
+        return Err(TargetError::Empty);
     }
     if spec.bytes().all(|b| b.is_ascii_digit()) {
         let pid: u32 = spec
             .parse()
             .ok()
             .filter(|&p| p > 0)
-            .ok_or_else(|| format!("--netns {spec}: not a process id (1 to 4194304)"))?;
+            .ok_or_else(|| TargetError::NotAPid { spec: spec.into() })?;
         return Ok((PathBuf::from(format!("/proc/{pid}/ns/net")), Some(pid)));
     }
     let path = PathBuf::from(spec);
@@ -106,55 +164,73 @@ impl Target {
     /// Opens the namespace `spec` names (a PID or a path) and checks that
     /// this process may enter it, with an error that says what is wrong:
     /// no such process or file, not a network namespace, not permitted.
-    pub fn open(spec: &str) -> Result<Target, String> {
+    pub fn open(spec: &str) -> Result<Target, TargetError> {
         let (path, pid) = path_of(spec)?;
-        let shown = path.display();
+        let given = || spec.to_string();
         if let Some(pid) = pid {
             if !Path::new(&format!("/proc/{pid}")).exists() {
-                return Err(format!(
-                    "--netns {spec}: no process {pid} (it has ended, or runs in another PID \
-                     namespace: a container needs the host's PIDs, e.g. hostPID)"
-                ));
+                return Err(TargetError::NoProcess { spec: given(), pid });
             }
         }
         let owner = match pid {
             Some(p) => Some((
                 p,
-                start_ticks(p).ok_or_else(|| format!("--netns {spec}: process {p} has ended"))?,
+                start_ticks(p).ok_or_else(|| TargetError::Ended {
+                    spec: given(),
+                    pid: p,
+                })?,
             )),
             None => None,
         };
         let ns = Netns::open(&path).map_err(|e| match e {
-            NetnsError::Open { source, .. } => match source.kind() {
-                io::ErrorKind::NotFound => match pid {
-                    Some(p) => format!("--netns {spec}: process {p} has ended"),
-                    None => format!("--netns {spec}: no such file"),
+            NetnsError::Open { source, .. } => match (source.kind(), pid) {
+                (io::ErrorKind::NotFound, Some(p)) => TargetError::Ended {
+                    spec: given(),
+                    pid: p,
                 },
-                io::ErrorKind::PermissionDenied => format!(
-                    "--netns {spec}: permission denied opening {shown}: another process's \
-                     network namespace needs root (CAP_SYS_ADMIN, and CAP_SYS_PTRACE for \
-                     /proc/PID)"
-                ),
-                _ => format!("--netns {spec}: opening {shown}: {source}"),
+                (io::ErrorKind::NotFound, None) => TargetError::NoFile {
+                    spec: given(),
+                    source,
+                },
+                (io::ErrorKind::PermissionDenied, _) => TargetError::OpenDenied {
+                    spec: given(),
+                    path: path.clone(),
+                    source,
+                },
+                _ => TargetError::Open {
+                    spec: given(),
+                    path: path.clone(),
+                    source,
+                },
             },
-            NetnsError::NotNetns { detail, .. } => format!(
-                "--netns {spec}: {shown} is not a network namespace ({detail}); give a PID, \
-                 /proc/PID/ns/net, /run/netns/NAME or a container runtime's namespace file"
-            ),
-            other => format!("--netns {spec}: {other}"),
+            NetnsError::NotNetns { detail, .. } => TargetError::NotNetns {
+                spec: given(),
+                path: path.clone(),
+                detail,
+            },
+            source => TargetError::Netns {
+                spec: given(),
+                source,
+            },
         })?;
         // setns needs CAP_SYS_ADMIN: refused here, before any port is
         // claimed, rather than by the first thread that tries.
         ns.run(|| ()).map_err(|e| match e {
             NetnsError::Enter(source) if source.raw_os_error() == Some(nix::libc::EPERM) => {
-                format!(
-                    "--netns {spec}: not permitted to enter the namespace (setns needs \
-                         CAP_SYS_ADMIN: run as root, or a privileged container)"
-                )
+                TargetError::EnterDenied {
+                    spec: given(),
+                    source,
+                }
             }
-            other => format!("--netns {spec}: {other}"),
+            source => TargetError::Netns {
+                spec: given(),
+                source,
+            },
         })?;
-        let inode = ns.inode().map_err(|e| format!("--netns {spec}: {e}"))?;
+        let inode = ns.inode().map_err(|source| TargetError::Netns {
+            spec: given(),
+            source,
+        })?;
         let name = Self::name_from_path(&path);
         Ok(Target {
             ns,
@@ -247,12 +323,24 @@ mod tests {
     #[test]
     fn bad_targets_say_what_is_wrong() {
         let err = Target::open("/proc/self/status").unwrap_err();
+        assert!(
+            matches!(&err, TargetError::NotNetns { path, .. } if path == Path::new("/proc/self/status"))
+        );
+        let err = err.to_string();
         assert!(err.contains("is not a network namespace"), "{err}");
         let err = Target::open("/nonexistent/netns").unwrap_err();
+        assert!(
+            matches!(&err, TargetError::NoFile { source, .. } if source.kind() == io::ErrorKind::NotFound)
+        );
+        let err = err.to_string();
         assert!(err.contains("no such file"), "{err}");
         // The largest PID the kernel allows is 4194304.
         let err = Target::open("4194305").unwrap_err();
+        assert!(matches!(err, TargetError::NoProcess { pid: 4194305, .. }));
+        let err = err.to_string();
         assert!(err.contains("no process 4194305"), "{err}");
+        let err = Target::open(" ").unwrap_err().to_string();
+        assert!(err.starts_with("--netns: empty; give a PID"), "{err}");
     }
 
     #[test]

@@ -183,16 +183,25 @@ pub struct Worker {
     followers_stop: Option<Arc<AtomicBool>>,
 }
 
+/// Why the workers' shared parts could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkersError {
+    /// A worker's doorbell, a socket pair, could not be made or set
+    /// non-blocking.
+    #[error("socketpair: {source}")]
+    Bell { source: std::io::Error },
+}
+
 /// The workers' shared parts, one [`Worker`] per worker in order (the
 /// first is the leader), or why they could not be made.
-pub fn workers(n: usize) -> Result<Vec<Worker>, String> {
+pub fn workers(n: usize) -> Result<Vec<Worker>, WorkersError> {
+    let bell = |source| WorkersError::Bell { source };
     let mut bells = Vec::with_capacity(n);
     let mut rx = Vec::with_capacity(n);
     for _ in 0..n {
-        let (a, b) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        let (a, b) = UnixStream::pair().map_err(bell)?;
         for s in [&a, &b] {
-            s.set_nonblocking(true)
-                .map_err(|e| format!("socketpair: {e}"))?;
+            s.set_nonblocking(true).map_err(bell)?;
         }
         bells.push(Bell {
             asleep: AtomicBool::new(false),

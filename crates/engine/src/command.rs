@@ -22,7 +22,7 @@ use crate::impair::seed::Seed;
 use crate::impair::slot::Slot;
 use crate::impair::trace::Trace;
 use crate::impair::{Impairment, LinkShape};
-use crate::params::Tunable;
+use crate::params::{ParamError, Tunable};
 use crate::rng::Probability;
 use crate::time::Nanos;
 use crate::units::{
@@ -325,9 +325,9 @@ impl Settings {
         self.tunables.get(t.sysctl).copied().unwrap_or(t.default)
     }
 
-    /// Applies `s` if its value is in range; the message says why not.
+    /// Applies `s` if its value is in range; the error says why not.
     /// (The engine's own settings are set through [`crate::Engine::apply`].)
-    pub fn set(&mut self, s: Setting) -> Result<(), String> {
+    pub fn set(&mut self, s: Setting) -> Result<(), SettingError> {
         match s {
             Setting::OnePass(v) => self.one_pass = v,
             Setting::DefaultToAccept(v) => self.default_to_accept = v,
@@ -335,35 +335,27 @@ impl Settings {
             Setting::Firewall(v) => self.firewall = v,
             Setting::Dyn(d, v) => {
                 if v > d.max_value() || (v == 0 && d != DynSetting::Keepalive) {
-                    return Err(format!(
-                        "net.inet.ip.fw.{} must be within 1..{}",
-                        d.name(),
-                        d.max_value()
-                    ));
+                    return Err(SettingError::Dyn {
+                        setting: d,
+                        value: v,
+                    });
                 }
                 self.dyn_[d as usize] = v;
             }
-            Setting::PipeSlotLimit(0) => return Err("pipe_slot_limit must be at least 1".into()),
+            Setting::PipeSlotLimit(0) => return Err(SettingError::Zero("pipe_slot_limit")),
             Setting::PipeSlotLimit(v) => self.pipe_slot_limit = v,
-            Setting::PipeByteLimit(0) => return Err("pipe_byte_limit must be at least 1".into()),
+            Setting::PipeByteLimit(0) => return Err(SettingError::Zero("pipe_byte_limit")),
             Setting::PipeByteLimit(v) => self.pipe_byte_limit = v,
             Setting::HeldLimit(v) => self.held_limit = v,
-            Setting::InstanceLimit(0) => {
-                return Err("net.inet.ip.dummynet.instance_limit must be at least 1 \
-                            (every pipe or queue needs a queue and an instance)"
-                    .into())
-            }
+            Setting::InstanceLimit(0) => return Err(SettingError::NoInstances),
             Setting::InstanceLimit(v) => self.instance_limit = v,
             Setting::HashSize(v) if v == 0 || v > MAX_BUCKETS => {
-                return Err(format!(
-                    "net.inet.ip.dummynet.hash_size must be within 1..{MAX_BUCKETS}"
-                ))
+                return Err(SettingError::HashSize { value: v })
             }
             Setting::HashSize(v) => self.hash_size = v,
             Setting::Tunable { sysctl, value } => {
-                let t = crate::plugin::tunable(sysctl)
-                    .ok_or_else(|| format!("unknown setting `net.inet.ip.dummynet.{sysctl}`"))?;
-                if t.check(value).map_err(|e| e.to_string())? == t.default {
+                let t = crate::plugin::tunable(sysctl).ok_or(SettingError::Unknown { sysctl })?;
+                if t.check(value)? == t.default {
                     self.tunables.remove(t.sysctl);
                 } else {
                     self.tunables.insert(t.sysctl, value);
@@ -372,6 +364,30 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// A [`Setting`] whose value is out of range, or that names no setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    /// `net.inet.ip.fw.dyn_*` outside 1..=max (0 is taken by `dyn_keepalive`).
+    #[error("net.inet.ip.fw.{} must be within 1..{}", setting.name(), setting.max_value())]
+    Dyn { setting: DynSetting, value: u32 },
+    /// A limit that must be at least 1 (its name).
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    #[error(
+        "net.inet.ip.dummynet.instance_limit must be at least 1 \
+         (every pipe or queue needs a queue and an instance)"
+    )]
+    NoInstances,
+    #[error("net.inet.ip.dummynet.hash_size must be within 1..{MAX_BUCKETS}")]
+    HashSize { value: u32 },
+    /// No plug-in registers this sysctl (the name after `net.inet.ip.dummynet.`).
+    #[error("unknown setting `net.inet.ip.dummynet.{sysctl}`")]
+    Unknown { sysctl: &'static str },
+    /// The plug-in's sysctl refused the value.
+    #[error(transparent)]
+    Tunable(#[from] ParamError),
 }
 
 // ---------------------------------------------------------------- rules
@@ -956,4 +972,47 @@ pub struct SchedConfig {
     /// Type-specific parameters (`quantum 1514`, `lmax 1500`...), checked by the
     /// scheduler type when applied.
     pub params: Vec<(String, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Out-of-range settings are refused with the setting and the value,
+    /// in the words the user has always read, and change nothing.
+    #[test]
+    fn a_setting_out_of_range_is_refused_and_says_its_range() {
+        let mut s = Settings::default();
+        let e = s.set(Setting::Dyn(DynSetting::Max, 0)).unwrap_err();
+        assert_eq!(
+            e,
+            SettingError::Dyn {
+                setting: DynSetting::Max,
+                value: 0
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "net.inet.ip.fw.dyn_max must be within 1..1048576"
+        );
+        let e = s.set(Setting::PipeSlotLimit(0)).unwrap_err();
+        assert_eq!(e.to_string(), "pipe_slot_limit must be at least 1");
+        let e = s.set(Setting::HashSize(0)).unwrap_err();
+        assert_eq!(e, SettingError::HashSize { value: 0 });
+        assert_eq!(
+            e.to_string(),
+            format!("net.inet.ip.dummynet.hash_size must be within 1..{MAX_BUCKETS}")
+        );
+        let e = s
+            .set(Setting::Tunable {
+                sysctl: "no_such_knob",
+                value: 1,
+            })
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown setting `net.inet.ip.dummynet.no_such_knob`"
+        );
+        assert_eq!(s, Settings::default());
+    }
 }

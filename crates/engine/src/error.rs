@@ -1,5 +1,9 @@
 //! Why the engine refused a configuration command.
 
+use std::borrow::Cow;
+
+use crate::classifier::TableError;
+use crate::command::SettingError;
 use crate::params::ParamError;
 
 /// A configuration command the engine refused; nothing was changed. The
@@ -25,6 +29,12 @@ pub enum ConfigError {
     /// (`pipe 1 type rr: rr quantum 9 is out of range 64..=2048 bytes`).
     #[error("{words}")]
     Plugin { error: ParamError, words: String },
+    /// A setting's value out of range, or an unknown setting.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// A table's keys do not fit its type, or its use.
+    #[error(transparent)]
+    Table(#[from] TableError),
 }
 
 impl From<ParamError> for ConfigError {
@@ -49,15 +59,21 @@ impl ConfigError {
             ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
             ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
             ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
-            ConfigError::Plugin { .. } => ConfigErrorKind::Invalid,
+            ConfigError::Plugin { .. } | ConfigError::Setting(_) | ConfigError::Table(_) => {
+                ConfigErrorKind::Invalid
+            }
         }
     }
 
     /// The sentence for the user.
-    pub fn message(&self) -> &str {
+    pub fn message(&self) -> Cow<'_, str> {
         match self {
-            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => m,
-            ConfigError::Plugin { words, .. } => words,
+            ConfigError::Invalid(m) | ConfigError::NotFound(m) | ConfigError::Conflict(m) => {
+                Cow::Borrowed(m)
+            }
+            ConfigError::Plugin { words, .. } => Cow::Borrowed(words),
+            ConfigError::Setting(e) => Cow::Owned(e.to_string()),
+            ConfigError::Table(e) => Cow::Owned(e.to_string()),
         }
     }
 }

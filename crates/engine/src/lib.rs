@@ -76,7 +76,7 @@ pub mod config {
     };
 }
 
-pub use command::{Command, Settings};
+pub use command::{Command, SettingError, Settings};
 pub use engine::{Classified, ConfigNote, Engine, ScheduleStats, Shaped};
 pub use error::{BatchError, ConfigError, ConfigErrorKind};
 pub use flow::{FlowKey, FlowMask};

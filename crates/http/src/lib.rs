@@ -23,7 +23,7 @@
 //! `GET /v1/openapi.json`; a live test checks real answers against it.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -33,7 +33,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use dummynet_io::netns::Netns;
+use dummynet_io::netns::{Netns, NetnsError};
 use dummynet_lang::Statement;
 use serde_json::{json, Value};
 
@@ -134,26 +134,82 @@ impl std::fmt::Debug for Token {
 /// The fewest bytes a token may have: guessing it must be hopeless.
 pub const MIN_TOKEN: usize = 16;
 
+/// Why `--http` or `--http-token` was refused, or the server could not
+/// start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The token file could not be read.
+    #[error("--http-token {}: {source}", path.display())]
+    TokenFile {
+        path: PathBuf,
+        source: dummynet_lang::ReadError,
+    },
+    /// The token (the file's first line) has `len` bytes, fewer than
+    /// [`MIN_TOKEN`].
+    #[error(
+        "--http-token {}: the token (the file's first line) has {len} bytes; \
+         at least {MIN_TOKEN} are needed (e.g. `head -c 32 /dev/urandom | base64 > FILE`)",
+        path.display()
+    )]
+    TokenTooShort { path: PathBuf, len: usize },
+    /// The token has a byte that cannot go in a header as it is.
+    #[error(
+        "--http-token {}: the token must be printable ASCII without spaces \
+         (it is sent in an Authorization header)",
+        path.display()
+    )]
+    TokenNotPrintable { path: PathBuf },
+    /// Off loopback without a token.
+    #[error(
+        "--http {addr}: not a loopback address, so anyone who can reach it could \
+         drive the emulator: give --http-token FILE (clients then send \
+         `Authorization: Bearer TOKEN`), or listen on 127.0.0.1 or [::1]"
+    )]
+    NoToken { addr: SocketAddr },
+    #[error("--http {addr}: cannot listen: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The bound socket could not be set up (non-blocking).
+    #[error("--http {addr}: {source}")]
+    Socket {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The listener's address could not be read.
+    #[error("--http: {source}")]
+    LocalAddr { source: std::io::Error },
+    /// The server's runtime could not be built.
+    #[error("--http: starting the server: {source}")]
+    Runtime { source: std::io::Error },
+    /// The server's thread could not be started (in its namespace).
+    #[error("--http: {source}")]
+    Thread { source: NetnsError },
+    /// The server's thread could not be started.
+    #[error("--http: {source}")]
+    Spawn { source: std::io::Error },
+}
+
 impl Token {
     /// The token in `path`: its first line, without surrounding blanks.
-    pub fn read(path: &Path) -> Result<Token, String> {
-        let text = dummynet_lang::read_limited(path, 4096)
-            .map_err(|e| format!("--http-token {}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Token, HttpError> {
+        let text =
+            dummynet_lang::read_limited(path, 4096).map_err(|source| HttpError::TokenFile {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let token = text.lines().next().unwrap_or("").trim();
         if token.len() < MIN_TOKEN {
-            return Err(format!(
-                "--http-token {}: the token (the file's first line) has {} bytes; \
-                 at least {MIN_TOKEN} are needed (e.g. `head -c 32 /dev/urandom | base64 > FILE`)",
-                path.display(),
-                token.len()
-            ));
+            return Err(HttpError::TokenTooShort {
+                path: path.to_path_buf(),
+                len: token.len(),
+            });
         }
         if token.bytes().any(|b| !b.is_ascii_graphic()) {
-            return Err(format!(
-                "--http-token {}: the token must be printable ASCII without spaces \
-                 (it is sent in an Authorization header)",
-                path.display()
-            ));
+            return Err(HttpError::TokenNotPrintable {
+                path: path.to_path_buf(),
+            });
         }
         Ok(Token(Arc::new(token.as_bytes().to_vec())))
     }
@@ -186,20 +242,16 @@ pub struct HttpOptions {
 
 /// Checks `--http ADDR:PORT` and `--http-token FILE` and binds the address
 /// (in the caller's network namespace). Off loopback, a token is required.
-pub fn bind(addr: SocketAddr, token: Option<&Path>) -> Result<HttpOptions, String> {
+pub fn bind(addr: SocketAddr, token: Option<&Path>) -> Result<HttpOptions, HttpError> {
     if !addr.ip().is_loopback() && token.is_none() {
-        return Err(format!(
-            "--http {addr}: not a loopback address, so anyone who can reach it could \
-             drive the emulator: give --http-token FILE (clients then send \
-             `Authorization: Bearer TOKEN`), or listen on 127.0.0.1 or [::1]"
-        ));
+        return Err(HttpError::NoToken { addr });
     }
     let token = token.map(Token::read).transpose()?;
-    let listener = std::net::TcpListener::bind(addr)
-        .map_err(|e| format!("--http {addr}: cannot listen: {e}"))?;
+    let listener =
+        std::net::TcpListener::bind(addr).map_err(|source| HttpError::Listen { addr, source })?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("--http {addr}: {e}"))?;
+        .map_err(|source| HttpError::Socket { addr, source })?;
     Ok(HttpOptions {
         listener,
         token,
@@ -224,11 +276,11 @@ impl HttpServer {
         link: PlaneLink,
         observer: Option<Observer>,
         ns: Option<&Netns>,
-    ) -> Result<HttpServer, String> {
+    ) -> Result<HttpServer, HttpError> {
         let addr = options
             .listener
             .local_addr()
-            .map_err(|e| format!("--http: {e}"))?;
+            .map_err(|source| HttpError::LocalAddr { source })?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -236,16 +288,16 @@ impl HttpServer {
             .max_blocking_threads(options.limits.max_connections)
             .thread_name("dummynet-http-work")
             .build()
-            .map_err(|e| format!("--http: starting the server: {e}"))?;
+            .map_err(|source| HttpError::Runtime { source })?;
         let body = move || runtime.block_on(serve(options, link, observer, rx));
         let thread = match ns {
             Some(ns) => ns
                 .spawn_thread("dummynet-http", body)
-                .map_err(|e| format!("--http: {e}"))?,
+                .map_err(|source| HttpError::Thread { source })?,
             None => std::thread::Builder::new()
                 .name("dummynet-http".into())
                 .spawn(body)
-                .map_err(|e| format!("--http: {e}"))?,
+                .map_err(|source| HttpError::Spawn { source })?,
         };
         Ok(HttpServer {
             addr,
@@ -747,6 +799,8 @@ mod tests {
     #[test]
     fn off_loopback_a_token_is_required() {
         let e = bind("0.0.0.0:0".parse().unwrap(), None).unwrap_err();
+        assert!(matches!(e, HttpError::NoToken { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("--http-token FILE"), "{e}");
         let ok = bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
         assert!(ok.token.is_none());
@@ -756,6 +810,11 @@ mod tests {
         let file = dir.join("token");
         std::fs::write(&file, "short\n").unwrap();
         let e = bind("0.0.0.0:0".parse().unwrap(), Some(&file)).unwrap_err();
+        assert!(
+            matches!(e, HttpError::TokenTooShort { len: 5, .. }),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("at least 16"), "{e}");
         std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
         assert!(bind("0.0.0.0:0".parse().unwrap(), Some(&file)).is_ok());

@@ -61,34 +61,80 @@ pub(crate) fn read_named(
     })
 }
 
+/// Why a file named by a command was not read; `Display` says it in the
+/// words a command's error quotes (without the path, which the caller adds).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("no such file")]
+    NotFound { source: std::io::Error },
+    #[error(
+        "permission denied (files named over the control socket are opened \
+         with the rights of the user who sent the command)"
+    )]
+    PermissionDenied { source: std::io::Error },
+    /// Any other failure to look at, open or read it.
+    #[error("{source}")]
+    Io { source: std::io::Error },
+    /// It is there but is not a regular file.
+    #[error("it is {kind}; only regular files are read")]
+    NotRegular { kind: FileKind },
+    /// It holds more than `limit` bytes.
+    #[error("larger than {} MiB, the most a command may name", limit >> 20)]
+    TooLarge { limit: u64 },
+    #[error("not text (invalid UTF-8 at byte {})", source.valid_up_to())]
+    NotUtf8 { source: std::str::Utf8Error },
+}
+
+/// What a path names that is not a regular file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
+    /// Anything else that is not a regular file.
+    Other,
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileKind::Directory => "a directory",
+            FileKind::Fifo => "a FIFO",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Socket => "a socket",
+            FileKind::Other => "not a regular file",
+        })
+    }
+}
+
 /// The text of the regular file at `path`, if it holds at most `limit`
-/// bytes of UTF-8; else why not, in words.
-pub fn read_limited(path: &Path, limit: u64) -> Result<String, String> {
+/// bytes of UTF-8; else why not.
+pub fn read_limited(path: &Path, limit: u64) -> Result<String, ReadError> {
     // Looked at before opening, so that a device is never opened at all:
     // opening one can have effects of its own (a watchdog arms, a tape
     // rewinds), and opening a FIFO for reading waits for a writer.
-    let meta = std::fs::metadata(path).map_err(|e| io_why(&e))?;
+    let meta = std::fs::metadata(path).map_err(io_error)?;
     if !meta.is_file() {
         return Err(not_regular(&meta));
     }
     let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
-        return Err(too_large(limit));
+        return Err(ReadError::TooLarge { limit });
     }
     // The size may grow while it is read: read one byte past the limit to
     // tell.
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| io_why(&e))?;
+        .map_err(io_error)?;
     if bytes.len() as u64 > limit {
-        return Err(too_large(limit));
+        return Err(ReadError::TooLarge { limit });
     }
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "not text (invalid UTF-8 at byte {})",
-            e.utf8_error().valid_up_to()
-        )
+    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
+        source: e.utf8_error(),
     })
 }
 
@@ -101,56 +147,45 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<String, String> {
 /// named over the socket is opened with its caller's own credentials, so a
 /// link reaches nothing the caller could not read, and an operator's
 /// configuration links keep working.
-fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), String> {
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), ReadError> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| io_why(&e))?;
-    let meta = file.metadata().map_err(|e| io_why(&e))?;
+        .map_err(io_error)?;
+    let meta = file.metadata().map_err(io_error)?;
     if !meta.is_file() {
         return Err(not_regular(&meta));
     }
     Ok((file, meta))
 }
 
-fn io_why(e: &std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        "no such file".to_string()
-    } else if e.kind() == std::io::ErrorKind::PermissionDenied {
-        "permission denied (files named over the control socket are opened \
-         with the rights of the user who sent the command)"
-            .to_string()
-    } else {
-        e.to_string()
+fn io_error(source: std::io::Error) -> ReadError {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => ReadError::NotFound { source },
+        std::io::ErrorKind::PermissionDenied => ReadError::PermissionDenied { source },
+        _ => ReadError::Io { source },
     }
 }
 
-fn too_large(limit: u64) -> String {
-    format!(
-        "larger than {} MiB, the most a command may name",
-        limit >> 20
-    )
-}
-
-fn not_regular(meta: &std::fs::Metadata) -> String {
+fn not_regular(meta: &std::fs::Metadata) -> ReadError {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     let kind = if t.is_dir() {
-        "a directory"
+        FileKind::Directory
     } else if t.is_fifo() {
-        "a FIFO"
+        FileKind::Fifo
     } else if t.is_char_device() {
-        "a character device"
+        FileKind::CharDevice
     } else if t.is_block_device() {
-        "a block device"
+        FileKind::BlockDevice
     } else if t.is_socket() {
-        "a socket"
+        FileKind::Socket
     } else {
-        "not a regular file"
+        FileKind::Other
     };
-    format!("it is {kind}; only regular files are read")
+    ReadError::NotRegular { kind }
 }
 
 #[cfg(test)]
@@ -169,6 +204,13 @@ mod tests {
     #[test]
     fn dev_zero_is_refused_at_once_as_a_device() {
         let e = read_limited(Path::new("/dev/zero"), MAX_FILE_BYTES).unwrap_err();
+        assert!(matches!(
+            e,
+            ReadError::NotRegular {
+                kind: FileKind::CharDevice
+            }
+        ));
+        let e = e.to_string();
         assert!(e.contains("a character device"), "{e}");
         assert!(e.contains("only regular files"), "{e}");
     }
@@ -183,7 +225,7 @@ mod tests {
             return;
         }
         // Were it opened, this would block forever: nobody writes.
-        let e = read_limited(&fifo, MAX_FILE_BYTES).unwrap_err();
+        let e = read_limited(&fifo, MAX_FILE_BYTES).unwrap_err().to_string();
         assert!(e.contains("a FIFO"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -209,7 +251,10 @@ mod tests {
         if got.is_err() {
             let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
         }
-        let e = got.expect("open of a FIFO blocked").unwrap_err();
+        let e = got
+            .expect("open of a FIFO blocked")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("a FIFO"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -220,13 +265,20 @@ mod tests {
         let path = dir.join("big");
         std::fs::write(&path, "x".repeat(1025)).unwrap();
         let e = read_limited(&path, 1024).unwrap_err();
+        assert!(matches!(e, ReadError::TooLarge { limit: 1024 }));
+        let e = e.to_string();
         assert!(e.contains("larger than"), "{e}");
         std::fs::write(&path, "x".repeat(1024)).unwrap();
         assert_eq!(read_limited(&path, 1024).unwrap().len(), 1024);
-        let e = read_limited(&dir, 1024).unwrap_err();
+        let e = read_limited(&dir, 1024).unwrap_err().to_string();
         assert!(e.contains("a directory"), "{e}");
         let e = read_limited(&dir.join("none"), 1024).unwrap_err();
+        assert!(matches!(&e, ReadError::NotFound { .. }));
+        let e = e.to_string();
         assert_eq!(e, "no such file");
+        std::fs::write(&path, b"ok\xff").unwrap();
+        let e = read_limited(&path, 1024).unwrap_err().to_string();
+        assert_eq!(e, "not text (invalid UTF-8 at byte 2)");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -75,12 +75,12 @@ pub mod tc;
 mod units;
 
 pub use error::{suggest, ErrorKind, FileError, ParseError, FIELD_NAMES};
-pub use files::{read_limited, MAX_FILE_BYTES};
+pub use files::{read_limited, FileKind, ReadError, MAX_FILE_BYTES};
 pub use rule::{resolve_host_names, resolve_host_names_with};
 pub use rulefmt::format_rule_body;
 pub use show::{
     format_log, format_pipes, format_queues, format_rules, format_rules_with, format_scheds,
-    format_sets, format_tables, RuleShow,
+    format_sets, format_tables, NoSuchTable, RuleShow,
 };
 
 use command::{FileLine, Mode};

@@ -218,8 +218,13 @@ pub fn format_sets(s: &Snapshot) -> String {
     out
 }
 
+/// `ipfw table N list` for a table that does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("table {0} does not exist")]
+pub struct NoSuchTable(pub TableName);
+
 /// `ipfw table N list` (`None`: every table), as FreeBSD 11 lists them.
-pub fn format_tables(s: &Snapshot, name: Option<&TableName>) -> Result<String, String> {
+pub fn format_tables(s: &Snapshot, name: Option<&TableName>) -> Result<String, NoSuchTable> {
     let mut out = String::new();
     let mut found = false;
     for t in s
@@ -239,7 +244,7 @@ pub fn format_tables(s: &Snapshot, name: Option<&TableName>) -> Result<String, S
         }
     }
     match name {
-        Some(n) if !found => Err(format!("table {n} does not exist")),
+        Some(n) if !found => Err(NoSuchTable(n.clone())),
         _ => Ok(out),
     }
 }
@@ -616,6 +621,16 @@ mod tests {
 
     fn p(x: f64) -> Probability {
         Probability::new(x).unwrap()
+    }
+
+    #[test]
+    fn listing_a_missing_table_names_it() {
+        let snap = Snapshot::default();
+        let name = TableName::Name("blocked".into());
+        let e = format_tables(&snap, Some(&name)).unwrap_err();
+        assert_eq!(e, NoSuchTable(name));
+        assert_eq!(e.to_string(), "table blocked does not exist");
+        assert_eq!(format_tables(&snap, None).as_deref(), Ok(""));
     }
 
     #[test]

@@ -192,12 +192,15 @@ fn workers_bench(
     let mut out = Vec::new();
     for &p in &pipes {
         for &w in &workers {
-            out.push(dummynet_dataplane::workers::bench::run(
-                w as usize,
-                p,
-                args.packets.max(1),
-                args.size,
-            )?);
+            out.push(
+                dummynet_dataplane::workers::bench::run(
+                    w as usize,
+                    p,
+                    args.packets.max(1),
+                    args.size,
+                )
+                .map_err(|e| e.to_string())?,
+            );
         }
     }
     Ok(out)
@@ -926,7 +929,7 @@ pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64
             sched::names().join(", ")
         )
     })?;
-    let mut w = PolicyWorkload::new(t, flows, mix)?;
+    let mut w = PolicyWorkload::new(t, flows, mix).map_err(|e| e.to_string())?;
     let mut best = f64::INFINITY;
     for _ in 0..3 {
         let start = Stopwatch::start();

@@ -192,7 +192,7 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     if args.plot.is_none() {
         crate::plot::check_unused(&args.plot_options)?;
     }
-    let config = load_config(&args.config)?;
+    let config = load_config(&args.config).map_err(|e| e.to_string())?;
     let mut engine = configure(&config, args.seed)
         .map_err(|(line, e)| format!("{}:{line}: {e}", args.config.display()))?;
     engine.set_local_addrs(&args.me);

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -18,6 +18,27 @@ use super::tap::Tap;
 use super::thread::Worker;
 use super::writers::{MmLog, Pcap, RecordFile, SharedFile, Writers};
 use crate::capture;
+
+/// Why the observer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserverError {
+    /// A file it writes (a log, a capture) could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A capture's file header could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Header {
+        path: PathBuf,
+        source: capture::CaptureError,
+    },
+    #[error("the observer made no tap")]
+    NoTap,
+    #[error("cannot start the observer thread: {source}")]
+    Thread { source: std::io::Error },
+}
 
 /// The handle: subscribe, read the counters. Cheap to clone.
 #[derive(Clone)]
@@ -48,11 +69,11 @@ impl Drop for ObserverThread {
 impl Observer {
     /// Creates the files (an error names the one that could not be) and
     /// starts the observer thread. The [`Tap`] goes to the data plane.
-    pub fn start(o: &ObserveOptions) -> Result<(Observer, Tap, ObserverThread), String> {
+    pub fn start(o: &ObserveOptions) -> Result<(Observer, Tap, ObserverThread), ObserverError> {
         let (observer, taps, thread) = Observer::start_workers(o, 1)?;
         match taps.into_iter().next() {
             Some(tap) => Ok((observer, tap, thread)),
-            None => Err("the observer made no tap".into()),
+            None => Err(ObserverError::NoTap),
         }
     }
 
@@ -62,19 +83,24 @@ impl Observer {
     pub fn start_workers(
         o: &ObserveOptions,
         workers: usize,
-    ) -> Result<(Observer, Vec<Tap>, ObserverThread), String> {
+    ) -> Result<(Observer, Vec<Tap>, ObserverThread), ObserverError> {
+        let cannot_create = |p: &Path| {
+            let path = p.to_path_buf();
+            move |source| ObserverError::Create { path, source }
+        };
         let create = |p: &Path| {
             File::create(p)
                 .map(|f| BufWriter::with_capacity(1 << 16, f))
-                .map_err(|e| format!("cannot create {}: {e}", p.display()))
+                .map_err(cannot_create(p))
         };
-        let records = |p: &Path| {
-            RecordFile::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
-        };
-        let pcap = |p: &Path| -> Result<Pcap, String> {
+        let records = |p: &Path| RecordFile::create(p).map_err(cannot_create(p));
+        let pcap = |p: &Path| -> Result<Pcap, ObserverError> {
             let out = SharedFile(Arc::new(Mutex::new(records(p)?)));
             let writer = capture::Writer::with_snaplen(out.clone(), o.linktype, o.snaplen)
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+                .map_err(|source| ObserverError::Header {
+                    path: p.to_path_buf(),
+                    source,
+                })?;
             // The file's header is whole: a cut may come back to it.
             out.lock().boundary();
             Ok(Pcap { writer, out })
@@ -117,7 +143,7 @@ impl Observer {
         let thread = std::thread::Builder::new()
             .name("dummynet-observer".into())
             .spawn(move || worker.run())
-            .map_err(|e| format!("cannot start the observer thread: {e}"))?;
+            .map_err(|source| ObserverError::Thread { source })?;
         Ok((Observer { shared }, taps, ObserverThread(Some(thread))))
     }
 

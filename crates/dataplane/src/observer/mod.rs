@@ -110,7 +110,7 @@ mod tests;
 mod thread;
 mod writers;
 
-pub use handle::{Observer, ObserverThread};
+pub use handle::{Observer, ObserverError, ObserverThread};
 pub use merge::{MERGE_HOLD_MAX, MERGE_WINDOW, SLEEP_SLACK};
 pub use options::{ObserveOptions, DEFAULT_BUFFER, DEFAULT_SNAPLEN};
 pub use record::{carrier_bytes, first_id, Kind, Record, ID_COUNT_MASK, ID_WORKER_SHIFT};

@@ -466,3 +466,24 @@ fn a_sleeping_workers_floor_waits_for_what_was_handed_to_it() {
     drop(taps);
     thread.join();
 }
+
+/// A file that cannot be created stops the start, and the error names it
+/// in the words `run` prints.
+#[test]
+fn a_log_that_cannot_be_created_is_named() {
+    let path = PathBuf::from("/nonexistent-dummynet-dir/events.log");
+    let o = ObserveOptions {
+        log: Some(path.clone()),
+        ..ObserveOptions::default()
+    };
+    let Err(e) = Observer::start(&o) else {
+        panic!("started with a log in a missing directory");
+    };
+    assert!(matches!(&e, ObserverError::Create { path: p, source }
+        if *p == path && source.kind() == std::io::ErrorKind::NotFound));
+    assert!(
+        e.to_string()
+            .starts_with("cannot create /nonexistent-dummynet-dir/events.log: "),
+        "{e}"
+    );
+}

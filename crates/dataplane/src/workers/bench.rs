@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use dummynet_engine::flow::proto;
-use dummynet_engine::{Direction, Engine, FlowKey, Nanos, PacketInfo, Verdict};
+use dummynet_engine::{BatchError, Direction, Engine, FlowKey, Nanos, PacketInfo, Verdict};
 use serde::Serialize;
 
 use dummynet_engine::Classified;
@@ -67,12 +67,42 @@ fn config(pipes: u32) -> String {
     text
 }
 
-fn engine(text: &str) -> Result<Engine<u32>, String> {
-    let cmds =
-        crate::lang::commands(text, None).map_err(|(line, e)| format!("line {line}: {e}"))?;
+/// Why a bench run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The bench's own configuration does not parse: the line and the
+    /// parser's words.
+    #[error("line {line}: {message}")]
+    Parse { line: usize, message: String },
+    /// The engine refused the bench's configuration.
+    #[error(transparent)]
+    Apply(#[from] BatchError),
+    /// A worker's own engine could not be configured.
+    #[error("the bench configuration does not apply")]
+    WorkerConfig,
+    #[error("starting a worker thread: {source}")]
+    Thread { source: std::io::Error },
+    #[error("a worker thread panicked")]
+    Panicked,
+    /// The workers' counts do not add up to the packets read.
+    #[error(
+        "{workers} workers, {pipes} pipes: packets not accounted for: {packets} read, \
+         {delivered} delivered, {dropped} dropped"
+    )]
+    Unaccounted {
+        workers: usize,
+        pipes: u32,
+        packets: u64,
+        delivered: u64,
+        dropped: u64,
+    },
+}
+
+fn engine(text: &str) -> Result<Engine<u32>, BenchError> {
+    let cmds = crate::lang::commands(text, None)
+        .map_err(|(line, message)| BenchError::Parse { line, message })?;
     let mut e = Engine::new(1);
-    e.apply_all(0, cmds.into_iter().map(|(_, c)| c).collect())
-        .map_err(|e| e.to_string())?;
+    e.apply_all(0, cmds.into_iter().map(|(_, c)| c).collect())?;
     Ok(e)
 }
 
@@ -125,14 +155,14 @@ fn worker(
     size: u32,
     start: &Barrier,
     done: &AtomicUsize,
-) -> Result<Tally, String> {
+) -> Result<Tally, BenchError> {
     // Made here, not by the spawning thread: each worker's engine in its
     // own thread's heap. Made side by side, two replicas' per-packet
     // counters shared cache lines, and the workers spent most of their
     // time passing those lines to each other (3 to 4 times the CPU a
     // packet).
     let Ok(mut engine) = engine(text) else {
-        return Err("the bench configuration does not apply".to_string());
+        return Err(BenchError::WorkerConfig);
     };
     let (n, w) = (links.workers as u64, links.index as u64);
     let infos: Vec<PacketInfo> = (0..64 * n * u64::from(pipes))
@@ -239,7 +269,12 @@ fn worker(
 
 /// One run of `packets` 64-flow packets of `size` bytes over `pipes`
 /// unlimited pipes on `workers` threads.
-pub fn run(workers: usize, pipes: u32, packets: u64, size: u32) -> Result<WorkersReport, String> {
+pub fn run(
+    workers: usize,
+    pipes: u32,
+    packets: u64,
+    size: u32,
+) -> Result<WorkersReport, BenchError> {
     let text = config(pipes);
     let start = Arc::new(Barrier::new(workers + 1));
     let done = Arc::new(AtomicUsize::new(0));
@@ -251,13 +286,13 @@ pub fn run(workers: usize, pipes: u32, packets: u64, size: u32) -> Result<Worker
             std::thread::Builder::new()
                 .name(format!("bench-worker-{}", links.index))
                 .spawn(move || worker(&text, links, packets, pipes, size, &start, &done))
-                .map_err(|e| format!("starting a worker thread: {e}"))?,
+                .map_err(|source| BenchError::Thread { source })?,
         );
     }
     start.wait();
     let mut tallies = Vec::new();
     for h in handles {
-        tallies.push(h.join().map_err(|_| "a worker thread panicked")??);
+        tallies.push(h.join().map_err(|_| BenchError::Panicked)??);
     }
     // From the first worker's start to the last one's end (this thread
     // may not run at all meanwhile).
@@ -271,10 +306,13 @@ pub fn run(workers: usize, pipes: u32, packets: u64, size: u32) -> Result<Worker
     let delivered: u64 = tallies.iter().map(|t| t.delivered).sum();
     let dropped: u64 = tallies.iter().map(|t| t.dropped).sum();
     if delivered + dropped != packets {
-        return Err(format!(
-            "{workers} workers, {pipes} pipes: packets not accounted for: {packets} read, \
-             {delivered} delivered, {dropped} dropped"
-        ));
+        return Err(BenchError::Unaccounted {
+            workers,
+            pipes,
+            packets,
+            delivered,
+            dropped,
+        });
     }
     let cpu: f64 = tallies.iter().map(|t| t.cpu).sum();
     Ok(WorkersReport {

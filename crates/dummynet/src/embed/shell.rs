@@ -273,7 +273,9 @@ impl ShellBuilder {
             }
             Some(Config::Text(text)) => crate::lang::commands(text, None)
                 .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?,
-            Some(Config::File(path)) => crate::lang::load_config(path).map_err(Error::Start)?,
+            Some(Config::File(path)) => {
+                crate::lang::load_config(path).map_err(|e| Error::Start(e.to_string()))?
+            }
             None => cli::link_config(
                 self.preset.as_deref(),
                 self.up.as_deref(),

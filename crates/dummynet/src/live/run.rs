@@ -289,6 +289,7 @@ impl HttpArgs {
         self.http
             .map(|addr| super::http::bind(addr, self.http_token.as_deref()))
             .transpose()
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -351,7 +352,8 @@ impl Running {
             .link
             .clone()
             .ok_or("the data plane takes no requests: no HTTP API")?;
-        let server = super::http::HttpServer::start(options, link, self.observer.clone(), ns)?;
+        let server = super::http::HttpServer::start(options, link, self.observer.clone(), ns)
+            .map_err(|e| e.to_string())?;
         let addr = server.local_addr();
         self.http = Some(server);
         Ok(addr)
@@ -481,7 +483,8 @@ where
     let n = workers.as_ref().map_or(1, |(n, _)| *n);
     let (observer, mut taps, observer_thread) = match &observe {
         Some(o) => {
-            let (obs, taps, thread) = Observer::start_workers(o, n).map_err(StartError::Backend)?;
+            let (obs, taps, thread) =
+                Observer::start_workers(o, n).map_err(|e| StartError::Backend(e.to_string()))?;
             (
                 Some(obs),
                 taps.into_iter().map(Some).collect(),
@@ -612,7 +615,7 @@ fn start_followers(
     taps: Vec<Option<Tap>>,
 ) -> Result<Option<super::sharded::Worker>, StartError> {
     let mut parts = super::sharded::workers(n)
-        .map_err(StartError::Backend)?
+        .map_err(|e| StartError::Backend(e.to_string()))?
         .into_iter();
     let mut taps = taps.into_iter();
     let Some(mut leader) = parts.next() else {
@@ -922,13 +925,18 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     // First: a bad --netns is refused before anything is said or done.
-    let target = args.netns.as_deref().map(Target::open).transpose()?;
+    let target = args
+        .netns
+        .as_deref()
+        .map(Target::open)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let ns = target.as_ref().map(|t| &t.ns);
     if let Some(t) = &target {
         say!("dummynet: in network namespace {}", t.describe());
     }
     let mut config = match &args.config {
-        Some(path) => crate::lang::load_config(path)?,
+        Some(path) => crate::lang::load_config(path).map_err(|e| e.to_string())?,
         None => Vec::new(),
     };
     if args.default_allow {
@@ -1001,7 +1009,8 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         let spec = intercept_spec(args)?;
         let copy_mark = (!args.hold_output).then_some(args.copy_mark);
         Box::new(move |_| {
-            let host = Host::open(&spec, copy_mark).map_err(StartError::Backend)?;
+            let host =
+                Host::open(&spec, copy_mark).map_err(|e| StartError::Backend(e.to_string()))?;
             Ok(vec![Box::new(host) as Box<dyn Backend>])
         })
     };

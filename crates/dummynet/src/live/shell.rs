@@ -523,7 +523,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
                 return Err("--config replaces --preset/--up/--down; give one or the other".into());
             }
-            crate::lang::load_config(path)?
+            crate::lang::load_config(path).map_err(|e| e.to_string())?
         }
         None => {
             let config = link_config(

@@ -10,7 +10,7 @@ use crate::flow::proto;
 use crate::packet::{Direction, IfaceId, PacketInfo};
 
 use super::headers::{tcp_flag, View};
-use super::tables::{Slot, Table, Tables};
+use super::tables::{Slot, Table, TableError, Tables};
 
 /// The engine's interface names, interned so that rules compare ids.
 #[derive(Debug, Default, Clone)]
@@ -99,7 +99,11 @@ enum IfMatch {
 }
 
 impl IfMatch {
-    fn new(spec: &IfaceSpec, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Self, String> {
+    fn new(
+        spec: &IfaceSpec,
+        ifs: &mut Interfaces,
+        tables: &mut Tables,
+    ) -> Result<Self, TableError> {
         Ok(match spec {
             IfaceSpec::Any => IfMatch::Any,
             IfaceSpec::Table(t) => IfMatch::Table(resolve(tables, t, TableType::Iface)?, t.value),
@@ -377,7 +381,7 @@ impl Cx<'_, '_> {
     }
 }
 
-fn resolve(tables: &mut Tables, t: &TableRef, ty: TableType) -> Result<Slot, String> {
+fn resolve(tables: &mut Tables, t: &TableRef, ty: TableType) -> Result<Slot, TableError> {
     tables.resolve(&t.name, ty)
 }
 
@@ -385,15 +389,15 @@ pub(crate) fn compile(
     body: &[Cond],
     ifs: &mut Interfaces,
     tables: &mut Tables,
-) -> Result<Compiled, String> {
+) -> Result<Compiled, TableError> {
     let tests = body
         .iter()
         .map(|c| Ok((c.negate, test(&c.kind, ifs, tables)?)))
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, TableError>>()?;
     Ok(Compiled { tests })
 }
 
-fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test, String> {
+fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test, TableError> {
     Ok(match k {
         CondKind::Proto(p) => Test::Proto(*p),
         CondKind::IpVersion(v) => Test::V6(*v == 6),
@@ -412,7 +416,7 @@ fn test(k: &CondKind, ifs: &mut Interfaces, tables: &mut Tables) -> Result<Test,
         CondKind::Or(alts) => Test::Or(
             alts.iter()
                 .map(|c| Ok((c.negate, test(&c.kind, ifs, tables)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, TableError>>()?,
         ),
         CondKind::Setup => Test::TcpFlags(Bits {
             set: tcp_flag::SYN,

@@ -31,6 +31,7 @@ pub(crate) use cond::{
 use dynamic::{NameSel, Parent, Refused, States};
 pub use headers::Bytes;
 use headers::View;
+pub use tables::TableError;
 use tables::Tables;
 
 /// What the ruleset decided for a packet.

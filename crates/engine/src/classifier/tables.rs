@@ -190,6 +190,30 @@ fn mask(bits: u32, prefix: u8) -> u128 {
     }
 }
 
+/// A table's keys and what they are used as do not agree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    /// The table holds keys of type `holds`, and is used for `wanted`.
+    #[error("table {name} holds {} keys, not {}", holds.as_str(), wanted.as_str())]
+    Type {
+        name: TableName,
+        holds: TableType,
+        wanted: TableType,
+    },
+    /// `key` is not of the table's type (`None`: a table with no type yet).
+    #[error(
+        "table {name} holds {} keys; `{}` is {}",
+        holds.map_or("no", TableType::as_str),
+        key_text(key),
+        key.table_type().as_str()
+    )]
+    Key {
+        name: TableName,
+        holds: Option<TableType>,
+        key: TableKey,
+    },
+}
+
 impl Tables {
     /// Bytes the tables' entries take ([`Table::bytes`]), destroyed ones too.
     pub fn bytes(&self) -> usize {
@@ -216,15 +240,15 @@ impl Tables {
 
     /// The table `name`, made with type `ty` if it does not exist; an error
     /// if it exists with another type.
-    pub fn resolve(&mut self, name: &TableName, ty: TableType) -> Result<Slot, String> {
+    pub fn resolve(&mut self, name: &TableName, ty: TableType) -> Result<Slot, TableError> {
         if let Some(&i) = self.by_name.get(name) {
             let t = &self.slots[i];
             if t.ty != ty {
-                return Err(format!(
-                    "table {name} holds {} keys, not {}",
-                    t.ty.as_str(),
-                    ty.as_str()
-                ));
+                return Err(TableError::Type {
+                    name: name.clone(),
+                    holds: t.ty,
+                    wanted: ty,
+                });
             }
             return Ok(Slot(i));
         }
@@ -235,23 +259,26 @@ impl Tables {
 
     /// Checks `entries` for `name` without changing anything: the first
     /// entry decides the type of a table that does not exist yet.
-    pub fn check_add(&self, name: &TableName, entries: &[(TableKey, u32)]) -> Result<(), String> {
+    pub fn check_add(
+        &self,
+        name: &TableName,
+        entries: &[(TableKey, u32)],
+    ) -> Result<(), TableError> {
         let ty = self
             .find(name)
             .map(|t| t.ty)
             .or_else(|| entries.first().map(|(k, _)| k.table_type()));
         match entries.iter().find(|(k, _)| Some(k.table_type()) != ty) {
-            Some((k, _)) => Err(format!(
-                "table {name} holds {} keys; `{}` is {}",
-                ty.map_or("no", TableType::as_str),
-                key_text(k),
-                k.table_type().as_str()
-            )),
+            Some((k, _)) => Err(TableError::Key {
+                name: name.clone(),
+                holds: ty,
+                key: k.clone(),
+            }),
             None => Ok(()),
         }
     }
 
-    pub fn add(&mut self, name: &TableName, entries: &[(TableKey, u32)]) -> Result<(), String> {
+    pub fn add(&mut self, name: &TableName, entries: &[(TableKey, u32)]) -> Result<(), TableError> {
         self.check_add(name, entries)?;
         let Some((first, _)) = entries.first() else {
             return Ok(());
@@ -271,7 +298,7 @@ impl Tables {
         }
         self.resolve(name, ty)
             .map(|_| ())
-            .map_err(ConfigError::Invalid)
+            .map_err(ConfigError::from)
     }
 
     /// Entries not in the table are an error, and nothing is removed.
@@ -397,5 +424,30 @@ mod tests {
             t.find(&n).unwrap().lookup_addr(false, v4("10.1.9.9")),
             Some(1)
         );
+    }
+
+    /// The refusals carry the table, the types and the key, and say them
+    /// in the words the user has always read.
+    #[test]
+    fn a_key_of_another_type_is_refused_with_what_the_table_holds() {
+        let mut t = Tables::default();
+        let n = TableName::Number(7);
+        t.add(&n, &[(addr("10.0.0.0", 8), 1)]).unwrap();
+        let em0 = TableKey::Iface("em0".into());
+        let e = t.add(&n, &[(em0.clone(), 1)]).unwrap_err();
+        assert_eq!(
+            e,
+            TableError::Key {
+                name: n.clone(),
+                holds: Some(TableType::Addr),
+                key: em0,
+            }
+        );
+        assert_eq!(e.to_string(), "table 7 holds addr keys; `em0` is iface");
+        let e = t.resolve(&n, TableType::Iface).unwrap_err();
+        assert_eq!(e.to_string(), "table 7 holds addr keys, not iface");
+        let e = ConfigError::from(e);
+        assert_eq!(e.kind(), crate::ConfigErrorKind::Invalid);
+        assert_eq!(e.message(), "table 7 holds addr keys, not iface");
     }
 }

@@ -418,7 +418,7 @@ impl<P: Payload> Engine<P> {
         let tables = &mut self.rules.tables;
         match cmd {
             TableCmd::Create(ty) => tables.create(name, ty),
-            TableCmd::Add(entries) => tables.add(name, &entries).map_err(ConfigError::Invalid),
+            TableCmd::Add(entries) => Ok(tables.add(name, &entries)?),
             TableCmd::Delete(keys) => tables.delete(name, &keys),
             TableCmd::Flush => tables.flush(name),
             TableCmd::Destroy => {
@@ -728,7 +728,7 @@ impl<P: Payload> Engine<P> {
             // What already left was decided under the old setting.
             self.settle_exits();
         }
-        self.settings.set(s).map_err(ConfigError::Invalid)?;
+        self.settings.set(s)?;
         self.dn.instance_limit = self.settings.instance_limit;
         Ok(())
     }
@@ -767,8 +767,7 @@ impl<P: Payload> Engine<P> {
             ));
         }
         let before = self.ifaces.len();
-        let body = classifier::compile(&spec.body, &mut self.ifaces, &mut self.rules.tables)
-            .map_err(ConfigError::Invalid)?;
+        let body = classifier::compile(&spec.body, &mut self.ifaces, &mut self.rules.tables)?;
         let spec = RuleSpec {
             number: Some(number),
             ..spec

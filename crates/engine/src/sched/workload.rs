@@ -4,6 +4,7 @@
 //! --sched` times [`PolicyWorkload::step`]; the engine itself reads no clock.
 
 use super::{QueueId, QueueOps, SchedInstance, SchedType, Slot};
+use crate::params::ParamError;
 
 /// Packet lengths by queue: all equal, or spread over 64..1500 bytes with
 /// weights 1..100 (the case that exercises WF2Q+'s finish-time ordering).
@@ -41,6 +42,16 @@ impl QueueOps for Queues {
     }
 }
 
+/// Why a [`PolicyWorkload`] could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("a scheduler workload needs at least one flow")]
+    NoFlows,
+    /// The scheduler refused its default parameters.
+    #[error(transparent)]
+    Policy(#[from] ParamError),
+}
+
 /// `flows` queues, each holding one packet; every step serves one packet
 /// and gives its queue a new one, so each packet costs one `dequeue` and
 /// one `enqueue` onto an idle queue, the policy's full cycle.
@@ -50,11 +61,11 @@ pub struct PolicyWorkload {
 }
 
 impl PolicyWorkload {
-    pub fn new(kind: &SchedType, flows: u32, mix: Mix) -> Result<Self, String> {
+    pub fn new(kind: &SchedType, flows: u32, mix: Mix) -> Result<Self, WorkloadError> {
         if flows == 0 {
-            return Err("a scheduler workload needs at least one flow".into());
+            return Err(WorkloadError::NoFlows);
         }
-        let mut policy = (kind.new_instance)(&[]).map_err(|e| e.to_string())?;
+        let mut policy = (kind.new_instance)(&[])?;
         let mixed = mix == Mix::Mixed;
         let ops = Queues(
             (0..flows)
@@ -105,6 +116,7 @@ mod tests {
             // within a packet per flow over whole rounds.
             assert!(seen.iter().all(|&n| n == 100), "{}: {seen:?}", kind.name);
         }
-        assert!(PolicyWorkload::new(&super::super::fifo::TYPE, 0, Mix::Equal).is_err());
+        let e = PolicyWorkload::new(&super::super::fifo::TYPE, 0, Mix::Equal).err();
+        assert_eq!(e, Some(WorkloadError::NoFlows));
     }
 }

@@ -140,7 +140,12 @@ fn plot_file(args: &PlotArgs) -> Result<String, String> {
     let config = args
         .config
         .as_deref()
-        .map(|path| Ok::<_, String>((path, dummynet_dataplane::lang::load_config(path)?)))
+        .map(|path| {
+            Ok::<_, String>((
+                path,
+                dummynet_dataplane::lang::load_config(path).map_err(|e| e.to_string())?,
+            ))
+        })
         .transpose()?;
     plot_log(
         &args.log,
