@@ -340,7 +340,7 @@ impl Cx<'_> {
         };
         let time = |v: &Spanned<String>, key: &str| -> Result<Nanos, SpecError> {
             let s = value(v, key)?;
-            parse_duration(&s).map_err(|m| with_run(self.err(v, key, &m)))
+            parse_duration(&s).map_err(|m| with_run(self.err(v, key, &m.to_string())))
         };
         let time_or = |v: &Option<Spanned<String>>, key: &str, default: Nanos| match v {
             Some(v) => time(v, key),
@@ -532,7 +532,8 @@ impl Cx<'_> {
         for u in &raw.udp {
             let uu = u.get_ref();
             let s = value(&uu.rate, "udp.rate")?;
-            let rate = parse_rate(&s).map_err(|m| with_run(self.err(&uu.rate, "udp.rate", &m)))?;
+            let rate = parse_rate(&s)
+                .map_err(|m| with_run(self.err(&uu.rate, "udp.rate", &m.to_string())))?;
             if rate == 0 {
                 return Err(self.err(&uu.rate, "udp.rate", "a UDP flow's rate is above 0"));
             }
