@@ -124,6 +124,73 @@ pub struct Report {
     pub ratio: Option<f64>,
 }
 
+/// Why a bench cannot run, or what it found wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("--{what} {input}: each must be a whole number from 1 to {max}")]
+    List {
+        what: &'static str,
+        input: String,
+        max: u32,
+    },
+    #[error("--workers measures its own scenario; leave out --scenario and --sched")]
+    WorkersAlone,
+    #[error("--size {size} is out of range 20..65535 bytes")]
+    Size { size: u32 },
+    /// The workers bench's own error.
+    #[error(transparent)]
+    Workers(#[from] dummynet_dataplane::workers::bench::BenchError),
+    #[error("--packets must be at least 1")]
+    ZeroPackets,
+    #[error("--flows must be at least 1")]
+    ZeroFlows,
+    #[error(
+        "{kind} holds at most {max} packets, and the bench keeps 2 per flow queued ({queued})"
+    )]
+    CannotHold { kind: String, max: u32, queued: u64 },
+    #[error("--flows goes with --sched TYPE")]
+    FlowsWithoutSched,
+    #[error("unknown scenario `{name}`; use {}", SCENARIOS.join(", "))]
+    UnknownScenario { name: String },
+    #[error(transparent)]
+    Config(#[from] dummynet_engine::ConfigError),
+    #[error("{percent}% is not a probability")]
+    Probability { percent: f64 },
+    #[error("no built-in normal table")]
+    NoNormalTable,
+    #[error(
+        "{name}: packets not accounted for: offered {packets} + copies {} vs \
+         delivered {delivered} + dropped {dropped} seen by the bench; engine: {totals:?}, \
+         holding {holding}",
+        totals.duplicated
+    )]
+    Books {
+        name: String,
+        packets: u64,
+        delivered: u64,
+        dropped: u64,
+        totals: Box<dummynet_engine::stats::Totals>,
+        holding: u64,
+    },
+    #[error("no run")]
+    NoRun,
+    #[error("scheduler bench dropped {dropped} packets; the backlog was not steady")]
+    Unsteady { dropped: u64 },
+    #[error("found no 5-tuples for all {flows} buckets of {kind} in {bound} tries")]
+    NoTuples {
+        flows: u32,
+        kind: String,
+        bound: u64,
+    },
+    #[error("unknown scheduler type `{kind}`; known: {}", sched::names().join(", "))]
+    UnknownSched { kind: String },
+    /// The policy workload's own error.
+    #[error(transparent)]
+    Workload(#[from] dummynet_engine::sched::workload::WorkloadError),
+    #[error("{kind}: the policy lost its backlog")]
+    LostBacklog { kind: String },
+}
+
 pub fn run(args: BenchArgs) -> ExitCode {
     if let Some(seconds) = args.clock {
         if !(1..=3600).contains(&seconds) {
@@ -167,27 +234,26 @@ fn workers_bench(
     workers: &str,
     pipes: &str,
     args: &BenchArgs,
-) -> Result<Vec<dummynet_dataplane::workers::bench::WorkersReport>, String> {
-    let list = |what: &str, s: &str, max: u32| -> Result<Vec<u32>, String> {
+) -> Result<Vec<dummynet_dataplane::workers::bench::WorkersReport>, BenchError> {
+    let list = |what: &'static str, s: &str, max: u32| -> Result<Vec<u32>, BenchError> {
         s.split(',')
             .map(|x| match x.trim().parse::<u32>() {
                 Ok(n) if (1..=max).contains(&n) => Ok(n),
-                _ => Err(format!(
-                    "--{what} {s}: each must be a whole number from 1 to {max}"
-                )),
+                _ => Err(BenchError::List {
+                    what,
+                    input: s.to_string(),
+                    max,
+                }),
             })
             .collect()
     };
     let workers = list("workers", workers, 64)?;
     let pipes = list("pipes", pipes, 255)?;
     if args.scenario.is_some() || args.sched.is_some() {
-        return Err("--workers measures its own scenario; leave out --scenario and --sched".into());
+        return Err(BenchError::WorkersAlone);
     }
     if args.size < 20 || args.size > 65_535 {
-        return Err(format!(
-            "--size {} is out of range 20..65535 bytes",
-            args.size
-        ));
+        return Err(BenchError::Size { size: args.size });
     }
     let mut out = Vec::new();
     for &p in &pipes {
@@ -199,27 +265,24 @@ fn workers_bench(
                     args.packets.max(1),
                     args.size,
                 )
-                .map_err(|e| e.to_string())?,
+                .map_err(BenchError::Workers)?,
             );
         }
     }
     Ok(out)
 }
 
-fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
+fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, BenchError> {
     if args.size < 20 || args.size > 65_535 {
-        return Err(format!(
-            "--size {} is out of range 20..65535 bytes",
-            args.size
-        ));
+        return Err(BenchError::Size { size: args.size });
     }
     if args.packets == 0 {
-        return Err("--packets must be at least 1".into());
+        return Err(BenchError::ZeroPackets);
     }
     let mut out = Vec::new();
     if let Some(kind) = &args.sched {
         let flows = match args.flows {
-            Some(0) => return Err("--flows must be at least 1".into()),
+            Some(0) => return Err(BenchError::ZeroFlows),
             Some(n) => vec![n],
             None => vec![1, 100, 10_000, 1_000_000],
         };
@@ -236,7 +299,7 @@ fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
         return Ok(out);
     }
     if args.flows.is_some() {
-        return Err("--flows goes with --sched TYPE".into());
+        return Err(BenchError::FlowsWithoutSched);
     }
     let scenarios: Vec<&str> = match args.scenario.as_deref() {
         Some(s) => s.split(',').map(str::trim).collect(),
@@ -244,10 +307,9 @@ fn run_inner(args: &BenchArgs) -> Result<Vec<Report>, String> {
     };
     // Refuse a misspelt name before spending time on the others.
     if let Some(bad) = scenarios.iter().find(|s| !SCENARIOS.contains(s)) {
-        return Err(format!(
-            "unknown scenario `{bad}`; use {}",
-            SCENARIOS.join(", ")
-        ));
+        return Err(BenchError::UnknownScenario {
+            name: bad.to_string(),
+        });
     }
     for s in scenarios {
         out.push(scenario(s, args.packets, args.size)?);
@@ -355,8 +417,8 @@ fn packet(i: u32, size: u32) -> PacketInfo {
     }
 }
 
-fn apply(e: &mut Engine<u32>, cmd: Command) -> Result<(), String> {
-    e.apply(0, cmd).map_err(|e| e.to_string())
+fn apply(e: &mut Engine<u32>, cmd: Command) -> Result<(), BenchError> {
+    Ok(e.apply(0, cmd)?)
 }
 
 fn to_all(n: u32, action: fn(u32) -> Action) -> Command {
@@ -464,8 +526,8 @@ fn jitter_2ms(distribution: Distribution, unordered: bool) -> Option<Jitter> {
     })
 }
 
-fn percent(p: f64) -> Result<Probability, String> {
-    Probability::new(p / 100.0).ok_or_else(|| format!("{p}% is not a probability"))
+fn percent(p: f64) -> Result<Probability, BenchError> {
+    Probability::new(p / 100.0).ok_or(BenchError::Probability { percent: p })
 }
 
 /// The `trace` scenario's trace: 100 delivery opportunities at every
@@ -489,7 +551,7 @@ fn twice(rate_bps: u64, size: u32) -> Offer {
 }
 
 /// Configures scenario `name` on a new engine.
-fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, String> {
+fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, BenchError> {
     let unlimited = Offer {
         spacing: 100,
         line_rate: None,
@@ -527,7 +589,7 @@ fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, String> {
             let j = match name {
                 "jitter" => jitter_2ms(Distribution::Uniform, false),
                 "jitter-normal" => {
-                    let t = dist::builtin("normal").ok_or("no built-in normal table")?;
+                    let t = dist::builtin("normal").ok_or(BenchError::NoNormalTable)?;
                     jitter_2ms(Distribution::Table(t), false)
                 }
                 _ => jitter_2ms(Distribution::Uniform, true),
@@ -590,10 +652,9 @@ fn setup(e: &mut Engine<u32>, name: &str, size: u32) -> Result<Offer, String> {
             }
         }
         other => {
-            return Err(format!(
-                "unknown scenario `{other}`; use {}",
-                SCENARIOS.join(", ")
-            ))
+            return Err(BenchError::UnknownScenario {
+                name: other.to_string(),
+            })
         }
     };
     apply(e, to_all(1, Action::Pipe))?;
@@ -617,7 +678,7 @@ struct Run {
     line_rate: Option<f64>,
 }
 
-fn run_once(name: &str, packets: u64, size: u32) -> Result<Run, String> {
+fn run_once(name: &str, packets: u64, size: u32) -> Result<Run, BenchError> {
     let mut e: Engine<u32> = Engine::new(1);
     let Offer { spacing, line_rate } = setup(&mut e, name, size)?;
     // A handful of distinct flows, as a real source would have.
@@ -678,7 +739,7 @@ fn check_books(
     packets: u64,
     delivered: u64,
     dropped: u64,
-) -> Result<(), String> {
+) -> Result<(), BenchError> {
     let t = e.totals();
     let ok = t.conserved()
         && t.inside == 0
@@ -690,16 +751,17 @@ fn check_books(
     if ok {
         return Ok(());
     }
-    Err(format!(
-        "{name}: packets not accounted for: offered {packets} + copies {} vs \
-         delivered {delivered} + dropped {dropped} seen by the bench; engine: {t:?}, \
-         holding {}",
-        t.duplicated,
-        e.held_packets()
-    ))
+    Err(BenchError::Books {
+        name: name.to_string(),
+        packets,
+        delivered,
+        dropped,
+        totals: Box::new(t),
+        holding: e.held_packets(),
+    })
 }
 
-fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, String> {
+fn scenario(name: &str, packets: u64, size: u32) -> Result<Report, BenchError> {
     if let Some(base) = baseline_of(name) {
         return versus_baseline(name, base, packets, size);
     }
@@ -739,7 +801,12 @@ fn report(name: &str, packets: u64, size: u32, r: &Run) -> Report {
 
 /// A `netem` scenario against its plain delay pipe, interleaved so that
 /// both see the same machine: the best of [`NETEM_ROUNDS`] runs of each.
-fn versus_baseline(name: &str, baseline: &str, packets: u64, size: u32) -> Result<Report, String> {
+fn versus_baseline(
+    name: &str,
+    baseline: &str,
+    packets: u64,
+    size: u32,
+) -> Result<Report, BenchError> {
     let mut best: Option<Run> = None;
     let mut base = f64::INFINITY;
     for _ in 0..NETEM_ROUNDS {
@@ -749,7 +816,7 @@ fn versus_baseline(name: &str, baseline: &str, packets: u64, size: u32) -> Resul
             best = Some(r);
         }
     }
-    let best = best.ok_or("no run")?;
+    let best = best.ok_or(BenchError::NoRun)?;
     let mut rep = report(name, packets, size, &best);
     rep.baseline = Some(baseline.to_string());
     rep.baseline_ns_per_packet = Some(base * 1e9 / packets as f64);
@@ -766,13 +833,12 @@ fn versus_baseline(name: &str, baseline: &str, packets: u64, size: u32) -> Resul
 /// stays at `2 × flows`.
 /// The bench keeps two packets per flow queued. A type with its own packet
 /// limit (fq_codel, fq_pie: at most 20480) cannot hold that for every size.
-fn cannot_hold(kind: &str, flows: u32) -> Option<String> {
+fn cannot_hold(kind: &str, flows: u32) -> Option<BenchError> {
     let max = fq_max_limit(kind)?;
-    (u64::from(flows) * 2 > u64::from(max)).then(|| {
-        format!(
-            "{kind} holds at most {max} packets, and the bench keeps 2 per flow queued ({})",
-            u64::from(flows) * 2
-        )
+    (u64::from(flows) * 2 > u64::from(max)).then(|| BenchError::CannotHold {
+        kind: kind.to_string(),
+        max,
+        queued: u64::from(flows) * 2,
     })
 }
 
@@ -806,7 +872,7 @@ fn fq_params(kind: &str, flows: u32) -> Vec<(String, u64)> {
     p
 }
 
-pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Report, String> {
+pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Report, BenchError> {
     let mut e: Engine<u32> = Engine::new(1);
     let tx: Nanos = 100;
     let bw = u64::from(size) * 8 * (1_000_000_000 / tx);
@@ -864,10 +930,9 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
     let elapsed = start.elapsed_secs();
     let t = e.totals();
     if t.dropped() > 0 {
-        return Err(format!(
-            "scheduler bench dropped {} packets; the backlog was not steady",
-            t.dropped()
-        ));
+        return Err(BenchError::Unsteady {
+            dropped: t.dropped(),
+        });
     }
     Ok(Report {
         scenario: format!("sched-{kind}"),
@@ -892,7 +957,7 @@ pub fn sched_cost(kind: &str, flows: u32, packets: u64, size: u32) -> Result<Rep
 /// a queue of its own, as under `mask all` with the other types: hashed at
 /// random, N flows would share about 63% of N buckets, and fewer, longer
 /// queues flatter the fq types.
-fn flow_infos(kind: &str, flows: u32, size: u32) -> Result<Vec<PacketInfo>, String> {
+fn flow_infos(kind: &str, flows: u32, size: u32) -> Result<Vec<PacketInfo>, BenchError> {
     let buckets = flows.clamp(1, 65536);
     if fq_max_limit(kind).is_none() || flows > buckets {
         return Ok((0..flows).map(|i| packet(i, size)).collect());
@@ -905,9 +970,11 @@ fn flow_infos(kind: &str, flows: u32, size: u32) -> Result<Vec<PacketInfo>, Stri
     let mut i: u32 = 0;
     while infos.len() < flows as usize {
         if u64::from(i) >= bound {
-            return Err(format!(
-                "found no 5-tuples for all {flows} buckets of {kind} in {bound} tries"
-            ));
+            return Err(BenchError::NoTuples {
+                flows,
+                kind: kind.to_string(),
+                bound,
+            });
         }
         let p = packet(i, size);
         let b = sched::bucket_of(&p.key, buckets) as usize;
@@ -922,20 +989,19 @@ fn flow_infos(kind: &str, flows: u32, size: u32) -> Result<Vec<PacketInfo>, Stri
 
 /// ns per packet of the scheduler policy alone ([`PolicyWorkload`]), best of
 /// three runs so that a busy neighbour on the machine shows less.
-pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64, String> {
-    let t = sched::lookup(kind).ok_or_else(|| {
-        format!(
-            "unknown scheduler type `{kind}`; known: {}",
-            sched::names().join(", ")
-        )
+pub fn policy_cost(kind: &str, flows: u32, packets: u64, mix: Mix) -> Result<f64, BenchError> {
+    let t = sched::lookup(kind).ok_or_else(|| BenchError::UnknownSched {
+        kind: kind.to_string(),
     })?;
-    let mut w = PolicyWorkload::new(t, flows, mix).map_err(|e| e.to_string())?;
+    let mut w = PolicyWorkload::new(t, flows, mix).map_err(BenchError::Workload)?;
     let mut best = f64::INFINITY;
     for _ in 0..3 {
         let start = Stopwatch::start();
         for _ in 0..packets {
             if w.step().is_none() {
-                return Err(format!("{kind}: the policy lost its backlog"));
+                return Err(BenchError::LostBacklog {
+                    kind: kind.to_string(),
+                });
             }
         }
         best = best.min(start.elapsed_secs() * 1e9 / packets as f64);

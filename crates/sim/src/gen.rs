@@ -84,7 +84,103 @@ pub fn run(args: GenArgs) -> ExitCode {
     }
 }
 
-fn write(args: &GenArgs) -> Result<u64, String> {
+/// Why `gen` cannot write its capture.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error(
+        "--src {src} and --dst {dst} must both be IPv{} addresses{}",
+        if *.ipv6 { 6 } else { 4 },
+        if *.ipv6 { "" } else { " (or pass --ipv6)" }
+    )]
+    Versions {
+        src: IpAddr,
+        dst: IpAddr,
+        ipv6: bool,
+    },
+    #[error("--rate must be above 0")]
+    ZeroRate,
+    #[error("--flows must be 1..={max}")]
+    Flows { max: u16 },
+    #[error("--size {size} is outside {min}..={max} for {proto:?} over IPv{}", if *.ipv6 { 6 } else { 4 })]
+    Size {
+        size: u32,
+        min: u32,
+        max: u32,
+        proto: Proto,
+        ipv6: bool,
+    },
+    #[error("timestamps overflow: lower --start or --duration")]
+    TimestampOverflow,
+    #[error("cannot write {}: it is not a regular file", path.display())]
+    NotRegular { path: PathBuf },
+    #[error("cannot create {}: reading the free space of {}: {source}", path.display(), dir.display())]
+    FreeSpace {
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error(
+        "{} would take {} ({size} bytes) but its filesystem has {} ({room} bytes) free; \
+         write fewer packets (--packets, --duration, --rate, --size) or elsewhere",
+        path.display(),
+        human_bytes(*size),
+        human_bytes(*room)
+    )]
+    NoRoom {
+        path: PathBuf,
+        size: u128,
+        room: u128,
+    },
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Capture(#[from] capture::CaptureError),
+    #[error("source and destination are of different IP versions")]
+    MixedVersions,
+    #[error("building packet {packet}: {source}")]
+    Build {
+        packet: u64,
+        #[source]
+        source: etherparse::err::packet::BuildWriteError,
+    },
+}
+
+/// A `--src` network that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    #[error("--src `{input}`: `{addr}` is not an IP address")]
+    NotAddress { input: String, addr: String },
+    #[error("--src `{input}`: prefix length must be 0..={max}")]
+    PrefixLength { input: String, max: u8 },
+}
+
+/// A rate or a time that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("`{input}`: unknown unit `{unit}` (use bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s...)")]
+    RateUnit { input: String, unit: String },
+    #[error("`{input}`: not a rate (e.g. 10Mbit/s)")]
+    NotRate { input: String },
+    #[error("`{input}`: unknown unit `{unit}` (use s, ms, us or ns)")]
+    TimeUnit { input: String, unit: String },
+    #[error("`{input}`: not a time (e.g. 1s, 250ms)")]
+    NotTime { input: String },
+}
+
+fn write(args: &GenArgs) -> Result<u64, GenError> {
     let plan = Plan::new(args)?;
     let packets = plan.packets();
     if let Some(last) = packets.checked_sub(1) {
@@ -97,8 +193,10 @@ fn write(args: &GenArgs) -> Result<u64, String> {
         human_bytes(size),
         args.out.display()
     );
-    let file = File::create(&args.out)
-        .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    let file = File::create(&args.out).map_err(|source| GenError::Create {
+        path: args.out.clone(),
+        source,
+    })?;
     let mut w = capture::Writer::new(
         BufWriter::new(file),
         if args.raw {
@@ -106,17 +204,16 @@ fn write(args: &GenArgs) -> Result<u64, String> {
         } else {
             LINKTYPE_ETHERNET
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut n = 0;
     plan.each(|ts, frame| {
         n += 1;
-        w.write(ts, frame.len() as u32, frame)
-            .map_err(|e| e.to_string())
+        Ok(w.write(ts, frame.len() as u32, frame)?)
     })?;
-    w.into_inner()
-        .flush()
-        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    w.into_inner().flush().map_err(|source| GenError::Write {
+        path: args.out.clone(),
+        source,
+    })?;
     Ok(n)
 }
 
@@ -125,16 +222,15 @@ fn write(args: &GenArgs) -> Result<u64, String> {
 /// takes now if it is a regular file, which is truncated first. `None`
 /// when `path` is not a regular file (`/dev/null`, a pipe), which takes
 /// what it is given.
-fn room_for(path: &Path) -> Result<Option<u128>, String> {
+fn room_for(path: &Path) -> Result<Option<u128>, GenError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let existing = match std::fs::metadata(path) {
         Ok(m) if m.is_file() => m.blocks().saturating_mul(512),
         Ok(m) if m.file_type().is_char_device() || m.file_type().is_fifo() => return Ok(None),
         Ok(_) => {
-            return Err(format!(
-                "cannot write {}: it is not a regular file",
-                path.display()
-            ))
+            return Err(GenError::NotRegular {
+                path: path.to_path_buf(),
+            })
         }
         Err(_) => 0,
     };
@@ -142,12 +238,10 @@ fn room_for(path: &Path) -> Result<Option<u128>, String> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let fs = nix::sys::statvfs::statvfs(dir).map_err(|e| {
-        format!(
-            "cannot create {}: reading the free space of {}: {e}",
-            path.display(),
-            dir.display()
-        )
+    let fs = nix::sys::statvfs::statvfs(dir).map_err(|source| GenError::FreeSpace {
+        path: path.to_path_buf(),
+        dir: dir.to_path_buf(),
+        source,
     })?;
     let free = u128::from(fs.blocks_available()) * u128::from(fs.fragment_size());
     Ok(Some(free + u128::from(existing)))
@@ -155,15 +249,13 @@ fn room_for(path: &Path) -> Result<Option<u128>, String> {
 
 /// Refuses a file of `size` bytes at `path` when more than `room` (see
 /// [`room_for`]; `None`: no limit).
-fn check_room(path: &Path, size: u128, room: Option<u128>) -> Result<(), String> {
+fn check_room(path: &Path, size: u128, room: Option<u128>) -> Result<(), GenError> {
     match room {
-        Some(room) if size > room => Err(format!(
-            "{} would take {} ({size} bytes) but its filesystem has {} ({room} bytes) free; \
-             write fewer packets (--packets, --duration, --rate, --size) or elsewhere",
-            path.display(),
-            human_bytes(size),
-            human_bytes(room)
-        )),
+        Some(room) if size > room => Err(GenError::NoRoom {
+            path: path.to_path_buf(),
+            size,
+            room,
+        }),
         _ => Ok(()),
     }
 }
@@ -215,7 +307,7 @@ enum End {
 }
 
 impl Plan {
-    pub fn new(a: &GenArgs) -> Result<Plan, String> {
+    pub fn new(a: &GenArgs) -> Result<Plan, GenError> {
         let src = match &a.src {
             Some(s) => parse_net(s)?,
             None if a.ipv6 => (IpAddr::V6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0].into()), 64),
@@ -227,28 +319,30 @@ impl Plan {
             IpAddr::V4([10, 0, 1, 1].into())
         });
         if src.0.is_ipv6() != a.ipv6 || dst.is_ipv6() != a.ipv6 {
-            return Err(format!(
-                "--src {} and --dst {dst} must both be IPv{} addresses{}",
-                src.0,
-                if a.ipv6 { 6 } else { 4 },
-                if a.ipv6 { "" } else { " (or pass --ipv6)" }
-            ));
+            return Err(GenError::Versions {
+                src: src.0,
+                dst,
+                ipv6: a.ipv6,
+            });
         }
         if a.rate == 0 {
-            return Err("--rate must be above 0".into());
+            return Err(GenError::ZeroRate);
         }
         if a.flows == 0 || a.flows > u32::from(u16::MAX - BASE_SPORT) {
-            return Err(format!("--flows must be 1..={}", u16::MAX - BASE_SPORT));
+            return Err(GenError::Flows {
+                max: u16::MAX - BASE_SPORT,
+            });
         }
         let min = ip_header(a.ipv6) + l4_header(a.proto);
         let max = if a.ipv6 { 40 + 65535 } else { 65535 };
         if a.size < min || a.size > max {
-            return Err(format!(
-                "--size {} is outside {min}..={max} for {:?} over IPv{}",
-                a.size,
-                a.proto,
-                if a.ipv6 { 6 } else { 4 }
-            ));
+            return Err(GenError::Size {
+                size: a.size,
+                min,
+                max,
+                proto: a.proto,
+                ipv6: a.ipv6,
+            });
         }
         let end = match (a.packets, a.duration) {
             (Some(n), _) => End::Packets(n),
@@ -304,10 +398,10 @@ impl Plan {
     }
 
     /// Capture timestamp of packet `i` (which must be one the plan has).
-    fn timestamp(&self, i: u64) -> Result<Nanos, String> {
+    fn timestamp(&self, i: u64) -> Result<Nanos, GenError> {
         self.offset(i)
             .and_then(|off| self.start.checked_add(off))
-            .ok_or_else(|| "timestamps overflow: lower --start or --duration".to_string())
+            .ok_or(GenError::TimestampOverflow)
     }
 
     /// Offset of packet `i` from the start, or `None` once past the end.
@@ -323,15 +417,15 @@ impl Plan {
     /// Calls `emit(timestamp, frame)` for every packet, in order.
     pub fn each(
         &self,
-        mut emit: impl FnMut(Nanos, &[u8]) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut emit: impl FnMut(Nanos, &[u8]) -> Result<(), GenError>,
+    ) -> Result<(), GenError> {
         let mut frame = Vec::new();
         let mut i = 0u64;
         while let Some(off) = self.offset(i) {
             let ts = self
                 .start
                 .checked_add(off)
-                .ok_or("timestamps overflow: lower --start or --duration")?;
+                .ok_or(GenError::TimestampOverflow)?;
             frame.clear();
             self.build(i, &mut frame)?;
             emit(ts, &frame)?;
@@ -340,7 +434,7 @@ impl Plan {
         Ok(())
     }
 
-    fn build(&self, i: u64, frame: &mut Vec<u8>) -> Result<(), String> {
+    fn build(&self, i: u64, frame: &mut Vec<u8>) -> Result<(), GenError> {
         let flow = (i % u64::from(self.flows)) as u32;
         // Per-flow sequence number: TCP bytes sent or the ICMP echo sequence.
         let nth = i / u64::from(self.flows);
@@ -354,7 +448,7 @@ impl Plan {
                 PacketBuilder::ethernet2(SRC_MAC, DST_MAC).ipv6(s.octets(), d.octets(), 64)
             }
             (IpAddr::V6(s), IpAddr::V6(d), true) => PacketBuilder::ipv6(s.octets(), d.octets(), 64),
-            _ => return Err("source and destination are of different IP versions".into()),
+            _ => return Err(GenError::MixedVersions),
         };
         let v6 = src.is_ipv6();
         let mut payload = vec![0u8; (self.size - ip_header(v6) - l4_header(self.proto)) as usize];
@@ -379,7 +473,7 @@ impl Plan {
                 .icmpv4_echo_request(flow as u16, nth as u16)
                 .write(frame, &payload),
         };
-        written.map_err(|e| format!("building packet {i}: {e}"))
+        written.map_err(|source| GenError::Build { packet: i, source })
     }
 }
 
@@ -428,23 +522,26 @@ fn host((net, len): (IpAddr, u8), k: u32) -> IpAddr {
 }
 
 /// `ADDR` or `ADDR/LEN`.
-pub fn parse_net(s: &str) -> Result<(IpAddr, u8), String> {
+pub fn parse_net(s: &str) -> Result<(IpAddr, u8), NetError> {
     let (addr, len) = match s.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
     };
-    let addr: IpAddr = addr
-        .parse()
-        .map_err(|_| format!("--src `{s}`: `{addr}` is not an IP address"))?;
+    let addr: IpAddr = addr.parse().map_err(|_| NetError::NotAddress {
+        input: s.to_string(),
+        addr: addr.to_string(),
+    })?;
     let max = if addr.is_ipv6() { 128 } else { 32 };
-    let len = match len {
-        None => max,
-        Some(l) => l
-            .parse::<u8>()
-            .ok()
-            .filter(|l| *l <= max)
-            .ok_or_else(|| format!("--src `{s}`: prefix length must be 0..={max}"))?,
-    };
+    let len =
+        match len {
+            None => max,
+            Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(|| {
+                NetError::PrefixLength {
+                    input: s.to_string(),
+                    max,
+                }
+            })?,
+        };
     Ok((addr, len))
 }
 
@@ -478,7 +575,7 @@ fn scaled(number: &str, mult: u128, div: u128) -> Option<u64> {
 
 /// A rate in bits per second, in ipfw's units: `10Mbit/s`, `300Kbit/s`,
 /// `1Gbit/s`, `2MByte/s`, or a bare number of bit/s.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
+pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     let (num, unit) = split_number(s.trim());
     let (prefix, rest) = match unit.chars().next() {
         Some('K' | 'k') => (1_000u128, &unit[1..]),
@@ -490,17 +587,20 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         "" | "bit/s" | "bps" | "b/s" | "bit" => 1,
         "Byte/s" | "Bytes/s" | "B/s" | "Bps" | "byte/s" | "bytes/s" => 8,
         _ => {
-            return Err(format!(
-                "`{s}`: unknown unit `{unit}` (use bit/s, Kbit/s, Mbit/s, Gbit/s, Byte/s...)"
-            ))
+            return Err(UnitError::RateUnit {
+                input: s.to_string(),
+                unit: unit.to_string(),
+            })
         }
     };
-    scaled(num, prefix * per_unit, 1).ok_or_else(|| format!("`{s}`: not a rate (e.g. 10Mbit/s)"))
+    scaled(num, prefix * per_unit, 1).ok_or_else(|| UnitError::NotRate {
+        input: s.to_string(),
+    })
 }
 
 /// A time in nanoseconds: `1s`, `250ms`, `20us`, `100ns`, `1.5s`, or a bare
 /// number of seconds.
-pub fn parse_duration(s: &str) -> Result<Nanos, String> {
+pub fn parse_duration(s: &str) -> Result<Nanos, UnitError> {
     let (num, unit) = split_number(s.trim());
     let mult: u128 = match unit {
         "" | "s" => 1_000_000_000,
@@ -508,12 +608,15 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         "us" | "µs" => 1_000,
         "ns" => 1,
         _ => {
-            return Err(format!(
-                "`{s}`: unknown unit `{unit}` (use s, ms, us or ns)"
-            ))
+            return Err(UnitError::TimeUnit {
+                input: s.to_string(),
+                unit: unit.to_string(),
+            })
         }
     };
-    scaled(num, mult, 1).ok_or_else(|| format!("`{s}`: not a time (e.g. 1s, 250ms)"))
+    scaled(num, mult, 1).ok_or_else(|| UnitError::NotTime {
+        input: s.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -744,7 +847,9 @@ mod tests {
         let path = Path::new("/data/out.pcap");
         assert!(check_room(path, 1_000, Some(1_000)).is_ok());
         assert!(check_room(path, 5_000_000_000, None).is_ok());
-        let e = check_room(path, 1_276_044, Some(1_000_000)).unwrap_err();
+        let e = check_room(path, 1_276_044, Some(1_000_000))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("/data/out.pcap would take 1.3 MB (1276044 bytes)"),
             "{e}"
@@ -762,7 +867,7 @@ mod tests {
             out.to_str().unwrap(),
             &["--packets", "18446744073709551615"],
         );
-        let e = write(&huge).unwrap_err();
+        let e = write(&huge).unwrap_err().to_string();
         assert!(e.contains("free; write fewer packets"), "{e}");
         assert!(!out.exists(), "the refused file was created");
         // /dev/null takes anything.

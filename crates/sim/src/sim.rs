@@ -94,6 +94,31 @@ pub enum Entry {
     Bridge { recv: String, xmit: String },
 }
 
+/// Why a `--pcap` argument cannot be read; every message quotes `spec`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PcapSpecError {
+    #[error("`{spec}`: no file name (expected {PCAP_FORMS})")]
+    NoFile { spec: String },
+    #[error("`{spec}`: {what} is empty (expected {PCAP_FORMS})")]
+    EmptyName { spec: String, what: &'static str },
+    #[error("`{spec}`: {what} `{name}` must be letters, digits, `.`, `_` or `-` (expected {PCAP_FORMS})")]
+    BadName {
+        spec: String,
+        what: &'static str,
+        name: String,
+    },
+    #[error("`{spec}`: `bridge` needs the interface the frames leave by after it (expected PATH@RECV:bridge:XMIT)")]
+    BridgeWithoutXmit { spec: String },
+    #[error("`{spec}`: direction must be `in` or `out`, not `{dir}` (expected {PCAP_FORMS})")]
+    Direction { spec: String, dir: String },
+    #[error("`{spec}`: a bridge sends a frame out of another port than it came in by, not back out of `{iface}` (expected PATH@RECV:bridge:XMIT)")]
+    BridgeLoop { spec: String, iface: String },
+    #[error("`{spec}`: `{word}` between the two interfaces must be `bridge` (expected PATH@RECV:bridge:XMIT)")]
+    NotBridge { spec: String, word: String },
+    #[error("`{spec}`: too many `:` after `@` (expected {PCAP_FORMS})")]
+    TooManyColons { spec: String },
+}
+
 /// The forms of a `--pcap` argument, for error messages.
 const PCAP_FORMS: &str = "PATH, PATH@IFACE, PATH@IFACE:in, PATH@IFACE:out or PATH@RECV:bridge:XMIT";
 
@@ -101,25 +126,30 @@ impl PcapSpec {
     /// `PATH[@IFACE[:in|:out]]` or `PATH@RECV:bridge:XMIT`. The last `@`
     /// splits, so a path may contain `@` as long as an interface follows it;
     /// interface names cannot contain `:`, so `:` splits the rest.
-    pub fn parse(s: &str) -> Result<PcapSpec, String> {
+    pub fn parse(s: &str) -> Result<PcapSpec, PcapSpecError> {
         let (path, at) = match s.rsplit_once('@') {
             Some((p, a)) => (p, Some(a)),
             None => (s, None),
         };
         if path.is_empty() {
-            return Err(format!("`{s}`: no file name (expected {PCAP_FORMS})"));
+            return Err(PcapSpecError::NoFile { spec: s.into() });
         }
-        let name = |n: &str, what: &str| -> Result<String, String> {
+        let name = |n: &str, what: &'static str| -> Result<String, PcapSpecError> {
             if n.is_empty() {
-                return Err(format!("`{s}`: {what} is empty (expected {PCAP_FORMS})"));
+                return Err(PcapSpecError::EmptyName {
+                    spec: s.into(),
+                    what,
+                });
             }
             if !n
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
             {
-                return Err(format!(
-                    "`{s}`: {what} `{n}` must be letters, digits, `.`, `_` or `-` (expected {PCAP_FORMS})"
-                ));
+                return Err(PcapSpecError::BadName {
+                    spec: s.into(),
+                    what,
+                    name: n.into(),
+                });
             }
             Ok(n.to_string())
         };
@@ -137,42 +167,88 @@ impl PcapSpec {
                 name: name(i, "the interface name")?,
                 dir: Direction::Out,
             },
-            [_, "bridge"] => {
-                return Err(format!(
-                    "`{s}`: `bridge` needs the interface the frames leave by after it (expected PATH@RECV:bridge:XMIT)"
-                ))
-            }
+            [_, "bridge"] => return Err(PcapSpecError::BridgeWithoutXmit { spec: s.into() }),
             [_, d] => {
-                return Err(format!(
-                    "`{s}`: direction must be `in` or `out`, not `{d}` (expected {PCAP_FORMS})"
-                ))
+                return Err(PcapSpecError::Direction {
+                    spec: s.into(),
+                    dir: d.into(),
+                })
             }
             [r, "bridge", x] => {
                 let recv = name(r, "the bridge's receiving interface (before `:bridge:`)")?;
                 let xmit = name(x, "the bridge's sending interface (after `:bridge:`)")?;
                 if recv == xmit {
-                    return Err(format!(
-                        "`{s}`: a bridge sends a frame out of another port than it came in by, not back out of `{recv}` (expected PATH@RECV:bridge:XMIT)"
-                    ));
+                    return Err(PcapSpecError::BridgeLoop {
+                        spec: s.into(),
+                        iface: recv,
+                    });
                 }
                 Entry::Bridge { recv, xmit }
             }
             [_, w, _] => {
-                return Err(format!(
-                    "`{s}`: `{w}` between the two interfaces must be `bridge` (expected PATH@RECV:bridge:XMIT)"
-                ))
+                return Err(PcapSpecError::NotBridge {
+                    spec: s.into(),
+                    word: w.into(),
+                })
             }
-            _ => {
-                return Err(format!(
-                    "`{s}`: too many `:` after `@` (expected {PCAP_FORMS})"
-                ))
-            }
+            _ => return Err(PcapSpecError::TooManyColons { spec: s.into() }),
         };
         Ok(PcapSpec {
             path: PathBuf::from(path),
             entry,
         })
     }
+}
+
+/// Why a run cannot be made or finished.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
+    /// The configuration file could not be read or parsed (its path and
+    /// line in the message).
+    #[error(transparent)]
+    Config(dummynet_dataplane::lang::LoadError),
+    /// A command of the configuration at `path` the engine refused.
+    #[error("{}:{line}: {message}", path.display())]
+    ConfigLine {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(transparent)]
+    Capture(#[from] capture::CaptureError),
+    #[error(
+        "{} has link type {linktype} but {} has link type {first_linktype}: OUT keeps one link type, so merge captures of one kind",
+        path.display(),
+        first.display()
+    )]
+    LinkTypes {
+        path: PathBuf,
+        linktype: u32,
+        first: PathBuf,
+        first_linktype: u32,
+    },
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("engine stalled at t={at} ns: a deadline is due but poll returns nothing")]
+    Stalled { at: Nanos },
+    #[error("departure time overflows the pcap clock")]
+    PcapClock,
+    #[error("writing OUT: {0}")]
+    WriteOut(#[source] capture::CaptureError),
+    #[error("writing the log: {0}")]
+    Log(#[source] std::io::Error),
 }
 
 pub fn run(args: SimArgs) -> ExitCode {
@@ -188,17 +264,21 @@ pub fn run(args: SimArgs) -> ExitCode {
     }
 }
 
-fn run_files(args: &SimArgs) -> Result<String, String> {
+fn run_files(args: &SimArgs) -> Result<String, SimError> {
     if args.plot.is_none() {
         crate::plot::check_unused(&args.plot_options)?;
     }
-    let config = load_config(&args.config).map_err(|e| e.to_string())?;
-    let mut engine = configure(&config, args.seed)
-        .map_err(|(line, e)| format!("{}:{line}: {e}", args.config.display()))?;
+    let config = load_config(&args.config).map_err(SimError::Config)?;
+    let mut engine =
+        configure(&config, args.seed).map_err(|(line, message)| SimError::ConfigLine {
+            path: args.config.clone(),
+            line,
+            message,
+        })?;
     engine.set_local_addrs(&args.me);
     let mut inputs = Vec::with_capacity(args.pcaps.len());
     for spec in &args.pcaps {
-        let capture = capture::read_file(&spec.path).map_err(|e| e.to_string())?;
+        let capture = capture::read_file(&spec.path)?;
         inputs.push(Input {
             capture,
             entry: spec.entry.clone(),
@@ -211,13 +291,12 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
         .zip(&inputs)
         .find(|(_, i)| Some(i.capture.linktype) != first)
     {
-        return Err(format!(
-            "{} has link type {} but {} has link type {}: OUT keeps one link type, so merge captures of one kind",
-            spec.path.display(),
-            input.capture.linktype,
-            args.pcaps[0].path.display(),
-            inputs[0].capture.linktype
-        ));
+        return Err(SimError::LinkTypes {
+            path: spec.path.clone(),
+            linktype: input.capture.linktype,
+            first: args.pcaps[0].path.clone(),
+            first_linktype: inputs[0].capture.linktype,
+        });
     }
     let mut out = args.out.as_deref().map(create).transpose()?;
     let mut log = args.log.as_deref().map(create).transpose()?;
@@ -241,8 +320,10 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     drop(tee);
     for (w, path) in [(out, &args.out), (log, &args.log)] {
         if let (Some(mut w), Some(path)) = (w, path) {
-            w.flush()
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            w.flush().map_err(|source| SimError::Write {
+                path: path.clone(),
+                source,
+            })?;
         }
     }
     let mut report = summary.report();
@@ -254,10 +335,13 @@ fn run_files(args: &SimArgs) -> Result<String, String> {
     Ok(report)
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>, String> {
+fn create(path: &Path) -> Result<BufWriter<File>, SimError> {
     File::create(path)
         .map(BufWriter::new)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))
+        .map_err(|source| SimError::Create {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// One capture and where it meets the rules.
@@ -311,14 +395,14 @@ impl OutPass for Packet {
 
 /// The engine's two passes of a bridged frame, with the log's events.
 impl Passes<Packet> for Sim<'_> {
-    type Error = String;
+    type Error = SimError;
 
     fn pass(
         &mut self,
         at: Nanos,
         info: PacketInfo,
         packet: Packet,
-    ) -> Result<Option<Verdict<Packet>>, String> {
+    ) -> Result<Option<Verdict<Packet>>, SimError> {
         Ok(Some(self.engine.input(at, info, packet)))
     }
 
@@ -329,7 +413,7 @@ impl Passes<Packet> for Sim<'_> {
         packet: &Packet,
         xmit: IfaceId,
         by: LetGo,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         self.forwarded += 1;
         let (pipe, queue) = split_target(by.target);
         let name = self.iface_name(Some(xmit));
@@ -351,7 +435,7 @@ impl Passes<Packet> for Sim<'_> {
         info: PacketInfo,
         packet: Packet,
         by: LetGo,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         let decided = Decided::by(by, &packet);
         self.deliver(at, packet.id, &packet.frame, info.xmit_if, decided, by.ce)
     }
@@ -363,7 +447,7 @@ impl Passes<Packet> for Sim<'_> {
         packet: Packet,
         reason: DropReason,
         by: LetGo,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         let decided = Decided::by(by, &packet);
         self.dropped(at, packet.id, reason, Some(info.dir), decided)
     }
@@ -518,12 +602,9 @@ pub fn simulate<'w>(
     inputs: Vec<Input>,
     out: Option<&'w mut dyn Write>,
     log: Option<&'w mut dyn Write>,
-) -> Result<Summary, String> {
+) -> Result<Summary, SimError> {
     let linktype = inputs.first().map_or(1, |i| i.capture.linktype);
-    let out = out
-        .map(|w| capture::Writer::new(w, linktype))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let out = out.map(|w| capture::Writer::new(w, linktype)).transpose()?;
     let ports: Vec<Port> = inputs
         .iter()
         .map(|i| Port::new(&mut engine, i.capture.link, &i.entry))
@@ -656,7 +737,7 @@ impl Decided<'static> {
 }
 
 impl Sim<'_> {
-    fn arrive(&mut self, port: &Port, frame: capture::Frame) -> Result<(), String> {
+    fn arrive(&mut self, port: &Port, frame: capture::Frame) -> Result<(), SimError> {
         let t = frame.ts - self.epoch;
         self.drain(t)?;
         self.now = self.now.max(t);
@@ -722,7 +803,7 @@ impl Sim<'_> {
 
     /// One pass through the rules at `at`, and whatever it settles at once
     /// (a bridged frame's `out` pass, as the live data plane runs it).
-    fn input(&mut self, at: Nanos, info: PacketInfo, packet: Packet) -> Result<(), String> {
+    fn input(&mut self, at: Nanos, info: PacketInfo, packet: Packet) -> Result<(), SimError> {
         let verdict = self.engine.input(at, info, packet);
         two_pass::settle(self, at, info, verdict).map(drop)
     }
@@ -735,7 +816,7 @@ impl Sim<'_> {
     /// Runs the engine through every deadline up to `until`, in time order.
     /// The final drain (`until` = MAX) follows packets only: a repeating
     /// schedule would otherwise keep the run going forever.
-    fn drain(&mut self, until: Nanos) -> Result<(), String> {
+    fn drain(&mut self, until: Nanos) -> Result<(), SimError> {
         let next = |e: &Engine<Packet>| {
             if until == Nanos::MAX {
                 e.next_packet_deadline()
@@ -778,9 +859,7 @@ impl Sim<'_> {
             }
             // A deadline that poll leaves in place would spin forever.
             if !progressed && self.engine.next_deadline().is_some_and(|n| n <= now) {
-                return Err(format!(
-                    "engine stalled at t={now} ns: a deadline is due but poll returns nothing"
-                ));
+                return Err(SimError::Stalled { at: now });
             }
         }
         Ok(())
@@ -794,7 +873,7 @@ impl Sim<'_> {
         leaves_by: Option<IfaceId>,
         by: Decided,
         ce: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         let Decided { rule, target, note } = by;
         self.delivered += 1;
         let (arrived, orig_len) = self.arrivals.get(id as usize).copied().unwrap_or((at, 0));
@@ -804,12 +883,8 @@ impl Sim<'_> {
             self.delay = Some(Delays::add(self.delay, at.saturating_sub(arrived)));
         }
         if let Some(out) = &mut self.out {
-            let ts = self
-                .epoch
-                .checked_add(at)
-                .ok_or("departure time overflows the pcap clock")?;
-            out.write(ts, orig_len, frame)
-                .map_err(|e| format!("writing OUT: {e}"))?;
+            let ts = self.epoch.checked_add(at).ok_or(SimError::PcapClock)?;
+            out.write(ts, orig_len, frame).map_err(SimError::WriteOut)?;
         }
         let (pipe, queue) = split_target(target);
         let name = self.iface_name(leaves_by);
@@ -832,7 +907,7 @@ impl Sim<'_> {
         reason: DropReason,
         dir: Option<Direction>,
         by: Decided,
-    ) -> Result<(), String> {
+    ) -> Result<(), SimError> {
         let Decided { rule, target, note } = by;
         let (pipe, queue) = split_target(target);
         self.log(&Event::Drop {
@@ -847,12 +922,12 @@ impl Sim<'_> {
         })
     }
 
-    fn log(&mut self, e: &Event) -> Result<(), String> {
+    fn log(&mut self, e: &Event) -> Result<(), SimError> {
         if let Some(w) = &mut self.log {
             serde_json::to_writer(&mut *w, e)
-                .map_err(|e| e.to_string())
-                .and_then(|()| w.write_all(b"\n").map_err(|e| e.to_string()))
-                .map_err(|e| format!("writing the log: {e}"))?;
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .map_err(SimError::Log)?;
         }
         Ok(())
     }
@@ -956,7 +1031,7 @@ mod tests {
             ("a.pcap@eth0:bridge:eth0", "not back out of `eth0`"),
             ("a.pcap@eth0:bridge:eth1:out", "too many `:`"),
         ] {
-            match p(bad) {
+            match p(bad).map_err(|e| e.to_string()) {
                 Ok(spec) => panic!("{bad:?} was taken as {spec:?}"),
                 Err(e) => assert!(
                     e.contains(says) && e.contains(&format!("`{bad}`")),

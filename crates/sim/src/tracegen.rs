@@ -166,18 +166,59 @@ fn common(m: &Model) -> &Common {
     }
 }
 
-fn write(args: &GenTraceArgs) -> Result<Summary, String> {
+/// Why `gen-trace` cannot write its trace.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceGenError {
+    #[error("--duration-ms must be 1..={max} (one day)")]
+    Duration { max: u64 },
+    #[error("--on-ms and --off-ms must be at least 1")]
+    OnOff,
+    #[error("a probability is out of 0..1")]
+    Probability,
+    #[error("--mean must be above 0")]
+    ZeroMean,
+    #[error("--min {min} bit/s, --mean {mean} bit/s and --max {max} bit/s must be in that order")]
+    Order { min: u64, mean: u64, max: u64 },
+    #[error("--step-ms must be at least 1")]
+    Step,
+    #[error("--volatility must be in 0..=100")]
+    Volatility,
+    #[error("--revert-s must be above 0 (and at most 10^6)")]
+    Revert,
+    #[error("--outage-prob must be in 0..=1")]
+    OutageProb,
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `path` `None`: standard output.
+    #[error("cannot write {}: {source}", path.as_ref().map_or("to standard output".into(), |p| p.display().to_string()))]
+    Write {
+        path: Option<std::path::PathBuf>,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn write(args: &GenTraceArgs) -> Result<Summary, TraceGenError> {
     let plan = Plan::new(&args.model)?;
     let c = common(&args.model);
     match &c.out {
         Some(path) => {
-            let file =
-                File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let file = File::create(path).map_err(|source| TraceGenError::Create {
+                path: path.clone(),
+                source,
+            })?;
             let mut w = BufWriter::new(file);
             let s = plan
                 .write(&mut w)
                 .and_then(|s| w.flush().map(|()| s))
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                .map_err(|source| TraceGenError::Write {
+                    path: Some(path.clone()),
+                    source,
+                })?;
             Ok(s)
         }
         None => {
@@ -185,7 +226,7 @@ fn write(args: &GenTraceArgs) -> Result<Summary, String> {
             let mut w = BufWriter::new(stdout.lock());
             plan.write(&mut w)
                 .and_then(|s| w.flush().map(|()| s))
-                .map_err(|e| format!("cannot write to standard output: {e}"))
+                .map_err(|source| TraceGenError::Write { path: None, source })
         }
     }
 }
@@ -243,12 +284,12 @@ enum Kind {
 }
 
 impl Plan {
-    pub fn new(m: &Model) -> Result<Plan, String> {
+    pub fn new(m: &Model) -> Result<Plan, TraceGenError> {
         let c = common(m);
         if c.duration_ms == 0 || c.duration_ms > MAX_DURATION_MS {
-            return Err(format!(
-                "--duration-ms must be 1..={MAX_DURATION_MS} (one day)"
-            ));
+            return Err(TraceGenError::Duration {
+                max: MAX_DURATION_MS,
+            });
         }
         let kind = match m {
             Model::Constant { rate, .. } => Kind::Constant { rate: *rate },
@@ -260,9 +301,9 @@ impl Plan {
                 ..
             } => {
                 if *on_ms == 0 || *off_ms == 0 {
-                    return Err("--on-ms and --off-ms must be at least 1".into());
+                    return Err(TraceGenError::OnOff);
                 }
-                let p = |x: f64| Probability::new(x).ok_or("a probability is out of 0..1");
+                let p = |x: f64| Probability::new(x).ok_or(TraceGenError::Probability);
                 let (on, off) = (f64::from(*on_ms), f64::from(*off_ms));
                 Kind::Onoff {
                     rate: *rate,
@@ -371,28 +412,29 @@ impl Plan {
     }
 }
 
-fn walk(w: &WalkArgs) -> Result<Kind, String> {
+fn walk(w: &WalkArgs) -> Result<Kind, TraceGenError> {
     let min = w.min.unwrap_or(w.mean / 10);
     let max = w.max.unwrap_or(w.mean.saturating_mul(4));
     if w.mean == 0 {
-        return Err("--mean must be above 0".into());
+        return Err(TraceGenError::ZeroMean);
     }
     if !(min <= w.mean && w.mean <= max) {
-        return Err(format!(
-            "--min {min} bit/s, --mean {} bit/s and --max {max} bit/s must be in that order",
-            w.mean
-        ));
+        return Err(TraceGenError::Order {
+            min,
+            mean: w.mean,
+            max,
+        });
     }
     if w.step_ms == 0 {
-        return Err("--step-ms must be at least 1".into());
+        return Err(TraceGenError::Step);
     }
     if !(w.volatility.is_finite() && w.volatility >= 0.0 && w.volatility <= 100.0) {
-        return Err("--volatility must be in 0..=100".into());
+        return Err(TraceGenError::Volatility);
     }
     if !(w.revert_s.is_finite() && w.revert_s > 0.0 && w.revert_s <= 1e6) {
-        return Err("--revert-s must be above 0 (and at most 10^6)".into());
+        return Err(TraceGenError::Revert);
     }
-    let outage = Probability::new(w.outage_prob).ok_or("--outage-prob must be in 0..=1")?;
+    let outage = Probability::new(w.outage_prob).ok_or(TraceGenError::OutageProb)?;
     let step_s = f64::from(w.step_ms) / 1000.0;
     let a = exp(-step_s / w.revert_s);
     let spread = w.volatility * (w.revert_s / 2.0).sqrt();

@@ -335,11 +335,15 @@ fn bound(value: &str, unit: Unit) -> Result<f64, String> {
         Unit::Time if value.parse::<f64>().is_ok() => {
             Err(format!("a time needs its unit: `{value}ms` or `{value}s`"))
         }
-        Unit::Time if starts_with_digit(value) => parse_duration(value).map(|ns| ns as f64 / 1e6),
+        Unit::Time if starts_with_digit(value) => parse_duration(value)
+            .map_err(|e| e.to_string())
+            .map(|ns| ns as f64 / 1e6),
         Unit::Rate if value.parse::<f64>().is_ok() => Err(format!(
             "a rate needs its unit: `{value}Mbit/s`, `{value}Kbit/s` or `{value}bit/s`"
         )),
-        Unit::Rate if starts_with_digit(value) => parse_rate(value).map(|b| b as f64),
+        Unit::Rate if starts_with_digit(value) => parse_rate(value)
+            .map_err(|e| e.to_string())
+            .map(|b| b as f64),
         Unit::Time => Err(format!("`{value}`: a time such as 31ms or 1.5s")),
         Unit::Rate => Err(format!("`{value}`: a rate such as 9Mbit/s")),
     }

@@ -425,7 +425,7 @@ fn log_events(
         let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
         n += 1;
         for (_, r) in &mut readers {
-            r.line(n, &text)?;
+            r.line(n, &text).map_err(|e| e.to_string())?;
         }
     }
     out.flush()

@@ -406,7 +406,7 @@ impl RunCx<'_> {
 
     fn time(&self, v: &Spanned<String>, key: &str) -> Result<Nanos, SpecError> {
         let s = self.value(v, key)?;
-        parse_duration(&s).map_err(|m| self.with_run(self.cx.err(v, key, &m)))
+        parse_duration(&s).map_err(|m| self.with_run(self.cx.err(v, key, &m.to_string())))
     }
 
     fn time_or(
@@ -644,8 +644,8 @@ impl RunCx<'_> {
         for u in &raw.udp {
             let uu = u.get_ref();
             let s = self.value(&uu.rate, "udp.rate")?;
-            let rate =
-                parse_rate(&s).map_err(|m| self.with_run(self.cx.err(&uu.rate, "udp.rate", &m)))?;
+            let rate = parse_rate(&s)
+                .map_err(|m| self.with_run(self.cx.err(&uu.rate, "udp.rate", &m.to_string())))?;
             if rate == 0 {
                 return Err(self
                     .cx

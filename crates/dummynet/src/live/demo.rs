@@ -105,7 +105,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let path = build_path(&near, &far, "srv0", Gso::Auto).map_err(|e| e.to_string())?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
     if let Some(out) = &args.plot {
-        crate::plot::check_name(out)?;
+        crate::plot::check_name(out).map_err(|e| e.to_string())?;
     }
     // --plot reads the events back from --log's file, or from one of its
     // own, removed when the demo ends.
@@ -234,7 +234,8 @@ fn demo_plot(
                 Some((std::path::Path::new("the demo's configuration"), config)),
                 &options,
                 out,
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             Some(format!("plot: {} ({summary})", out.display()))
         }
         _ => None,

@@ -12,7 +12,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::series::Series;
-use super::{Capacity, Panel};
+use super::{Capacity, Panel, PlotError};
 
 /// The picture's width, and each panel's height, in pixels.
 const WIDTH: u32 = 960;
@@ -52,7 +52,7 @@ pub struct Plot<'a> {
 }
 
 /// The plot as an SVG document.
-pub fn svg(plot: &Plot) -> Result<String, String> {
+pub fn svg(plot: &Plot) -> Result<String, PlotError> {
     let mut out = String::new();
     {
         let title = if plot.title.is_some() {
@@ -62,9 +62,9 @@ pub fn svg(plot: &Plot) -> Result<String, String> {
         };
         let height = title + PANEL_HEIGHT * plot.panels.len().max(1) as u32;
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        draw(&root, plot).map_err(|e| format!("drawing the plot: {e}"))?;
+        draw(&root, plot).map_err(|e| PlotError::draw("the plot", &*e))?;
         root.present()
-            .map_err(|e| format!("drawing the plot: {e}"))?;
+            .map_err(|e| PlotError::draw("the plot", &e))?;
     }
     Ok(out)
 }
@@ -454,7 +454,7 @@ where
 
 /// The SVG rasterised to PNG, with a font this system has for its text:
 /// a PNG has no viewer to pick one, and nothing is downloaded.
-pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+pub fn png(svg: &str) -> Result<Vec<u8>, PlotError> {
     let mut options = resvg::usvg::Options::default();
     let db = options.fontdb_mut();
     db.load_system_fonts();
@@ -475,14 +475,9 @@ pub fn png(svg: &str) -> Result<Vec<u8>, String> {
         .find(|p| families.iter().any(|f| f == *p))
         .map(|p| p.to_string())
         .or_else(|| families.first().cloned())
-        .ok_or(
-            "a PNG needs a font for its text and this system has none (searched the usual \
-             font directories, such as /usr/share/fonts and ~/.local/share/fonts): install \
-             one (Debian: apt-get install fonts-dejavu-core), or write .svg, which needs none",
-        )?;
+        .ok_or(PlotError::NoFont)?;
     db.set_sans_serif_family(family);
-    let tree = resvg::usvg::Tree::from_str(svg, &options)
-        .map_err(|e| format!("rendering the plot to PNG: {e}"))?;
+    let tree = resvg::usvg::Tree::from_str(svg, &options).map_err(PlotError::Render)?;
     let size = tree.size().to_int_size();
     // Twice the SVG's size: sharp text at the size a paper prints it.
     let zoom = 2.0;
@@ -490,14 +485,14 @@ pub fn png(svg: &str) -> Result<Vec<u8>, String> {
         (size.width() as f32 * zoom) as u32,
         (size.height() as f32 * zoom) as u32,
     )
-    .ok_or("rendering the plot to PNG: the picture has no area")?;
+    .ok_or(PlotError::NoArea)?;
     pixmap.fill(resvg::tiny_skia::Color::WHITE);
     resvg::render(
         &tree,
         resvg::tiny_skia::Transform::from_scale(zoom, zoom),
         &mut pixmap.as_mut(),
     );
-    pixmap
-        .encode_png()
-        .map_err(|e| format!("encoding the PNG: {e}"))
+    pixmap.encode_png().map_err(|e| PlotError::Encode {
+        message: e.to_string(),
+    })
 }

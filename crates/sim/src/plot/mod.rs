@@ -84,10 +84,86 @@ pub struct PlotArgs {
     pub options: PlotOptions,
 }
 
-fn parse_window(s: &str) -> Result<Nanos, String> {
+/// A `--window` that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowError {
+    #[error(transparent)]
+    Unit(#[from] crate::gen::UnitError),
+    #[error("`{input}`: a window must be longer than 0")]
+    Zero { input: String },
+}
+
+fn parse_window(s: &str) -> Result<Nanos, WindowError> {
     match crate::gen::parse_duration(s)? {
-        0 => Err(format!("`{s}`: a window must be longer than 0")),
+        0 => Err(WindowError::Zero {
+            input: s.to_string(),
+        }),
         w => Ok(w),
+    }
+}
+
+/// Why a plot cannot be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The configuration file could not be read or parsed (its path and
+    /// line in the message).
+    #[error(transparent)]
+    Config(dummynet_dataplane::lang::LoadError),
+    /// A command of the configuration at `path` the engine refused.
+    #[error("{}:{line}: {message}", path.display())]
+    ConfigLine {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{}: the picture's name must end in .svg or .png", path.display())]
+    OutName { path: PathBuf },
+    #[error("{option} shapes the plot: give --plot OUT.svg too")]
+    Unused { option: &'static str },
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Log {
+        path: PathBuf,
+        #[source]
+        source: series::SeriesError,
+    },
+    /// The log `sim --plot` reads as the run writes it.
+    #[error("--plot: the log's {0}")]
+    SimLog(#[source] series::SeriesError),
+    /// plotters' message; `what` is the title or "the plot".
+    #[error("drawing {what}: {message}")]
+    Draw { what: String, message: String },
+    #[error(
+        "a PNG needs a font for its text and this system has none (searched the usual \
+         font directories, such as /usr/share/fonts and ~/.local/share/fonts): install \
+         one (Debian: apt-get install fonts-dejavu-core), or write .svg, which needs none"
+    )]
+    NoFont,
+    #[error("rendering the plot to PNG: {0}")]
+    Render(#[source] resvg::usvg::Error),
+    #[error("rendering the plot to PNG: the picture has no area")]
+    NoArea,
+    #[error("encoding the PNG: {message}")]
+    Encode { message: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PlotError {
+    fn draw(what: &str, e: &dyn std::fmt::Display) -> PlotError {
+        PlotError::Draw {
+            what: what.to_string(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -136,15 +212,14 @@ pub fn run(args: PlotArgs) -> ExitCode {
     }
 }
 
-fn plot_file(args: &PlotArgs) -> Result<String, String> {
+fn plot_file(args: &PlotArgs) -> Result<String, PlotError> {
     let config = args
         .config
         .as_deref()
         .map(|path| {
-            Ok::<_, String>((
-                path,
-                dummynet_dataplane::lang::load_config(path).map_err(|e| e.to_string())?,
-            ))
+            dummynet_dataplane::lang::load_config(path)
+                .map(|c| (path, c))
+                .map_err(PlotError::Config)
         })
         .transpose()?;
     plot_log(
@@ -163,17 +238,23 @@ pub fn plot_log(
     config: Option<(&Path, &[(usize, dummynet_engine::Command)])>,
     o: &PlotOptions,
     out: &Path,
-) -> Result<String, String> {
+) -> Result<String, PlotError> {
     check_out(out)?;
-    let file = File::open(log).map_err(|e| format!("cannot read {}: {e}", log.display()))?;
-    let series = series::read(BufReader::new(file), o.pipe, o.window)
-        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let file = File::open(log).map_err(|source| PlotError::Read {
+        path: log.to_path_buf(),
+        source,
+    })?;
+    let series =
+        series::read(BufReader::new(file), o.pipe, o.window).map_err(|source| PlotError::Log {
+            path: log.to_path_buf(),
+            source,
+        })?;
     let capacity = capacity(o, config, &series)?;
     write(&series, &capacity, o, out)
 }
 
 /// Checks `out`'s name before a long run that ends by drawing to it.
-pub fn check_name(out: &Path) -> Result<(), String> {
+pub fn check_name(out: &Path) -> Result<(), PlotError> {
     check_out(out).map(|_| ())
 }
 
@@ -182,14 +263,21 @@ fn capacity(
     o: &PlotOptions,
     config: Option<(&Path, &[(usize, dummynet_engine::Command)])>,
     series: &Series,
-) -> Result<Capacity, String> {
+) -> Result<Capacity, PlotError> {
     Ok(match (config, o.capacity) {
         (_, Some(bps)) => Capacity::Rate {
             bps,
             from: format!("--capacity {}", draw::rate(bps as f64)),
         },
-        (Some((path, config)), None) => from_config(config, o.pipe, series)
-            .map_err(|(line, e)| format!("{}:{line}: {e}", path.display()))?,
+        (Some((path, config)), None) => {
+            from_config(config, o.pipe, series).map_err(|(line, message)| {
+                PlotError::ConfigLine {
+                    path: path.to_path_buf(),
+                    line,
+                    message,
+                }
+            })?
+        }
         (None, None) => Capacity::Unknown("unknown (give --capacity or --config)".into()),
     })
 }
@@ -201,29 +289,27 @@ pub fn sim_plot(
     config: (&Path, &[(usize, dummynet_engine::Command)]),
     options: &PlotOptions,
     out: &Path,
-) -> Result<String, String> {
-    let series = sink
-        .finish()
-        .map_err(|e| format!("--plot: the log's {e}"))?;
+) -> Result<String, PlotError> {
+    let series = sink.finish().map_err(PlotError::SimLog)?;
     let capacity = capacity(options, Some(config), &series)?;
     write(&series, &capacity, options, out)
 }
 
 /// For `sim`: the plot options are only for --plot.
-pub fn check_unused(options: &PlotOptions) -> Result<(), String> {
+pub fn check_unused(options: &PlotOptions) -> Result<(), PlotError> {
     let given = [
         ("--pipe", options.pipe.is_some()),
         ("--capacity", options.capacity.is_some()),
         ("--title", options.title.is_some()),
     ];
     match given.iter().find(|(_, g)| *g) {
-        Some((name, _)) => Err(format!("{name} shapes the plot: give --plot OUT.svg too")),
+        Some((option, _)) => Err(PlotError::Unused { option }),
         None => Ok(()),
     }
 }
 
 /// OUT's format from its name, checked before any work.
-fn check_out(out: &Path) -> Result<bool, String> {
+fn check_out(out: &Path) -> Result<bool, PlotError> {
     match out
         .extension()
         .and_then(|e| e.to_str())
@@ -232,10 +318,9 @@ fn check_out(out: &Path) -> Result<bool, String> {
     {
         Some("svg") => Ok(false),
         Some("png") => Ok(true),
-        _ => Err(format!(
-            "{}: the picture's name must end in .svg or .png",
-            out.display()
-        )),
+        _ => Err(PlotError::OutName {
+            path: out.to_path_buf(),
+        }),
     }
 }
 
@@ -245,7 +330,7 @@ pub fn write(
     capacity: &Capacity,
     options: &PlotOptions,
     out: &Path,
-) -> Result<String, String> {
+) -> Result<String, PlotError> {
     let png = check_out(out)?;
     let plot = draw::Plot {
         series,
@@ -262,7 +347,10 @@ pub fn write(
     };
     File::create(out)
         .and_then(|mut f| f.write_all(&bytes))
-        .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        .map_err(|source| PlotError::Write {
+            path: out.to_path_buf(),
+            source,
+        })?;
     Ok(summary(series, capacity))
 }
 
@@ -383,7 +471,7 @@ pub struct LogSink {
     reader: Reader,
     pending: Vec<u8>,
     lines: u64,
-    error: Option<String>,
+    error: Option<series::SeriesError>,
 }
 
 impl LogSink {
@@ -397,7 +485,7 @@ impl LogSink {
     }
 
     /// The series, or the first line it could not read.
-    pub fn finish(self) -> Result<Series, String> {
+    pub fn finish(self) -> Result<Series, series::SeriesError> {
         match self.error {
             Some(e) => Err(e),
             None => Ok(self.reader.finish()),
@@ -540,11 +628,13 @@ mod tests {
         assert_eq!((s.delivered(), s.all_delays()), (1, vec![4]));
         let mut bad = LogSink::new(&options);
         bad.write_all(b"{\"event\":\"arrival\"}\n").unwrap();
-        assert!(bad.finish().unwrap_err().contains("line 1"));
+        let e = bad.finish().unwrap_err().to_string();
+        assert!(e.contains("line 1"));
     }
 
     #[test]
     fn out_names() {
+        let check_out = |p: &Path| super::check_out(p).map_err(|e| e.to_string());
         assert_eq!(check_out(Path::new("a.svg")), Ok(false));
         assert_eq!(check_out(Path::new("a.PNG")), Ok(true));
         assert!(check_out(Path::new("a.pdf"))

@@ -8,6 +8,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::plot::draw::PALETTE;
+use crate::plot::PlotError;
 
 const WIDTH: u32 = 960;
 const PANEL_HEIGHT: u32 = 260;
@@ -23,14 +24,13 @@ pub struct Panel {
 }
 
 /// The panels as an SVG document, `title` above, `x_max` s wide.
-pub fn svg(title: &str, panels: &[Panel], x_max: f64) -> Result<String, String> {
+pub fn svg(title: &str, panels: &[Panel], x_max: f64) -> Result<String, PlotError> {
     let mut out = String::new();
     {
         let height = 40 + PANEL_HEIGHT * panels.len().max(1) as u32;
         let root = SVGBackend::with_string(&mut out, (WIDTH, height)).into_drawing_area();
-        draw(&root, title, panels, x_max).map_err(|e| format!("drawing {title}: {e}"))?;
-        root.present()
-            .map_err(|e| format!("drawing {title}: {e}"))?;
+        draw(&root, title, panels, x_max).map_err(|e| PlotError::draw(title, &*e))?;
+        root.present().map_err(|e| PlotError::draw(title, &e))?;
     }
     Ok(out)
 }
@@ -102,17 +102,21 @@ pub fn write(
     panels: &[Panel],
     x_max: f64,
     png: bool,
-) -> Result<(), String> {
+) -> Result<(), PlotError> {
     let svg = svg(title, panels, x_max)?;
     let with = |ext: &str| stem.with_extension(ext);
-    std::fs::write(with("svg"), &svg)
-        .map_err(|e| format!("cannot write {}: {e}", with("svg").display()))?;
+    std::fs::write(with("svg"), &svg).map_err(|source| PlotError::Write {
+        path: with("svg"),
+        source,
+    })?;
     if !png {
         return Ok(());
     }
     let png = crate::plot::draw::png(&svg)?;
-    std::fs::write(with("png"), png)
-        .map_err(|e| format!("cannot write {}: {e}", with("png").display()))
+    std::fs::write(with("png"), png).map_err(|source| PlotError::Write {
+        path: with("png"),
+        source,
+    })
 }
 
 #[cfg(test)]

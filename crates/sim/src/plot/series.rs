@@ -218,13 +218,15 @@ impl Reader {
 
     /// One line of the log; `number` (from 1) names it in errors. Blank
     /// lines are skipped.
-    pub fn line(&mut self, number: u64, text: &str) -> Result<(), String> {
+    pub fn line(&mut self, number: u64, text: &str) -> Result<(), SeriesError> {
         if text.trim().is_empty() {
             return Ok(());
         }
         self.series.lines += 1;
-        let line: Line = serde_json::from_str(text)
-            .map_err(|e| format!("line {number}: not an event object: {e}"))?;
+        let line: Line = serde_json::from_str(text).map_err(|source| SeriesError::NotEvent {
+            line: number,
+            source,
+        })?;
         let known = matches!(
             line.event.as_str(),
             "arrival" | "forward" | "departure" | "drop"
@@ -233,12 +235,11 @@ impl Reader {
             self.series.unknown_events += 1;
             return Ok(());
         }
-        let need = |v: Option<u64>, field: &str| {
-            v.ok_or_else(|| {
-                format!(
-                    "line {number}: a `{}` event needs `{field}` (a whole number)",
-                    line.event
-                )
+        let need = |v: Option<u64>, field: &'static str| {
+            v.ok_or_else(|| SeriesError::Missing {
+                line: number,
+                event: line.event.clone(),
+                field,
             })
         };
         let t = need(line.t_ns, "t_ns")?;
@@ -251,21 +252,18 @@ impl Reader {
         // a little) counts in the first window.
         let t = t.saturating_sub(self.series.start);
         if t / self.series.window >= MAX_WINDOWS {
-            return Err(format!(
-                "line {number}: t_ns is {} s after the first line's; windows of {} ms would \
-                 make more than {MAX_WINDOWS} of them: give a wider --window",
-                t / 1_000_000_000,
-                self.series.window as f64 / 1e6
-            ));
+            return Err(SeriesError::TooManyWindows {
+                line: number,
+                secs: t / 1_000_000_000,
+                window_ms: self.series.window as f64 / 1e6,
+            });
         }
         self.series.span = self.series.span.max(t);
         let copy = line.note.as_deref() == Some(DUPLICATE);
         let ours = self.pipe.is_none() || line.pipe == self.pipe;
         match line.event.as_str() {
             "arrival" => {
-                let len = line.len.ok_or_else(|| {
-                    format!("line {number}: an `arrival` event needs `len` (bytes)")
-                })?;
+                let len = line.len.ok_or(SeriesError::NoLen { line: number })?;
                 if !copy {
                     self.in_flight.insert(
                         id,
@@ -424,12 +422,46 @@ impl Reader {
     }
 }
 
+/// Why a line of the log cannot be read; `line` counts from 1.
+#[derive(Debug, thiserror::Error)]
+pub enum SeriesError {
+    #[error("line {line}: not an event object: {source}")]
+    NotEvent {
+        line: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("line {line}: a `{event}` event needs `{field}` (a whole number)")]
+    Missing {
+        line: u64,
+        event: String,
+        field: &'static str,
+    },
+    #[error("line {line}: an `arrival` event needs `len` (bytes)")]
+    NoLen { line: u64 },
+    #[error(
+        "line {line}: t_ns is {secs} s after the first line's; windows of {window_ms} ms would \
+         make more than {MAX_WINDOWS} of them: give a wider --window"
+    )]
+    TooManyWindows {
+        line: u64,
+        secs: u64,
+        window_ms: f64,
+    },
+    #[error("line {line}: {source}")]
+    Read {
+        line: u64,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Reads a whole log from `lines` (each with its number from 1).
 pub fn read<R: std::io::BufRead>(
     mut input: R,
     pipe: Option<u32>,
     window: Nanos,
-) -> Result<Series, String> {
+) -> Result<Series, SeriesError> {
     let mut reader = Reader::new(pipe, window);
     let mut buf = String::new();
     let mut number = 0u64;
@@ -437,7 +469,10 @@ pub fn read<R: std::io::BufRead>(
         buf.clear();
         let n = input
             .read_line(&mut buf)
-            .map_err(|e| format!("line {}: {e}", number + 1))?;
+            .map_err(|source| SeriesError::Read {
+                line: number + 1,
+                source,
+            })?;
         if n == 0 {
             break;
         }
@@ -646,7 +681,10 @@ mod tests {
         ] {
             match read(bad.as_bytes(), None, MS) {
                 Ok(s) => panic!("{bad:?} was read as {s:?}"),
-                Err(e) => assert!(e.contains(says), "{bad:?}: {e}"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(e.contains(says), "{bad:?}: {e}")
+                }
             }
         }
     }
