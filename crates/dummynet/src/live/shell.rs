@@ -518,32 +518,7 @@ impl Drop for ShellLink {
 }
 
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
-    let config = match &args.config {
-        Some(path) => {
-            if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
-                return Err("--config replaces --preset/--up/--down; give one or the other".into());
-            }
-            crate::lang::load_config(path).map_err(|e| e.to_string())?
-        }
-        None => {
-            let config = link_config(
-                args.preset.as_deref(),
-                args.up.as_deref(),
-                args.down.as_deref(),
-            )?;
-            // On stderr: the command's output stays its own.
-            let merged = args.up.is_some() || args.down.is_some();
-            if let (Some(name), true, false) = (&args.preset, merged, args.quiet) {
-                say!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
-            }
-            let described =
-                describe_links(&config, args.seed, args.verbose).map_err(|e| e.to_string())?;
-            if !args.quiet {
-                super::say_str(&described);
-            }
-            config
-        }
-    };
+    let config = config_of(args)?;
     // Caught from the start, so that whatever the shell sets up is undone
     // however it is asked to stop (SIGHUP: the terminal went away).
     let stop = Arc::new(AtomicBool::new(false));
@@ -584,40 +559,8 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     // Declared before the link, so dropped after it: the link's NAT leads
     // into the gateway's tap.
     let _gateway: Option<Gateway>;
-    let mut link = match &args.join {
-        Some(shared) => {
-            if http.is_some() || options.observe.is_some() {
-                return Err(
-                    "--join: the shared emulator's --http and observer are its own; \
-                     give them to the shell that started it"
-                        .into(),
-                );
-            }
-            let request = super::join::JoinRequest {
-                preset: args.preset.clone(),
-                up: args.up.clone(),
-                down: args.down.clone(),
-            };
-            _gateway = None;
-            start_joined(
-                shared,
-                request,
-                args.nat.into(),
-                args.gso.into(),
-                args.napi.into(),
-                options.veth,
-            )?
-        }
-        None if super::rootless::is_rootless() => {
-            let (link, gateway) = start_rootless(options, args.user_net.into())?;
-            _gateway = gateway;
-            link
-        }
-        None => {
-            _gateway = None;
-            start(options)?
-        }
-    };
+    let mut link;
+    (link, _gateway) = start_link(args, options, http.is_some())?;
     for note in link.notes() {
         say!("dummynet shell: {note}");
     }
@@ -686,9 +629,100 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             return Err(e);
         }
     };
+    let status = wait_for(&mut child, &link, &stop);
+    let joined = args.join.is_some();
+    let (report, undone) = link.stop();
+    // On stderr: the command's output stays its own. A joined shell's
+    // emulator goes on: its cost is the daemon's to tell.
+    if !joined && !args.quiet {
+        say!("dummynet shell: {}", report.cost());
+    }
+    if let Err(e) = undone {
+        say!("dummynet shell: {e}");
+    }
+    Ok(match status {
+        Some(s) => exit_code(s),
+        None => ExitCode::from(125),
+    })
+}
+
+/// The shell's configuration: `--config`'s file, or the pipes
+/// `--preset`/`--up`/`--down` make (described on stderr unless `--quiet`).
+fn config_of(args: &ShellArgs) -> Result<Vec<(usize, Command)>, String> {
+    Ok(match &args.config {
+        Some(path) => {
+            if args.up.is_some() || args.down.is_some() || args.preset.is_some() {
+                return Err("--config replaces --preset/--up/--down; give one or the other".into());
+            }
+            crate::lang::load_config(path).map_err(|e| e.to_string())?
+        }
+        None => {
+            let config = link_config(
+                args.preset.as_deref(),
+                args.up.as_deref(),
+                args.down.as_deref(),
+            )?;
+            // On stderr: the command's output stays its own.
+            let merged = args.up.is_some() || args.down.is_some();
+            if let (Some(name), true, false) = (&args.preset, merged, args.quiet) {
+                say!("dummynet shell: preset {name}, with --up/--down merged onto it option by option");
+            }
+            let described =
+                describe_links(&config, args.seed, args.verbose).map_err(|e| e.to_string())?;
+            if !args.quiet {
+                super::say_str(&described);
+            }
+            config
+        }
+    })
+}
+
+/// The shell's link: joined to a shared emulator (`--join`), without root
+/// (through a user namespace and its gateway), or with its own emulator.
+fn start_link(
+    args: &ShellArgs,
+    options: ShellOptions,
+    http: bool,
+) -> Result<(ShellLink, Option<Gateway>), String> {
+    Ok(match &args.join {
+        Some(shared) => {
+            if http || options.observe.is_some() {
+                return Err(
+                    "--join: the shared emulator's --http and observer are its own; \
+                     give them to the shell that started it"
+                        .into(),
+                );
+            }
+            let request = super::join::JoinRequest {
+                preset: args.preset.clone(),
+                up: args.up.clone(),
+                down: args.down.clone(),
+            };
+            let link = start_joined(
+                shared,
+                request,
+                args.nat.into(),
+                args.gso.into(),
+                args.napi.into(),
+                options.veth,
+            )?;
+            (link, None)
+        }
+        None if super::rootless::is_rootless() => start_rootless(options, args.user_net.into())?,
+        None => (start(options)?, None),
+    })
+}
+
+/// Waits for the command; a signal to us (or a joined link's emulator
+/// going away) is passed on to it as SIGTERM, once.
+fn wait_for(
+    child: &mut std::process::Child,
+    link: &ShellLink,
+    stop: &AtomicBool,
+) -> Option<std::process::ExitStatus> {
     let mut signalled = false;
     let mut looked = 0u32;
-    let status = loop {
+    loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => {}
@@ -709,21 +743,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
             signalled = true;
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-    let joined = args.join.is_some();
-    let (report, undone) = link.stop();
-    // On stderr: the command's output stays its own. A joined shell's
-    // emulator goes on: its cost is the daemon's to tell.
-    if !joined && !args.quiet {
-        say!("dummynet shell: {}", report.cost());
     }
-    if let Err(e) = undone {
-        say!("dummynet shell: {e}");
-    }
-    Ok(match status {
-        Some(s) => exit_code(s),
-        None => ExitCode::from(125),
-    })
 }
 
 /// [`start`] for a shell without root, in the user namespace
