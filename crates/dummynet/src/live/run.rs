@@ -935,29 +935,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
     if let Some(t) = &target {
         say!("dummynet: in network namespace {}", t.describe());
     }
-    let mut config = match &args.config {
-        Some(path) => crate::lang::load_config(path).map_err(|e| e.to_string())?,
-        None => Vec::new(),
-    };
-    if args.default_allow {
-        config.insert(0, (0, Command::Set(Setting::DefaultToAccept(true))));
-    }
-    // First, so that a `sysctl ...held_limit` in the config file wins.
-    let memory_limit = match args.memory_limit {
-        Some(n) => n,
-        None => default_memory_limit().ok_or(
-            "cannot read MemTotal in /proc/meminfo for the default --memory-limit; give one",
-        )?,
-    };
-    config.insert(0, (0, Command::Set(Setting::HeldLimit(memory_limit))));
-    match memory_limit {
-        0 => say!("dummynet: no memory limit on packets held (--memory-limit 0)"),
-        n => say!(
-            "dummynet: packets held in pipes are limited to {} MiB (--memory-limit; \
-             sysctl net.inet.ip.dummynet.held_limit)",
-            n >> 20
-        ),
-    }
+    let config = config_of(args)?;
     let checked: Engine<Carrier> = crate::lang::configure(&config, args.seed)
         .map_err(|(line, error)| StartError::Configuration { line, error })?;
     let workers = workers_for(args, &checked)?;
@@ -979,41 +957,7 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         precision: args.precision.into(),
         spin: args.spin_us.saturating_mul(1000),
     };
-    /// Opens the backends on the data-plane thread.
-    type Open =
-        Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send>;
-    let mut sharded: Option<(usize, OpenWorker)> = None;
-    let open: Open = if let Some(ifs) = &args.bridge {
-        let (a, b) = match ifs.as_slice() {
-            [a, b] => (a.clone(), b.clone()),
-            _ => return Err("--bridge takes two interfaces".into()),
-        };
-        if a == b {
-            return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
-        }
-        let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
-        if workers > 1 {
-            let (first, rest) = open_sharded_bridge(a, b, args.exit_on_link_loss);
-            sharded = Some((workers, rest));
-            first
-        } else if args.xdp {
-            let opts = super::bridge_xdp::options(args.xdp_frames);
-            // The AF_XDP bridge and its fallback speak in words.
-            let plain = move |e: &mut Engine<Carrier>| plain(e).map_err(|e| e.to_string());
-            let xdp = super::bridge_xdp::open_or(a, b, opts, args.xdp_attach.into(), plain);
-            Box::new(move |e: &mut Engine<Carrier>| xdp(e).map_err(StartError::Backend))
-        } else {
-            Box::new(plain)
-        }
-    } else {
-        let spec = intercept_spec(args)?;
-        let copy_mark = (!args.hold_output).then_some(args.copy_mark);
-        Box::new(move |_| {
-            let host =
-                Host::open(&spec, copy_mark).map_err(|e| StartError::Backend(e.to_string()))?;
-            Ok(vec![Box::new(host) as Box<dyn Backend>])
-        })
-    };
+    let (open, sharded) = open_backends(args, workers)?;
     // A bridge's captures hold Ethernet frames; a host's, IP packets.
     let linktype = if args.bridge.is_some() { 1 } else { 101 };
     let http = args.http.bind()?;
@@ -1100,6 +1044,82 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Ok(running.stop())
+}
+
+/// The configuration to start with: `--config`'s commands after
+/// `--memory-limit` (so that the file's `sysctl ...held_limit` wins) and
+/// `--default-allow`.
+fn config_of(args: &RunArgs) -> Result<Vec<(usize, Command)>, Failure> {
+    let mut config = match &args.config {
+        Some(path) => crate::lang::load_config(path).map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    if args.default_allow {
+        config.insert(0, (0, Command::Set(Setting::DefaultToAccept(true))));
+    }
+    // First, so that a `sysctl ...held_limit` in the config file wins.
+    let memory_limit = match args.memory_limit {
+        Some(n) => n,
+        None => default_memory_limit().ok_or(
+            "cannot read MemTotal in /proc/meminfo for the default --memory-limit; give one",
+        )?,
+    };
+    config.insert(0, (0, Command::Set(Setting::HeldLimit(memory_limit))));
+    match memory_limit {
+        0 => say!("dummynet: no memory limit on packets held (--memory-limit 0)"),
+        n => say!(
+            "dummynet: packets held in pipes are limited to {} MiB (--memory-limit; \
+             sysctl net.inet.ip.dummynet.held_limit)",
+            n >> 20
+        ),
+    }
+    Ok(config)
+}
+
+/// Opens the backends on the data-plane thread.
+type Open =
+    Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send>;
+
+/// How the backends are opened: the bridge (AF_PACKET, AF_XDP, or sharded
+/// over `workers`) or the host's interception; with several workers, how
+/// each of the others opens its own.
+fn open_backends(
+    args: &RunArgs,
+    workers: usize,
+) -> Result<(Open, Option<(usize, OpenWorker)>), Failure> {
+    let mut sharded: Option<(usize, OpenWorker)> = None;
+    let open: Open = if let Some(ifs) = &args.bridge {
+        let (a, b) = match ifs.as_slice() {
+            [a, b] => (a.clone(), b.clone()),
+            _ => return Err("--bridge takes two interfaces".into()),
+        };
+        if a == b {
+            return Err(format!("--bridge {a} {b}: the two interfaces must differ").into());
+        }
+        let plain = open_bridge(a.clone(), b.clone(), args.exit_on_link_loss);
+        if workers > 1 {
+            let (first, rest) = open_sharded_bridge(a, b, args.exit_on_link_loss);
+            sharded = Some((workers, rest));
+            first
+        } else if args.xdp {
+            let opts = super::bridge_xdp::options(args.xdp_frames);
+            // The AF_XDP bridge and its fallback speak in words.
+            let plain = move |e: &mut Engine<Carrier>| plain(e).map_err(|e| e.to_string());
+            let xdp = super::bridge_xdp::open_or(a, b, opts, args.xdp_attach.into(), plain);
+            Box::new(move |e: &mut Engine<Carrier>| xdp(e).map_err(StartError::Backend))
+        } else {
+            Box::new(plain)
+        }
+    } else {
+        let spec = intercept_spec(args)?;
+        let copy_mark = (!args.hold_output).then_some(args.copy_mark);
+        Box::new(move |_| {
+            let host =
+                Host::open(&spec, copy_mark).map_err(|e| StartError::Backend(e.to_string()))?;
+            Ok(vec![Box::new(host) as Box<dyn Backend>])
+        })
+    };
+    Ok((open, sharded))
 }
 
 /// What `dummynet ps` shows this daemon shaping.
