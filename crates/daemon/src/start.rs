@@ -2,6 +2,9 @@
 //! embedder's): one kind per cause a user acts on differently. The words
 //! are the binary's: each kind's `Display` is the line the user reads.
 
+use dummynet_dataplane::host::HostError;
+use dummynet_dataplane::observer::ObserverError;
+use dummynet_dataplane::sharded::WorkersError;
 use dummynet_io::afpacket::PortError;
 use dummynet_io::netns::NetnsError;
 use dummynet_io::portlock::LockError;
@@ -43,13 +46,31 @@ pub enum StartError {
     /// or is not private: what is wrong with it.
     #[error("{0}")]
     RuntimeDir(String),
-    /// A backend, the observer or a worker could not be opened: their own
-    /// words (the data plane's adapters say what and where).
+    /// Host mode's NFQUEUE or its rules could not be set up.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The observer's files or thread (`--log`, `--pcap`, `--pcapng`).
+    #[error(transparent)]
+    Observer(#[from] ObserverError),
+    /// The channels between a sharded data plane's workers.
+    #[error(transparent)]
+    Workers(#[from] WorkersError),
+    /// Data-plane worker `index` (from 1) could not start.
+    #[error("data-plane worker {index}: {source}")]
+    Worker {
+        index: usize,
+        source: Box<StartError>,
+    },
+    /// A backend could not be opened: its own words (the data plane's
+    /// adapters say what and where).
     #[error("{0}")]
     Backend(String),
     /// The data-plane thread ended before saying it was ready.
     #[error("the data plane thread ended during setup")]
     PlaneEnded,
+    /// Data-plane worker `index` ended before saying it was ready.
+    #[error("data-plane worker {0} ended during setup")]
+    WorkerEnded(usize),
 }
 
 /// `name: `, or nothing for an unnamed namespace.

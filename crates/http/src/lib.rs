@@ -267,6 +267,9 @@ pub struct HttpServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Stops when dropped, as a front-end of a running daemon must.
+impl dummynet_daemon::running::FrontEnd for HttpServer {}
+
 impl HttpServer {
     /// Serves `options.listener` on a thread of its own (in `ns` if given,
     /// where the data plane runs, so that commands see its addresses and

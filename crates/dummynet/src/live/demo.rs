@@ -127,7 +127,8 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
         args.precision.into(),
         Gso::Auto,
         observe,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
 
     let echo_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, ECHO_PORT));
     let bulk_at = SocketAddr::V4(SocketAddrV4::new(path.far_addr, BULK_PORT));

@@ -28,6 +28,8 @@ pub fn bind(addr: SocketAddr, _token: Option<&Path>) -> Result<HttpOptions, Stri
 /// A server that cannot exist here.
 pub enum HttpServer {}
 
+impl dummynet_daemon::running::FrontEnd for HttpServer {}
+
 impl HttpServer {
     /// Never reached: [`bind`] refuses first.
     pub fn start(

@@ -29,14 +29,12 @@ use dummynet_io::netns::Netns;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::args::{GsoArg, NapiArg, NatArg, PrecisionArg, UserNetArg};
-use super::bridge::Bridge;
-use super::dataplane::{PlaneOptions, Precision, Report};
 use super::rootless::{Gateway, UserNet};
-use super::run::{spawn, Running};
-use super::shell_napi::{move_receive_work, warning, Napi};
-use super::shell_nat::{Inside, Nat, WayOut};
-use super::Backend;
+use super::shell_nat::Nat;
 pub use dummynet_daemon::shell::link::{describe_links, feed_typed_schedulers, shell_config};
+pub use dummynet_daemon::shell::live::{
+    start, start_emulator, start_joined, ShellError, ShellLink, ShellOptions,
+};
 pub use dummynet_daemon::shell::path::*;
 
 #[derive(Debug, clap::Args)]
@@ -168,355 +166,6 @@ pub fn run(args: ShellArgs) -> ExitCode {
     }
 }
 
-/// Starts the emulator on a path whose far end is `far`, with the data
-/// plane inside the path's middle namespace, and the per-packet observer
-/// `observe` if given (its captures hold Ethernet frames).
-#[allow(clippy::too_many_arguments)]
-pub fn start_emulator(
-    path: &Path,
-    config: Vec<(usize, Command)>,
-    seed: u64,
-    socket: Option<PathBuf>,
-    stop: Arc<AtomicBool>,
-    precision: Precision,
-    gso: Gso,
-    observe: Option<super::observer::ObserveOptions>,
-) -> Result<Running, String> {
-    let (tell, first) = match gso {
-        Gso::Auto => {
-            let (tell, first) = follow_bursts(path).map_err(|e| e.to_string())?;
-            (Some(tell), Some(first))
-        }
-        Gso::On | Gso::Off => (None, None),
-    };
-    let running = spawn(
-        Some(&path.mid),
-        config,
-        seed,
-        socket,
-        stop,
-        PlaneOptions {
-            precision,
-            ..PlaneOptions::default()
-        },
-        observe,
-        |e| {
-            let mut bridge = Bridge::open(APP_IF, PEER_IF, e)?;
-            if let Some(tell) = tell {
-                bridge = bridge.follow_bursts(tell);
-            }
-            Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    // The command starts only once its end segments as the configuration
-    // needs.
-    if let Some(first) = first {
-        let failed = match first.recv_timeout(Duration::from_secs(5)) {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(format!("setting the ends' segmentation: {e}")),
-            Err(_) => Some(
-                "the emulator did not say within 5 s whether super-packets may cross whole".into(),
-            ),
-        };
-        if let Some(e) = failed {
-            running.stop();
-            return Err(e);
-        }
-    }
-    Ok(running)
-}
-
-/// What [`start`] builds: the link's rules and how the emulator runs them.
-pub struct ShellOptions {
-    /// The emulator's rules (pipe 1 up, pipe 2 down: [`link_config`]).
-    pub config: Vec<(usize, Command)>,
-    pub seed: u64,
-    pub nat: Nat,
-    /// The emulator's control socket, if it should have one.
-    pub socket: Option<PathBuf>,
-    pub gso: Gso,
-    pub precision: Precision,
-    /// Who runs the ends' receiving stacks ([`super::shell_napi`]).
-    pub napi: Napi,
-    /// The per-packet observer, if any (its captures hold Ethernet frames).
-    pub observe: Option<super::observer::ObserveOptions>,
-    /// Our end of the veth in the namespace we are started in: `dn-PID`
-    /// for the command line; unique per link in this process.
-    pub veth: String,
-}
-
-/// A shell's link, up: the command's namespace and the emulator's (both
-/// anonymous), the veth end in the namespace it was started in, the NAT
-/// and forwarding there ([`WayOut`]), and the emulator with its socket
-/// ([`Running`]). `dummynet shell` runs its command in [`ShellLink::app`];
-/// the library's [`crate::Shell`] hands it to a program.
-///
-/// Dropped (or [`ShellLink::stop`]ped), it comes down in the order that
-/// leaves nothing behind and nothing black-holed: the emulator first, then
-/// the NAT and forwarding, then the veth end; the namespaces go with their
-/// last handle (and whatever still runs inside them).
-pub struct ShellLink {
-    emulator: Option<Running>,
-    /// A joined shell's link in another process's emulator ([`super::join`]).
-    joined: Option<super::join::Session>,
-    way_out: Option<WayOut>,
-    veth: Option<OurVeth>,
-    path: Path,
-    socket: Option<PathBuf>,
-}
-
-/// Shells are built one at a time in a process: [`free_subnet`] reads the
-/// routes, then [`build_path`] adds the addresses that take the subnet,
-/// and two links built at once would both pick the same one.
-static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Builds a shell's link in the calling thread's namespace and starts its
-/// emulator: see [`ShellLink`]. On an error, whatever was set up is undone.
-pub fn start(options: ShellOptions) -> Result<ShellLink, String> {
-    let ShellOptions {
-        config,
-        seed,
-        nat,
-        socket,
-        gso,
-        precision,
-        napi,
-        observe,
-        veth,
-    } = options;
-    let here = Netns::current().map_err(|e| e.to_string())?;
-    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let veth = OurVeth {
-        name: veth,
-        ns: here.clone(),
-    };
-    let mut path = {
-        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        build_path(&app, &here, &veth.name, gso).map_err(|e| e.to_string())?
-    };
-    if napi == Napi::Threaded {
-        // With --gso auto, super-packets cross whole until the emulator's
-        // first word says otherwise (and TSO follows it from then on).
-        say_unset(&move_receive_work(
-            &mut path,
-            [APP_IF, PEER_IF],
-            gso != Gso::Off,
-        ));
-    }
-    let way_out = WayOut::open(
-        nat,
-        &Inside {
-            far_if: &veth.name,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
-    let emulator = start_emulator(
-        &path,
-        config,
-        seed,
-        socket.clone(),
-        Arc::new(AtomicBool::new(false)),
-        precision,
-        gso,
-        observe,
-    )?;
-    Ok(ShellLink {
-        emulator: Some(emulator),
-        joined: None,
-        way_out,
-        veth: Some(veth),
-        path,
-        socket,
-    })
-}
-
-/// Builds a shell's link in the calling thread's namespace through the
-/// emulator behind `socket` ([`super::join`]): the daemon offers a link
-/// number and its namespace, the path is built with its ends there, and
-/// the daemon attaches them. On an error, whatever was set up is undone
-/// (the daemon removes its side when the connection closes).
-pub fn start_joined(
-    socket: &std::path::Path,
-    request: super::join::JoinRequest,
-    nat: Nat,
-    gso: Gso,
-    napi: Napi,
-    veth: String,
-) -> Result<ShellLink, String> {
-    let mut session = super::join::Session::request(socket, request).map_err(|e| e.to_string())?;
-    let offer = session.offer.clone();
-    let mid = Netns::open(&offer.netns)
-        .map_err(|e| format!("the emulator's namespace {}: {e}", offer.netns.display()))?;
-    let here = Netns::current().map_err(|e| e.to_string())?;
-    let app = Netns::new_anonymous().map_err(|e| format!("creating a namespace: {e}"))?;
-    let veth = OurVeth {
-        name: veth,
-        ns: here.clone(),
-    };
-    // Segments are split unless asked otherwise: nobody follows the
-    // configuration for this link's ends.
-    let gso = if gso == Gso::On { Gso::On } else { Gso::Off };
-    let mut path = {
-        let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        build_path_in(
-            mid,
-            [offer.app_if.as_str(), offer.peer_if.as_str()],
-            &app,
-            &here,
-            &veth.name,
-            gso,
-        )
-        .map_err(|e| e.to_string())?
-    };
-    if napi == Napi::Threaded {
-        say_unset(&move_receive_work(
-            &mut path,
-            [offer.app_if.as_str(), offer.peer_if.as_str()],
-            gso == Gso::On,
-        ));
-    }
-    let way_out = WayOut::open(
-        nat,
-        &Inside {
-            far_if: &veth.name,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(|e| format!("letting the command's traffic out (--nat off does without): {e}"))?;
-    let said = session.attach().map_err(|e| e.to_string())?;
-    say!("dummynet shell: {}", said.trim_end());
-    Ok(ShellLink {
-        emulator: None,
-        joined: Some(session),
-        way_out,
-        veth: Some(veth),
-        path,
-        socket: Some(socket.to_path_buf()),
-    })
-}
-
-impl ShellLink {
-    /// True once a joined link's emulator has stopped (the link went with
-    /// it); false for a link with its own emulator.
-    pub fn emulator_gone(&self) -> bool {
-        self.joined.as_ref().is_some_and(|s| s.daemon_gone())
-    }
-
-    /// The command's namespace.
-    pub fn app(&self) -> &Netns {
-        &self.path.near
-    }
-
-    /// The link's namespaces and addresses.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Our end of the veth, in the namespace the link was started in.
-    pub fn veth(&self) -> &str {
-        self.veth.as_ref().map_or("", |v| v.name.as_str())
-    }
-
-    /// The emulator's control socket, if it has one.
-    pub fn socket(&self) -> Option<&std::path::Path> {
-        self.socket.as_deref()
-    }
-
-    /// The emulator (`None` only while it is being stopped).
-    pub fn emulator(&self) -> Option<&Running> {
-        self.emulator.as_ref()
-    }
-
-    /// What the NAT's setup has to say (IPv6 left local, and why).
-    pub fn notes(&self) -> &[String] {
-        self.way_out.as_ref().map_or(&[], |w| w.notes.as_slice())
-    }
-
-    /// Serves the HTTP API with its thread where the emulator runs (the
-    /// socket was bound where the shell started). Returns where it listens.
-    pub fn serve_http(
-        &mut self,
-        http: super::http::HttpOptions,
-    ) -> Result<std::net::SocketAddr, String> {
-        let mid = self.path.mid.clone();
-        match &mut self.emulator {
-            Some(e) => e.serve_http(http, Some(&mid)),
-            None => Err("the emulator has stopped".into()),
-        }
-    }
-
-    /// The variables a command inside gets: `DUMMYNET_PEER` (the far
-    /// end's address), `DUMMYNET_ADDR` (its own), the IPv6 ones if the
-    /// link has IPv6, and `DUMMYNET_SOCKET` if there is a socket.
-    pub fn env(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        let mut env = vec![
-            ("DUMMYNET_PEER", self.path.far_addr.to_string().into()),
-            ("DUMMYNET_ADDR", self.path.near_addr.to_string().into()),
-        ];
-        if let Some(socket) = &self.socket {
-            env.push(("DUMMYNET_SOCKET", socket.clone().into_os_string()));
-        }
-        if let Some(v6) = &self.path.v6 {
-            env.push(("DUMMYNET_PEER6", v6.far_addr.to_string().into()));
-            env.push(("DUMMYNET_ADDR6", v6.near_addr.to_string().into()));
-        }
-        env
-    }
-
-    /// Takes the link down (see [`ShellLink`]) and returns the emulator's
-    /// final report, and what could not be undone, if anything.
-    pub fn stop(mut self) -> (Report, Result<(), String>) {
-        self.finish()
-    }
-
-    fn finish(&mut self) -> (Report, Result<(), String>) {
-        // First: nothing goes through the link once it stops intercepting.
-        let report = self.emulator.take().map(Running::stop).unwrap_or_default();
-        // A joined link: the daemon takes its ports, pipes and rules out,
-        // and deletes its ends, ours with them.
-        let left = match self.joined.take() {
-            Some(s) if s.daemon_gone() => Err("the shared emulator had stopped".to_string()),
-            Some(s) => s.detach().map(drop).map_err(|e| e.to_string()),
-            None => Ok(()),
-        };
-        // The NAT's programs run in the namespace it was set up in, from
-        // whichever thread stops the link.
-        let undone = match self.way_out.take() {
-            Some(w) => {
-                let what = w.describe();
-                let close = move || w.close().map_err(|e| e.to_string());
-                let closed = self
-                    .path
-                    .far
-                    .run(close)
-                    .unwrap_or_else(|e| Err(format!("entering its namespace: {e}")));
-                closed.map_err(|e| format!("removing {what}: {e}"))
-            }
-            None => Ok(()),
-        };
-        drop(self.veth.take());
-        (report, left.and(undone))
-    }
-}
-
-impl Drop for ShellLink {
-    fn drop(&mut self) {
-        if self.emulator.is_some()
-            || self.joined.is_some()
-            || self.way_out.is_some()
-            || self.veth.is_some()
-        {
-            if let (_, Err(e)) = self.finish() {
-                say!("dummynet shell: {e}");
-            }
-        }
-    }
-}
-
 fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
     let config = config_of(args)?;
     // Caught from the start, so that whatever the shell sets up is undone
@@ -574,7 +223,9 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
                 (2, "down: to the command".into()),
             ];
         }
-        let addr = link.serve_http(http)?;
+        let mid = link.path().mid.clone();
+        let emulator = link.emulator_mut().ok_or("the emulator has stopped")?;
+        let addr = super::run::serve_http(emulator, http, Some(&mid))?;
         http_addr = Some(addr);
         super::run::say_http(addr, token);
     }
@@ -705,11 +356,12 @@ fn start_link(
                 args.gso.into(),
                 args.napi.into(),
                 options.veth,
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             (link, None)
         }
         None if super::rootless::is_rootless() => start_rootless(options, args.user_net.into())?,
-        None => (start(options)?, None),
+        None => (start(options).map_err(|e| e.to_string())?, None),
     })
 }
 
@@ -776,33 +428,9 @@ fn start_rootless(
     };
     let link = here
         .run(|| start(options))
-        .map_err(|e| format!("entering our namespace: {e}"))??;
+        .map_err(|e| format!("entering our namespace: {e}"))?
+        .map_err(|e| e.to_string())?;
     Ok((link, gateway))
-}
-
-/// Says once what [`move_receive_work`] could not set, if anything.
-fn say_unset(failed: &[String]) {
-    if let Some(line) = warning(failed) {
-        say!("{line}");
-    }
-}
-
-/// Our end of the veth in the namespace we were started in. The kernel
-/// removes it with the shell's namespaces, a moment after they go; this
-/// removes it at once, so that the caller sees a clean state when we
-/// return, on success or on error. Removed in that namespace, whichever
-/// thread drops it.
-struct OurVeth {
-    name: String,
-    ns: Netns,
-}
-
-impl Drop for OurVeth {
-    fn drop(&mut self) {
-        if let Ok(mut rtnl) = self.ns.rtnl() {
-            let _ = rtnl.delete_link(&self.name);
-        }
-    }
 }
 
 /// Removes the sockets of shells killed before they could (`shell-PID.sock`

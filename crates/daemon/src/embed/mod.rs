@@ -17,7 +17,7 @@
 //! [`Emulator::show_pipes`] and the other `show_*` the JSON views of
 //! `show` as Rust values, and [`Emulator::events`] the packet events. The
 //! requests go straight to the data plane's request channel, as the control
-//! socket's would, parsed on the caller's thread ([`crate::live::protocol`]);
+//! socket's would, parsed on the caller's thread ([`crate::protocol`]);
 //! a refusal is an [`Error`] whose [`Error::kind`] says why.
 //!
 //! Dropping the handle (or [`Shell::stop`], [`Bridge::stop`]) takes
@@ -27,8 +27,8 @@
 //! that already runs threads into a user namespace of its own.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), dummynet::Error> {
-//! let link = dummynet::Shell::builder().up("delay 20ms").down("delay 20ms").start()?;
+//! # fn main() -> Result<(), dummynet_daemon::embed::Error> {
+//! let link = dummynet_daemon::embed::Shell::builder().up("delay 20ms").down("delay 20ms").start()?;
 //! let out = link
 //!     .command("ping")
 //!     .args(["-c", "3", "-i", "0.2", &link.peer().to_string()])
@@ -39,17 +39,18 @@
 //! # }
 //! ```
 
-use crate::live::control::Limits;
-use crate::live::dataplane::{Answer, RequestKind};
-use crate::live::observer::Observer;
-use crate::live::protocol::{self, BatchCommand, Caller, ClientRequest, PlaneLink};
-use crate::live::views;
+use dummynet_dataplane::dataplane::{Answer, RequestKind};
+use dummynet_dataplane::observer::Observer;
 
-pub use crate::live::dataplane::Report;
-pub use crate::live::observer::{EventFilter, ObserverStats, Subscription};
-pub use crate::live::protocol::{ErrorAt, ErrorKind, Reply};
-pub use crate::live::shell_napi::Napi;
-pub use crate::live::shell_nat::Nat;
+use crate::control::Limits;
+use crate::protocol::{self, BatchCommand, Caller, ClientRequest, PlaneLink};
+use crate::views;
+
+pub use crate::protocol::{ErrorAt, ErrorKind, Reply};
+pub use crate::shell::napi::Napi;
+pub use crate::shell::nat::Nat;
+pub use dummynet_dataplane::dataplane::Report;
+pub use dummynet_dataplane::observer::{EventFilter, ObserverStats, Subscription};
 
 mod bridge;
 mod shell;
@@ -127,7 +128,7 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    fn new(running: &crate::live::run::Running) -> Result<Emulator, Error> {
+    fn new(running: &crate::running::Running) -> Result<Emulator, Error> {
         let link = running
             .plane_link()
             .cloned()
@@ -191,7 +192,7 @@ impl Emulator {
     }
 
     /// The data plane's counters now (what `dummynet stats` prints; its
-    /// JSON form is [`crate::live::stats_json::StatsJson::of`] of it).
+    /// JSON form is [`crate::stats_json::StatsJson::of`] of it).
     pub fn stats(&self) -> Result<Report, Error> {
         match self
             .link
@@ -239,7 +240,7 @@ impl Emulator {
 
     /// The packet events that pass `filter` from now on (the start line
     /// first), as the HTTP API's event stream and `--log` have them; see
-    /// [`crate::live::observer`]. The subscription holds
+    /// [`dummynet_dataplane::observer`]. The subscription holds
     /// [`EVENTS_CAPACITY`] events and counts those it loses; dropping it
     /// unsubscribes. Until the first subscription the data plane sends the
     /// observer nothing.

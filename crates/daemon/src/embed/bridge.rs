@@ -10,10 +10,11 @@ use dummynet_io::netns::Netns;
 use dummynet_io::portlock::{Port, PortLock};
 
 use super::{Emulator, Error, Report};
-use crate::live::control::ControlOptions;
-use crate::live::dataplane::{PlaneOptions, Precision};
-use crate::live::observer::ObserveOptions;
-use crate::live::run::{open_bridge, spawn_controlled, Running};
+use dummynet_dataplane::dataplane::{PlaneOptions, Precision};
+use dummynet_dataplane::observer::ObserveOptions;
+
+use crate::control::ControlOptions;
+use crate::running::{open_bridge, spawn_controlled, Running};
 
 /// The emulator between two interfaces, as `dummynet run --bridge A B`:
 /// frames from one go through the rules and pipes to the other (`in recv
@@ -132,7 +133,7 @@ impl BridgeBuilder {
     /// The data plane's messages go to stderr unless the program installed
     /// a `tracing` subscriber of its own first.
     pub fn start(self) -> Result<Bridge, Error> {
-        crate::live::say_to_stderr();
+        crate::stderr::say_to_stderr();
         let (a, b) = self.ports;
         if a == b {
             return Err(Error::Start(format!(
@@ -144,7 +145,7 @@ impl BridgeBuilder {
             config.push((0, Command::Set(Setting::DefaultToAccept(true))));
         }
         for text in &self.config {
-            let commands = crate::lang::commands(text, None)
+            let commands = dummynet_dataplane::lang::commands(text, None)
                 .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?;
             config.extend(commands);
         }

@@ -7,10 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use dummynet_io::netns::Netns;
 
 use super::{Emulator, Error, Nat, Report};
-use crate::live::dataplane::Precision;
-use crate::live::observer::ObserveOptions;
-use crate::live::shell::{self as cli, Gso, ShellLink, ShellOptions};
-use crate::live::shell_napi::Napi;
+use dummynet_dataplane::dataplane::Precision;
+use dummynet_dataplane::observer::ObserveOptions;
+
+use crate::shell::live::{self as cli, ShellLink, ShellOptions};
+use crate::shell::napi::Napi;
+use crate::shell::path::Gso;
 
 /// Links this process has started: each gets a veth end of its own here.
 static LINKS: AtomicU32 = AtomicU32::new(0);
@@ -109,7 +111,7 @@ impl Shell {
         drop(emulator);
         let (report, undone) = link.stop();
         drop(_nat);
-        undone.map_err(Error::Start)?;
+        undone.map_err(|e| Error::Start(e.to_string()))?;
         Ok(report)
     }
 }
@@ -249,7 +251,7 @@ impl ShellBuilder {
     /// The data plane's messages go to stderr unless the program installed
     /// a `tracing` subscriber of its own first.
     pub fn start(self) -> Result<Shell, Error> {
-        crate::live::say_to_stderr();
+        crate::stderr::say_to_stderr();
         // `dummynet shell` runs without root by moving itself into a user
         // namespace before it starts any thread; the kernel allows that
         // only to a single-threaded process, which the caller's (a test
@@ -271,17 +273,19 @@ impl ShellBuilder {
                         .into(),
                 ))
             }
-            Some(Config::Text(text)) => crate::lang::commands(text, None)
+            Some(Config::Text(text)) => dummynet_dataplane::lang::commands(text, None)
                 .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?,
-            Some(Config::File(path)) => {
-                crate::lang::load_config(path).map_err(|e| Error::Start(e.to_string()))?
-            }
-            None => cli::link_config(
+            Some(Config::File(path)) => dummynet_dataplane::lang::load_config(path)
+                .map_err(|e| Error::Start(e.to_string()))?,
+            None => crate::shell::link::link_config(
                 self.preset.as_deref(),
                 self.up.as_deref(),
                 self.down.as_deref(),
             )
-            .map_err(|e| Error::Start(e.replace("--up", "up").replace("--down", "down")))?,
+            .map_err(|e| {
+                let e = e.to_string();
+                Error::Start(e.replace("--up", "up").replace("--down", "down"))
+            })?,
         };
         let claim = self.nat.then(NatClaim::take).transpose()?;
         let n = LINKS.fetch_add(1, Ordering::Relaxed);
@@ -299,12 +303,12 @@ impl ShellBuilder {
             veth: format!("dn-{}-{n}", std::process::id()),
         };
         let link = match &self.netns {
-            None => cli::start(options),
+            None => cli::start(options).map_err(|e| Error::Start(e.to_string())),
             Some(path) => Netns::open(path)
                 .and_then(|ns| ns.run(move || cli::start(options)))
-                .unwrap_or_else(|e| Err(format!("{}: {e}", path.display()))),
-        }
-        .map_err(Error::Start)?;
+                .map_err(|e| Error::Start(format!("{}: {e}", path.display())))
+                .and_then(|started| started.map_err(|e| Error::Start(e.to_string()))),
+        }?;
         let emulator = match link.emulator().map(Emulator::new) {
             Some(Ok(e)) => e,
             Some(Err(e)) => return Err(e),
