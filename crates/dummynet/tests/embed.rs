@@ -176,6 +176,42 @@ fn a_shell_started_in_process_is_driven_and_torn_down() {
     assert_eq!(ns.links(), before, "left behind after the drop");
 }
 
+/// An IPv4-only shell's link carries what its program sends and nothing
+/// else: no router solicitation or MLD report of its ends (which an AQM
+/// in its dropping state would drop, into an experiment's counts).
+#[test]
+fn an_ipv4_only_shell_carries_only_what_is_sent() {
+    if !ready("an_ipv4_only_shell_carries_only_what_is_sent", TOOLS) {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let shell = Shell::builder()
+        .ipv4_only(true)
+        .netns(format!("/run/netns/{}", ns.name))
+        .start()
+        .expect("the shell starts");
+    assert_eq!(shell.addr6(), None);
+    let events = shell.events(EventFilter::default());
+    // Three seconds of a link at rest: an IPv6 end says something in them
+    // (its MLD reports, a router solicitation after its DAD).
+    std::thread::sleep(Duration::from_secs(3));
+    let mut cmd = shell.command("ping");
+    cmd.args(PING_ARGS).arg(shell.peer().to_string());
+    ping(cmd, "ping through an IPv4-only shell");
+    drop(shell);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Ok(e) = events.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        if let Event::Arrival { iface, len, .. } = e {
+            seen.push((iface, len));
+        }
+    }
+    let echo = |side: &str| (side.to_string(), 84);
+    let want: Vec<_> = (0..5).flat_map(|_| [echo("app"), echo("peer")]).collect();
+    assert_eq!(seen, want, "lost: {}", events.lost());
+}
+
 #[test]
 fn a_shell_with_bad_options_says_which_and_leaves_nothing() {
     if !ready(

@@ -159,6 +159,7 @@ pub struct ShellBuilder {
     precision: Option<Precision>,
     napi: Napi,
     netns: Option<PathBuf>,
+    ipv4_only: bool,
 }
 
 /// Rules given whole, instead of the link's options.
@@ -214,6 +215,14 @@ impl ShellBuilder {
     /// `--nat auto`); off by default. One shell of a process at a time.
     pub fn nat(mut self, on: bool) -> Self {
         self.nat = on;
+        self
+    }
+
+    /// A link without IPv6: its ends send nothing of their own (no router
+    /// solicitations, no MLD reports), so that only what the program sends
+    /// crosses the emulator, as an experiment's counts need. Off by default.
+    pub fn ipv4_only(mut self, on: bool) -> Self {
+        self.ipv4_only = on;
         self
     }
 
@@ -301,6 +310,7 @@ impl ShellBuilder {
             // someone subscribes.
             observe: Some(ObserveOptions::default()),
             veth: format!("dn-{}-{n}", std::process::id()),
+            ipv6: !self.ipv4_only,
         };
         let link = match &self.netns {
             None => cli::start(options).map_err(|e| Error::Start(e.to_string())),

@@ -140,6 +140,8 @@ pub struct ShellOptions {
     /// Our end of the veth in the namespace we are started in: `dn-PID`
     /// for the command line; unique per link in this process.
     pub veth: String,
+    /// Whether the link carries IPv6 ([`build_path`]).
+    pub ipv6: bool,
 }
 
 /// A shell's link, up: the command's namespace and the emulator's (both
@@ -180,6 +182,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, ShellError> {
         napi,
         observe,
         veth,
+        ipv6,
     } = options;
     let here = Netns::current().map_err(ShellError::Here)?;
     let app = Netns::new_anonymous().map_err(ShellError::Namespace)?;
@@ -189,7 +192,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, ShellError> {
     };
     let mut path = {
         let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        build_path(&app, &here, &veth.name, gso)?
+        build_path(&app, &here, &veth.name, gso, ipv6)?
     };
     if napi == Napi::Threaded {
         // With --gso auto, super-packets cross whole until the emulator's
@@ -266,6 +269,7 @@ pub fn start_joined(
             &here,
             &veth.name,
             gso,
+            true,
         )?
     };
     if napi == Napi::Threaded {

@@ -69,7 +69,10 @@ pub const NEAR_IF: &str = "dn0";
 /// fd64:646e:6440:104::/64; unique local addresses), a default route per
 /// family on the near side towards the far end, and the bridge ports in
 /// `mid`. IPv6 is best effort: where it cannot be set up (disabled on the
-/// host), the path is IPv4 only and a warning says why.
+/// host), the path is IPv4 only and a warning says why. Without `ipv6`,
+/// the four ends have IPv6 turned off before they come up, so that no
+/// router solicitation or MLD report of theirs crosses the emulator: a
+/// link that carries only what its user sends (an experiment's).
 ///
 /// With `Gso::Off`, both ends segment before sending (`gso_max_segs 1`),
 /// so every frame the emulator sees is one wire packet and takes one queue
@@ -77,9 +80,15 @@ pub const NEAR_IF: &str = "dn0";
 /// cross whole (billed for all their bytes), which multi-Gbit/s runs need
 /// but which lets a slot-limited queue hold far more than it says, until
 /// [`start_emulator`] says otherwise (`Gso::Auto`).
-pub fn build_path(near: &Netns, far: &Netns, far_if: &str, gso: Gso) -> Result<Path, PathError> {
+pub fn build_path(
+    near: &Netns,
+    far: &Netns,
+    far_if: &str,
+    gso: Gso,
+    ipv6: bool,
+) -> Result<Path, PathError> {
     let mid = Netns::new_anonymous().map_err(PathError::Namespace)?;
-    build_path_in(mid, [APP_IF, PEER_IF], near, far, far_if, gso)
+    build_path_in(mid, [APP_IF, PEER_IF], near, far, far_if, gso, ipv6)
 }
 
 /// [`build_path`] through `mid`, an existing namespace (a joined shell's:
@@ -92,6 +101,7 @@ pub fn build_path_in(
     far: &Netns,
     far_if: &str,
     gso: Gso,
+    ipv6: bool,
 ) -> Result<Path, PathError> {
     let [app_if, peer_if] = mid_ifs;
     let whole = gso != Gso::Off;
@@ -104,6 +114,11 @@ pub fn build_path_in(
     let mut m = mid.rtnl()?;
     m.add_veth(app_if, NEAR_IF, Some(near.as_fd_borrowed()))?;
     m.add_veth(peer_if, far_if, Some(far.as_fd_borrowed()))?;
+    if !ipv6 {
+        without_ipv6(&mid, &[app_if, peer_if])?;
+        without_ipv6(far, &[far_if])?;
+        without_ipv6(near, &[NEAR_IF])?;
+    }
     m.set_up(app_if)?;
     m.set_up(peer_if)?;
     let mut f = far.rtnl()?;
@@ -125,6 +140,9 @@ pub fn build_path_in(
     )?;
     let v6 = v6_of(subnet);
     let v6 = match (|| -> Result<(), dummynet_io::rtnl::RtnlError> {
+        if !ipv6 {
+            return Ok(());
+        }
         f.add_address(far_if, IpAddr::V6(v6.far_addr), V6_PREFIX)?;
         n.add_address(NEAR_IF, IpAddr::V6(v6.near_addr), V6_PREFIX)?;
         n.add_route(
@@ -133,7 +151,8 @@ pub fn build_path_in(
             Via::Gateway(IpAddr::V6(v6.far_addr)),
         )
     })() {
-        Ok(()) => Some(v6),
+        Ok(()) if ipv6 => Some(v6),
+        Ok(()) => None,
         Err(e) => {
             say!("dummynet: warning: the link is IPv4 only: {e}");
             None
@@ -150,6 +169,21 @@ pub fn build_path_in(
         v6,
         tso_follows: None,
     })
+}
+
+/// Turns IPv6 off on the interfaces `ifs` of `ns` (nothing to do where
+/// the kernel has no IPv6).
+fn without_ipv6(ns: &Netns, ifs: &[&str]) -> Result<(), PathError> {
+    if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
+        return Ok(());
+    }
+    for name in ifs {
+        let key = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
+        ns.run(|| std::fs::write(&key, "1"))
+            .map_err(PathError::Netlink)?
+            .map_err(|source| PathError::Sysctl { key, source })?;
+    }
+    Ok(())
 }
 
 /// The /64 that goes with the /30 `v4`: fd64:646e, then its 32 bits.
@@ -267,6 +301,9 @@ pub enum PathError {
     Rtnl(#[from] RtnlError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    /// A per-interface setting the kernel refused.
+    #[error("{key}: {source}")]
+    Sysctl { key: String, source: std::io::Error },
 }
 
 trait BorrowFd {

@@ -238,6 +238,8 @@ impl Unit {
 
 /// A number as people write it: at most 4 decimals, no trailing zeros.
 fn short(v: f64) -> String {
+    // -0 (a float sum of nothing, say) is written 0.
+    let v = v + 0.0;
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
@@ -363,8 +365,8 @@ fn pick<'a, T>(items: &'a [T], w: Which, noun: &str) -> Vec<(String, Option<&'a 
 fn drops(list: &[(String, u64)], reason: Option<&str>) -> f64 {
     list.iter()
         .filter(|d| reason.is_none_or(|r| d.0 == r))
-        .map(|d| d.1 as f64)
-        .sum()
+        .map(|d| d.1)
+        .sum::<u64>() as f64
 }
 
 fn values(q: &Quantity, s: &RunSummary) -> Vec<(String, Option<f64>)> {
@@ -555,6 +557,16 @@ mod tests {
         assert!(!ok("pings.0.rtt_p90 < 1s"), "no value fails");
         assert!(!ok("pings.3.sent > 0"), "no such ping fails");
         assert!(!ok("udp.all.sent_bytes > 0"), "nothing to compare fails");
+    }
+
+    #[test]
+    fn nothing_counted_reads_0_not_minus_0() {
+        let line = |t: &str| Check::parse(t).map(|c| c.eval(&summary()).line()).ok();
+        assert_eq!(
+            line("link.paths.2.drops == 0").as_deref(),
+            Some("ok   link.paths.2.drops == 0: path 2 0")
+        );
+        assert_eq!(short(-0.0), "0");
     }
 
     #[test]

@@ -475,7 +475,10 @@ pub fn run_one(
         None => dummynet_io::netns::Netns::current(),
     }
     .map_err(|e| format!("the outer namespace: {e}"))?;
-    let mut builder = Shell::builder().seed(r.seed);
+    // IPv4 only: the ends' own IPv6 chatter (router solicitations, MLD
+    // reports, not ECN-capable) would otherwise share the queue with the
+    // flows, and an AQM in its dropping state drops it.
+    let mut builder = Shell::builder().seed(r.seed).ipv4_only(true);
     if let Some(p) = &options.netns {
         builder = builder.netns(p);
     }

@@ -102,7 +102,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), String> {
     let (up, down) = preset.options_for_use().map_err(|e| e.to_string())?;
     let config = shell_config(&up, &down).map_err(|e| e.to_string())?;
     let plot_config = config.clone();
-    let path = build_path(&near, &far, "srv0", Gso::Auto).map_err(|e| e.to_string())?;
+    let path = build_path(&near, &far, "srv0", Gso::Auto, true).map_err(|e| e.to_string())?;
     println!("  pipe 1 (up)   config {up}\n  pipe 2 (down) config {down}");
     if let Some(out) = &args.plot {
         crate::plot::check_name(out).map_err(|e| e.to_string())?;

@@ -204,6 +204,7 @@ fn run_inner(args: &ShellArgs) -> Result<ExitCode, String> {
         napi: args.napi.into(),
         observe,
         veth: format!("dn-{me}"),
+        ipv6: true,
     };
     // Declared before the link, so dropped after it: the link's NAT leads
     // into the gateway's tap.
