@@ -1,8 +1,8 @@
 #!/bin/bash
 # The library crates' dependency walls (issue 28): an embedder of the data
 # plane and the daemon builds without the HTTP stack or the plotting stack
-# (and without clap); only dummynet-sim has plotters and
-# resvg, only dummynet-http axum, hyper and tokio, which the binary takes
+# (and without clap); only dummynet-sim (and dummynet-tools, through it)
+# has plotters and resvg, only dummynet-http axum, hyper and tokio, which the binary takes
 # only with its `http` feature. Fails, naming the crate and what it pulled in, if one does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,7 @@ walls=(
     "dummynet-dataplane axum tokio hyper hyper-util plotters resvg clap"
     "dummynet-daemon axum tokio hyper hyper-util plotters resvg clap"
     "dummynet-sim axum tokio hyper hyper-util"
+    "dummynet-tools axum tokio hyper hyper-util"
 )
 members=$(cargo metadata --no-deps --format-version 1 --locked |
     python3 -c 'import json,sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')

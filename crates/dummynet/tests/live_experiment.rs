@@ -28,8 +28,8 @@ mod live_common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use dummynet::experiment::spec::{self, Run, Until};
-use dummynet::experiment::{run_one, RunOptions, RunSummary};
+use dummynet_tools::experiment::spec::{self, Run, Until};
+use dummynet_tools::experiment::{run_one, RunOptions, RunSummary};
 use live_common::*;
 
 const TOOLS: &[&str] = &["ip"];

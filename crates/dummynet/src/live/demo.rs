@@ -3,7 +3,7 @@
 //!
 //! Nothing outside the binary is used (no ping, no iperf3, no `ip`): the
 //! namespaces are anonymous, so they vanish with the process whatever
-//! happens, and the measurements come from [`super::probe`].
+//! happens, and the measurements come from [`dummynet_tools::probe`].
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::process::ExitCode;
@@ -17,8 +17,8 @@ use super::args::PrecisionArg;
 use super::dataplane::Report;
 use super::observer::ObserveOptions;
 use super::presets::{self, Preset};
-use super::probe::{self, BulkServer, EchoServer};
 use super::shell::{build_path, shell_config, start_emulator, Gso};
+use dummynet_tools::probe::{self, BulkServer, EchoServer};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {

@@ -58,7 +58,6 @@ pub mod demo;
 pub mod flood;
 #[cfg(not(feature = "http"))]
 pub mod no_http;
-pub mod probe;
 pub mod ps;
 pub mod run;
 pub mod shell;

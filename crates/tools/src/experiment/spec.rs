@@ -14,7 +14,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::check::Check;
-use crate::gen::{parse_duration, parse_rate};
+use dummynet_daemon::shell::link::{link_config, LinkError};
+use dummynet_sim::gen::{parse_duration, parse_rate};
 
 /// Most runs a sweep may expand to.
 pub const MAX_RUNS: usize = 64;
@@ -481,7 +482,7 @@ impl RunCx<'_> {
         }
         Ok(if let Some((at, text)) = config {
             let text = self.sub(text);
-            crate::lang::commands(&text, None).map_err(|(line, e)| {
+            dummynet_dataplane::lang::commands(&text, None).map_err(|(line, e)| {
                 self.with_run(self.cx.err(
                     at,
                     "link.config",
@@ -491,7 +492,7 @@ impl RunCx<'_> {
             Link::Commands(text)
         } else if let Some(c) = &l.commands {
             let text = self.value(c, "link.commands")?;
-            crate::lang::commands(&text, None).map_err(|(line, e)| {
+            dummynet_dataplane::lang::commands(&text, None).map_err(|(line, e)| {
                 self.with_run(
                     self.cx
                         .err(c, "link.commands", &format!("command {line}: {e}")),
@@ -507,21 +508,23 @@ impl RunCx<'_> {
                 opt(&l.up, "link.up")?,
                 opt(&l.down, "link.down")?,
             );
-            crate::live::shell::link_config(preset.as_deref(), up.as_deref(), down.as_deref())
-                .map_err(|e| {
-                    let e = e.replace("--up", "up").replace("--down", "down");
-                    let (key, at) = if e.starts_with("up") {
-                        ("link.up", l.up.as_ref())
-                    } else if e.starts_with("down") {
-                        ("link.down", l.down.as_ref())
-                    } else {
-                        ("link.preset", l.preset.as_ref())
-                    };
-                    match at {
-                        Some(at) => self.with_run(self.cx.err(at, key, &e)),
-                        None => self.with_run(self.cx.err(&raw.link, key, &e)),
-                    }
-                })?;
+            link_config(preset.as_deref(), up.as_deref(), down.as_deref()).map_err(|e| {
+                // Which key: the options the error is about (the
+                // command line's `--up` is the file's `up`).
+                let (key, at) = match &e {
+                    LinkError::Options { what: "--up", .. } => ("link.up", l.up.as_ref()),
+                    LinkError::Options { what: "--down", .. } => ("link.down", l.down.as_ref()),
+                    _ => ("link.preset", l.preset.as_ref()),
+                };
+                let e = e
+                    .to_string()
+                    .replace("--up", "up")
+                    .replace("--down", "down");
+                match at {
+                    Some(at) => self.with_run(self.cx.err(at, key, &e)),
+                    None => self.with_run(self.cx.err(&raw.link, key, &e)),
+                }
+            })?;
             Link::Options { preset, up, down }
         })
     }

@@ -1,7 +1,7 @@
-//! `dummynet experiment FILE`: a researcher's experiment in one command.
+//! A researcher's experiment in one file (`dummynet experiment FILE`).
 //! The file ([`spec`]) says the link, the flows, the sampling and the
-//! sweep; each run gets `dummynet shell`'s link ([`crate::Shell`]), its
-//! traffic built in ([`traffic`]: TCP with each sender's `TCP_INFO`,
+//! sweep; each run ([`run_one`]) gets `dummynet shell`'s link ([`Shell`]), its
+//! traffic built in (TCP with each sender's `TCP_INFO`,
 //! pings, constant-rate UDP), the emulator's own packet events on the same
 //! clock, and a directory of its own with the raw series as CSV, a JSON
 //! summary ([`summary`]) and the figures ([`figure`], and the plot
@@ -10,7 +10,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
@@ -20,156 +19,22 @@ use dummynet_engine::percentile::nearest_rank;
 use dummynet_engine::Nanos;
 use serde::Serialize;
 
-use crate::events::Event;
-use crate::plot::series::{Reader, Series};
-use crate::plot::{Capacity, Panel as LinkPanel, PlotOptions};
-use crate::{EventFilter, Shell};
+use dummynet_daemon::embed::{EventFilter, ObserverStats, Report, Shell, Subscription};
+use dummynet_dataplane::events::Event;
+use dummynet_io::netns::NetnsError;
+use dummynet_sim::plot::series::SeriesError;
+use dummynet_sim::plot::series::{Reader, Series};
+use dummynet_sim::plot::{Capacity, Panel as LinkPanel, PlotOptions};
 
 pub use dummynet_sim::plot::panels as figure;
 pub mod check;
 pub mod spec;
 pub mod summary;
-pub mod traffic;
+mod traffic;
 
 use spec::{Direction, Link, Run};
 use summary::FlowSummary;
 use traffic::Measured;
-
-#[derive(Debug, clap::Args)]
-pub struct ExperimentArgs {
-    /// The experiment file (TOML): link, flows, sampling, sweep.
-    #[arg(value_name = "FILE.toml")]
-    pub file: PathBuf,
-    /// The directory the runs' directories go in (made if need be).
-    #[arg(
-        short = 'o',
-        long = "out",
-        value_name = "DIR",
-        default_value = "experiment-results"
-    )]
-    pub out: PathBuf,
-    /// Read the file and list its runs, run nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Figures as SVG only (a PNG takes seconds to rasterise, and needs a
-    /// font on this system).
-    #[arg(long)]
-    pub svg_only: bool,
-    /// Exit 1 when one of the file's `assert` checks fails on a run (they
-    /// are evaluated, printed and written to summary.json either way).
-    #[arg(long)]
-    pub check: bool,
-}
-
-/// `dummynet experiment`.
-pub fn main(args: ExperimentArgs) -> ExitCode {
-    let runs = match spec::load(&args.file) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("dummynet experiment: {}: {e}", args.file.display());
-            return ExitCode::from(65);
-        }
-    };
-    if args.dry_run {
-        for r in &runs {
-            println!(
-                "{}: {} s, {} TCP flow(s), {} ping(s), {} UDP flow(s), {} check(s)",
-                r.label,
-                r.duration as f64 / 1e9,
-                r.flows.len(),
-                r.pings.len(),
-                r.udp.len(),
-                r.checks.len()
-            );
-        }
-        return ExitCode::SUCCESS;
-    }
-    // Without root: into a user namespace of our own while this process
-    // has one thread (the kernel's rule), as `dummynet shell` does, and a
-    // network namespace of ours stands in for the host: the links' far
-    // ends and the traffic's outer sides are there.
-    let here = if nix::unistd::geteuid().is_root() {
-        None
-    } else {
-        if let Err(e) = crate::live::rootless::enter() {
-            eprintln!("dummynet experiment: {e}");
-            return ExitCode::from(125);
-        }
-        match dummynet_io::netns::Netns::new_anonymous() {
-            Ok(ns) => Some(ns),
-            Err(e) => {
-                eprintln!("dummynet experiment: without root: creating a namespace: {e}");
-                return ExitCode::from(125);
-            }
-        }
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(signal, Arc::clone(&stop));
-    }
-    let mut results = Vec::new();
-    let mut failed = 0;
-    for r in &runs {
-        let dir = args.out.join(&r.label);
-        eprintln!(
-            "dummynet experiment: {} ({} s) -> {}",
-            r.label,
-            r.duration as f64 / 1e9,
-            dir.display()
-        );
-        let options = RunOptions {
-            png: !args.svg_only,
-            netns: None,
-        };
-        let result = match &here {
-            Some(ns) => ns
-                .run(|| run_one(r, &dir, &stop, &options))
-                .map_err(|e| format!("entering our namespace: {e}"))
-                .and_then(|res| res),
-            None => run_one(r, &dir, &stop, &options),
-        };
-        match result {
-            Ok(s) => {
-                eprintln!("{}", one_line(&s));
-                for c in &s.checks {
-                    eprintln!("    {}", c.line());
-                }
-                failed += s.checks.iter().filter(|c| !c.ok).count();
-                results.push(s);
-            }
-            Err(e) => {
-                eprintln!("dummynet experiment: {}: {e}", r.label);
-                return ExitCode::from(1);
-            }
-        }
-        if stop.load(Ordering::Relaxed) {
-            eprintln!("dummynet experiment: interrupted");
-            return ExitCode::from(130);
-        }
-    }
-    if results.len() > 1 {
-        if let Err(e) = write_matrix(&args.out, &results, !args.svg_only) {
-            eprintln!("dummynet experiment: {e}");
-            return ExitCode::from(1);
-        }
-    }
-    let checks: usize = results.iter().map(|s| s.checks.len()).sum();
-    if checks > 0 {
-        eprintln!(
-            "dummynet experiment: {} of {checks} checks held{}",
-            checks - failed,
-            if failed > 0 && !args.check {
-                " (without --check, the exit status does not say)"
-            } else {
-                ""
-            }
-        );
-    }
-    if failed > 0 && args.check {
-        return ExitCode::from(1);
-    }
-    ExitCode::SUCCESS
-}
 
 /// A run's JSON summary (`summary.json`).
 #[derive(Debug, Clone, Serialize)]
@@ -250,30 +115,6 @@ pub struct PathSummary {
     pub drops: Vec<(String, u64)>,
     /// Packets an AQM of the pipe marked CE, from the event log, the same way.
     pub marks: u64,
-}
-
-fn one_line(s: &RunSummary) -> String {
-    let mut out = format!("  {}:", s.label);
-    for (i, f) in s.flows.iter().enumerate() {
-        out.push_str(&format!(
-            " flow {i} {:.2} Mbit/s srtt p50 {} ms;",
-            f.goodput_mean_bps / 1e6,
-            f.srtt_p50_ms.map_or("-".into(), |v| format!("{v:.1}"))
-        ));
-    }
-    if let Some(j) = s.jain_all_on {
-        out.push_str(&format!(" Jain {j:.4};"));
-    }
-    for p in &s.link.paths {
-        if let Some(u) = p.utilisation {
-            out.push_str(&format!(" path {} {:.0}% used;", p.number, u * 100.0));
-        }
-    }
-    out.push_str(&format!(
-        " drops {:?}, CE {}",
-        s.link.drops, s.link.ecn_marked
-    ));
-    out
 }
 
 fn wall_ns() -> u64 {
@@ -365,7 +206,7 @@ struct Paths {
 /// keeps up with the observer however slow the log's writing. Returns
 /// the events the subscription lost.
 fn drain_events(
-    sub: crate::Subscription,
+    sub: Subscription,
     to: std::sync::mpsc::Sender<Event<String>>,
     stop: Arc<AtomicBool>,
 ) -> u64 {
@@ -392,9 +233,8 @@ fn log_events(
     window: Nanos,
     paths: Paths,
     from_wall: Arc<std::sync::atomic::AtomicU64>,
-) -> Result<EventLog, String> {
-    let file = File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    let mut out = BufWriter::new(file);
+) -> Result<EventLog, RunError> {
+    let mut out = create(&path)?;
     let mut readers: Vec<(u32, Reader)> = paths
         .pipes
         .iter()
@@ -406,8 +246,8 @@ fn log_events(
     let mut tallies = Tallies::default();
     let mut n = 0u64;
     for e in events {
-        let line = serde_json::to_string(&e).map_err(|e| e.to_string())?;
-        writeln!(out, "{line}").map_err(|e| format!("{}: {e}", path.display()))?;
+        let line = json(&e, false, &path)?;
+        writeln!(out, "{line}").map_err(io(&path))?;
         if let Event::Start { t_ns, wall_ns } = e {
             start = Some((t_ns, wall_ns));
             continue;
@@ -422,14 +262,13 @@ fn log_events(
         if from == 0 || at_wall.is_some_and(|w| w < from) {
             continue;
         }
-        let text = serde_json::to_string(&e).map_err(|e| e.to_string())?;
+        let text = json(&e, false, &path)?;
         n += 1;
         for (_, r) in &mut readers {
-            r.line(n, &text).map_err(|e| e.to_string())?;
+            r.line(n, &text).map_err(RunError::EventLog)?;
         }
     }
-    out.flush()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    out.flush().map_err(io(&path))?;
     Ok(EventLog {
         series: readers.into_iter().map(|(n, r)| (n, r.finish())).collect(),
         start,
@@ -441,13 +280,67 @@ fn log_events(
 /// Events the data plane could not hand the observer (every subscriber
 /// misses them), by the observer's counters; its `enqueue` records are
 /// no events.
-fn plane_lost(stats: &crate::ObserverStats) -> u64 {
+fn plane_lost(stats: &ObserverStats) -> u64 {
     stats
         .lost
         .iter()
         .filter(|(kind, _)| *kind != "enqueue")
         .map(|(_, n)| n)
         .sum()
+}
+
+/// Why a run could not be made or written: its kind, with what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A directory or file of the run's output.
+    #[error("cannot write {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The namespace the link's far end and the traffic's outer side go in.
+    #[error("the outer namespace: {0}")]
+    Namespace(NetnsError),
+    /// The shell's link did not start.
+    #[error("the link: {0}")]
+    Link(dummynet_daemon::embed::Error),
+    /// The running emulator did not answer (its pipes, queues or counters).
+    #[error("the emulator: {0}")]
+    Emulator(dummynet_daemon::embed::Error),
+    /// A thread of the run's own could not start.
+    #[error("starting {what}: {source}")]
+    Thread {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// One of the run's threads panicked.
+    #[error("{0} panicked")]
+    Panicked(&'static str),
+    /// The traffic: its namespace's settings, connections or threads.
+    #[error("{0}")]
+    Traffic(String),
+    /// The event log could not read an event into its series.
+    #[error("the event log: {0}")]
+    EventLog(SeriesError),
+}
+
+/// An I/O error on `path` as a [`RunError::Output`].
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Output {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// JSON of our own types as text (which cannot fail: no maps with
+/// non-string keys, no failing `Serialize`); an error is the file's.
+fn json<T: Serialize>(v: &T, pretty: bool, path: &Path) -> Result<String, RunError> {
+    let text = if pretty {
+        serde_json::to_string_pretty(v)
+    } else {
+        serde_json::to_string(v)
+    };
+    text.map_err(|e| io(path)(std::io::Error::other(e)))
 }
 
 /// How a run is made, besides its file.
@@ -468,13 +361,13 @@ pub fn run_one(
     dir: &Path,
     stop: &AtomicBool,
     options: &RunOptions,
-) -> Result<RunSummary, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+) -> Result<RunSummary, RunError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
     let outside = match &options.netns {
         Some(p) => dummynet_io::netns::Netns::open(p),
         None => dummynet_io::netns::Netns::current(),
     }
-    .map_err(|e| format!("the outer namespace: {e}"))?;
+    .map_err(RunError::Namespace)?;
     // IPv4 only: the ends' own IPv6 chatter (router solicitations, MLD
     // reports, not ECN-capable) would otherwise share the queue with the
     // flows, and an AQM in its dropping state drops it.
@@ -498,12 +391,12 @@ pub fn run_one(
             b
         }
     };
-    let shell = builder.start().map_err(|e| format!("the link: {e}"))?;
+    let shell = builder.start().map_err(RunError::Link)?;
     let ecn = r.flows.iter().any(|f| f.ecn);
-    traffic::set_ecn(shell.netns(), ecn)?;
+    traffic::set_ecn(shell.netns(), ecn).map_err(RunError::Traffic)?;
     let bandwidth: Vec<(u32, u64)> = shell
         .show_pipes()
-        .map_err(|e| e.to_string())?
+        .map_err(RunError::Emulator)?
         .pipes
         .iter()
         .map(|p| (p.number, p.link.bandwidth_bps))
@@ -512,7 +405,7 @@ pub fn run_one(
         pipes: bandwidth.iter().map(|b| b.0).collect(),
         queues: shell
             .show_queues()
-            .map_err(|e| e.to_string())?
+            .map_err(RunError::Emulator)?
             .queues
             .iter()
             .map(|q| (q.number, q.sched))
@@ -528,7 +421,10 @@ pub fn run_one(
         std::thread::Builder::new()
             .name("dn-events".into())
             .spawn(move || drain_events(sub, to_log, log_stop))
-            .map_err(|e| format!("starting the event log: {e}"))?
+            .map_err(|source| RunError::Thread {
+                what: "the event log",
+                source,
+            })?
     };
     let logger = {
         let (path, window) = (dir.join("events.jsonl"), r.interval);
@@ -536,10 +432,13 @@ pub fn run_one(
         std::thread::Builder::new()
             .name("dn-log".into())
             .spawn(move || log_events(events, path, window, paths, from_wall))
-            .map_err(|e| format!("starting the event log: {e}"))?
+            .map_err(|source| RunError::Thread {
+                what: "the event log",
+                source,
+            })?
     };
-    let before = shell.stats().map_err(|e| e.to_string())?;
-    let mut after = Err("the run ended before its end".to_string());
+    let before = shell.stats().map_err(RunError::Emulator)?;
+    let mut after = Err(RunError::Traffic("the run ended before its end".into()));
     let driven = traffic::drive(
         r,
         shell.netns(),
@@ -547,24 +446,24 @@ pub fn run_one(
         shell.peer(),
         stop,
         &from_wall,
-        &mut || after = shell.stats().map_err(|e| e.to_string()),
+        &mut || after = shell.stats().map_err(RunError::Emulator),
     );
     // The log takes what is still in the observer's hands, then stops.
     std::thread::sleep(Duration::from_millis(200));
     log_stop.store(true, Ordering::Relaxed);
     let sub_lost = drain
         .join()
-        .map_err(|_| "the event log's drain panicked".to_string())?;
+        .map_err(|_| RunError::Panicked("the event log's drain"))?;
     let mut log = logger
         .join()
-        .map_err(|_| "the event log's thread panicked".to_string())??;
+        .map_err(|_| RunError::Panicked("the event log's thread"))??;
     log.lost = sub_lost + plane_lost(&shell.observer_stats()).saturating_sub(plane_lost_before);
     let _ = shell.stop();
-    let (time0, m) = driven?;
+    let (time0, m) = driven.map_err(RunError::Traffic)?;
     let after = after?;
     let mut s = summarize(r, &m, &log, &before, &after, &bandwidth, time0);
     s.checks = r.checks.iter().map(|c| c.eval(&s)).collect();
-    write_outputs(r, dir, &m, &log, &s, options.png)?;
+    write_outputs(r, dir, &m, &log, &mut s, options.png)?;
     Ok(s)
 }
 
@@ -577,8 +476,8 @@ fn summarize(
     r: &Run,
     m: &Measured,
     log: &EventLog,
-    before: &crate::Report,
-    after: &crate::Report,
+    before: &Report,
+    after: &Report,
     bandwidth: &[(u32, u64)],
     time0: u64,
 ) -> RunSummary {
@@ -681,10 +580,8 @@ fn summarize(
     }
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>, String> {
-    File::create(path)
-        .map(BufWriter::new)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+fn create(path: &Path) -> Result<BufWriter<File>, RunError> {
+    File::create(path).map(BufWriter::new).map_err(io(path))
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -698,26 +595,24 @@ fn write_outputs(
     dir: &Path,
     m: &Measured,
     log: &EventLog,
-    s: &RunSummary,
+    s: &mut RunSummary,
     png: bool,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     write_flows_csv(dir, m)?;
     write_pings_udp_csv(dir, m)?;
     write_link_csv(dir, log, s)?;
+    // A figure that could not be made is a warning of the run's.
+    if let Some(e) = write_figures(r, dir, m, log, s, png) {
+        s.warnings.push(format!("a figure: {e}"));
+    }
     let p = dir.join("summary.json");
-    let json = serde_json::to_string_pretty(s).map_err(|e| e.to_string())?;
-    std::fs::write(&p, json + "\n").map_err(io(&p))?;
-    write_figures(r, dir, m, log, s, png);
+    let text = json(s, true, &p)?;
+    std::fs::write(&p, text + "\n").map_err(io(&p))?;
     Ok(())
 }
 
-/// An I/O error on `p`, in words.
-fn io(p: &Path) -> impl Fn(std::io::Error) -> String + '_ {
-    move |e| format!("{}: {e}", p.display())
-}
-
 /// `flows.csv`: each flow's samples, with the goodput since the last.
-fn write_flows_csv(dir: &Path, m: &Measured) -> Result<(), String> {
+fn write_flows_csv(dir: &Path, m: &Measured) -> Result<(), RunError> {
     let p = dir.join("flows.csv");
     let mut w = create(&p)?;
     writeln!(w, "t_s,flow,received_bytes,goodput_bps,srtt_ms,rttvar_ms,cwnd,ssthresh,delivery_rate_bps,retransmits,delivered_ce").map_err(io(&p))?;
@@ -751,7 +646,7 @@ fn write_flows_csv(dir: &Path, m: &Measured) -> Result<(), String> {
 }
 
 /// `pings.csv` and `udp.csv`, when the run has pings or UDP senders.
-fn write_pings_udp_csv(dir: &Path, m: &Measured) -> Result<(), String> {
+fn write_pings_udp_csv(dir: &Path, m: &Measured) -> Result<(), RunError> {
     if !m.pings.is_empty() {
         let p = dir.join("pings.csv");
         let mut w = create(&p)?;
@@ -784,7 +679,7 @@ fn write_pings_udp_csv(dir: &Path, m: &Measured) -> Result<(), String> {
 }
 
 /// `link.csv`: each path's windows on the run's clock.
-fn write_link_csv(dir: &Path, log: &EventLog, s: &RunSummary) -> Result<(), String> {
+fn write_link_csv(dir: &Path, log: &EventLog, s: &RunSummary) -> Result<(), RunError> {
     let p = dir.join("link.csv");
     let mut w = create(&p)?;
     writeln!(
@@ -832,7 +727,15 @@ fn write_link_csv(dir: &Path, log: &EventLog, s: &RunSummary) -> Result<(), Stri
 
 /// The figures: the flows' goodput, cwnd and RTT, and each path's link.
 /// A figure that cannot be drawn is said, and the run goes on.
-fn write_figures(r: &Run, dir: &Path, m: &Measured, log: &EventLog, s: &RunSummary, png: bool) {
+/// Returns the first error of a figure that could not be written.
+fn write_figures(
+    r: &Run,
+    dir: &Path,
+    m: &Measured,
+    log: &EventLog,
+    s: &RunSummary,
+    png: bool,
+) -> Option<String> {
     let x_max = r.duration as f64 / 1e9;
     // The sender's own numbers (cwnd, srtt) end with its flow: an idle
     // socket's last values would run on as flat lines.
@@ -922,22 +825,25 @@ fn write_figures(r: &Run, dir: &Path, m: &Measured, log: &EventLog, s: &RunSumma
         };
         for ext in ["svg", "png"].iter().take(if png { 2 } else { 1 }) {
             let out = dir.join(format!("link-{n}.{ext}"));
-            if let Err(e) = crate::plot::write(series, &capacity, &options, &out) {
+            if let Err(e) = dummynet_sim::plot::write(series, &capacity, &options, &out) {
                 png_error.get_or_insert(e);
             }
         }
     }
-    if let Some(e) = png_error {
-        eprintln!("dummynet experiment: {}: a figure: {e}", r.label);
-    }
+    png_error.map(|e| e.to_string())
 }
 
 /// A sweep's comparison: `matrix.json` (each run's summary) and one figure
-/// per metric, each run's flows averaged into one line.
-fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), String> {
+/// per metric, each run's flows averaged into one line. Returns what
+/// went wrong with the figures (the comparison stands without them).
+pub fn write_matrix(
+    out: &Path,
+    results: &[RunSummary],
+    png: bool,
+) -> Result<Vec<String>, RunError> {
     let p = out.join("matrix.json");
-    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
-    std::fs::write(&p, json + "\n").map_err(|e| format!("{}: {e}", p.display()))?;
+    let text = json(&results, true, &p)?;
+    std::fs::write(&p, text + "\n").map_err(io(&p))?;
     // Read back each run's flows.csv: the figures need the series.
     let mut per_metric: [Vec<figure::Line>; 3] = Default::default();
     let mut x_max = 0.0f64;
@@ -968,6 +874,7 @@ fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), Str
             per_metric[k].push((s.label.clone(), pts));
         }
     }
+    let mut warnings = Vec::new();
     let names = [
         ("compare-goodput", "goodput, mean of the flows (Mbit/s)"),
         ("compare-cwnd", "cwnd, mean of the flows (segments)"),
@@ -979,10 +886,10 @@ fn write_matrix(out: &Path, results: &[RunSummary], png: bool) -> Result<(), Str
             lines,
         };
         if let Err(e) = figure::write(&out.join(stem), stem, &[panel], x_max, png) {
-            eprintln!("dummynet experiment: {stem}: {e}");
+            warnings.push(format!("{stem}: {e}"));
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{PathSummary, RunSummary};
-use crate::gen::{parse_duration, parse_rate};
+use dummynet_sim::gen::{parse_duration, parse_rate};
 
 /// One assertion, read.
 #[derive(Debug, Clone, PartialEq)]

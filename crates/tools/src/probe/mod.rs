@@ -1,6 +1,6 @@
 //! Measuring instruments for `dummynet demo`: round-trip time with a UDP
-//! echo server and probe ([`rtt`]), throughput with a TCP bulk server and
-//! client ([`bulk`]).
+//! echo server and probe ([`rtt_probe`], [`EchoServer`]), throughput with a TCP bulk server and
+//! client ([`bulk_transfer`], [`BulkServer`]).
 //!
 //! They stand in for `ping` and `iperf3`, so that the demo needs nothing on
 //! the machine but our own binary. Everything is blocking `std::net` code on
@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 
 pub use bulk::{
     bulk_duration_for, bulk_transfer, BulkReport, BulkServer, Direction, TcpBufferLimits,
+    MAX_BULK_DURATION,
 };
-pub use rtt::{rtt_probe, wait_for_echo, EchoServer, RttReport};
+pub use rtt::{rtt_probe, wait_for_echo, EchoServer, RttReport, PROBE_LEN};
 
 /// The longest any blocking socket call here waits before its loop looks at
 /// its stop flag or deadline again: servers stop within about this long.
