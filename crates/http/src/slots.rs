@@ -5,8 +5,11 @@
 //! it has not delivered its whole request (head and body), and again while
 //! a write of its answer has waited on the client for [`HttpLimits::stall`]
 //! (a peer that does not read). When every slot is taken, a new connection
-//! takes the place of the oldest evictable one, which is reset; one peer
-//! (an IP address) holds at most [`HttpLimits::per_peer`] slots, and its
+//! takes the place of an evictable one, which is reset: one whose peer
+//! hung up, else one of the peer (an IP address) that holds the most slots,
+//! its oldest; so a crowd from other addresses, however fast it comes back,
+//! cannot push out a client that holds one slot while its request is on
+//! its way. One peer holds at most [`HttpLimits::per_peer`] slots, and its
 //! new connection takes the place of its own oldest evictable one, or is
 //! refused. A connection whose request was read and whose client reads
 //! (a request waiting on the data plane, an event stream) is never evicted,
@@ -154,12 +157,18 @@ impl Table {
     ) -> Admit {
         let now = Instant::now();
         let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let held = |conns: &[Arc<Conn>], p: IpAddr| conns.iter().filter(|c| c.peer == p).count();
+        // A hung-up peer's first, then the most slots' holder's, then by rank.
         let victim = |conns: &[Arc<Conn>], of: Option<IpAddr>| {
             conns
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| of.is_none_or(|p| c.peer == p))
-                .filter_map(|(i, c)| Some((c.eviction_rank(now, self.stall)?, i)))
+                .filter_map(|(i, c)| {
+                    let rank = c.eviction_rank(now, self.stall)?;
+                    let key = (rank.0 != 0, std::cmp::Reverse(held(conns, c.peer)), rank);
+                    Some((key, i))
+                })
                 .min()
                 .map(|(_, i)| i)
         };
@@ -354,6 +363,22 @@ mod tests {
         _c.conn.request_read();
         assert!(matches!(table.admit_ip(ip(1)), Admit::Refused));
         assert!(matches!(table.admit_ip(ip(3)), Admit::In(_)));
+    }
+
+    #[test]
+    fn a_full_table_takes_from_the_peer_that_holds_the_most() {
+        let table = Table::new(&limits(4, 8));
+        // A lone client's request, unread, older than the crowd's.
+        let lone = admitted(table.admit_ip(ip(1)));
+        let crowd: Vec<Slot> = (0..3).map(|_| admitted(table.admit_ip(ip(2)))).collect();
+        // A newcomer from a third peer: the crowd's oldest gives way.
+        let _new = admitted(table.admit_ip(ip(3)));
+        assert!(
+            !lone.conn.evict.notified().now_or_never_is_ready(),
+            "the lone client stays"
+        );
+        assert!(crowd[0].conn.evict.notified().now_or_never_is_ready());
+        assert!(!crowd[1].conn.evict.notified().now_or_never_is_ready());
     }
 
     /// Whether a `notified()` future is ready at once (a permit was stored).
