@@ -23,5 +23,5 @@ pub mod tc;
 
 pub use embed::{
     Bridge, BridgeBuilder, Emulator, Error, ErrorAt, ErrorKind, EventFilter, Napi, ObserverStats,
-    Pipe, Reply, Report, Shell, ShellBuilder, Subscription,
+    Pipe, Reply, Report, Shell, ShellBuilder, StartFailure, Subscription,
 };

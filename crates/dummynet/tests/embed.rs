@@ -17,7 +17,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use dummynet::events::Event;
-use dummynet::{Bridge, ErrorKind, EventFilter, Napi, Shell, Subscription};
+use dummynet::{Bridge, Error, ErrorKind, EventFilter, Napi, Shell, StartFailure, Subscription};
 use live_common::*;
 
 const TOOLS: &[&str] = &["ip", "ping"];
@@ -228,20 +228,34 @@ fn a_shell_with_bad_options_says_which_and_leaves_nothing() {
         Ok(_) => panic!("started"),
         Err(e) => e,
     };
+    // Each refusal has its kind, and words that name the builder's method.
     let e = start(Shell::builder().up("dealy 5ms"));
     assert!(e.to_string().starts_with("up:"), "{e}");
+    assert!(matches!(e, Error::Start(StartFailure::Link(_))), "{e:?}");
     assert_eq!(e.kind(), None);
     let e = start(Shell::builder().preset("no-such-link"));
     assert!(e.to_string().contains("unknown preset"), "{e}");
+    assert!(matches!(e, Error::Start(StartFailure::Link(_))), "{e:?}");
     let e = start(
         Shell::builder()
             .up("delay 5ms")
             .config_text("pipe 1 config delay 1ms"),
     );
     assert!(e.to_string().contains("not both"), "{e}");
+    assert!(matches!(e, Error::Start(StartFailure::Options(_))), "{e:?}");
     let e =
         start(Shell::builder().config_text("pipe 1 config delay 1ms\nadd 100 pipe 1 ip from\n"));
     assert!(e.to_string().starts_with("config line 2:"), "{e}");
+    assert!(
+        matches!(e, Error::Start(StartFailure::Config { line: 2, .. })),
+        "{e:?}"
+    );
+    let e = start(Shell::builder().config_file("/nonexistent/dummynet.conf"));
+    assert!(
+        matches!(e, Error::Start(StartFailure::ConfigFile(_))),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("/nonexistent/dummynet.conf"), "{e}");
     assert_eq!(ns.links(), before);
 }
 
@@ -272,6 +286,15 @@ fn a_bridge_started_in_process_is_driven_and_lets_its_ports_go() {
         Err(e) => e,
     };
     assert!(e.to_string().contains("m-a"), "{e}");
+    assert!(matches!(e, Error::Start(StartFailure::Port(_))), "{e:?}");
+    let e = match dummynet::Bridge::builder("m-a", "m-a").start() {
+        Ok(_) => panic!("a bridge of m-a to itself started"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&e, Error::Start(StartFailure::SameInterface(i)) if i == "m-a"),
+        "{e:?}"
+    );
 
     let events = bridge.events(EventFilter::default());
     let pinging = || a.command("ping", &[&PING_ARGS[..], &[B_ADDR]].concat());

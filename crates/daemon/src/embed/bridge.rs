@@ -7,9 +7,9 @@ use std::sync::Arc;
 use dummynet_engine::config::Setting;
 use dummynet_engine::Command;
 use dummynet_io::netns::Netns;
-use dummynet_io::portlock::{Port, PortLock};
+use dummynet_io::portlock::{LockError, Port, PortLock};
 
-use super::{Emulator, Error, Report};
+use super::{Emulator, Error, Report, StartFailure};
 use dummynet_dataplane::dataplane::{PlaneOptions, Precision};
 use dummynet_dataplane::observer::ObserveOptions;
 
@@ -136,9 +136,7 @@ impl BridgeBuilder {
         crate::stderr::say_to_stderr();
         let (a, b) = self.ports;
         if a == b {
-            return Err(Error::Start(format!(
-                "bridge {a} {b}: the two interfaces must differ"
-            )));
+            return Err(StartFailure::SameInterface(a).into());
         }
         let mut config = Vec::new();
         if self.default_allow {
@@ -146,27 +144,31 @@ impl BridgeBuilder {
         }
         for text in &self.config {
             let commands = dummynet_dataplane::lang::commands(text, None)
-                .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?;
+                .map_err(|(line, message)| StartFailure::Config { line, message })?;
             config.extend(commands);
         }
         let ns = match &self.netns {
-            Some(path) => Some(
-                Netns::open(path).map_err(|e| Error::Start(format!("{}: {e}", path.display())))?,
-            ),
+            Some(path) => Some(Netns::open(path).map_err(|source| StartFailure::Namespace {
+                path: path.clone(),
+                source,
+            })?),
             None => None,
         };
         // The claims are made where the interfaces are.
-        let claim = || -> Result<Vec<PortLock>, String> {
+        let claim = || -> Result<Vec<PortLock>, LockError> {
             [&a, &b]
                 .into_iter()
-                .map(|i| PortLock::acquire(Port::Interface(i.clone())).map_err(|e| e.to_string()))
+                .map(|i| PortLock::acquire(Port::Interface(i.clone())))
                 .collect()
         };
         let ports = match &ns {
-            Some(ns) => ns.run(claim).map_err(|e| Error::Start(e.to_string()))?,
+            Some(ns) => ns.run(claim).map_err(|source| StartFailure::Namespace {
+                path: self.netns.clone().unwrap_or_default(),
+                source,
+            })?,
             None => claim(),
         }
-        .map_err(Error::Start)?;
+        .map_err(StartFailure::Port)?;
         let running = spawn_controlled(
             ns.as_ref(),
             config,
@@ -182,7 +184,7 @@ impl BridgeBuilder {
             Some(ObserveOptions::default()),
             open_bridge(a, b, false),
         )
-        .map_err(|e| Error::Start(e.to_string()))?;
+        .map_err(StartFailure::Plane)?;
         Ok(Bridge {
             emulator: Emulator::new(&running)?,
             running,

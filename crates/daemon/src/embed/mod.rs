@@ -58,15 +58,15 @@ mod shell;
 pub use bridge::{Bridge, BridgeBuilder};
 pub use shell::{Shell, ShellBuilder};
 
-/// What went wrong: the emulator could not start ([`Error::Start`]), a
-/// request was refused ([`Error::Refused`], with the protocol's
-/// [`ErrorKind`]), or a program could not be run inside ([`Error::Io`]).
+/// What went wrong: the emulator could not start ([`Error::Start`], with
+/// its [`StartFailure`]), a request was refused ([`Error::Refused`], with
+/// the protocol's [`ErrorKind`]), or a program could not be run inside
+/// ([`Error::Io`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Setting up failed (not root, an interface that does not exist, a
-    /// configuration that does not parse...); nothing is left behind.
-    #[error("{0}")]
-    Start(String),
+    /// Setting up (or taking down) failed; nothing is left behind.
+    #[error(transparent)]
+    Start(#[from] StartFailure),
     /// The emulator refused a request, and changed nothing.
     #[error("{message}")]
     Refused {
@@ -78,6 +78,55 @@ pub enum Error {
     },
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// Why an embedded emulator could not start (or a shell's link not come
+/// down), by kind.
+#[derive(Debug, thiserror::Error)]
+pub enum StartFailure {
+    /// An embedded shell needs root: a process that already runs threads
+    /// cannot enter a user namespace of its own.
+    #[error(
+        "an embedded shell needs root (uid 0, here or in a user namespace the \
+         process was started in): a process that already runs threads cannot \
+         enter a user namespace of its own. Without root, spawn \
+         `dummynet shell -- COMMAND`, which can"
+    )]
+    NotRoot,
+    /// The builder's options do not go together.
+    #[error("{0}")]
+    Options(&'static str),
+    /// A bridge between an interface and itself.
+    #[error("bridge {0} {0}: the two interfaces must differ")]
+    SameInterface(String),
+    /// A line of the rules given as text that does not parse.
+    #[error("config line {line}: {message}")]
+    Config { line: usize, message: String },
+    /// A rules file that cannot be read, or a line of it that does not parse.
+    #[error(transparent)]
+    ConfigFile(#[from] dummynet_dataplane::lang::LoadError),
+    /// The link's preset, up or down options (named as the builder's
+    /// methods, not as the command line's `--up`/`--down`).
+    #[error("{}", .0.to_string().replace("--up", "up").replace("--down", "down"))]
+    Link(#[from] crate::shell::link::LinkError),
+    /// The network namespace the builder named.
+    #[error("{}: {source}", path.display())]
+    Namespace {
+        path: std::path::PathBuf,
+        source: dummynet_io::netns::NetnsError,
+    },
+    /// An interface another daemon bridges, or whose claim failed.
+    #[error(transparent)]
+    Port(#[from] dummynet_io::portlock::LockError),
+    /// The shell's link could not be built, or not be taken down whole.
+    #[error(transparent)]
+    Shell(#[from] crate::shell::live::ShellError),
+    /// The data plane could not start.
+    #[error(transparent)]
+    Plane(#[from] crate::start::StartError),
+    /// The emulator is not there to be controlled (it stopped at once).
+    #[error("{0}")]
+    Gone(&'static str),
 }
 
 impl Error {
@@ -132,11 +181,11 @@ impl Emulator {
         let link = running
             .plane_link()
             .cloned()
-            .ok_or_else(|| Error::Start("the data plane takes no requests".into()))?;
+            .ok_or(StartFailure::Gone("the data plane takes no requests"))?;
         let observer = running
             .observer()
             .cloned()
-            .ok_or_else(|| Error::Start("the emulator has no observer".into()))?;
+            .ok_or(StartFailure::Gone("the emulator has no observer"))?;
         Ok(Emulator {
             link,
             observer,

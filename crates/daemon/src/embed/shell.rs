@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use dummynet_io::netns::Netns;
 
-use super::{Emulator, Error, Nat, Report};
+use super::{Emulator, Error, Nat, Report, StartFailure};
 use dummynet_dataplane::dataplane::Precision;
 use dummynet_dataplane::observer::ObserveOptions;
 
@@ -111,7 +111,7 @@ impl Shell {
         drop(emulator);
         let (report, undone) = link.stop();
         drop(_nat);
-        undone.map_err(|e| Error::Start(e.to_string()))?;
+        undone.map_err(StartFailure::Shell)?;
         Ok(report)
     }
 }
@@ -130,9 +130,10 @@ struct NatClaim;
 impl NatClaim {
     fn take() -> Result<NatClaim, Error> {
         if NAT_TAKEN.swap(true, Ordering::SeqCst) {
-            return Err(Error::Start(
-                "another shell of this process has NAT on; one at a time".into(),
-            ));
+            return Err(StartFailure::Options(
+                "another shell of this process has NAT on; one at a time",
+            )
+            .into());
         }
         Ok(NatClaim)
     }
@@ -266,35 +267,27 @@ impl ShellBuilder {
         // only to a single-threaded process, which the caller's (a test
         // harness's) is not.
         if !nix::unistd::geteuid().is_root() {
-            return Err(Error::Start(
-                "an embedded shell needs root (uid 0, here or in a user namespace the \
-                 process was started in): a process that already runs threads cannot \
-                 enter a user namespace of its own. Without root, spawn \
-                 `dummynet shell -- COMMAND`, which can"
-                    .into(),
-            ));
+            return Err(StartFailure::NotRoot.into());
         }
         let seed = self.seed.unwrap_or(1);
         let config = match &self.config {
             Some(_) if self.up.is_some() || self.down.is_some() || self.preset.is_some() => {
-                return Err(Error::Start(
-                    "a shell's rules are config_text/config_file or preset/up/down, not both"
-                        .into(),
-                ))
+                return Err(StartFailure::Options(
+                    "a shell's rules are config_text/config_file or preset/up/down, not both",
+                )
+                .into())
             }
             Some(Config::Text(text)) => dummynet_dataplane::lang::commands(text, None)
-                .map_err(|(line, e)| Error::Start(format!("config line {line}: {e}")))?,
-            Some(Config::File(path)) => dummynet_dataplane::lang::load_config(path)
-                .map_err(|e| Error::Start(e.to_string()))?,
+                .map_err(|(line, message)| StartFailure::Config { line, message })?,
+            Some(Config::File(path)) => {
+                dummynet_dataplane::lang::load_config(path).map_err(StartFailure::ConfigFile)?
+            }
             None => crate::shell::link::link_config(
                 self.preset.as_deref(),
                 self.up.as_deref(),
                 self.down.as_deref(),
             )
-            .map_err(|e| {
-                let e = e.to_string();
-                Error::Start(e.replace("--up", "up").replace("--down", "down"))
-            })?,
+            .map_err(StartFailure::Link)?,
         };
         let claim = self.nat.then(NatClaim::take).transpose()?;
         let n = LINKS.fetch_add(1, Ordering::Relaxed);
@@ -313,16 +306,19 @@ impl ShellBuilder {
             ipv6: !self.ipv4_only,
         };
         let link = match &self.netns {
-            None => cli::start(options).map_err(|e| Error::Start(e.to_string())),
+            None => cli::start(options).map_err(StartFailure::Shell),
             Some(path) => Netns::open(path)
                 .and_then(|ns| ns.run(move || cli::start(options)))
-                .map_err(|e| Error::Start(format!("{}: {e}", path.display())))
-                .and_then(|started| started.map_err(|e| Error::Start(e.to_string()))),
+                .map_err(|source| StartFailure::Namespace {
+                    path: path.clone(),
+                    source,
+                })
+                .and_then(|started| started.map_err(StartFailure::Shell)),
         }?;
         let emulator = match link.emulator().map(Emulator::new) {
             Some(Ok(e)) => e,
             Some(Err(e)) => return Err(e),
-            None => return Err(Error::Start("the emulator stopped at once".into())),
+            None => return Err(StartFailure::Gone("the emulator stopped at once").into()),
         };
         Ok(Shell {
             emulator,
