@@ -203,15 +203,7 @@ pub fn start(options: ShellOptions) -> Result<ShellLink, ShellError> {
             gso != Gso::Off,
         ));
     }
-    let way_out = WayOut::open(
-        nat,
-        &Inside {
-            far_if: &veth.name,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(ShellError::WayOut)?;
+    let way_out = open_way_out(nat, &veth, &path)?;
     let emulator = start_emulator(
         &path,
         config,
@@ -279,15 +271,7 @@ pub fn start_joined(
             gso == Gso::On,
         ));
     }
-    let way_out = WayOut::open(
-        nat,
-        &Inside {
-            far_if: &veth.name,
-            v4: (path.subnet, V4_PREFIX),
-            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
-        },
-    )
-    .map_err(ShellError::WayOut)?;
+    let way_out = open_way_out(nat, &veth, &path)?;
     let said = session.attach()?;
     say!("dummynet shell: {}", said.trim_end());
     Ok(ShellLink {
@@ -298,6 +282,19 @@ pub fn start_joined(
         path,
         socket: Some(socket.to_path_buf()),
     })
+}
+
+/// The NAT and forwarding (`nat`) for the path's subnets through our veth end.
+fn open_way_out(nat: Nat, veth: &OurVeth, path: &Path) -> Result<Option<WayOut>, ShellError> {
+    WayOut::open(
+        nat,
+        &Inside {
+            far_if: &veth.name,
+            v4: (path.subnet, V4_PREFIX),
+            v6: path.v6.map(|v6| (v6.subnet, V6_PREFIX)),
+        },
+    )
+    .map_err(ShellError::WayOut)
 }
 
 impl ShellLink {
