@@ -32,7 +32,7 @@ pub enum ConfigError {
     /// A setting's value out of range, or an unknown setting.
     #[error(transparent)]
     Setting(#[from] SettingError),
-    /// A table's keys do not fit its type, or its use.
+    /// A table command the tables refused (its kind: [`ConfigError::kind`]).
     #[error(transparent)]
     Table(#[from] TableError),
 }
@@ -59,7 +59,13 @@ impl ConfigError {
             ConfigError::Invalid(_) => ConfigErrorKind::Invalid,
             ConfigError::NotFound(_) => ConfigErrorKind::NotFound,
             ConfigError::Conflict(_) => ConfigErrorKind::Conflict,
-            ConfigError::Plugin { .. } | ConfigError::Setting(_) | ConfigError::Table(_) => {
+            ConfigError::Table(TableError::Exists(_)) => ConfigErrorKind::Conflict,
+            ConfigError::Table(TableError::NoTable(_) | TableError::NoEntry { .. }) => {
+                ConfigErrorKind::NotFound
+            }
+            ConfigError::Plugin { .. }
+            | ConfigError::Setting(_)
+            | ConfigError::Table(TableError::Type { .. } | TableError::Key { .. }) => {
                 ConfigErrorKind::Invalid
             }
         }
@@ -85,4 +91,46 @@ impl ConfigError {
 pub struct BatchError {
     pub index: usize,
     pub error: ConfigError,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{TableKey, TableName, TableType};
+
+    /// A table's refusals keep the kinds (and words) the API answers with.
+    #[test]
+    fn table_refusals_have_their_kinds() {
+        let n = TableName::Number(7);
+        let kind = |e: TableError| {
+            let e = ConfigError::from(e);
+            (e.kind(), e.message().into_owned())
+        };
+        assert_eq!(
+            kind(TableError::Exists(n.clone())),
+            (ConfigErrorKind::Conflict, "table 7 already exists".into())
+        );
+        assert_eq!(
+            kind(TableError::NoTable(n.clone())),
+            (ConfigErrorKind::NotFound, "table 7 does not exist".into())
+        );
+        assert_eq!(
+            kind(TableError::NoEntry {
+                name: n.clone(),
+                key: TableKey::Iface("em0".into()),
+            }),
+            (ConfigErrorKind::NotFound, "table 7 has no entry em0".into())
+        );
+        assert_eq!(
+            kind(TableError::Type {
+                name: n,
+                holds: TableType::Addr,
+                wanted: TableType::Iface,
+            }),
+            (
+                ConfigErrorKind::Invalid,
+                "table 7 holds addr keys, not iface".into()
+            )
+        );
+    }
 }

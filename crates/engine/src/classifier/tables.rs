@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use crate::command::{AddrMatch, TableKey, TableName, TableType};
-use crate::error::ConfigError;
 
 /// Where a table lives among [`Tables`]' slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,9 +189,19 @@ fn mask(bits: u32, prefix: u8) -> u128 {
     }
 }
 
-/// A table's keys and what they are used as do not agree.
+/// A table command the tables refused: a table's keys and what they are
+/// used as do not agree, or the table or an entry is not there (or is).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TableError {
+    /// `table N create` of a table that exists.
+    #[error("table {0} already exists")]
+    Exists(TableName),
+    /// A table that does not exist.
+    #[error("table {0} does not exist")]
+    NoTable(TableName),
+    /// `table N delete KEY` of a key the table does not hold.
+    #[error("table {name} has no entry {}", key_text(key))]
+    NoEntry { name: TableName, key: TableKey },
     /// The table holds keys of type `holds`, and is used for `wanted`.
     #[error("table {name} holds {} keys, not {}", holds.as_str(), wanted.as_str())]
     Type {
@@ -290,29 +299,25 @@ impl Tables {
         Ok(())
     }
 
-    pub fn create(&mut self, name: &TableName, ty: TableType) -> Result<(), ConfigError> {
+    pub fn create(&mut self, name: &TableName, ty: TableType) -> Result<(), TableError> {
         if self.by_name.contains_key(name) {
-            return Err(ConfigError::Conflict(format!(
-                "table {name} already exists"
-            )));
+            return Err(TableError::Exists(name.clone()));
         }
-        self.resolve(name, ty)
-            .map(|_| ())
-            .map_err(ConfigError::from)
+        self.resolve(name, ty).map(|_| ())
     }
 
     /// Entries not in the table are an error, and nothing is removed.
-    pub fn delete(&mut self, name: &TableName, keys: &[TableKey]) -> Result<(), ConfigError> {
+    pub fn delete(&mut self, name: &TableName, keys: &[TableKey]) -> Result<(), TableError> {
         let &i = self
             .by_name
             .get(name)
-            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
+            .ok_or_else(|| TableError::NoTable(name.clone()))?;
         let t = &mut self.slots[i];
         if let Some(k) = keys.iter().find(|k| !has(t, k)) {
-            return Err(ConfigError::NotFound(format!(
-                "table {name} has no entry {}",
-                key_text(k)
-            )));
+            return Err(TableError::NoEntry {
+                name: name.clone(),
+                key: k.clone(),
+            });
         }
         for k in keys {
             t.remove(k);
@@ -320,11 +325,11 @@ impl Tables {
         Ok(())
     }
 
-    pub fn flush(&mut self, name: &TableName) -> Result<(), ConfigError> {
+    pub fn flush(&mut self, name: &TableName) -> Result<(), TableError> {
         let &i = self
             .by_name
             .get(name)
-            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
+            .ok_or_else(|| TableError::NoTable(name.clone()))?;
         self.slots[i].clear();
         Ok(())
     }
@@ -339,11 +344,11 @@ impl Tables {
 
     /// Forgets `name`: its slot stays, empty and unnamed, since slots are
     /// never reused while rules may hold them.
-    pub fn destroy(&mut self, name: &TableName) -> Result<(), ConfigError> {
+    pub fn destroy(&mut self, name: &TableName) -> Result<(), TableError> {
         let i = self
             .by_name
             .remove(name)
-            .ok_or_else(|| ConfigError::NotFound(format!("table {name} does not exist")))?;
+            .ok_or_else(|| TableError::NoTable(name.clone()))?;
         self.slots[i].clear();
         self.slots[i].destroyed = true;
         Ok(())
@@ -446,8 +451,5 @@ mod tests {
         assert_eq!(e.to_string(), "table 7 holds addr keys; `em0` is iface");
         let e = t.resolve(&n, TableType::Iface).unwrap_err();
         assert_eq!(e.to_string(), "table 7 holds addr keys, not iface");
-        let e = ConfigError::from(e);
-        assert_eq!(e.kind(), crate::ConfigErrorKind::Invalid);
-        assert_eq!(e.message(), "table 7 holds addr keys, not iface");
     }
 }

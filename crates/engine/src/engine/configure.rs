@@ -417,10 +417,10 @@ impl<P: Payload> Engine<P> {
     fn table(&mut self, name: &TableName, cmd: TableCmd) -> Result<(), ConfigError> {
         let tables = &mut self.rules.tables;
         match cmd {
-            TableCmd::Create(ty) => tables.create(name, ty),
+            TableCmd::Create(ty) => Ok(tables.create(name, ty)?),
             TableCmd::Add(entries) => Ok(tables.add(name, &entries)?),
-            TableCmd::Delete(keys) => tables.delete(name, &keys),
-            TableCmd::Flush => tables.flush(name),
+            TableCmd::Delete(keys) => Ok(tables.delete(name, &keys)?),
+            TableCmd::Flush => Ok(tables.flush(name)?),
             TableCmd::Destroy => {
                 if !tables.exists(name) {
                     return missing(format!("table {name} does not exist"));
@@ -439,7 +439,7 @@ impl<P: Payload> Engine<P> {
                         r.number
                     ));
                 }
-                self.rules.tables.destroy(name)
+                Ok(self.rules.tables.destroy(name)?)
             }
         }
     }
