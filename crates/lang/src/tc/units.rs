@@ -124,8 +124,11 @@ pub fn rate_bps(s: &str) -> Option<u64> {
             .1
     };
     let bytes = (x * scale / 8.0).floor();
-    (bytes.is_finite() && bytes >= 0.0 && bytes <= u64::MAX as f64 / 8.0)
-        .then_some(bytes as u64 * 8)
+    // The float bound rounds (u64::MAX as f64 is 2^64): the product is
+    // checked, not the bound trusted.
+    (bytes.is_finite() && bytes >= 0.0)
+        .then_some(bytes as u64)
+        .and_then(|b| b.checked_mul(8))
 }
 
 /// A size in bytes (`get_size`: `k`/`kb` are KiB, `kbit` is 128 bytes).
@@ -279,6 +282,16 @@ pub fn fmt_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the commands_file fuzzer: `rate 77777777777777777770`
+    /// overflowed (the float bound let 2^61 bytes through, times 8).
+    #[test]
+    fn a_rate_past_u64_is_refused_not_a_panic() {
+        assert_eq!(rate_bps("77777777777777777770"), None);
+        assert_eq!(rate_bps("18446744073709551615"), None);
+        assert_eq!(rate_bps("1e300gbit"), None);
+        assert_eq!(rate_bps("10mbit"), Some(10_000_000));
+    }
 
     #[test]
     fn times_read_as_tc_reads_them() {
