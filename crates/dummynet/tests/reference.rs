@@ -1,7 +1,7 @@
 //! The book's generated reference page, docs/book/src/reference/plugins.md:
-//! every scheduler and AQM with its parameters, bounds and the sysctls that
-//! default them, and the `net.inet.ip.fw.dyn_*` sysctls, made here from the
-//! engine's own tables (`sched::REGISTRY`, `aqm::REGISTRY`, their
+//! every scheduler, AQM and registered impairment with its parameters,
+//! bounds and the sysctls that default them, and the `net.inet.ip.fw.dyn_*` sysctls, made here from the
+//! engine's own tables (`sched::REGISTRY`, `aqm::REGISTRY`, `impair::REGISTRY`, their
 //! `tunables`, `DynSetting::ALL`) so a plug-in added or changed shows in the
 //! book or fails this test. `DUMMYNET_DOCS_BLESS=1` rewrites the page.
 
@@ -130,6 +130,36 @@ fn generate() -> String {
             none(pos),
             none(params),
             if t.flowset_ecn { "yes" } else { "no" }
+        );
+    }
+    out.push_str(
+        "\n## Registered impairments\n\n\
+         Impairments declared as one table entry each (`impair::REGISTRY`), \
+         next to netem's and mahimahi's. The values after the name come in \
+         order, then the parameters by name; `NAME off` takes one off.\n\n\
+         | impairment | set on | values after the name | parameters | what it does |\n\
+         |---|---|---|---|---|\n",
+    );
+    for t in dummynet_engine::impair::REGISTRY {
+        let on = match t.stage {
+            dummynet_engine::impair::Stage::Entry => "pipe, queue (each queue)",
+            _ => "pipe, sched (each instance's delay line)",
+        };
+        let list = |ps: &[ParamSpec]| {
+            let v: Vec<String> = ps.iter().map(|p| param(p, &[])).collect();
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join("<br>")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {on} | {} | {} | {} |",
+            t.name,
+            list(t.positional),
+            list(t.params),
+            t.summary
         );
     }
     out.push_str(

@@ -21,7 +21,7 @@ use crate::impair::reorder::Reorder;
 use crate::impair::seed::Seed;
 use crate::impair::slot::Slot;
 use crate::impair::trace::Trace;
-use crate::impair::{Impairment, LinkShape};
+use crate::impair::{Impairment, LinkShape, Staged};
 use crate::params::{ParamError, Tunable};
 use crate::rng::Probability;
 use crate::time::Nanos;
@@ -114,19 +114,30 @@ pub enum Field {
     Params,
 }
 
-/// The option groups a `modify` names.
+/// The option groups a `modify` names, and the registered impairments it
+/// names (by their place in [`crate::impair::REGISTRY`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Fields(u64);
+pub struct Fields {
+    groups: u64,
+    staged: u64,
+}
 
 impl Fields {
     pub fn insert(&mut self, f: Field) {
-        self.0 |= 1 << (f as u32);
+        self.groups |= 1 << (f as u32);
     }
     pub fn contains(self, f: Field) -> bool {
-        self.0 & (1 << (f as u32)) != 0
+        self.groups & (1 << (f as u32)) != 0
+    }
+    /// Names the registered impairment at `index` in the registry.
+    pub fn insert_staged(&mut self, index: usize) {
+        self.staged |= 1u64.checked_shl(index as u32).unwrap_or(0);
+    }
+    pub fn contains_staged(self, index: usize) -> bool {
+        self.staged & 1u64.checked_shl(index as u32).unwrap_or(0) != 0
     }
     pub fn is_empty(self) -> bool {
-        self.0 == 0
+        self.groups == 0 && self.staged == 0
     }
 }
 
@@ -809,6 +820,9 @@ pub struct LinkConfig {
     /// engine's seed ([`crate::impair::seed`]). A configuration without one
     /// keeps the link's; a changed seed restarts the streams.
     pub seed: Option<Seed>,
+    /// Registered impairments of the delay-line stage (`stall ...`), in the
+    /// registry's order ([`crate::impair::staged`]).
+    pub staged: Vec<Staged>,
 }
 
 impl LinkConfig {
@@ -825,6 +839,7 @@ impl LinkConfig {
         ]
         .into_iter()
         .flatten()
+        .chain(self.staged.iter().map(|x| x as &dyn Impairment))
     }
 }
 
@@ -885,6 +900,9 @@ pub struct FlowsetConfig {
     pub duplicate: Option<Duplicate>,
     /// `corrupt P [correlation C]`.
     pub corrupt: Option<Corrupt>,
+    /// Registered impairments of the entry stage (`drop-every ...`), in
+    /// the registry's order; they act after `loss` ([`crate::impair::staged`]).
+    pub staged: Vec<Staged>,
     /// `mask ...`: one queue per masked flow id.
     pub mask: FlowMask,
     /// The size of the per-flow hash table; 0: `net.inet.ip.dummynet.hash_size`
@@ -900,13 +918,14 @@ impl FlowsetConfig {
     /// The queue's entry impairments that are set, in the order they act
     /// (and `show` prints them): one line per impairment of the entry stage.
     pub fn impairments(&self) -> impl Iterator<Item = &dyn Impairment> {
-        [
-            self.loss.as_ref().map(|x| x as &dyn Impairment),
+        let loss = self.loss.as_ref().map(|x| x as &dyn Impairment);
+        let rest = [
             self.duplicate.as_ref().map(|x| x as &dyn Impairment),
             self.corrupt.as_ref().map(|x| x as &dyn Impairment),
-        ]
-        .into_iter()
-        .flatten()
+        ];
+        loss.into_iter()
+            .chain(self.staged.iter().map(|x| x as &dyn Impairment))
+            .chain(rest.into_iter().flatten())
     }
 }
 
@@ -921,6 +940,7 @@ impl Default for FlowsetConfig {
             loss: None,
             duplicate: None,
             corrupt: None,
+            staged: Vec::new(),
             mask: FlowMask::default(),
             buckets: 0,
             aqm: AqmConfig::default(),

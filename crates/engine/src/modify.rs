@@ -7,6 +7,7 @@
 //! [`crate::command::Schedule`].
 
 use crate::command::{Field, Fields, FlowsetConfig, LinkConfig, SchedConfig};
+use crate::impair::{staged, Stage, REGISTRY};
 
 /// `cur` with the link options `f` names taken from `new`.
 pub fn link(cur: &LinkConfig, new: &LinkConfig, f: Fields) -> LinkConfig {
@@ -41,6 +42,7 @@ pub fn link(cur: &LinkConfig, new: &LinkConfig, f: Fields) -> LinkConfig {
     if f.contains(Field::Seed) {
         out.seed = new.seed;
     }
+    out.staged = staged::merge(&cur.staged, &new.staged, |i| f.contains_staged(i));
     // `bw` and `trace` exclude each other: setting one clears the other.
     if f.contains(Field::Bw) && new.bw > 0 && !f.contains(Field::Trace) {
         out.trace = None;
@@ -59,6 +61,7 @@ pub fn touches_link(f: Fields) -> bool {
     ]
     .into_iter()
     .any(|x| f.contains(x))
+        || (0..REGISTRY.len()).any(|i| f.contains_staged(i) && REGISTRY[i].stage != Stage::Entry)
 }
 
 /// `cur` with the queue options `f` names taken from `new`.
@@ -79,6 +82,7 @@ pub fn flowset(cur: &FlowsetConfig, new: &FlowsetConfig, f: Fields) -> FlowsetCo
     if f.contains(Field::Corrupt) {
         out.corrupt = new.corrupt;
     }
+    out.staged = staged::merge(&cur.staged, &new.staged, |i| f.contains_staged(i));
     if f.contains(Field::Mask) {
         out.mask = new.mask;
     }

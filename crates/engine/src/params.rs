@@ -112,7 +112,7 @@ impl ParamSpec {
     }
 
     /// `v` as a command would write it.
-    fn show(&self, v: u64) -> String {
+    pub fn show(&self, v: u64) -> String {
         match self.kind {
             ParamKind::Time => fmt_time(v),
             ParamKind::Fraction { .. } => from_ppb(v).to_string(),

@@ -244,6 +244,8 @@ pub struct FlowsetView {
     pub loss: Option<crate::impair::loss::LossModel>,
     pub duplicate: Option<crate::impair::duplicate::Duplicate>,
     pub corrupt: Option<crate::impair::corrupt::Corrupt>,
+    /// Registered entry impairments (`drop-every`).
+    pub staged: Vec<crate::impair::Staged>,
     /// In no particular order (sort by `id` to show them).
     pub flows: Vec<FlowView>,
 }
@@ -253,13 +255,14 @@ impl FlowsetView {
     /// lists them for the configuration it shows.
     pub fn impairments(&self) -> impl Iterator<Item = &dyn crate::impair::Impairment> {
         use crate::impair::Impairment;
-        [
-            self.loss.as_ref().map(|x| x as &dyn Impairment),
+        let loss = self.loss.as_ref().map(|x| x as &dyn Impairment);
+        let rest = [
             self.duplicate.as_ref().map(|x| x as &dyn Impairment),
             self.corrupt.as_ref().map(|x| x as &dyn Impairment),
-        ]
-        .into_iter()
-        .flatten()
+        ];
+        loss.into_iter()
+            .chain(self.staged.iter().map(|x| x as &dyn Impairment))
+            .chain(rest.into_iter().flatten())
     }
 }
 

@@ -1401,3 +1401,133 @@ fn a_pipes_seed_stays_through_config_and_modify_restarts_its_draws_keeping_packe
     assert_eq!(burst(&mut b, t + 30 * MS, 200), next);
     b.finish();
 }
+
+// ------------------------------------------------ registered impairments
+
+fn registered(name: &str, params: &[(&str, u64)]) -> dummynet_engine::impair::Staged {
+    let kind = dummynet_engine::impair::lookup(name).expect("registered");
+    let p = params.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+    dummynet_engine::impair::Staged::new(kind, p).expect("valid")
+}
+
+/// `drop-every 3` drops exactly the 3rd, 6th, 9th... arrival as `loss`,
+/// counts on across a `modify` of something else, and starts counting
+/// again when it is named anew.
+#[test]
+fn drop_every_drops_exactly_its_pattern_and_keeps_its_count() {
+    let mut b = Bench::new(1);
+    let fs = FlowsetConfig {
+        staged: vec![registered("drop-every", &[("n", 3)])],
+        ..big_queue()
+    };
+    b.pipe(0, LinkConfig::default(), fs.clone());
+    let fs_again = || FlowsetConfig {
+        staged: vec![registered("drop-every", &[("n", 3)])],
+        ..big_queue()
+    };
+    for i in 0..7 {
+        b.send(i * MS, 100);
+    }
+    // A change of `plr` (0 again) keeps the queue's count: 7 seen so far.
+    b.apply(
+        8 * MS,
+        modify(1, LinkConfig::default(), fs.clone(), &[Field::Plr]),
+    );
+    for i in 7..10 {
+        b.send(i * MS + 8 * MS, 100);
+    }
+    // Named again: the count starts over.
+    let mut fields: Fields = std::iter::empty().collect();
+    fields.insert_staged(0);
+    b.apply(
+        30 * MS,
+        Command::ModifyPipe(
+            1,
+            PipeConfig {
+                link: LinkConfig::default(),
+                flowset: fs_again(),
+                sched: None,
+            },
+            fields,
+        ),
+    );
+    for i in 10..14 {
+        b.send(i * MS + 30 * MS, 100);
+    }
+    b.finish();
+    let dropped: Vec<(u64, Option<DropReason>)> = b
+        .outs
+        .iter()
+        .filter(|o| o.drop.is_some())
+        .map(|o| (o.id, o.drop))
+        .collect();
+    let loss = Some(DropReason::Loss);
+    // Ids count from 0: arrivals 3, 6, 9 before the restart, then the 3rd after it.
+    assert_eq!(dropped, vec![(2, loss), (5, loss), (8, loss), (12, loss)]);
+}
+
+/// `stall 20ms every 100ms from 0` on a 10 ms pipe: a packet leaving the
+/// link inside a stall waits for its end, behind the ones ahead; the rest
+/// wait their delay alone; every packet is delivered.
+#[test]
+fn a_stall_holds_what_leaves_in_it_until_it_ends() {
+    let mut b = Bench::new(1);
+    let link = LinkConfig {
+        delay: 10 * MS,
+        staged: vec![registered(
+            "stall",
+            &[("length", 20 * MS), ("every", 100 * MS), ("from", 0)],
+        )],
+        ..LinkConfig::default()
+    };
+    b.pipe(0, link, big_queue());
+    let sent = [0, 5, 19, 20, 50, 100, 130];
+    for &t in &sent {
+        b.send(t * MS, 100);
+    }
+    b.finish();
+    let at: Vec<Nanos> = b
+        .departures()
+        .into_iter()
+        .map(|d| d.expect("delivered") / MS)
+        .collect();
+    // 0, 5 and 19 leave the link inside the stall [0, 20): out at 20 + 10.
+    // 100 is in the next one [100, 120): out at 130.
+    assert_eq!(at, vec![30, 30, 30, 30, 60, 130, 140]);
+    assert_eq!(
+        b.delivery_order(),
+        (0..sent.len() as u64).collect::<Vec<_>>()
+    );
+}
+
+/// A registered impairment is listed, shown and checked like the others:
+/// on the wrong object it is refused, and the refusal changes nothing.
+#[test]
+fn a_registered_impairment_on_the_wrong_object_is_refused() {
+    let mut e: Engine<Pkt> = Engine::new(1);
+    let wrong = FlowsetConfig {
+        staged: vec![registered("stall", &[("length", MS), ("every", 10 * MS)])],
+        ..FlowsetConfig::default()
+    };
+    let err = e
+        .apply(
+            0,
+            Command::ConfigPipe(
+                1,
+                PipeConfig {
+                    link: LinkConfig::default(),
+                    flowset: wrong,
+                    sched: None,
+                },
+            ),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("`stall` is a link's impairment"),
+        "{err}"
+    );
+    assert!(
+        e.snapshot().links.is_empty(),
+        "a refused command changes nothing"
+    );
+}

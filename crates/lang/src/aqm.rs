@@ -57,7 +57,18 @@ pub(crate) fn value(
     kw: &str,
     owner: &str,
 ) -> Result<u64, ParseError> {
-    let what = |form: &str| format!("{form} after `{owner} ... {kw}`");
+    read(cur, spec, kw, &format!("after `{owner} ... {kw}`"))
+}
+
+/// The value of parameter `spec` (a flag's is the word `kw`), for an error
+/// saying what was expected and where (`after `stall``).
+pub(crate) fn read(
+    cur: &mut Cursor<'_>,
+    spec: &ParamSpec,
+    kw: &str,
+    after: &str,
+) -> Result<u64, ParseError> {
+    let what = |form: &str| format!("{form} {after}");
     match spec.kind {
         ParamKind::Flag { .. } => Ok(u64::from(kw == spec.name)),
         ParamKind::Count => cur.number(&what("a whole number"), 0, u64::MAX),

@@ -14,6 +14,8 @@ use dummynet_engine::config::{
     Profile, QueueConfig, SchedConfig, MAX_BUCKETS, MAX_LMAX, MAX_NUMBER, MAX_PRI, MAX_WEIGHT,
 };
 use dummynet_engine::flow::FlowMask;
+use dummynet_engine::impair::staged::{self, ImpairType, Staged};
+use dummynet_engine::impair::{Stage, REGISTRY as REGISTERED};
 use dummynet_engine::pipes::profile;
 use dummynet_engine::sched::{self, ParamSpec, SchedType};
 
@@ -54,6 +56,12 @@ impl Object {
         if aqms {
             all.extend(dummynet_engine::aqm::names());
         }
+        let stages = |k: &&&ImpairType| match self {
+            Object::Pipe => true,
+            Object::Queue => k.stage == Stage::Entry,
+            Object::Sched => k.stage != Stage::Entry,
+        };
+        all.extend(REGISTERED.iter().filter(stages).map(|k| k.name));
         all
     }
 }
@@ -360,7 +368,7 @@ fn parse_sched_config<'a>(
             let v = aqm::value(cur, spec, &kw, owner)?;
             aqm::set(&mut cfg.params, spec.name, v);
             w.fields.insert(Field::Params);
-        } else if LINK_OPTIONS.iter().any(|o| t.is(o)) {
+        } else if LINK_OPTIONS.iter().any(|o| t.is(o)) || registered(t, true).is_some() {
             link_option(cur, link.get_or_insert_with(LinkConfig::default), ctx, w)?;
         } else {
             let params = match ty {
@@ -432,6 +440,31 @@ fn sched_type(cur: &mut Cursor<'_>) -> Result<&'static SchedType, ParseError> {
     ))
 }
 
+/// The registered impairment `t` names that is set on a link (`link`) or a
+/// flowset.
+fn registered(t: Token<'_>, link: bool) -> Option<&'static ImpairType> {
+    dummynet_engine::impair::lookup(t.text).filter(|k| (k.stage != Stage::Entry) == link)
+}
+
+/// Sets (or with `off` takes off) the registered impairment `kind`, whose
+/// name `t` is next, in `list`.
+fn registered_option<'a>(
+    cur: &mut Cursor<'a>,
+    t: Token<'a>,
+    kind: &'static ImpairType,
+    list: &mut Vec<Staged>,
+    w: &mut Words<'a>,
+) -> Result<bool, ParseError> {
+    cur.bump();
+    if cur.eat("off") {
+        staged::remove(list, kind);
+    } else {
+        staged::put(list, impair::registered(cur, t, kind)?);
+    }
+    w.fields.insert_staged(staged::index(kind));
+    Ok(true)
+}
+
 /// Applies a link option if one is next; false if the next word is not one.
 fn link_option<'a>(
     cur: &mut Cursor<'a>,
@@ -442,6 +475,9 @@ fn link_option<'a>(
     let Some(t) = cur.peek() else {
         return Ok(false);
     };
+    if let Some(kind) = registered(t, true) {
+        return registered_option(cur, t, kind, &mut link.staged, w);
+    }
     let kw = t.text.to_ascii_lowercase();
     if !LINK_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
@@ -689,6 +725,9 @@ fn flowset_option<'a>(
         w.fields.insert(Field::Aqm);
         return Ok(true);
     }
+    if let Some(kind) = registered(t, false) {
+        return registered_option(cur, t, kind, &mut fs.staged, w);
+    }
     if !FLOWSET_OPTIONS.contains(&kw.as_str()) {
         return Ok(false);
     }
@@ -887,12 +926,13 @@ fn unknown_option(
         );
     }
     let elsewhere = match obj {
-        Object::Queue if LINK_OPTIONS.contains(&kw.as_str()) => {
+        Object::Queue if LINK_OPTIONS.contains(&kw.as_str()) || registered(t, true).is_some() => {
             Some("a link option: set it with `pipe M config` or `sched M config`")
         }
         Object::Sched
             if FLOWSET_OPTIONS.contains(&kw.as_str())
-                || dummynet_engine::aqm::lookup(&kw).is_some() =>
+                || dummynet_engine::aqm::lookup(&kw).is_some()
+                || registered(t, false).is_some() =>
         {
             Some("a queue option: set it with `pipe N config` or `queue N config`")
         }

@@ -12,6 +12,9 @@
 //! without `%` is a fraction, as ipfw's `plr` is (`loss 0.01` is 1%), while
 //! tc reads every probability as a percentage.
 //!
+//! A registered impairment ([`dummynet_engine::impair::REGISTRY`]) has no
+//! parser here: [`registered`] reads its words from its table.
+//!
 //! Each parser here starts after its keyword and stops at the first word
 //! that is not one of its own, as the AQM parsers do, so the object's other
 //! options may follow.
@@ -23,7 +26,8 @@ use dummynet_engine::config::{
     Correlated, Distribution, Jitter, LinkConfig, LossModel, Overhead, Reorder, Slot, Trace,
     TraceMode,
 };
-use dummynet_engine::impair::{dist, overhead, trace, Impairment, On};
+use dummynet_engine::impair::{dist, overhead, trace, ImpairType, Impairment, On, Staged};
+use dummynet_engine::params::ParamError;
 use dummynet_engine::rng::Probability;
 use dummynet_engine::time::Nanos;
 
@@ -485,4 +489,35 @@ pub(crate) fn correlated(cur: &mut Cursor<'_>, what: &str) -> Result<Correlated,
 fn own_check(i: &dyn Impairment) -> Result<(), String> {
     i.check(On::Link(&LinkConfig::default()))
         .map_err(|e| e.to_string())
+}
+
+/// The words of the registered impairment `kind`, whose name `at` was just
+/// consumed: its positional values in order, then its keyword parameters,
+/// each read as its table declares it; `kind` itself checks the values.
+pub(crate) fn registered(
+    cur: &mut Cursor<'_>,
+    at: Token<'_>,
+    kind: &'static ImpairType,
+) -> Result<Staged, ParseError> {
+    let mut params = Vec::new();
+    for spec in kind.positional {
+        let v = crate::aqm::read(cur, spec, spec.name, &format!("after `{}`", kind.name))?;
+        crate::aqm::set(&mut params, spec.name, v);
+    }
+    while let Some(t) = cur.peek() {
+        let Some(spec) = kind.params.iter().find(|p| p.keywords().any(|k| t.is(k))) else {
+            break;
+        };
+        let kw = t.text.to_ascii_lowercase();
+        cur.bump();
+        let v = crate::aqm::value(cur, spec, &kw, kind.name)?;
+        crate::aqm::set(&mut params, spec.name, v);
+    }
+    Staged::new(kind, params).map_err(|e| {
+        let ek = match e {
+            ParamError::OutOfRange(_) => ErrorKind::Range,
+            ParamError::Refused(_) => ErrorKind::Syntax,
+        };
+        cur.error_at(at, ek, e.to_string())
+    })
 }

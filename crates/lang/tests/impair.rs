@@ -1330,3 +1330,99 @@ fn a_pipes_seed_is_shown_and_kept() {
         assert_eq!(impair(&e), shown, "{line}");
     }
 }
+
+/// A registered impairment ([`dummynet_engine::impair::REGISTRY`]) is read
+/// from its table: positional values, then keywords, each in its kind's
+/// units; it lands on the link or the flowset by its stage, `modify` names
+/// it by its place in the registry, `off` takes it off, and its words are
+/// what `show` prints back.
+#[test]
+fn registered_impairments_are_read_from_their_table() {
+    use dummynet_engine::impair::{self, Impairment};
+    let cfg = pipe("pipe 1 config delay 10ms stall 2 every 5s from 1s drop-every 3 from 2");
+    let words = |s: &[impair::Staged]| s.iter().map(|x| x.display()).collect::<Vec<_>>();
+    // A bare time is milliseconds, as in ipfw.
+    assert_eq!(words(&cfg.link.staged), ["stall 2ms every 5s from 1s"]);
+    assert_eq!(words(&cfg.flowset.staged), ["drop-every 3 from 2"]);
+    let again = pipe(&format!(
+        "pipe 1 config {} {}",
+        words(&cfg.link.staged)[0],
+        words(&cfg.flowset.staged)[0]
+    ));
+    assert_eq!(
+        (again.link.staged, again.flowset.staged),
+        (cfg.link.staged, cfg.flowset.staged)
+    );
+
+    let Command::ModifyPipe(1, cfg, f) = apply("pipe 1 modify stall off drop-every 4") else {
+        panic!()
+    };
+    let place = |n: &str| impair::staged::index(impair::lookup(n).unwrap());
+    assert!(f.contains_staged(place("stall")) && f.contains_staged(place("drop-every")));
+    assert!(cfg.link.staged.is_empty());
+    assert_eq!(words(&cfg.flowset.staged), ["drop-every 4"]);
+    let Command::ModifyPipe(1, _, f) = apply("pipe 1 modify bw 1Mbit/s") else {
+        panic!()
+    };
+    assert!(!f.contains_staged(place("stall")) && !f.contains_staged(place("drop-every")));
+    let q = match apply("queue 2 config pipe 1 drop-every 7") {
+        Command::ConfigQueue(2, q) => q,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(words(&q.flowset.staged), ["drop-every 7"]);
+}
+
+#[test]
+fn a_registered_impairment_points_at_its_mistakes() {
+    fails(
+        "pipe 1 config drop-every 0",
+        ErrorKind::Range,
+        Some("drop-every"),
+        15,
+        "n 0 is out of range 1..=",
+    );
+    fails(
+        "pipe 1 config drop-every",
+        ErrorKind::Syntax,
+        None,
+        25,
+        "a whole number after `drop-every`",
+    );
+    fails(
+        "pipe 1 config stall 1s",
+        ErrorKind::Syntax,
+        Some("stall"),
+        15,
+        "stall needs its period",
+    );
+    fails(
+        "pipe 1 config stall 2s every 1s",
+        ErrorKind::Syntax,
+        Some("stall"),
+        15,
+        "shorter than its period 1s",
+    );
+    fails(
+        "pipe 1 config stall 1s every x",
+        ErrorKind::Syntax,
+        Some("x"),
+        30,
+        "",
+    );
+    fails(
+        "queue 1 config stall 1s every 2s",
+        ErrorKind::Syntax,
+        Some("stall"),
+        16,
+        "is a link option",
+    );
+    fails(
+        "sched 1 config drop-every 2",
+        ErrorKind::Syntax,
+        Some("drop-every"),
+        16,
+        "is a queue option",
+    );
+    let e = err("pipe 1 config drop-evry 2");
+    assert_eq!(e.suggestion, Some("drop-every"), "{e}");
+}

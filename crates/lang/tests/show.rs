@@ -43,6 +43,7 @@ fn flowset(number: u32, sched: u32, limit: QueueLimit) -> FlowsetView {
         loss: None,
         duplicate: None,
         corrupt: None,
+        staged: Vec::new(),
         flows: vec![],
     }
 }

@@ -15,6 +15,8 @@
 //! | delay line | `jitter` (with [`dist`] tables) | [`jitter`] | instance |
 //! | delay line | `reorder` | [`reorder`] | instance |
 //! | every stage's draws | `seed` | [`seed`] | pipe |
+//! | entry | `drop-every` (registered) | [`drop_every`] | queue |
+//! | delay line | `stall` (registered) | [`stall`] | instance |
 //!
 //! Every impairment is one file holding its configuration type (what the
 //! language parses into), which implements [`Impairment`] (its checks and
@@ -24,6 +26,11 @@
 //! `show` prints through them alone. What an impairment does to a packet is
 //! called where its stage runs, in the pipes' data path.
 //!
+//! The netem and mahimahi impairments above keep their own grammar and
+//! fields. A new impairment is *registered* instead ([`REGISTRY`],
+//! [`staged`]): a table entry the language, `modify`, `show` and the data
+//! path all read, so it takes its own file and one line here.
+//!
 //! Random draws come from the stream of the queue or instance they act on
 //! ([`crate::rng::Rng::stream`]), so configuring one pipe never changes
 //! another pipe's draws; a pipe with a `seed` names its streams from it. Correlated draws follow netem's definition
@@ -32,6 +39,7 @@
 pub mod correlated;
 pub mod corrupt;
 pub mod dist;
+pub mod drop_every;
 pub mod duplicate;
 pub mod jitter;
 pub mod loss;
@@ -39,10 +47,24 @@ pub mod overhead;
 pub mod reorder;
 pub mod seed;
 pub mod slot;
+pub mod staged;
+pub mod stall;
 pub mod trace;
 
 use crate::params::ParamError;
 use crate::time::Nanos;
+pub use staged::{ImpairType, Staged};
+
+/// The registered impairments ([`staged`]): a new one is its file and a line here.
+pub static REGISTRY: &[&ImpairType] = &[&drop_every::TYPE, &stall::TYPE];
+
+/// The registered impairment named `name` (case-insensitively).
+pub fn lookup(name: &str) -> Option<&'static ImpairType> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|k| k.name.eq_ignore_ascii_case(name))
+}
 
 /// Where on a packet's path an impairment acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! What happens to a packet between the end of its transmission and its
-//! exit: the delay line, with netem's jitter and reordering.
+//! exit: the delay line, with netem's jitter and reordering and the
+//! registered impairments of the stage.
 //!
 //! A plain pipe's delay line is a FIFO: every packet waits the same `delay`,
 //! so exit times only grow. Jitter in order (the default) keeps that: a
@@ -17,6 +18,7 @@ use super::{Held, Slab};
 use crate::impair::jitter::JitterState;
 use crate::impair::reorder::ReorderState;
 use crate::impair::slot::SlotState;
+use crate::impair::staged::States;
 use crate::impair::trace::TraceCursor;
 use crate::rng::Rng;
 use crate::time::Nanos;
@@ -26,6 +28,8 @@ pub(crate) struct LinkFx<P> {
     pub jitter: JitterState,
     pub reorder: ReorderState,
     pub slot: SlotState,
+    /// Registered impairments' state ([`crate::impair::staged`]).
+    pub staged: States,
     /// A traced link's next opportunity.
     pub cursor: Option<TraceCursor>,
     /// A traced link's packet in transmission and the bytes it still needs.
@@ -45,6 +49,7 @@ impl<P> Default for LinkFx<P> {
             jitter: JitterState::default(),
             reorder: ReorderState::default(),
             slot: SlotState::default(),
+            staged: States::default(),
             cursor: None,
             head: None,
             early: BinaryHeap::new(),
@@ -106,10 +111,14 @@ pub(crate) fn place<P>(
             return true;
         }
     }
-    let delay = match &params.jitter {
+    let mut delay = match &params.jitter {
         Some(j) => fx.jitter.delay(params.delay, j, rng),
         None => params.delay,
     };
+    if let Some(models) = &params.staged {
+        let extra = fx.staged.extra_delay(models, exit, held.info.len, rng);
+        delay = delay.saturating_add(extra);
+    }
     held.out_time = exit.saturating_add(delay);
     if params.jitter.as_ref().is_some_and(|j| j.unordered) {
         push_early(fx, held);

@@ -18,6 +18,7 @@ use crate::impair::overhead::Overhead;
 use crate::impair::reorder::Reorder;
 
 use crate::impair::slot::Slot;
+use crate::impair::staged::{self, Models};
 
 use crate::impair::trace::Trace;
 use crate::time::{Nanos, NS_PER_SEC};
@@ -39,9 +40,12 @@ pub(crate) struct LinkParams {
     pub overhead: Option<Overhead>,
     pub slot: Option<Slot>,
     pub trace: Option<Arc<Trace>>,
+    /// Registered impairments of the delay line (`stall`).
+    pub staged: Option<Models>,
     /// When the trace started: its opportunities count from here.
     pub trace_start: Nanos,
-    /// Jitter or reorder: the delay line is more than a FIFO of equal waits.
+    /// Jitter, reorder or a registered impairment: the delay line is more
+    /// than a FIFO of equal waits.
     pub shaped_delay: bool,
     /// Slots or a trace: the link, not the scheduler, decides when a packet
     /// may start, so no packet is handed to it without queueing.
@@ -61,8 +65,9 @@ impl LinkParams {
             overhead: c.overhead,
             slot: c.slot,
             trace: c.trace.clone(),
+            staged: staged::models(&c.staged),
             trace_start,
-            shaped_delay: c.jitter.is_some() || c.reorder.is_some(),
+            shaped_delay: c.jitter.is_some() || c.reorder.is_some() || !c.staged.is_empty(),
             gated: c.slot.is_some() || c.trace.is_some(),
         }
     }

@@ -40,6 +40,7 @@ use crate::flow::{FlowKey, FlowMask};
 use crate::impair::corrupt::Corrupt;
 use crate::impair::duplicate::Duplicate;
 use crate::impair::loss::LossModel;
+use crate::impair::staged::{self, Models, States};
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::{Probability, Rng};
@@ -177,6 +178,8 @@ struct QueueFx {
     loss: LossState,
     dup: DuplicateState,
     corrupt: corrupt::CorruptState,
+    /// Registered entry impairments' state.
+    staged: States,
 }
 
 impl QueueFx {
@@ -188,6 +191,7 @@ impl QueueFx {
             loss: LossState::default(),
             dup: DuplicateState::default(),
             corrupt: corrupt::CorruptState::default(),
+            staged: States::default(),
         })
     }
 }
@@ -197,12 +201,14 @@ impl QueueFx {
 /// Each [`QueueFx`] keeps a copy, kept in step by `set_flowset`, so that a
 /// packet's entry reads them from the queue it already holds: a queue
 /// without them (a plain pipe's) never reads or copies them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct EntryOptions {
     plr: Probability,
     loss: Option<LossModel>,
     duplicate: Option<Duplicate>,
     corrupt: Option<Corrupt>,
+    /// Registered impairments of the entry stage (`drop-every`).
+    staged: Option<Models>,
 }
 
 impl EntryOptions {
@@ -212,6 +218,7 @@ impl EntryOptions {
             loss: cfg.loss,
             duplicate: cfg.duplicate,
             corrupt: cfg.corrupt,
+            staged: staged::models(&cfg.staged),
         }
     }
 }
@@ -222,6 +229,7 @@ fn needs_queue_fx(cfg: &FlowsetConfig, aqm: bool) -> bool {
         || cfg.loss.is_some()
         || cfg.duplicate.is_some()
         || cfg.corrupt.is_some()
+        || !cfg.staged.is_empty()
 }
 
 /// A scheduler instance with its own link.

@@ -72,6 +72,7 @@ impl<P: Payload> Pipes<P> {
                 loss,
                 duplicate: dup,
                 corrupt,
+                ..
             } = fx.entry;
             if !plr.is_zero() && fx.rng.chance(plr) {
                 queue.drops += 1;
@@ -83,6 +84,16 @@ impl<P: Payload> Pipes<P> {
             }
             if let Some(m) = &loss {
                 if fx.loss.lost(m, &mut fx.rng) {
+                    queue.drops += 1;
+                    instance.counters.drops += 1;
+                    return Err(Rejected {
+                        held,
+                        reason: DropReason::Loss,
+                    });
+                }
+            }
+            if let Some(models) = &fx.entry.staged {
+                if fx.staged.lost(models, now, len, &mut fx.rng) {
                     queue.drops += 1;
                     instance.counters.drops += 1;
                     return Err(Rejected {

@@ -80,6 +80,7 @@ impl<P: Payload> Pipes<P> {
             loss: fs.cfg.loss,
             duplicate: fs.cfg.duplicate,
             corrupt: fs.cfg.corrupt,
+            staged: fs.cfg.staged.clone(),
             flows,
         })
     }
