@@ -1,4 +1,4 @@
-//! A data plane on threads of its own ([`spawn`]): the engine made from a
+//! A data plane on threads of its own ([`Launch`]): the engine made from a
 //! configuration, its backends opened in the right namespace, the control
 //! socket and the observer, and the front-ends attached to it; [`Running`]
 //! stops it all in order and returns the data plane's report. `run`,
@@ -104,28 +104,6 @@ impl Drop for Running {
     }
 }
 
-/// Opens the backends with `open` on a new data-plane thread (inside `ns`
-/// if given, so interfaces are looked up there), applies `config`, and
-/// starts the control socket at `socket` if given. Returns once the
-/// backends are open, or with the error that prevented it.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn<F>(
-    ns: Option<&Netns>,
-    config: Vec<(usize, Command)>,
-    seed: u64,
-    socket: Option<PathBuf>,
-    stop: Arc<AtomicBool>,
-    options: PlaneOptions,
-    observe: Option<ObserveOptions>,
-    open: F,
-) -> Result<Running, StartError>
-where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
-{
-    let socket = socket.map(|path| (path, ControlOptions::default()));
-    spawn_controlled(ns, config, seed, socket, stop, options, observe, open)
-}
-
 /// Opens the leader's backends of a sharded data plane.
 pub type OpenLeader =
     Box<dyn FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send>;
@@ -136,43 +114,98 @@ pub type OpenWorker = Arc<
     dyn Fn(&mut Engine<Carrier>, usize) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + Sync,
 >;
 
-/// [`spawn`] with a say in who may use the control socket and what a
-/// client may cost.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn_controlled<F>(
-    ns: Option<&Netns>,
+/// How a data plane starts, all but how its backends open:
+/// `Launch::new(config, seed, stop)`, what differs from the defaults, then
+/// [`Launch::spawn`].
+pub struct Launch<'a> {
+    ns: Option<&'a Netns>,
     config: Vec<(usize, Command)>,
     seed: u64,
     socket: Option<(PathBuf, ControlOptions)>,
     stop: Arc<AtomicBool>,
     options: PlaneOptions,
     observe: Option<ObserveOptions>,
-    open: F,
-) -> Result<Running, StartError>
-where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
-{
-    spawn_sharded(ns, config, seed, socket, stop, options, observe, open, None)
+    workers: Option<(usize, OpenWorker)>,
 }
 
-/// [`spawn_controlled`] on `workers.0` data-plane threads when given
-/// (`run --workers N`, [`sharded`]), the others' backends opened
-/// by `workers.1`.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn_sharded<F>(
-    ns: Option<&Netns>,
-    config: Vec<(usize, Command)>,
-    seed: u64,
-    socket: Option<(PathBuf, ControlOptions)>,
-    stop: Arc<AtomicBool>,
-    options: PlaneOptions,
-    observe: Option<ObserveOptions>,
-    open: F,
-    workers: Option<(usize, OpenWorker)>,
-) -> Result<Running, StartError>
+impl<'a> Launch<'a> {
+    /// `config` applied under `seed`; setting `stop` stops it. No namespace,
+    /// no control socket, no observer, one thread, the default options.
+    pub fn new(config: Vec<(usize, Command)>, seed: u64, stop: Arc<AtomicBool>) -> Self {
+        Launch {
+            ns: None,
+            config,
+            seed,
+            socket: None,
+            stop,
+            options: PlaneOptions::default(),
+            observe: None,
+            workers: None,
+        }
+    }
+
+    /// Runs inside `ns` (interfaces are looked up there).
+    pub fn netns(self, ns: Option<&'a Netns>) -> Self {
+        Launch { ns, ..self }
+    }
+
+    /// A control socket at `path`, if given, with the default options.
+    pub fn socket(self, path: Option<PathBuf>) -> Self {
+        let socket = path.map(|p| (p, ControlOptions::default()));
+        Launch { socket, ..self }
+    }
+
+    /// A control socket at `path` with a say in who may use it and what a
+    /// client may cost.
+    pub fn control(self, path: PathBuf, control: ControlOptions) -> Self {
+        Launch {
+            socket: Some((path, control)),
+            ..self
+        }
+    }
+
+    pub fn options(self, options: PlaneOptions) -> Self {
+        Launch { options, ..self }
+    }
+
+    /// The per-packet observer, if given.
+    pub fn observe(self, observe: Option<ObserveOptions>) -> Self {
+        Launch { observe, ..self }
+    }
+
+    /// On `workers.0` data-plane threads when given (`run --workers N`,
+    /// [`sharded`]), the others' backends opened by `workers.1`.
+    pub fn workers(self, workers: Option<(usize, OpenWorker)>) -> Self {
+        Launch { workers, ..self }
+    }
+
+    /// Opens the backends with `open` on a new data-plane thread, applies
+    /// the configuration and starts the control socket. Returns once the
+    /// backends are open, or with the error that prevented it.
+    pub fn spawn<F>(self, open: F) -> Result<Running, StartError>
+    where
+        F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError>
+            + Send
+            + 'static,
+    {
+        start(self, open)
+    }
+}
+
+fn start<F>(launch: Launch<'_>, open: F) -> Result<Running, StartError>
 where
     F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, StartError> + Send + 'static,
 {
+    let Launch {
+        ns,
+        config,
+        seed,
+        socket,
+        stop,
+        options,
+        observe,
+        workers,
+    } = launch;
     let replicas = config.clone();
     // Every live mode bounds the packet bytes its pipes hold (shell and
     // demo too); `run --memory-limit` and a config's `sysctl` come later and
@@ -416,7 +449,7 @@ pub fn open_sharded_bridge(
     )
 }
 
-/// `--bridge A B`'s backend, opened on the data-plane thread by [`spawn`]
+/// `--bridge A B`'s backend, opened on the data-plane thread by [`Launch::spawn`]
 /// (where the interfaces are looked up: in its namespace).
 pub fn open_bridge(
     a: String,

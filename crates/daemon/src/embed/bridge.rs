@@ -13,8 +13,7 @@ use super::{Emulator, Error, Report, StartFailure};
 use dummynet_dataplane::dataplane::{PlaneOptions, Precision};
 use dummynet_dataplane::observer::ObserveOptions;
 
-use crate::control::ControlOptions;
-use crate::running::{open_bridge, spawn_controlled, Running};
+use crate::running::{open_bridge, Launch, Running};
 
 /// The emulator between two interfaces, as `dummynet run --bridge A B`:
 /// frames from one go through the rules and pipes to the other (`in recv
@@ -169,22 +168,18 @@ impl BridgeBuilder {
             None => claim(),
         }
         .map_err(StartFailure::Port)?;
-        let running = spawn_controlled(
-            ns.as_ref(),
-            config,
-            self.seed,
-            self.socket.map(|p| (p, ControlOptions::default())),
-            Arc::new(AtomicBool::new(false)),
-            PlaneOptions {
+        let running = Launch::new(config, self.seed, Arc::new(AtomicBool::new(false)))
+            .netns(ns.as_ref())
+            .socket(self.socket)
+            .options(PlaneOptions {
                 precision: self.precision,
                 ..PlaneOptions::default()
-            },
+            })
             // An observer with no files (captures: Ethernet frames): the
             // events cost nothing until someone subscribes.
-            Some(ObserveOptions::default()),
-            open_bridge(a, b, false),
-        )
-        .map_err(StartFailure::Plane)?;
+            .observe(Some(ObserveOptions::default()))
+            .spawn(open_bridge(a, b, false))
+            .map_err(StartFailure::Plane)?;
         Ok(Bridge {
             emulator: Emulator::new(&running)?,
             running,

@@ -23,7 +23,7 @@ use super::path::{
     V6_PREFIX,
 };
 use crate::join::{JoinError, JoinRequest, Session};
-use crate::running::{spawn, Running};
+use crate::running::{Launch, Running};
 use crate::start::StartError;
 
 /// Why a shell's link could not be built, or not wholly taken down.
@@ -88,25 +88,21 @@ pub fn start_emulator(
         }
         Gso::On | Gso::Off => (None, None),
     };
-    let running = spawn(
-        Some(&path.mid),
-        config,
-        seed,
-        socket,
-        stop,
-        PlaneOptions {
+    let running = Launch::new(config, seed, stop)
+        .netns(Some(&path.mid))
+        .socket(socket)
+        .options(PlaneOptions {
             precision,
             ..PlaneOptions::default()
-        },
-        observe,
-        |e| {
+        })
+        .observe(observe)
+        .spawn(|e| {
             let mut bridge = Bridge::open(APP_IF, PEER_IF, e)?;
             if let Some(tell) = tell {
                 bridge = bridge.follow_bursts(tell);
             }
             Ok(vec![Box::new(bridge) as Box<dyn Backend>])
-        },
-    )?;
+        })?;
     // The command starts only once its end segments as the configuration
     // needs.
     if let Some(first) = first {

@@ -1,7 +1,7 @@
 //! `dummynet run`: the daemon. One engine, its backends, a control socket,
 //! and an orderly shutdown on SIGINT/SIGTERM.
 //!
-//! [`spawn`] ([`dummynet_daemon::running`]) is the same thing as a library
+//! [`Launch`] ([`dummynet_daemon::running`]) is the same thing as a library
 //! call, used by `shell` and `demo`: the data plane runs on its own thread,
 //! optionally inside a network namespace, and [`Running::stop`] ends it and
 //! returns its report.
@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use dummynet_daemon::running::{
-    default_memory_limit, open_bridge, open_sharded_bridge, spawn, spawn_controlled, spawn_sharded,
-    FrontEnd, OpenLeader, OpenWorker, Running,
+    default_memory_limit, open_bridge, open_sharded_bridge, FrontEnd, Launch, OpenLeader,
+    OpenWorker, Running,
 };
 use dummynet_daemon::start::StartError;
 use dummynet_engine::config::Setting;
@@ -578,17 +578,13 @@ fn run_inner(args: &RunArgs) -> Result<Report, Failure> {
              by flow hash); pipe N is on worker N mod {n}"
         );
     }
-    let mut running = spawn_sharded(
-        ns,
-        config,
-        args.seed,
-        Some((socket, control)),
-        stop.clone(),
-        options,
-        observe,
-        open,
-        sharded,
-    )?;
+    let mut running = Launch::new(config, args.seed, stop.clone())
+        .netns(ns)
+        .control(socket, control)
+        .options(options)
+        .observe(observe)
+        .workers(sharded)
+        .spawn(open)?;
     let mut http_addr = None;
     if let Some(http) = http {
         let token = http.token.is_some();
