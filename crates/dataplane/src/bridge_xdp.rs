@@ -143,15 +143,15 @@ pub fn options(frames: u32) -> XdpOptions {
 /// frames too long for a chunk (GSO super-packets) that the XDP program
 /// passes to the kernel. Where AF_XDP cannot serve the ports, the
 /// AF_PACKET bridge alone, after a line saying why.
-pub fn open_or<F>(
+pub fn open_or<F, E>(
     a: String,
     b: String,
     mut opts: XdpOptions,
     attach: AttachChoice,
     afpacket: F,
-) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static
+) -> impl FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, E> + Send + 'static
 where
-    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, String> + Send + 'static,
+    F: FnOnce(&mut Engine<Carrier>) -> Result<Vec<Box<dyn Backend>>, E> + Send + 'static,
 {
     move |e| {
         let (how, why) = attach.resolve(&a, &b);

@@ -691,10 +691,13 @@ fn open_backends(
             first
         } else if args.xdp {
             let opts = super::bridge_xdp::options(args.xdp_frames);
-            // The AF_XDP bridge and its fallback speak in words.
-            let plain = move |e: &mut Engine<Carrier>| plain(e).map_err(|e| e.to_string());
-            let xdp = super::bridge_xdp::open_or(a, b, opts, args.xdp_attach.into(), plain);
-            Box::new(move |e: &mut Engine<Carrier>| xdp(e).map_err(StartError::Backend))
+            Box::new(super::bridge_xdp::open_or(
+                a,
+                b,
+                opts,
+                args.xdp_attach.into(),
+                plain,
+            ))
         } else {
             Box::new(plain)
         }
