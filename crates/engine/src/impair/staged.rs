@@ -185,7 +185,20 @@ pub struct States {
 }
 
 impl States {
-    fn sync(&mut self, models: &Models) {
+    /// The state of a queue's entry impairments in `list`, keeping what
+    /// `prev` had for the models `list` still holds; `None` for none (a
+    /// queue without them carries one pointer).
+    pub fn entry(prev: Option<Box<States>>, list: &[Staged]) -> Option<Box<States>> {
+        if list.is_empty() {
+            return None;
+        }
+        let models: Vec<_> = list.iter().map(|s| Arc::clone(&s.model)).collect();
+        let mut states = prev.unwrap_or_default();
+        states.sync(&models);
+        Some(states)
+    }
+
+    fn sync(&mut self, models: &[Arc<dyn StageModel>]) {
         let same = self.of.len() == models.len()
             && self
                 .of
@@ -210,8 +223,7 @@ impl States {
     /// Entry: whether one of `models` loses the packet (the first that does
     /// takes it; those after it do not see it).
     #[inline]
-    pub fn lost(&mut self, models: &Models, now: Nanos, len: u32, rng: &mut Rng) -> bool {
-        self.sync(models);
+    pub fn lost(&mut self, now: Nanos, len: u32, rng: &mut Rng) -> bool {
         self.states.iter_mut().any(|s| s.lost(now, len, rng))
     }
 

@@ -246,8 +246,12 @@ impl<P: Payload> Pipes<P> {
                 (Some(fx), Some(a)) => {
                     fx.aqm = a;
                     fx.entry = EntryOptions::of(&fs.cfg);
+                    fx.staged = States::entry(fx.staged.take(), &fs.cfg.staged);
                 }
-                (Some(fx), None) => fx.entry = EntryOptions::of(&fs.cfg),
+                (Some(fx), None) => {
+                    fx.entry = EntryOptions::of(&fs.cfg);
+                    fx.staged = States::entry(fx.staged.take(), &fs.cfg.staged);
+                }
                 (None, a) => {
                     let rng = object_stream(self.seed, &self.links, 1, n, fs.sched, &qid);
                     queue.fx = Some(QueueFx::new(rng, a.flatten(), &fs.cfg));

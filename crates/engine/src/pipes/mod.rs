@@ -40,7 +40,7 @@ use crate::flow::{FlowKey, FlowMask};
 use crate::impair::corrupt::Corrupt;
 use crate::impair::duplicate::Duplicate;
 use crate::impair::loss::LossModel;
-use crate::impair::staged::{self, Models, States};
+use crate::impair::staged::States;
 use crate::impair::{corrupt, duplicate::DuplicateState, loss::LossState, trace};
 use crate::packet::{PacketInfo, Payload, Target};
 use crate::rng::{Probability, Rng};
@@ -178,8 +178,8 @@ struct QueueFx {
     loss: LossState,
     dup: DuplicateState,
     corrupt: corrupt::CorruptState,
-    /// Registered entry impairments' state.
-    staged: States,
+    /// Registered entry impairments' state ([`States::entry`]).
+    staged: Option<Box<States>>,
 }
 
 impl QueueFx {
@@ -191,7 +191,7 @@ impl QueueFx {
             loss: LossState::default(),
             dup: DuplicateState::default(),
             corrupt: corrupt::CorruptState::default(),
-            staged: States::default(),
+            staged: States::entry(None, &cfg.staged),
         })
     }
 }
@@ -201,14 +201,12 @@ impl QueueFx {
 /// Each [`QueueFx`] keeps a copy, kept in step by `set_flowset`, so that a
 /// packet's entry reads them from the queue it already holds: a queue
 /// without them (a plain pipe's) never reads or copies them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct EntryOptions {
     plr: Probability,
     loss: Option<LossModel>,
     duplicate: Option<Duplicate>,
     corrupt: Option<Corrupt>,
-    /// Registered impairments of the entry stage (`drop-every`).
-    staged: Option<Models>,
 }
 
 impl EntryOptions {
@@ -218,7 +216,6 @@ impl EntryOptions {
             loss: cfg.loss,
             duplicate: cfg.duplicate,
             corrupt: cfg.corrupt,
-            staged: staged::models(&cfg.staged),
         }
     }
 }

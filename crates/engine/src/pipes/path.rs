@@ -72,7 +72,6 @@ impl<P: Payload> Pipes<P> {
                 loss,
                 duplicate: dup,
                 corrupt,
-                ..
             } = fx.entry;
             if !plr.is_zero() && fx.rng.chance(plr) {
                 queue.drops += 1;
@@ -92,8 +91,8 @@ impl<P: Payload> Pipes<P> {
                     });
                 }
             }
-            if let Some(models) = &fx.entry.staged {
-                if fx.staged.lost(models, now, len, &mut fx.rng) {
+            if let Some(staged) = fx.staged.as_deref_mut() {
+                if staged.lost(now, len, &mut fx.rng) {
                     queue.drops += 1;
                     instance.counters.drops += 1;
                     return Err(Rejected {
