@@ -918,15 +918,27 @@ impl FlowsetConfig {
     /// The queue's entry impairments that are set, in the order they act
     /// (and `show` prints them): one line per impairment of the entry stage.
     pub fn impairments(&self) -> impl Iterator<Item = &dyn Impairment> {
-        let loss = self.loss.as_ref().map(|x| x as &dyn Impairment);
-        let rest = [
-            self.duplicate.as_ref().map(|x| x as &dyn Impairment),
-            self.corrupt.as_ref().map(|x| x as &dyn Impairment),
-        ];
-        loss.into_iter()
-            .chain(self.staged.iter().map(|x| x as &dyn Impairment))
-            .chain(rest.into_iter().flatten())
+        entry_impairments(&self.loss, &self.staged, &self.duplicate, &self.corrupt)
     }
+}
+
+/// A flowset's entry impairments in the order they act, for its
+/// configuration and for its view alike.
+pub(crate) fn entry_impairments<'a>(
+    loss: &'a Option<LossModel>,
+    staged: &'a [Staged],
+    duplicate: &'a Option<Duplicate>,
+    corrupt: &'a Option<Corrupt>,
+) -> impl Iterator<Item = &'a dyn Impairment> {
+    let rest = [
+        duplicate.as_ref().map(|x| x as &dyn Impairment),
+        corrupt.as_ref().map(|x| x as &dyn Impairment),
+    ];
+    loss.as_ref()
+        .map(|x| x as &dyn Impairment)
+        .into_iter()
+        .chain(staged.iter().map(|x| x as &dyn Impairment))
+        .chain(rest.into_iter().flatten())
 }
 
 impl Default for FlowsetConfig {

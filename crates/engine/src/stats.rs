@@ -254,15 +254,7 @@ impl FlowsetView {
     /// Its entry impairments, as [`crate::command::FlowsetConfig::impairments`]
     /// lists them for the configuration it shows.
     pub fn impairments(&self) -> impl Iterator<Item = &dyn crate::impair::Impairment> {
-        use crate::impair::Impairment;
-        let loss = self.loss.as_ref().map(|x| x as &dyn Impairment);
-        let rest = [
-            self.duplicate.as_ref().map(|x| x as &dyn Impairment),
-            self.corrupt.as_ref().map(|x| x as &dyn Impairment),
-        ];
-        loss.into_iter()
-            .chain(self.staged.iter().map(|x| x as &dyn Impairment))
-            .chain(rest.into_iter().flatten())
+        crate::command::entry_impairments(&self.loss, &self.staged, &self.duplicate, &self.corrupt)
     }
 }
 
